@@ -1,0 +1,42 @@
+// Package testenv decides what a test does when the machine lacks what it
+// needs (root, a tool, a kernel feature). Run by hand, the test skips and
+// says why. Under CI=true the same skip is a failure, so nothing silently
+// goes untested in CI.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// InCI reports whether the tests run under CI (CI=true).
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Skip skips t with reason, or fails it under CI.
+func Skip(t testing.TB, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("needed under CI=true, but: %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// NeedRoot skips (or fails under CI) unless the test runs as root.
+func NeedRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root (run as root, or under .ci/run)")
+	}
+}
+
+// NeedTool skips (or fails under CI) unless name is on PATH, and returns
+// its path.
+func NeedTool(t testing.TB, name, debianPackage string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Skip(t, name+" not found (apt-get install "+debianPackage+")")
+	}
+	return p
+}

@@ -1,0 +1,159 @@
+// Package transport is the contract between node's serve/read commands and
+// the ways bytes can move: tcp (node/transport/tcp) and rdma
+// (node/transport/rdma). Every transport passes the conformance suite in
+// node/transport/transporttest.
+//
+// The server side owns a Region (the first Size bytes of a file) and serves
+// exactly one client. The client side connects, learns the region's size and
+// verify seed in the handshake, and runs a Workload against it, timing every
+// read itself.
+package transport
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+)
+
+// Region is what the server exposes: the first Size bytes of File. The
+// transport maps or sends it as it needs; it must never expose a byte at or
+// beyond Size.
+type Region struct {
+	File *os.File // open for reading; also writable when Writable is true
+	Path string
+	Size int64
+	Seed uint64 // content seed, sent to the client for verification
+	// Patterned reports the file holds node's pattern for Seed (it was made
+	// with --create). A user's own file has no pattern and cannot be verified.
+	Patterned bool
+
+	// Writable reports File was opened O_RDWR. RDMA needs a shared writable
+	// mapping on some kernels to register a file; it still registers the
+	// region for remote reads only.
+	Writable bool
+}
+
+// RDMA holds the per-host RDMA settings. Other transports ignore it.
+type RDMA struct {
+	Device   string // "" picks the first active device
+	IBPort   int    // 1-based; 0 means 1
+	GIDIndex int    // -1 picks the GID from the TCP address in use
+}
+
+// ServerConfig is what node serve passes to Listen.
+type ServerConfig struct {
+	Region        Region
+	Host          string // address to listen on; "" is all addresses
+	Port          int    // 0 picks a free port
+	AcceptTimeout time.Duration
+	Secret        []byte // nil: no authentication (node run by hand)
+	Registration  string // "pinned" or "odp"; tcp ignores it
+	RDMA          RDMA
+}
+
+// ReadyInfo is what a Server reports once it can accept its client.
+type ReadyInfo struct {
+	Address         string // the host part it listens on
+	Port            int
+	RegistrationS   *float64 // nil when the transport registers nothing
+	RegistrationMBs *float64
+	Mapping         string // how the region is mapped, "" if not mapped
+	GIDIndex        *int
+}
+
+// ServeStats is the server's own account of one client's session.
+type ServeStats struct {
+	BytesServed int64
+	Requests    int64
+	Seconds     float64
+}
+
+// Server is a prepared, listening server. Listen returns only once the
+// region is prepared (registered) and the port is open, so Ready is valid.
+type Server interface {
+	Ready() ReadyInfo
+	// Serve waits up to AcceptTimeout for one client that authenticates,
+	// serves it until it disconnects, and returns. A connection that fails
+	// the handshake is dropped and logged (through the warn callback given to
+	// Listen), and Serve keeps waiting for a proper client. Cancelling ctx
+	// stops Serve promptly.
+	Serve(ctx context.Context) (ServeStats, error)
+	// Close releases the listener and every resource; it is safe to call
+	// more than once and after Serve.
+	Close() error
+}
+
+// ClientConfig is what node read passes to Dial.
+type ClientConfig struct {
+	Addr   string // host:port of the server
+	Secret []byte
+	// QPs and QueueDepth and BlockSize are known at connect time because
+	// RDMA sizes its queues and registers its buffer then.
+	QPs        int
+	QueueDepth int
+	BlockSize  int
+	RDMA       RDMA
+}
+
+// RegionInfo is what the client learns in the handshake.
+type RegionInfo struct {
+	Size      int64
+	Seed      uint64
+	Patterned bool
+}
+
+// Workload says what to read. Offsets are multiples of BlockSize below
+// RegionInfo.Size, in the order Pattern gives (see node/workload).
+type Workload struct {
+	BlockSize  int
+	QueueDepth int
+	Pattern    string // "sequential" or "random"
+	// Total bytes to read after warmup; when Duration > 0, read for that
+	// long instead. One of them is non-zero.
+	Total    int64
+	Duration time.Duration
+	Warmup   time.Duration
+	Verify   bool
+	Seed     uint64 // shuffle seed for "random"
+}
+
+// Measurement is the client's account of a workload, after warmup.
+type Measurement struct {
+	Bytes    int64
+	Reads    int64
+	Seconds  float64 // first read issued to last completed
+	Latency  Latencies
+	Verified bool // Verify was on and every byte matched
+	GIDIndex *int
+}
+
+// Latencies summarises per-read latency, issue to completion, in microseconds.
+type Latencies struct {
+	AvgUs, P50Us, P99Us, P999Us, MaxUs float64
+}
+
+// Client is a connected, authenticated client.
+type Client interface {
+	Region() RegionInfo
+	// Read runs the workload and returns when it is done, failed, or ctx is
+	// cancelled. A verify mismatch is an error wrapping ErrMismatch.
+	Read(ctx context.Context, w Workload) (Measurement, error)
+	Close() error
+}
+
+// Transport makes servers and clients of one kind.
+type Transport interface {
+	Name() string
+	// Listen prepares the region and opens the listener. warn receives
+	// messages for a person (e.g. a refused handshake); it may be nil.
+	Listen(ctx context.Context, cfg ServerConfig, warn func(string)) (Server, error)
+	Dial(ctx context.Context, cfg ClientConfig) (Client, error)
+}
+
+// ErrMismatch is wrapped by Client.Read when verify finds a byte that differs
+// from the file's pattern.
+var ErrMismatch = errors.New("verify mismatch")
+
+// ErrAuth is wrapped when a handshake fails authentication.
+var ErrAuth = errors.New("authentication failed")

@@ -1,0 +1,148 @@
+// Package results is the wire between node and runner.
+//
+// node prints one JSON object per line on stdout, each with a "type". The
+// runner reads those lines, and turns a point's events into one CSV row
+// (see Row). Both programs import this package and nothing else of each
+// other, so the types here are the whole contract:
+//
+//   - started: first line of every node subcommand, printed before any slow
+//     work, so the runner can always find (and kill) the process.
+//   - ready:   node serve has prepared its region and is listening.
+//   - result:  node read's measurement.
+//   - done:    node serve's own statistics after its client has gone.
+//   - error:   the last line of any failed node run, before a non-zero exit.
+//   - warning: something a person should know that did not stop the run.
+//
+// Field names are snake_case and frozen: external scripts parse them too.
+// Units are in the names: _s seconds, _us microseconds, _mb_s 10^6 bytes/s.
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Event type names.
+const (
+	TypeStarted = "started"
+	TypeReady   = "ready"
+	TypeResult  = "result"
+	TypeDone    = "done"
+	TypeError   = "error"
+	TypeWarning = "warning"
+)
+
+// MaxEventLine bounds one event line. A longer line is not an event; the
+// runner rejects it rather than buffering without limit.
+const MaxEventLine = 64 << 10
+
+// Started is node's first stdout line.
+type Started struct {
+	Type    string `json:"type"` // "started"
+	PID     int    `json:"pid"`
+	PGID    int    `json:"pgid"`
+	Role    string `json:"role"`    // "serve" or "read"
+	Version string `json:"version"` // node's version string
+}
+
+// Ready is printed by node serve once the region is prepared and the
+// listener is open. Registration figures are nil for transports that do not
+// register memory (tcp); they are then empty in the CSV.
+type Ready struct {
+	Type            string   `json:"type"` // "ready"
+	Transport       string   `json:"transport"`
+	Address         string   `json:"address"` // the address node listens on
+	Port            int      `json:"port"`
+	RegistrationS   *float64 `json:"registration_s"`
+	RegistrationMBs *float64 `json:"registration_mb_s"`
+	CachedFraction  float64  `json:"cached_fraction"`     // 0..1, from mincore before registration
+	Mapping         string   `json:"mapping,omitempty"`   // how the file was mapped, e.g. "private-ro"
+	GIDIndex        *int     `json:"gid_index,omitempty"` // RDMA only
+	FileCreated     bool     `json:"file_created"`        // this run wrote the file
+}
+
+// Result is node read's measurement. MB is 10^6 bytes. Latency is per read,
+// from issue to completion, so it includes queueing when queue_depth > 1.
+type Result struct {
+	Type         string  `json:"type"` // "result"
+	Transport    string  `json:"transport"`
+	Bytes        int64   `json:"bytes"`
+	Reads        int64   `json:"reads"`
+	Seconds      float64 `json:"seconds"`
+	BandwidthMBs float64 `json:"bandwidth_mb_s"`
+	IOPS         float64 `json:"iops"`
+	LatAvgUs     float64 `json:"lat_avg_us"`
+	LatP50Us     float64 `json:"lat_p50_us"`
+	LatP99Us     float64 `json:"lat_p99_us"`
+	LatP999Us    float64 `json:"lat_p999_us"`
+	LatMaxUs     float64 `json:"lat_max_us"`
+	Verified     bool    `json:"verified"` // true only when verify was on and every byte matched
+	GIDIndex     *int    `json:"gid_index,omitempty"`
+}
+
+// Done is node serve's last line after a successful run.
+type Done struct {
+	Type        string  `json:"type"` // "done"
+	BytesServed int64   `json:"bytes_served"`
+	Requests    int64   `json:"requests"`
+	Seconds     float64 `json:"seconds"` // from the client's arrival to its departure
+	MinorFaults int64   `json:"minor_faults"`
+	MajorFaults int64   `json:"major_faults"`
+}
+
+// Error is the last line of every failed node run.
+type Error struct {
+	Type    string `json:"type"` // "error"
+	Message string `json:"message"`
+}
+
+// Warning is a message for a person that did not stop the run.
+type Warning struct {
+	Type    string `json:"type"` // "warning"
+	Message string `json:"message"`
+}
+
+// Control is the first line node reads from stdin under --control-stdin.
+// Secret is hex; it authenticates the one client the runner started.
+type Control struct {
+	Secret string `json:"secret,omitempty"`
+}
+
+// ErrNotEvent is wrapped by Decode for lines that are not events.
+var ErrNotEvent = errors.New("not a node event")
+
+// Decode parses one stdout line of node into *Started, *Ready, *Result,
+// *Done, *Error or *Warning. Anything else wraps ErrNotEvent.
+func Decode(line []byte) (any, error) {
+	if len(line) > MaxEventLine {
+		return nil, fmt.Errorf("%w: line of %d bytes is over the %d-byte limit", ErrNotEvent, len(line), MaxEventLine)
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotEvent, err)
+	}
+	var ev any
+	switch head.Type {
+	case TypeStarted:
+		ev = new(Started)
+	case TypeReady:
+		ev = new(Ready)
+	case TypeResult:
+		ev = new(Result)
+	case TypeDone:
+		ev = new(Done)
+	case TypeError:
+		ev = new(Error)
+	case TypeWarning:
+		ev = new(Warning)
+	default:
+		return nil, fmt.Errorf("%w: unknown type %q", ErrNotEvent, head.Type)
+	}
+	if err := json.Unmarshal(line, ev); err != nil {
+		return nil, fmt.Errorf("%w: %s event: %v", ErrNotEvent, head.Type, err)
+	}
+	return ev, nil
+}
