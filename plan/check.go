@@ -1,0 +1,111 @@
+package plan
+
+import (
+	"gopkg.in/yaml.v3"
+)
+
+// maxComboChecks bounds the cross-field checks in Load; a bigger cross
+// product is left to Expand, which checks each point it makes anyway.
+const maxComboChecks = 1 << 20
+
+// source is where a parameter's values come from: its sweep entry, or its
+// single base value.
+type source struct {
+	path   string
+	axis   *axis
+	values []value
+	nodes  []*yaml.Node
+}
+
+func (l *loader) source(p *Plan, base map[string]baseValue, name string) source {
+	for _, a := range p.sweep.axes {
+		for _, e := range a.entries {
+			if e.p.name == name {
+				return source{path: "sweep." + e.group + "." + name, axis: a, values: e.values, nodes: e.nodes}
+			}
+		}
+	}
+	b := base[name]
+	return source{path: paramByName(name).section + "." + name, values: []value{b.v}, nodes: []*yaml.Node{b.node}}
+}
+
+// pairs calls fn for every combination of a's and b's values that some
+// point will have, until fn returns false.
+func pairs(a, b source, fn func(i, j int) bool) {
+	if a.axis != nil && a.axis == b.axis {
+		for i := range a.values {
+			if !fn(i, i) {
+				return
+			}
+		}
+		return
+	}
+	if len(a.values)*len(b.values) > maxComboChecks {
+		return
+	}
+	for i := range a.values {
+		for j := range b.values {
+			if !fn(i, j) {
+				return
+			}
+		}
+	}
+}
+
+// checkCombos checks the rules that tie two parameters together, over
+// every combination the sweep will produce, reporting the first offending
+// combination of each rule where the value that breaks it was written.
+func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue) {
+	at := func(s source, i int) *yaml.Node {
+		if s.nodes[i] != nil {
+			return s.nodes[i]
+		}
+		return root
+	}
+	fs, bs := l.source(p, base, "file_size"), l.source(p, base, "block_size")
+	if base["file_size"].node != nil || fs.axis != nil {
+		pairs(fs, bs, func(i, j int) bool {
+			f, b := fs.values[i].n, bs.values[j].n
+			if f <= 0 || b <= 0 {
+				return true
+			}
+			if msg := blockFileProblem(f, b); msg != "" {
+				if b > f {
+					l.errorf(at(bs, j), bs.path, "%s", msg)
+				} else {
+					l.errorf(at(fs, i), fs.path, "%s", msg)
+				}
+				return false
+			}
+			return true
+		})
+	}
+	total, dur := l.source(p, base, "total"), l.source(p, base, "duration")
+	pairs(total, dur, func(i, j int) bool {
+		if msg := totalDurationProblem(total.values[i].n, dur.values[j].n); msg != "" {
+			l.errorf(at(dur, j), dur.path, "%s", msg)
+			return false
+		}
+		return true
+	})
+}
+
+// blockFileProblem states what is wrong with a block size for a file size.
+func blockFileProblem(fileSize, blockSize int64) string {
+	switch {
+	case blockSize > fileSize:
+		return "block_size " + FormatSize(blockSize) + " is larger than file_size " + FormatSize(fileSize)
+	case fileSize%blockSize != 0:
+		return "file_size " + FormatSize(fileSize) + " is not a multiple of block_size " + FormatSize(blockSize)
+	}
+	return ""
+}
+
+func totalDurationProblem(total, duration int64) string {
+	if total != 0 && duration != 0 {
+		p := paramByName("duration")
+		return "total " + FormatSize(total) + " and duration " + p.format(value{n: duration}) +
+			" are both non-zero; a point reads either total bytes or for a duration"
+	}
+	return ""
+}

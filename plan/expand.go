@@ -1,0 +1,281 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultMaxPoints is the expansion limit when ExpandOptions.MaxPoints is 0.
+const DefaultMaxPoints = 10000
+
+// localDataAddress is where a local server is reached.
+const localDataAddress = "127.0.0.1"
+
+// ExpandOptions are the command-line inputs to Expand.
+type ExpandOptions struct {
+	// Only holds "name=v1,v2" filters from --only: keep the points whose
+	// parameter equals one of the values. Values are read like plan values,
+	// so sizes compare as bytes (1MiB matches 1048576). Several filters
+	// must all hold. A filter that matches no point is an error.
+	Only []string
+	// MaxPoints refuses an expansion (after --only) with more points; 0
+	// means DefaultMaxPoints.
+	MaxPoints int
+	// HostName resolves an address (maybe an ssh_config alias) to the host
+	// name used as the server's default data_address; nil is the identity.
+	// A local server's default data_address is 127.0.0.1.
+	HostName func(address string) string
+}
+
+// Point is one combination of parameter values. Repetitions of a point
+// share its Key.
+type Point struct {
+	Index     int    // 0-based place in the returned slice (after --only), in expansion order
+	Key       string // 16 hex digits; see Expand
+	Transport string
+	Hosts     Hosts // with the server's DataAddress resolved
+	Server    ServerParams
+	Client    ClientParams
+	Swept     []Param // this point's swept parameters, in the order the plan's sweep section lists them
+}
+
+// Param is a parameter's name and its value formatted for people.
+type Param struct{ Name, Value string }
+
+// ExpectedReads is how many blocks the point reads: total (file_size when
+// total is 0) divided by block_size. It is 0 for duration-based points,
+// whose count is not known in advance.
+func (pt Point) ExpectedReads() int64 {
+	if pt.Client.Duration > 0 || pt.Client.BlockSize <= 0 {
+		return 0
+	}
+	total := pt.Client.Total
+	if total == 0 {
+		total = pt.Server.FileSize
+	}
+	return total / pt.Client.BlockSize
+}
+
+// Expand returns p's points in order: sweep.matrix parameters outermost,
+// in the order written, and the sweep.zip group innermost. A plan without
+// a sweep is one point.
+//
+// A point's Key is the first 16 hex digits of the sha256 of canonical JSON
+// (object keys sorted; sizes as integer bytes, durations as Go duration
+// strings) holding the plan name, the transport, each host's address,
+// port, data_address, resolved rdma and cpus, and every server: and
+// client: parameter. The same plan always gives the same keys; the
+// repetition is not part of it. --only does not change a point's key.
+//
+// Errors are an ErrorList: an --only filter with an unknown parameter, a
+// bad value or no matching point (File "--only"); more points than
+// MaxPoints (at the sweep key); and the per-point rules (block_size within
+// and dividing file_size; not both total and duration) for the rare sweep
+// too large for Load to check every combination. Expand does not modify p.
+func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
+	l := newLoader(p.Path)
+	l.lines = lineCount(p.Source)
+	maxPoints := opts.MaxPoints
+	if maxPoints <= 0 {
+		maxPoints = DefaultMaxPoints
+	}
+	hosts := p.Hosts
+	if hosts.Server.DataAddress == "" {
+		switch {
+		case hosts.Server.IsLocal():
+			hosts.Server.DataAddress = localDataAddress
+		case opts.HostName != nil:
+			hosts.Server.DataAddress = opts.HostName(hosts.Server.Address)
+		default:
+			hosts.Server.DataAddress = hosts.Server.Address
+		}
+	}
+
+	// Filter each axis by --only: every parameter lives on one axis, so
+	// the product of the filtered axes is exactly the filtered expansion,
+	// and a huge sweep narrowed by --only never has to be generated.
+	axes := make([][]int, len(p.sweep.axes)) // per axis, the kept positions
+	for i, a := range p.sweep.axes {
+		for j := 0; j < a.len(); j++ {
+			axes[i] = append(axes[i], j)
+		}
+	}
+	for _, f := range opts.Only {
+		l.applyOnly(p, f, axes)
+	}
+	if len(l.errs) > 0 {
+		return nil, l.errs.sorted()
+	}
+	count := 1 // saturates, so a sweep too big for an int still reads as too big
+	for _, kept := range axes {
+		if len(kept) > 0 && count > math.MaxInt/len(kept) {
+			count = math.MaxInt
+			break
+		}
+		count *= len(kept)
+	}
+	if count > maxPoints {
+		n := strconv.Itoa(count)
+		if count == math.MaxInt {
+			n = "too many"
+		}
+		l.errorf(p.sweep.node, "sweep", "expands to %s points, more than the limit of %d; narrow it with --only or raise --max-points", n, maxPoints)
+		return nil, l.errs.sorted()
+	}
+
+	points := make([]Point, 0, count)
+	pos := make([]int, len(axes)) // odometer over axes, last fastest
+	for n := 0; n < count; n++ {
+		pt := Point{Index: n, Transport: p.Transport, Hosts: hosts, Server: p.Server, Client: p.Client}
+		for ai, a := range p.sweep.axes {
+			j := axes[ai][pos[ai]]
+			for _, e := range a.entries {
+				e.p.set(&pt.Server, &pt.Client, e.values[j])
+			}
+		}
+		for _, sp := range p.sweep.order {
+			pt.Swept = append(pt.Swept, Param{sp.name, sp.format(sp.get(&pt.Server, &pt.Client))})
+		}
+		for _, msg := range []string{
+			blockFileProblem(pt.Server.FileSize, pt.Client.BlockSize),
+			totalDurationProblem(pt.Client.Total, int64(pt.Client.Duration)),
+		} {
+			if msg != "" {
+				l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)
+			}
+		}
+		if len(l.errs) > 0 {
+			return nil, l.errs.sorted()
+		}
+		pt.Key = pointKey(p.Name, pt)
+		points = append(points, pt)
+		for ai := len(pos) - 1; ai >= 0; ai-- {
+			if pos[ai]++; pos[ai] < len(axes[ai]) {
+				break
+			}
+			pos[ai] = 0
+		}
+	}
+	return points, nil
+}
+
+// applyOnly narrows the axes by one "name=v1,v2" filter, reporting a
+// filter that would leave no point.
+func (l *loader) applyOnly(p *Plan, f string, axes [][]int) {
+	before := len(l.errs)
+	name, list, ok := strings.Cut(f, "=")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || list == "" {
+		l.errs = append(l.errs, &Error{File: "--only", Path: f, Msg: "must be name=v1,v2"})
+		return
+	}
+	prm := paramByName(name)
+	if prm == nil {
+		var names []string
+		for _, q := range params {
+			names = append(names, q.name)
+		}
+		l.errs = append(l.errs, &Error{File: "--only", Path: name, Msg: "unknown parameter" + suggest(name, names)})
+		return
+	}
+	var want []value
+	for _, s := range strings.Split(list, ",") {
+		var n yaml.Node
+		s = strings.TrimSpace(s)
+		if err := yaml.Unmarshal([]byte(s), &n); err != nil || len(n.Content) == 0 {
+			l.errs = append(l.errs, &Error{File: "--only", Path: name, Msg: fmt.Sprintf("bad value %q", s)})
+			continue
+		}
+		vn := n.Content[0]
+		l.origin[vn] = origin{"--only", name}
+		if v, ok := l.paramValue(prm, vn, name, true); ok {
+			want = append(want, v)
+		}
+	}
+	if len(l.errs) > before {
+		return
+	}
+	match := func(v value) bool {
+		for _, w := range want {
+			if v == w {
+				return true
+			}
+		}
+		return false
+	}
+	for ai, a := range p.sweep.axes {
+		for _, e := range a.entries {
+			if e.p != prm {
+				continue
+			}
+			var kept []int
+			var have []string
+			for _, j := range axes[ai] {
+				if match(e.values[j]) {
+					kept = append(kept, j)
+				}
+				have = append(have, prm.format(e.values[j]))
+			}
+			if len(kept) == 0 {
+				l.errs = append(l.errs, &Error{File: "--only", Path: name, Msg: fmt.Sprintf("no point has %s (values: %s)", list, strings.Join(have, ", "))})
+			}
+			axes[ai] = kept
+			return
+		}
+	}
+	v := prm.get(&p.Server, &p.Client)
+	if !match(v) {
+		l.errs = append(l.errs, &Error{File: "--only", Path: name, Msg: fmt.Sprintf("no point has %s (%s is not swept; every point has %s)", list, name, prm.format(v))})
+	}
+}
+
+// pointKey hashes the point's canonical JSON; see Expand.
+func pointKey(planName string, pt Point) string {
+	sum := sha256.Sum256(keyJSON(planName, pt))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// keyJSON is the canonical JSON a point's key hashes.
+func keyJSON(planName string, pt Point) []byte {
+	host := func(h Host) map[string]any {
+		var gid any
+		if h.RDMA.GIDIndex != nil {
+			gid = *h.RDMA.GIDIndex
+		}
+		return map[string]any{
+			"address":      h.Address,
+			"port":         h.Port,
+			"data_address": h.DataAddress,
+			"rdma":         map[string]any{"device": h.RDMA.Device, "ib_port": h.RDMA.IBPort, "gid_index": gid},
+			"cpus":         h.CPUs,
+		}
+	}
+	server, client := map[string]any{}, map[string]any{}
+	for _, prm := range params {
+		v := prm.canonical(prm.get(&pt.Server, &pt.Client))
+		if prm.section == "server" {
+			server[prm.name] = v
+		} else {
+			client[prm.name] = v
+		}
+	}
+	doc := map[string]any{
+		"plan":      planName,
+		"transport": pt.Transport,
+		"hosts":     map[string]any{"server": host(pt.Hosts.Server), "client": host(pt.Hosts.Client)},
+		"server":    server,
+		"client":    client,
+	}
+	b, err := json.Marshal(doc) // maps marshal with sorted keys
+	if err != nil {
+		panic("plan: point key: " + err.Error()) // maps of plain values always marshal
+	}
+	return b
+}

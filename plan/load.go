@@ -1,0 +1,415 @@
+package plan
+
+import (
+	"os"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The keys each mapping may hold. They double as the --set vocabulary.
+var (
+	topKeys     = []string{"name", "description", "hosts", "ssh", "node", "transport", "rdma", "server", "client", "sweep", "repeat", "timeouts", "output"}
+	roleKeys    = []string{"server", "client"}
+	hostKeys    = []string{"address", "port", "user", "identity_file", "jump", "data_address", "rdma", "cpus"}
+	rdmaKeys    = []string{"device", "ib_port", "gid_index"}
+	sshKeys     = []string{"known_hosts", "host_key_policy", "connect_timeout", "keepalive_interval"}
+	nodeKeys    = []string{"binary", "remote_path"}
+	timeoutKeys = []string{"ready", "accept", "point"}
+	outputKeys  = []string{"csv", "logs"}
+	sweepKeys   = []string{"zip", "matrix"}
+
+	transports      = []string{"tcp", "rdma"}
+	hostKeyPolicies = []string{"strict", "accept-new", "insecure"}
+)
+
+// Defaults that are not parameters.
+const (
+	defaultRemotePath = "/var/tmp/rdmasweep/node"
+	defaultKnownHosts = "~/.ssh/known_hosts"
+	defaultLogs       = "out/logs"
+)
+
+var nameRe = regexp.MustCompile(`^[a-z0-9-]+$`)
+
+// parseDuration is time.ParseDuration; a bare 0 is a duration too.
+var parseDuration = time.ParseDuration
+
+// Parse is Load for a plan already in memory; name is the file name used in
+// messages and in Plan.Path.
+func Parse(name string, data []byte, opts Options) (*Plan, error) {
+	l := newLoader(name)
+	doc := l.parseYAML(data)
+	if doc == nil {
+		return nil, l.errs.sorted()
+	}
+	var root *yaml.Node
+	if len(doc.Content) > 0 {
+		root = resolve(doc.Content[0])
+	}
+	if isNull(root) {
+		return nil, ErrorList{{File: name, Msg: "plan is empty"}}
+	}
+	if root.Kind != yaml.MappingNode {
+		l.errorf(root, "", "must be a mapping of plan fields (got %s)", describe(root))
+		return nil, l.errs.sorted()
+	}
+	unswept := l.applySets(root, opts.Set)
+	p := &Plan{Path: name, Source: data}
+	l.plan(root, p, opts, unswept)
+	if err := l.errs.sorted(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// plan walks the top-level mapping into p.
+func (l *loader) plan(root *yaml.Node, p *Plan, opts Options, unswept map[string]bool) {
+	f, _ := l.mapping(root, "", topKeys)
+
+	if name, n, ok := l.str(f, "name", ""); ok {
+		if !nameRe.MatchString(name) {
+			l.errorf(n, "name", "must be lowercase letters, digits and dashes (got %q)", name)
+		}
+		p.Name = name
+	} else if isNull(f["name"].val) {
+		at := root
+		if f["name"].key != nil {
+			at = f["name"].key
+		}
+		l.errorf(at, "name", "required")
+	}
+	p.Description, _, _ = l.str(f, "description", "")
+
+	p.Transport = "tcp"
+	if t, ok := l.enum(f, "transport", "", transports); ok {
+		p.Transport = t
+	}
+
+	planRDMA := l.rdma(f["rdma"].val, "rdma", RDMA{IBPort: 1})
+	p.RDMA = planRDMA
+	l.hosts(root, f, p, planRDMA)
+	l.ssh(f["ssh"].val, p)
+	l.node(f["node"].val, p, opts)
+
+	base := l.params(root, f, p)
+
+	p.Repeat = 1
+	if r, _, ok := l.integer(f, "repeat", "", 1, 1<<20); ok {
+		p.Repeat = int(r)
+	}
+	l.timeouts(f["timeouts"].val, p)
+	l.output(f["output"].val, p)
+
+	if sf, ok := f["sweep"]; ok {
+		p.sweep = l.sweep(sf, unswept)
+	}
+	l.checkCombos(root, p, base)
+}
+
+// rdma reads an rdma mapping over inherited values, so hosts.<role>.rdma
+// overrides the plan-level rdma field by field.
+func (l *loader) rdma(n *yaml.Node, path string, r RDMA) RDMA {
+	f, ok := l.mapping(n, path, rdmaKeys)
+	if !ok {
+		return r
+	}
+	if d, _, ok := l.str(f, "device", path); ok {
+		r.Device = d
+	}
+	if v, _, ok := l.integer(f, "ib_port", path, 1, 255); ok {
+		r.IBPort = int(v)
+	}
+	if v, _, ok := l.integer(f, "gid_index", path, 0, 255); ok {
+		g := int(v)
+		r.GIDIndex = &g
+	}
+	return r
+}
+
+func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan, planRDMA RDMA) {
+	hf, ok := top["hosts"]
+	if !ok {
+		l.errorf(root, "hosts", "required (hosts.server and hosts.client)")
+		return
+	}
+	f, ok := l.mapping(hf.val, "hosts", roleKeys)
+	if !ok {
+		return
+	}
+	for _, role := range roleKeys {
+		path := "hosts." + role
+		rf, ok := f[role]
+		if !ok {
+			at := hf.val
+			if isNull(at) {
+				at = hf.key
+			}
+			l.errorf(at, path, "required")
+			continue
+		}
+		h := l.host(rf, path, planRDMA)
+		if role == "server" {
+			p.Hosts.Server = h
+		} else {
+			p.Hosts.Client = h
+		}
+	}
+}
+
+func (l *loader) host(hf field, path string, planRDMA RDMA) Host {
+	h := Host{RDMA: planRDMA}
+	f, ok := l.mapping(hf.val, path, hostKeys)
+	if !ok {
+		return h
+	}
+	at := hf.val
+	if isNull(at) {
+		at = hf.key
+	}
+	a, n, ok := l.str(f, "address", path)
+	switch {
+	case ok && strings.TrimSpace(a) == "":
+		l.errorf(n, path+".address", "must not be empty (an address, an ssh_config alias, or local)")
+	case ok && strings.ContainsAny(a, " \t@"):
+		l.errorf(n, path+".address", "must be a host name, address or ssh_config alias, without spaces or user@ (got %q); put the user in user:", a)
+	case ok:
+		h.Address = a
+	case isNull(f["address"].val):
+		if f["address"].key != nil {
+			at = f["address"].key
+		}
+		l.errorf(at, path+".address", "required (an address, an ssh_config alias, or local)")
+	}
+	if v, _, ok := l.integer(f, "port", path, 1, 65535); ok {
+		h.Port = int(v)
+	}
+	h.User, _, _ = l.str(f, "user", path)
+	if v, n, ok := l.str(f, "identity_file", path); ok {
+		h.IdentityFile = l.expandHome(v, n, path+".identity_file")
+	}
+	if v, n, ok := l.str(f, "jump", path); ok {
+		if msg := checkJump(v); msg != "" {
+			l.errorf(n, path+".jump", "%s (got %q)", msg, v)
+		}
+		h.Jump = v
+	}
+	h.DataAddress, _, _ = l.str(f, "data_address", path)
+	if v, n, ok := l.str(f, "cpus", path); ok {
+		if !validCPUList(v) {
+			l.errorf(n, path+".cpus", "must be a CPU list like 0-3,8 (got %q)", v)
+		}
+		h.CPUs = v
+	}
+	if rf, ok := f["rdma"]; ok {
+		h.RDMA = l.rdma(rf.val, path+".rdma", planRDMA)
+	}
+	return h
+}
+
+// checkJump validates "[user@]host[:port]" (an IPv6 host in brackets) and
+// returns what is wrong, or "".
+func checkJump(s string) string {
+	const want = "must be [user@]host[:port]"
+	hostport := s
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		if i == 0 || strings.ContainsAny(s[:i], "@:/ ") {
+			return want
+		}
+		hostport = s[i+1:]
+	}
+	host, port := hostport, ""
+	if strings.HasPrefix(hostport, "[") {
+		end := strings.Index(hostport, "]")
+		if end < 0 {
+			return want
+		}
+		host, port = hostport[1:end], strings.TrimPrefix(hostport[end+1:], ":")
+		if rest := hostport[end+1:]; rest != "" && !strings.HasPrefix(rest, ":") {
+			return want
+		}
+		if strings.HasPrefix(hostport[end+1:], ":") && port == "" {
+			return want
+		}
+	} else if i := strings.LastIndex(hostport, ":"); i >= 0 {
+		host, port = hostport[:i], hostport[i+1:]
+		if port == "" {
+			return want
+		}
+	}
+	if host == "" || strings.ContainsAny(host, " /@,") || (!strings.HasPrefix(hostport, "[") && strings.Contains(host, ":")) {
+		return want
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return "port must be between 1 and 65535"
+		}
+	}
+	return ""
+}
+
+// validCPUList accepts taskset's list form: comma-separated CPUs and
+// ascending ranges, e.g. "0-3,8".
+func validCPUList(s string) bool {
+	if s == "" {
+		return false
+	}
+	for item := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err := strconv.ParseUint(lo, 10, 16)
+		if err != nil || strings.HasPrefix(lo, "+") {
+			return false
+		}
+		if isRange {
+			b, err := strconv.ParseUint(hi, 10, 16)
+			if err != nil || strings.HasPrefix(hi, "+") || b < a {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (l *loader) ssh(n *yaml.Node, p *Plan) {
+	p.SSH = SSH{HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second, KeepaliveInterval: 15 * time.Second}
+	p.SSH.KnownHosts = defaultKnownHosts
+	if home, err := os.UserHomeDir(); err == nil {
+		// Not an error when unknown: the default is only a default, and
+		// the ssh layer reports a missing known_hosts with context.
+		p.SSH.KnownHosts = home + defaultKnownHosts[1:]
+	}
+	f, ok := l.mapping(n, "ssh", sshKeys)
+	if !ok {
+		return
+	}
+	if v, n, ok := l.str(f, "known_hosts", "ssh"); ok {
+		p.SSH.KnownHosts = l.expandHome(v, n, "ssh.known_hosts")
+	}
+	if v, ok := l.enum(f, "host_key_policy", "ssh", hostKeyPolicies); ok {
+		p.SSH.HostKeyPolicy = v
+	}
+	if v, _, ok := l.duration(f, "connect_timeout", "ssh", 1); ok {
+		p.SSH.ConnectTimeout = time.Duration(v)
+	}
+	if v, _, ok := l.duration(f, "keepalive_interval", "ssh", 1); ok {
+		p.SSH.KeepaliveInterval = time.Duration(v)
+	}
+}
+
+func (l *loader) node(n *yaml.Node, p *Plan, opts Options) {
+	p.Node = Node{Binary: opts.NodeBinary, RemotePath: defaultRemotePath}
+	f, ok := l.mapping(n, "node", nodeKeys)
+	if !ok {
+		return
+	}
+	if v, n, ok := l.str(f, "binary", "node"); ok {
+		p.Node.Binary = l.expandHome(v, n, "node.binary")
+	}
+	if v, n, ok := l.str(f, "remote_path", "node"); ok {
+		if !path.IsAbs(v) || path.Clean(v) == "/" {
+			l.errorf(n, "node.remote_path", "must be an absolute file path on the remote host (got %q)", v)
+		}
+		p.Node.RemotePath = v
+	}
+}
+
+func (l *loader) timeouts(n *yaml.Node, p *Plan) {
+	p.Timeouts = Timeouts{Ready: 2 * time.Minute, Accept: time.Minute, Point: 10 * time.Minute}
+	f, ok := l.mapping(n, "timeouts", timeoutKeys)
+	if !ok {
+		return
+	}
+	var at *yaml.Node
+	readyOK, pointOK := true, true
+	if v, n, ok := l.duration(f, "ready", "timeouts", 1); ok {
+		p.Timeouts.Ready, at = time.Duration(v), n
+	} else {
+		readyOK = f["ready"].key == nil
+	}
+	if v, _, ok := l.duration(f, "accept", "timeouts", 1); ok {
+		p.Timeouts.Accept = time.Duration(v)
+	}
+	if v, n, ok := l.duration(f, "point", "timeouts", 1); ok {
+		p.Timeouts.Point = time.Duration(v)
+		if at == nil {
+			at = n
+		}
+	} else {
+		pointOK = f["point"].key == nil
+	}
+	if readyOK && pointOK && p.Timeouts.Ready >= p.Timeouts.Point {
+		l.errorf(at, "timeouts.ready", "must be shorter than timeouts.point (%v is not shorter than %v)", p.Timeouts.Ready, p.Timeouts.Point)
+	}
+}
+
+func (l *loader) output(n *yaml.Node, p *Plan) {
+	p.Output = Output{CSV: "out/" + p.Name + ".csv", Logs: defaultLogs}
+	f, ok := l.mapping(n, "output", outputKeys)
+	if !ok {
+		return
+	}
+	if v, n, ok := l.str(f, "csv", "output"); ok {
+		p.Output.CSV = l.expandHome(v, n, "output.csv")
+	}
+	if v, n, ok := l.str(f, "logs", "output"); ok {
+		p.Output.Logs = l.expandHome(v, n, "output.logs")
+	}
+}
+
+// expandHome expands a leading "~" or "~/" to the home directory. Other
+// "~user" forms are left alone, as a shell without that user would.
+func (l *loader) expandHome(s string, n *yaml.Node, path string) string {
+	if s != "~" && !strings.HasPrefix(s, "~/") {
+		return s
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		l.errorf(n, path, "cannot expand ~: %v", err)
+		return s
+	}
+	return home + s[1:]
+}
+
+// baseValue is a parameter's value before the sweep and where it was
+// written (nil node: the default).
+type baseValue struct {
+	v    value
+	node *yaml.Node
+}
+
+// params reads server: and client: into p, with defaults, and returns each
+// parameter's base value and position for the cross-field checks.
+func (l *loader) params(root *yaml.Node, top map[string]field, p *Plan) map[string]baseValue {
+	p.Server = ServerParams{Cache: "cold", Registration: "pinned"}
+	p.Client = ClientParams{BlockSize: 1 << 20, QueueDepth: 16, QPs: 1, Pattern: "sequential"}
+	base := map[string]baseValue{}
+	for _, section := range roleKeys {
+		sf, written := top[section]
+		f, ok := l.mapping(sf.val, section, sectionParams(section))
+		for _, prm := range params {
+			if prm.section != section {
+				continue
+			}
+			fld, has := f[prm.name]
+			path := section + "." + prm.name
+			if has && !isNull(fld.val) {
+				if v, ok := l.paramValue(prm, fld.val, path, false); ok {
+					prm.set(&p.Server, &p.Client, v)
+				}
+			} else if section == "server" && (prm.name == "file" || prm.name == "file_size") && ok {
+				at := root
+				if written {
+					at = sf.key
+				}
+				l.errorf(at, path, "required")
+			}
+			base[prm.name] = baseValue{prm.get(&p.Server, &p.Client), resolve(fld.val)}
+		}
+	}
+	return base
+}

@@ -1,0 +1,149 @@
+// Package plan turns a YAML experiment plan into validated, ordered points.
+//
+// Load reads a plan, applies --set assignments, fills defaults and checks
+// everything it can, reporting every problem at once as an ErrorList in
+// compiler form (file:line:col: field.path: message). Expand then crosses
+// the sweep into Points, each with a stable key that the runner uses to
+// match CSV rows across runs.
+//
+// The plan is parsed into a yaml.Node tree and walked by hand: yaml.v3's
+// strict decoding loses positions and field paths, and stops at the first
+// duplicate key.
+package plan
+
+import (
+	"os"
+	"time"
+)
+
+// Options are the command-line inputs to Load.
+type Options struct {
+	// Set holds "name=value" assignments from --set. name is a parameter
+	// name (block_size), or a dotted path to any other field
+	// (ssh.connect_timeout, hosts.server.address, server.file). The value
+	// is read as a YAML scalar, so "64KiB", "true" and "5s" mean what they
+	// would in the file. Setting a swept parameter replaces its sweep with
+	// that single value; if that empties sweep.zip or the whole sweep,
+	// they go too. Later assignments to the same name win.
+	Set []string
+	// NodeBinary is node.binary when the plan does not say; the runner
+	// passes the node file beside its own executable. When both are empty,
+	// Node.Binary stays empty.
+	NodeBinary string
+}
+
+// Plan is a loaded, validated plan with defaults filled in. Server and
+// Client hold the base values; Expand applies the sweep over them.
+type Plan struct {
+	Path, Name, Description string
+	Source                  []byte // the raw file bytes
+	Hosts                   Hosts
+	SSH                     SSH
+	Node                    Node
+	Transport               string // "tcp" | "rdma"
+	RDMA                    RDMA   // plan-level rdma: defaults, before host overrides
+	Server                  ServerParams
+	Client                  ClientParams
+	Repeat                  int
+	Timeouts                Timeouts
+	Output                  Output
+
+	sweep sweep
+}
+
+// Hosts are the two roles.
+type Hosts struct{ Server, Client Host }
+
+// Host is where one role runs.
+type Host struct {
+	Address      string // "local" or an address or ssh_config alias
+	Port         int    // 0 = not written (ssh_config or 22 applies)
+	User         string // "" = not written
+	IdentityFile string // "~" expanded; "" = not written
+	Jump         string // "[user@]host[:port]"; "" = none
+	DataAddress  string // "" = not written; resolved in Point.Hosts
+	RDMA         RDMA   // hosts.<role>.rdma merged over the plan-level rdma
+	CPUs         string // taskset-style list "0-3,8"; "" = no pinning
+}
+
+// IsLocal reports whether the role runs on this machine, without SSH.
+func (h Host) IsLocal() bool { return h.Address == localAddress }
+
+const localAddress = "local"
+
+// SSH settings shared by both hosts.
+type SSH struct {
+	KnownHosts        string        // default ~/.ssh/known_hosts, expanded
+	HostKeyPolicy     string        // strict | accept-new (default) | insecure
+	ConnectTimeout    time.Duration // default 10s
+	KeepaliveInterval time.Duration // default 15s
+}
+
+// Node is the deployed binary.
+type Node struct {
+	Binary     string // local path; see Options.NodeBinary
+	RemotePath string // absolute; default /var/tmp/rdmasweep/node
+}
+
+// RDMA selects the device; all fields optional.
+type RDMA struct {
+	Device   string // "" = first device
+	IBPort   int    // default 1
+	GIDIndex *int   // nil = auto
+}
+
+// ServerParams are the server: fields.
+type ServerParams struct {
+	File         string // absolute path on the server host (required)
+	FileSize     int64  // bytes, > 0 (required)
+	Create       bool   // default false
+	Cache        string // cold (default) | warm
+	Registration string // pinned (default) | odp
+	Port         int    // 0 (default: any free port) .. 65535
+}
+
+// ClientParams are the client: fields.
+type ClientParams struct {
+	BlockSize  int64         // bytes, default 1MiB
+	QueueDepth int           // default 16
+	QPs        int           // default 1
+	Pattern    string        // sequential (default) | random
+	Total      int64         // bytes per point; 0 (default) = file_size
+	Duration   time.Duration // > 0 reads for this long instead of Total
+	Warmup     time.Duration // default 0
+	Verify     bool          // default false
+}
+
+// Timeouts bound each point.
+type Timeouts struct {
+	Ready  time.Duration // server start to ready; default 2m; < Point
+	Accept time.Duration // server waits this long for its client; default 1m
+	Point  time.Duration // whole point, from server start; default 10m
+}
+
+// Output says where results go; relative paths are relative to the
+// working directory.
+type Output struct {
+	CSV  string // default out/<name>.csv
+	Logs string // default out/logs
+}
+
+// Load reads the plan at path and returns it validated, with --set
+// assignments applied and defaults filled in. On bad input the error is an
+// ErrorList holding every problem found, each naming path.
+func Load(path string, opts Options) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, ErrorList{{File: path, Msg: "cannot read plan: " + errText(err)}}
+	}
+	return Parse(path, data, opts)
+}
+
+// errText is err's text without the path os.ReadFile puts in front, since
+// Error already names the file.
+func errText(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

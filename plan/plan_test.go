@@ -1,0 +1,529 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// minimalYAML is the least a valid plan says; tests append to it.
+const minimalYAML = `name: t
+hosts:
+  server: {address: local}
+  client: {address: local}
+server: {file: /tmp/t.dat, file_size: 64MiB}
+`
+
+func mustParse(t *testing.T, yaml string, opts Options) *Plan {
+	t.Helper()
+	p, err := Parse("t.yaml", []byte(yaml), opts)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return p
+}
+
+func mustExpand(t *testing.T, p *Plan, opts ExpandOptions) []Point {
+	t.Helper()
+	pts, err := Expand(p, opts)
+	if err != nil {
+		t.Fatalf("Expand: %v", err)
+	}
+	return pts
+}
+
+// swept renders each point's swept parameters as "a=1 b=2", one per point.
+func swept(pts []Point) []string {
+	var out []string
+	for _, pt := range pts {
+		var parts []string
+		for _, p := range pt.Swept {
+			parts = append(parts, p.Name+"="+p.Value)
+		}
+		out = append(out, strings.Join(parts, " "))
+	}
+	return out
+}
+
+func TestDefaults(t *testing.T) {
+	t.Setenv("HOME", "/home/tester")
+	p := mustParse(t, minimalYAML, Options{NodeBinary: "/opt/bin/node"})
+	want := &Plan{
+		Path:      "t.yaml",
+		Name:      "t",
+		Source:    []byte(minimalYAML),
+		Hosts:     Hosts{Server: Host{Address: "local", RDMA: RDMA{IBPort: 1}}, Client: Host{Address: "local", RDMA: RDMA{IBPort: 1}}},
+		SSH:       SSH{KnownHosts: "/home/tester/.ssh/known_hosts", HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second, KeepaliveInterval: 15 * time.Second},
+		Node:      Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep/node"},
+		Transport: "tcp",
+		RDMA:      RDMA{IBPort: 1},
+		Server:    ServerParams{File: "/tmp/t.dat", FileSize: 64 << 20, Cache: "cold", Registration: "pinned"},
+		Client:    ClientParams{BlockSize: 1 << 20, QueueDepth: 16, QPs: 1, Pattern: "sequential"},
+		Repeat:    1,
+		Timeouts:  Timeouts{Ready: 2 * time.Minute, Accept: time.Minute, Point: 10 * time.Minute},
+		Output:    Output{CSV: "out/t.csv", Logs: "out/logs"},
+	}
+	p.sweep = sweep{}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("defaults:\ngot  %+v\nwant %+v", p, want)
+	}
+	if !p.Hosts.Server.IsLocal() || !p.Hosts.Client.IsLocal() {
+		t.Error("address local: IsLocal is false")
+	}
+	pts := mustExpand(t, p, ExpandOptions{})
+	if len(pts) != 1 || len(pts[0].Swept) != 0 {
+		t.Fatalf("a plan without sweep: got %d points (%v), want 1 with nothing swept", len(pts), swept(pts))
+	}
+	if got := pts[0].Hosts.Server.DataAddress; got != "127.0.0.1" {
+		t.Errorf("local server data_address = %q, want 127.0.0.1", got)
+	}
+	if got, want := pts[0].ExpectedReads(), int64(64); got != want {
+		t.Errorf("ExpectedReads = %d, want file_size/block_size = %d", got, want)
+	}
+}
+
+func TestFullSchema(t *testing.T) {
+	t.Setenv("HOME", "/home/alice")
+	p, err := Load("testdata/good/full.yaml", Options{NodeBinary: "/ignored/node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid := 3
+	wantServer := Host{Address: "10.0.0.1", Port: 22, User: "alice", IdentityFile: "/home/alice/.ssh/id_ed25519",
+		Jump: "alice@bastion:22", DataAddress: "192.168.100.1", RDMA: RDMA{Device: "mlx5_1", IBPort: 1, GIDIndex: &gid}, CPUs: "0-3,8"}
+	wantClient := Host{Address: "10.0.0.2", User: "alice", RDMA: RDMA{Device: "mlx5_0", IBPort: 1, GIDIndex: &gid}}
+	if !reflect.DeepEqual(p.Hosts.Server, wantServer) {
+		t.Errorf("server host:\ngot  %+v\nwant %+v", p.Hosts.Server, wantServer)
+	}
+	if !reflect.DeepEqual(p.Hosts.Client, wantClient) {
+		t.Errorf("client host (inherits plan-level rdma):\ngot  %+v\nwant %+v", p.Hosts.Client, wantClient)
+	}
+	if p.Hosts.Server.IsLocal() {
+		t.Error("10.0.0.1 IsLocal")
+	}
+	if p.Node != (Node{Binary: "bin/node", RemotePath: "/opt/rdmasweep/node"}) {
+		t.Errorf("node = %+v; a written node.binary must win over Options.NodeBinary", p.Node)
+	}
+	if p.Transport != "rdma" || p.Description != "free text" || p.Name != "ssd-sweep" {
+		t.Errorf("transport, description, name = %q, %q, %q", p.Transport, p.Description, p.Name)
+	}
+	if p.SSH.KnownHosts != "/home/alice/.ssh/known_hosts" {
+		t.Errorf("known_hosts = %q, want ~ expanded", p.SSH.KnownHosts)
+	}
+	pts := mustExpand(t, p, ExpandOptions{})
+	if len(pts) != 26 {
+		t.Fatalf("got %d points, want 2 caches x 13 block sizes", len(pts))
+	}
+	first, last := pts[0], pts[25]
+	if first.Server.Cache != "cold" || first.Client.BlockSize != 16<<20 || first.Server.FileSize != 4<<30 {
+		t.Errorf("first point = %v, want cold, 16MiB, 4GiB", swept(pts[:1]))
+	}
+	if last.Server.Cache != "warm" || last.Client.BlockSize != 4<<10 || last.Server.FileSize != 1<<20 {
+		t.Errorf("last point = %v, want warm, 4KiB, 1MiB", swept(pts[25:]))
+	}
+	if got := first.Hosts.Server.DataAddress; got != "192.168.100.1" {
+		t.Errorf("written data_address became %q", got)
+	}
+}
+
+// TestOrder checks that matrix parameters are outermost in the order
+// written and the zip group innermost, whatever order the plan lists
+// zip and matrix in.
+func TestOrder(t *testing.T) {
+	for _, zipFirst := range []bool{false, true} {
+		matrix := "  matrix:\n    cache: [cold, warm]\n    pattern: [sequential, random]\n"
+		zip := "  zip:\n    block_size: [4KiB, 8KiB]\n    queue_depth: [1, 2]\n"
+		body := "sweep:\n" + matrix + zip
+		if zipFirst {
+			body = "sweep:\n" + zip + matrix
+		}
+		p := mustParse(t, minimalYAML+body, Options{})
+		var got []string
+		for _, pt := range mustExpand(t, p, ExpandOptions{}) {
+			got = append(got, fmt.Sprintf("%s/%s/%s/%d", pt.Server.Cache, pt.Client.Pattern, FormatSize(pt.Client.BlockSize), pt.Client.QueueDepth))
+		}
+		want := []string{
+			"cold/sequential/4KiB/1", "cold/sequential/8KiB/2", "cold/random/4KiB/1", "cold/random/8KiB/2",
+			"warm/sequential/4KiB/1", "warm/sequential/8KiB/2", "warm/random/4KiB/1", "warm/random/8KiB/2",
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("zip first=%v: order\ngot  %v\nwant %v", zipFirst, got, want)
+		}
+	}
+}
+
+func TestSweptIsInPlanOrder(t *testing.T) {
+	p := mustParse(t, minimalYAML+"sweep:\n  zip:\n    block_size: [4KiB]\n  matrix:\n    cache: [warm]\n", Options{})
+	if got, want := swept(mustExpand(t, p, ExpandOptions{})), []string{"block_size=4KiB cache=warm"}; !slices.Equal(got, want) {
+		t.Errorf("Swept = %v, want %v", got, want)
+	}
+	for i, pt := range mustExpand(t, p, ExpandOptions{}) {
+		if pt.Index != i {
+			t.Errorf("point %d has Index %d", i, pt.Index)
+		}
+	}
+}
+
+func TestRanges(t *testing.T) {
+	for _, tc := range []struct {
+		name, sweep string
+		want        []string
+		set         []string
+	}{
+		{"halving sizes", "zip: {block_size: {from: 4MiB, to: 512KiB, factor: 0.5}}",
+			[]string{"block_size=4MiB", "block_size=2MiB", "block_size=1MiB", "block_size=512KiB"}, nil},
+		{"doubling ints", "matrix: {queue_depth: {from: 1, to: 8, factor: 2}}",
+			[]string{"queue_depth=1", "queue_depth=2", "queue_depth=4", "queue_depth=8"}, nil},
+		{"from equals to", "matrix: {qps: {from: 4, to: 4, factor: 2}}",
+			[]string{"qps=4"}, nil},
+		{"factor 1.5 on whole bytes", "zip: {block_size: {from: 4KiB, to: 9KiB, factor: 1.5}}",
+			[]string{"block_size=4KiB", "block_size=6KiB", "block_size=9KiB"}, []string{"file_size=36KiB"}},
+		{"decimal units, shown in bytes", "zip: {block_size: {from: 1MB, to: 4MB, factor: 2}}",
+			[]string{"block_size=1000000", "block_size=2000000", "block_size=4000000"}, []string{"file_size=4MB"}},
+		{"open range takes the zip length", "zip: {total: {from: 1GiB, factor: 0.25}, block_size: [1MiB, 2MiB, 4MiB]}",
+			[]string{"total=1GiB block_size=1MiB", "total=256MiB block_size=2MiB", "total=64MiB block_size=4MiB"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustParse(t, minimalYAML+"sweep:\n  "+tc.sweep+"\n", Options{Set: tc.set})
+			if got := swept(mustExpand(t, p, ExpandOptions{})); !slices.Equal(got, tc.want) {
+				t.Errorf("got  %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAliasHosts(t *testing.T) {
+	p, err := Load("testdata/good/crossed.yaml", Options{Set: []string{"hosts.client.address=db2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Hosts.Server.Address != "db1" || p.Hosts.Client.Address != "db2" || p.Hosts.Client.User != "bob" {
+		t.Errorf("hosts = %+v; a --set through an alias must change only that use", p.Hosts)
+	}
+	pts := mustExpand(t, p, ExpandOptions{HostName: func(a string) string { return a + ".lab" }})
+	if len(pts) != 12 {
+		t.Errorf("got %d points, want 12", len(pts))
+	}
+	if got := pts[0].Hosts.Server.DataAddress; got != "db1.lab" {
+		t.Errorf("data_address default = %q, want HostName(address)", got)
+	}
+	if pts[0].ExpectedReads() != 0 {
+		t.Errorf("duration-based point: ExpectedReads = %d, want 0", pts[0].ExpectedReads())
+	}
+}
+
+func TestSet(t *testing.T) {
+	const sweepYAML = minimalYAML + `client: {queue_depth: 4}
+sweep:
+  zip:
+    block_size: [4KiB, 8KiB, 16KiB]
+    total: {from: 4MiB, factor: 2}
+  matrix:
+    cache: [cold, warm]
+`
+	for _, tc := range []struct {
+		name  string
+		set   []string
+		check func(*Plan, []Point) string
+	}{
+		{"parameter", []string{"queue_depth=32"}, func(p *Plan, pts []Point) string {
+			if p.Client.QueueDepth != 32 || pts[0].Client.QueueDepth != 32 {
+				return fmt.Sprint("queue_depth ", p.Client.QueueDepth)
+			}
+			return ""
+		}},
+		{"section path", []string{"client.queue_depth=8", "server.create=true"}, func(p *Plan, _ []Point) string {
+			if p.Client.QueueDepth != 8 || !p.Server.Create {
+				return fmt.Sprintf("%+v %+v", p.Client, p.Server)
+			}
+			return ""
+		}},
+		{"swept matrix parameter replaces its sweep", []string{"cache=warm"}, func(p *Plan, pts []Point) string {
+			if got := swept(pts); len(pts) != 3 || pts[0].Server.Cache != "warm" || strings.Contains(strings.Join(got, " "), "cache") {
+				return fmt.Sprint(got)
+			}
+			return ""
+		}},
+		{"swept size in bytes", []string{"total=1048576", "block_size=64KiB"}, func(p *Plan, pts []Point) string {
+			if len(pts) != 2 || pts[0].Client.BlockSize != 64<<10 || pts[0].Client.Total != 1<<20 {
+				return fmt.Sprint(swept(pts))
+			}
+			return ""
+		}},
+		{"dotted paths", []string{"ssh.connect_timeout=5s", "hosts.server.address=10.1.1.1", "hosts.server.port=2222", "hosts.client.rdma.gid_index=1", "timeouts.point=20m", "verify=true", "description=a b"}, func(p *Plan, _ []Point) string {
+			if p.SSH.ConnectTimeout != 5*time.Second || p.Hosts.Server.Address != "10.1.1.1" || p.Hosts.Server.Port != 2222 ||
+				p.Hosts.Client.RDMA.GIDIndex == nil || *p.Hosts.Client.RDMA.GIDIndex != 1 || p.Hosts.Server.RDMA.GIDIndex != nil ||
+				p.Timeouts.Point != 20*time.Minute || !p.Client.Verify || p.Description != "a b" {
+				return fmt.Sprintf("%+v", p)
+			}
+			return ""
+		}},
+		{"later wins", []string{"repeat=2", "repeat=3"}, func(p *Plan, _ []Point) string {
+			if p.Repeat != 3 {
+				return fmt.Sprint("repeat ", p.Repeat)
+			}
+			return ""
+		}},
+		{"creates missing sections", []string{"rdma.device=mlx5_2", "output.csv=~/r.csv"}, func(p *Plan, _ []Point) string {
+			if p.Hosts.Server.RDMA.Device != "mlx5_2" || p.Output.CSV != "/home/setter/r.csv" {
+				return fmt.Sprintf("%+v %+v", p.Hosts.Server.RDMA, p.Output)
+			}
+			return ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HOME", "/home/setter")
+			p := mustParse(t, sweepYAML, Options{Set: tc.set})
+			if msg := tc.check(p, mustExpand(t, p, ExpandOptions{})); msg != "" {
+				t.Errorf("--set %v: got %s", tc.set, msg)
+			}
+		})
+	}
+
+	// Replacing every swept parameter leaves one point, not an empty-sweep error.
+	p := mustParse(t, sweepYAML, Options{Set: []string{"block_size=4KiB", "total=4MiB", "cache=cold"}})
+	if pts := mustExpand(t, p, ExpandOptions{}); len(pts) != 1 {
+		t.Errorf("every swept parameter --set: got %d points, want 1", len(pts))
+	}
+}
+
+func TestOnly(t *testing.T) {
+	p := mustParse(t, minimalYAML+`sweep:
+  zip:
+    block_size: [1MiB, 2MiB, 4MiB]
+  matrix:
+    cache: [cold, warm]
+    queue_depth: [1, 16]
+`, Options{})
+	for _, tc := range []struct {
+		only []string
+		want []string
+	}{
+		{[]string{"block_size=1048576"}, []string{
+			"block_size=1MiB cache=cold queue_depth=1", "block_size=1MiB cache=cold queue_depth=16",
+			"block_size=1MiB cache=warm queue_depth=1", "block_size=1MiB cache=warm queue_depth=16"}},
+		{[]string{"block_size=4MiB,1MiB", "cache=warm", "queue_depth=16"}, []string{
+			"block_size=1MiB cache=warm queue_depth=16", "block_size=4MiB cache=warm queue_depth=16"}},
+		{[]string{"pattern=sequential", "cache=cold", "queue_depth=1"}, []string{ // pattern is not swept but matches
+			"block_size=1MiB cache=cold queue_depth=1", "block_size=2MiB cache=cold queue_depth=1", "block_size=4MiB cache=cold queue_depth=1"}},
+	} {
+		pts := mustExpand(t, p, ExpandOptions{Only: tc.only})
+		if got := swept(pts); !slices.Equal(got, tc.want) {
+			t.Errorf("--only %v:\ngot  %v\nwant %v", tc.only, got, tc.want)
+		}
+		// A filtered point is the same point, with the same key, as in the
+		// full expansion.
+		all := map[string]Point{}
+		for _, pt := range mustExpand(t, p, ExpandOptions{}) {
+			all[pt.Key] = pt
+		}
+		for i, pt := range pts {
+			if full, ok := all[pt.Key]; !ok || !reflect.DeepEqual(full.Swept, pt.Swept) {
+				t.Errorf("--only %v: point %v has key %s, which the full expansion gives to %v", tc.only, pt.Swept, pt.Key, full.Swept)
+			}
+			if pt.Index != i {
+				t.Errorf("--only %v: point %d has Index %d, want its place in the result", tc.only, i, pt.Index)
+			}
+		}
+	}
+	// The limit applies after --only: a narrowed sweep within it runs.
+	if pts, err := Expand(p, ExpandOptions{Only: []string{"cache=cold"}, MaxPoints: 6}); err != nil || len(pts) != 6 {
+		t.Errorf("MaxPoints 6 with --only leaving 6: got %d points, %v", len(pts), err)
+	}
+	if _, err := Expand(p, ExpandOptions{MaxPoints: 11}); err == nil {
+		t.Error("12 points with MaxPoints 11: no error")
+	}
+}
+
+func TestKeys(t *testing.T) {
+	base := minimalYAML + "sweep:\n  matrix:\n    cache: [cold, warm]\n"
+	keys := func(yaml string, opts Options, eopts ExpandOptions) []string {
+		var out []string
+		for _, pt := range mustExpand(t, mustParse(t, yaml, opts), eopts) {
+			if len(pt.Key) != 16 || strings.Trim(pt.Key, "0123456789abcdef") != "" {
+				t.Errorf("key %q is not 16 hex digits", pt.Key)
+			}
+			out = append(out, pt.Key)
+		}
+		return out
+	}
+	k := keys(base, Options{}, ExpandOptions{})
+	if k[0] == k[1] {
+		t.Error("two points share a key")
+	}
+	if !slices.Equal(k, keys(base, Options{}, ExpandOptions{})) {
+		t.Error("the same plan gave different keys")
+	}
+	for _, same := range []struct {
+		name string
+		opts Options
+		yaml string
+	}{
+		{"repeat", Options{Set: []string{"repeat=5"}}, base},
+		{"description", Options{Set: []string{"description=x"}}, base},
+		{"timeouts", Options{Set: []string{"timeouts.point=1h"}}, base},
+		{"output", Options{Set: []string{"output.csv=o.csv"}}, base},
+		{"ssh", Options{Set: []string{"ssh.connect_timeout=1s"}}, base},
+		{"sizes written differently", Options{}, strings.Replace(base, "64MiB", "67108864", 1)},
+		{"defaults written out", Options{}, base + "client: {block_size: 1MiB, pattern: sequential}\n"},
+	} {
+		if got := keys(same.yaml, same.opts, ExpandOptions{}); !slices.Equal(got, k) {
+			t.Errorf("%s changed the keys: %v -> %v", same.name, k, got)
+		}
+	}
+	for _, set := range []string{"name=u", "transport=rdma", "hosts.client.address=h", "hosts.server.port=2",
+		"hosts.server.data_address=10.9.9.9", "rdma.gid_index=0", "hosts.client.cpus=1", "file=/tmp/u.dat",
+		"create=true", "port=7000", "queue_depth=2", "verify=true", "warmup=1s", "registration=odp"} {
+		got := keys(base, Options{Set: []string{set}}, ExpandOptions{})
+		if got[0] == k[0] || got[1] == k[1] {
+			t.Errorf("--set %s left a key unchanged: %v -> %v", set, k, got)
+		}
+	}
+	remote := strings.Replace(base, "server: {address: local}", "server: {address: alias}", 1)
+	if a, b := keys(remote, Options{}, ExpandOptions{}), keys(remote, Options{}, ExpandOptions{HostName: func(string) string { return "real" }}); slices.Equal(a, b) {
+		t.Error("the resolved data_address is not part of the key")
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"0", 0}, {"4096", 4096}, {"4KiB", 4096}, {"1MiB", 1 << 20}, {"3GiB", 3 << 30}, {"2TiB", 2 << 40},
+		{"4KB", 4000}, {"1MB", 1e6}, {"5GB", 5e9}, {"2TB", 2e12}, {"-4KiB", -4096}, {"8388607TiB", 8388607 << 40},
+	} {
+		got, err := ParseSize(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "4kb", "4K", "4 KiB", "4k", "KiB", "4.5KiB", "0x10", "4KiBs", "1e3", "+4", "4B", "--4", "8388608TiB", "99999999999999999999"} {
+		if n, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", bad, n)
+		} else if !strings.Contains(err.Error(), bad) {
+			t.Errorf("ParseSize(%q): error %q does not quote the input", bad, err)
+		}
+	}
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0"}, {1, "1"}, {1000, "1000"}, {1536, "1536"}, {4096, "4KiB"}, {4 << 20, "4MiB"}, {512 << 10, "512KiB"},
+		{1 << 30, "1GiB"}, {3 << 40, "3TiB"}, {1024 << 40, "1024TiB"}, {1e6, "1000000"}, {-2048, "-2KiB"},
+	} {
+		if got := FormatSize(tc.n); got != tc.want {
+			t.Errorf("FormatSize(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	// Round trip over many values, including every power of two and its
+	// neighbours.
+	for shift := 0; shift < 63; shift++ {
+		for _, n := range []int64{1 << shift, 1<<shift - 1, 1<<shift + 1, 3 << max(shift-2, 0), 1000 << min(shift, 50)} {
+			if got, err := ParseSize(FormatSize(n)); err != nil || got != n {
+				t.Errorf("ParseSize(FormatSize(%d) = %q) = %d, %v", n, FormatSize(n), got, err)
+			}
+		}
+	}
+}
+
+func TestSweepableParams(t *testing.T) {
+	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup"}
+	if got := SweepableParams(); !slices.Equal(got, want) {
+		t.Errorf("SweepableParams = %v, want the CSV order %v", got, want)
+	}
+	var flagged []string
+	for _, p := range params {
+		if p.sweepable {
+			flagged = append(flagged, p.name)
+		}
+	}
+	slices.Sort(flagged)
+	slices.Sort(want)
+	if !slices.Equal(flagged, want) {
+		t.Errorf("params marked sweepable %v, want %v", flagged, want)
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	for _, tc := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{File: "plans/x.yaml", Line: 14, Col: 7, Path: "sweep.zip.block_size.to", Msg: `must be a size like 4KiB (got "4kb")`},
+			`plans/x.yaml:14:7: sweep.zip.block_size.to: must be a size like 4KiB (got "4kb")`},
+		{Error{File: "x.yaml", Line: 3, Msg: "syntax error: boom"}, "x.yaml:3: syntax error: boom"},
+		{Error{File: "--set", Path: "blok_size", Msg: "unknown parameter or field"}, "--set: blok_size: unknown parameter or field"},
+		{Error{File: "x.yaml", Msg: "plan is empty"}, "x.yaml: plan is empty"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestAllErrorsAtOnce checks that problems all over a plan come back
+// together, sorted by position, one line each.
+func TestAllErrorsAtOnce(t *testing.T) {
+	_, err := Parse("x.yaml", []byte(`name: x
+hosts:
+  server: {address: local, port: 0}
+  client: {address: local}
+server: {file: /f, file_size: 4kb}
+client: {qps: 0, pattern: zigzag}
+transport: ib
+`), Options{Set: []string{"nope=1"}})
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("error %v is not an ErrorList", err)
+	}
+	var where []string
+	for _, e := range list {
+		where = append(where, fmt.Sprintf("%s:%d:%d:%s", e.File, e.Line, e.Col, e.Path))
+	}
+	want := []string{"--set:0:0:nope", "x.yaml:3:34:hosts.server.port", "x.yaml:5:31:server.file_size",
+		"x.yaml:6:15:client.qps", "x.yaml:6:27:client.pattern", "x.yaml:7:12:transport"}
+	if !slices.Equal(where, want) {
+		t.Errorf("errors at\n%v\nwant\n%v\n(full: %v)", where, want, err)
+	}
+	if got := strings.Count(err.Error(), "\n") + 1; got != len(want) {
+		t.Errorf("Error() has %d lines, want %d", got, len(want))
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	_, err := Load(missing, Options{})
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 || list[0].File != missing || !strings.Contains(list[0].Msg, "no such file") {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+}
+
+func TestHostDetails(t *testing.T) {
+	for _, jump := range []string{"bastion", "alice@bastion", "bastion:2222", "alice@bastion:22", "[fe80::1]:22", "alice@[::1]", "a.b.example"} {
+		if msg := checkJump(jump); msg != "" {
+			t.Errorf("jump %q: %s", jump, msg)
+		}
+	}
+	for _, jump := range []string{"", "@b", "a@", "b:", "b:0", "b:65536", "a@b@c", "[::1", "[::1]x", "::1", "a b", "b:x"} {
+		if checkJump(jump) == "" {
+			t.Errorf("jump %q accepted", jump)
+		}
+	}
+	for _, cpus := range []string{"0", "0-3", "0-3,8", "1,2,3", "4-4"} {
+		if !validCPUList(cpus) {
+			t.Errorf("cpus %q refused", cpus)
+		}
+	}
+	for _, cpus := range []string{"", "3-1", "a", "0,", ",0", "0-", "-1", "0--1", "+1", "1 2"} {
+		if validCPUList(cpus) {
+			t.Errorf("cpus %q accepted", cpus)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package plan
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCheckedInPlans loads, validates and expands every plan in plans/, so
+// a schema change cannot leave them stale, and checks that none would make
+// the runner warn about too few reads.
+func TestCheckedInPlans(t *testing.T) {
+	files, err := filepath.Glob("../plans/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("found %d plans in ../plans, want at least loopback.yaml and ssd-sweep.yaml", len(files))
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			p, err := Load(file, Options{NodeBinary: "bin/node"})
+			if err != nil {
+				t.Fatalf("load:\n%v", err)
+			}
+			if want := strings.TrimSuffix(filepath.Base(file), ".yaml"); p.Name != want {
+				t.Errorf("name %q, want the file's name %q", p.Name, want)
+			}
+			pts, err := Expand(p, ExpandOptions{})
+			if err != nil {
+				t.Fatalf("expand:\n%v", err)
+			}
+			keys := map[string]int{}
+			for _, pt := range pts {
+				if j, dup := keys[pt.Key]; dup {
+					t.Errorf("points %d and %d share key %s", j, pt.Index, pt.Key)
+				}
+				keys[pt.Key] = pt.Index
+				if pt.Client.Duration == 0 && pt.ExpectedReads() < 1000 {
+					t.Errorf("point %d %v makes %d reads; the runner warns below 1000", pt.Index, pt.Swept, pt.ExpectedReads())
+				}
+			}
+		})
+	}
+}
+
+func TestLoopbackPlan(t *testing.T) {
+	p, err := Load("../plans/loopback.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Hosts.Server.IsLocal() || !p.Hosts.Client.IsLocal() || p.Transport != "tcp" {
+		t.Errorf("loopback must be two local roles over tcp: %+v, %s", p.Hosts, p.Transport)
+	}
+	if !strings.HasPrefix(p.Server.File, "/tmp/") || !p.Server.Create {
+		t.Errorf("loopback file %q (create %v): want a created file under /tmp", p.Server.File, p.Server.Create)
+	}
+	pts, err := Expand(p, ExpandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, last := pts[0].Client.BlockSize, pts[len(pts)-1].Client.BlockSize; first != 4<<20 || last != 4<<10 || len(pts) != 11 {
+		t.Errorf("block sizes %s..%s in %d points, want 4MiB..4KiB in 11", FormatSize(first), FormatSize(last), len(pts))
+	}
+	// "Runs in seconds": bound the bytes moved over loopback.
+	var bytes int64
+	for _, pt := range pts {
+		bytes += pt.Client.Total
+	}
+	if bytes == 0 || bytes > 16<<30 {
+		t.Errorf("loopback reads %s in all; want a bounded, non-zero total", FormatSize(bytes))
+	}
+	if p.Output.CSV != "out/loopback.csv" {
+		t.Errorf("output.csv = %q", p.Output.CSV)
+	}
+}
+
+func TestSSDSweepPlan(t *testing.T) {
+	p, err := Load("../plans/ssd-sweep.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Transport != "rdma" || !strings.Contains(string(p.Source), "EDIT") {
+		t.Errorf("ssd-sweep: transport %s; placeholders marked EDIT: %v", p.Transport, strings.Contains(string(p.Source), "EDIT"))
+	}
+	pts, err := Expand(p, ExpandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev Point
+	for i, pt := range pts {
+		if pt.Client.Duration == 0 && pt.ExpectedReads() < 4096 {
+			t.Errorf("point %v reads only %d blocks", pt.Swept, pt.ExpectedReads())
+		}
+		if i%13 != 0 && (pt.Client.BlockSize*2 != prev.Client.BlockSize || pt.Server.FileSize*2 != prev.Server.FileSize) {
+			t.Errorf("point %v does not halve block_size and file_size in step after %v", pt.Swept, prev.Swept)
+		}
+		prev = pt
+	}
+	if len(pts) != 26 || pts[0].Client.BlockSize != 16<<20 || pts[12].Client.BlockSize != 4<<10 || pts[0].Server.FileSize != 4<<30 {
+		t.Errorf("got %d points from %v to %v; want 2 caches x 16MiB..4KiB zipped with 4GiB halving", len(pts), pts[0].Swept, pts[len(pts)-1].Swept)
+	}
+	if pts[0].Server.Cache != "cold" || pts[13].Server.Cache != "warm" {
+		t.Error("cache is not the outer loop, cold first")
+	}
+}

@@ -1,0 +1,63 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// sizeUnits are the suffixes a size may carry, longest first so that "KiB"
+// is tried before "B"-less forms. Binary units are powers of 1024, decimal
+// ones powers of 1000, as disks and NICs are sold in both.
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+}
+
+// ParseSize parses a size: a plain integer is bytes; KiB, MiB, GiB and TiB
+// are powers of 1024; KB, MB, GB and TB powers of 1000. The number must be
+// a whole decimal integer directly followed by the unit ("4KiB", not
+// "4 KiB", "4K" or "4kb"). A leading "-" is parsed, so callers can tell a
+// negative size from a malformed one; range checks are the caller's.
+func ParseSize(s string) (int64, error) {
+	num, mult := s, int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	neg := strings.HasPrefix(num, "-")
+	digits := strings.TrimPrefix(num, "-")
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, fmt.Errorf("must be a size like 4KiB (got %q)", s)
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
+	n *= mult
+	if neg {
+		n = -n
+	}
+	return n, nil
+}
+
+// FormatSize formats n bytes for people: in the largest binary unit that
+// divides it exactly (4194304 -> "4MiB", 1536 -> "1536", 0 -> "0"), else as
+// a plain byte count. ParseSize(FormatSize(n)) == n for every n.
+func FormatSize(n int64) string {
+	if n != 0 {
+		for i := len(sizeUnits[:4]) - 1; i >= 0; i-- {
+			u := sizeUnits[i]
+			if n%u.mult == 0 {
+				return strconv.FormatInt(n/u.mult, 10) + u.suffix
+			}
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
