@@ -1,0 +1,114 @@
+package results
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gocarina/gocsv"
+)
+
+func TestRowTagsMatchColumns(t *testing.T) {
+	var got []string
+	typ := reflect.TypeOf(Row{})
+	for i := 0; i < typ.NumField(); i++ {
+		got = append(got, typ.Field(i).Tag.Get("csv"))
+	}
+	if !reflect.DeepEqual(got, Columns) {
+		t.Fatalf("Row tags differ from the frozen Columns:\n got %v\nwant %v", got, Columns)
+	}
+	// And gocsv writes exactly that header.
+	out, err := gocsv.MarshalString([]Row{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != strings.Join(Columns, ",") {
+		t.Fatalf("gocsv header %q", out)
+	}
+}
+
+func okRow(key string, rep int) Row {
+	bw, b := 123.5, int64(4096)
+	v := true
+	return Row{RunID: "r1", Plan: "p", PointKey: key, Repetition: rep, Status: StatusOK, Transport: "tcp",
+		BlockSizeBytes: 4096, BandwidthMBs: &bw, Bytes: &b, Verified: &v}
+}
+
+func TestAppendReopenAndEmptyColumns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "out.csv")
+	c, err := OpenCSV(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append(okRow("k1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	failed := Row{RunID: "r1", PointKey: "k2", Repetition: 1, Status: StatusFailed, Error: "server:\nboom\n"}
+	if err := c.Append(failed); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 3 || lines[0] != strings.Join(Columns, ",") {
+		t.Fatalf("file:\n%s", data)
+	}
+	// A failed row has empty measurement columns and a one-line error.
+	if !strings.Contains(lines[2], ",failed,server: boom,") || !strings.HasSuffix(lines[2], ",,,,,,,,,,,,,") {
+		t.Fatalf("failed row %q", lines[2])
+	}
+	rows, err := ReadCSV(path)
+	if err != nil || len(rows) != 2 || *rows[0].BandwidthMBs != 123.5 || rows[1].Bytes != nil {
+		t.Fatalf("rows %+v err %v", rows, err)
+	}
+}
+
+func TestPartialLastLineIsCut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.csv")
+	c, _ := OpenCSV(path)
+	c.Append(okRow("k1", 1))
+	c.Close()
+	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString("r1,p,k2,1,2026-") // a crash in mid-row
+	f.Close()
+	c, err := OpenCSV(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rows()) != 1 {
+		t.Fatalf("rows %d", len(c.Rows()))
+	}
+	c.Append(okRow("k3", 1))
+	c.Close()
+	rows, err := ReadCSV(path)
+	if err != nil || len(rows) != 2 || rows[1].PointKey != "k3" {
+		t.Fatalf("rows %+v err %v", rows, err)
+	}
+}
+
+func TestForeignHeaderAndLock(t *testing.T) {
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "foreign.csv")
+	os.WriteFile(foreign, []byte("a,b,c\n1,2,3\n"), 0o644)
+	if _, err := OpenCSV(foreign); !errors.Is(err, ErrForeignHeader) {
+		t.Fatalf("foreign header: %v", err)
+	}
+	// A header with one extra column is foreign too (gocsv alone would accept it).
+	extra := filepath.Join(dir, "extra.csv")
+	os.WriteFile(extra, []byte(strings.Join(Columns, ",")+",extra\n"), 0o644)
+	if _, err := OpenCSV(extra); !errors.Is(err, ErrForeignHeader) {
+		t.Fatalf("extra column: %v", err)
+	}
+	path := filepath.Join(dir, "out.csv")
+	first, err := OpenCSV(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := OpenCSV(path); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+}
