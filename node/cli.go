@@ -1,0 +1,282 @@
+package main
+
+// What every subcommand shares: dispatch, the event printer, the control
+// channel on stdin, the deadline, and size flags.
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"rdmasweep/results"
+)
+
+// version is set with -ldflags "-X main.version=…".
+var version = "dev"
+
+// command runs one subcommand. It sets env.out as soon as it knows the
+// output format, so run can print its error in that format.
+type command func(ctx context.Context, env *env, args []string) error
+
+// commands maps subcommand names to their implementations. Other files add
+// to it in init (e.g. devices, with the rdma build).
+var commands = map[string]command{}
+
+// env is a subcommand's view of the process.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	out            *printer
+}
+
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	e.out = newPrinter(stdout, stderr, "json")
+	err := dispatch(ctx, e, args)
+	if err != nil {
+		e.out.error(err)
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		return usagef("usage: node %s [flags]", strings.Join(commandNames(), "|"))
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return usagef("unknown command %q (want one of %s)", args[0], strings.Join(commandNames(), ", "))
+	}
+	return cmd(ctx, e, args[1:])
+}
+
+func commandNames() []string {
+	var names []string
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// parseFlags parses args, which hold only flags (node takes no positional
+// arguments after the subcommand).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usagef("usage of node %s:\n%s", fs.Name(), flagUsage(fs))
+		}
+		return usagef("%s: %v", fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+func flagUsage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) { fmt.Fprintf(&b, "  --%s\t%s\n", f.Name, f.Usage) })
+	return b.String()
+}
+
+// printer writes events. In json format every event is a line on stdout;
+// warnings and errors are also told to stderr for a person. In text format
+// stdout carries only the classic lines, and warnings and errors go to
+// stderr alone.
+type printer struct {
+	mu             sync.Mutex
+	stdout, stderr io.Writer
+	text           bool
+}
+
+func newPrinter(stdout, stderr io.Writer, format string) *printer {
+	return &printer{stdout: stdout, stderr: stderr, text: format == "text"}
+}
+
+func (p *printer) event(ev any) {
+	if p.text {
+		return
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		b, _ = json.Marshal(results.Error{Type: results.TypeError, Message: "encode event: " + err.Error()})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stdout.Write(append(b, '\n'))
+}
+
+// line prints a classic text line (text format only).
+func (p *printer) line(format string, a ...any) {
+	if !p.text {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.stdout, format+"\n", a...)
+}
+
+func (p *printer) warn(msg string) {
+	p.event(results.Warning{Type: results.TypeWarning, Message: msg})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.stderr, "node: warning: %s\n", msg)
+}
+
+func (p *printer) error(err error) {
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	p.event(results.Error{Type: results.TypeError, Message: msg})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.stderr, "node: error: %s\n", err)
+}
+
+// errStdinClosed and the deadline are why a node stops on its own; they
+// become the cause of its context, and so the message of its error event.
+var errStdinClosed = errors.New("stdin closed: stopping")
+
+// lifetime is what both subcommands set up before slow work: --deadline
+// and --control-stdin.
+type lifetime struct {
+	controlStdin bool
+	deadline     time.Duration
+}
+
+func (l *lifetime) addFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&l.controlStdin, "control-stdin", false, "read a JSON control line from stdin, and stop when stdin closes")
+	fs.DurationVar(&l.deadline, "deadline", 0, "exit with an error after this long (0: never)")
+}
+
+// start applies the deadline and reads the control line. The returned
+// context ends at the deadline, on stdin EOF (under --control-stdin) or
+// when ctx ends; context.Cause says which. secret is nil without
+// --control-stdin, or when the control line carries none.
+func (l *lifetime) start(ctx context.Context, stdin io.Reader) (context.Context, func(), []byte, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := func() { cancel(nil) }
+	if l.deadline > 0 {
+		var cancelT context.CancelFunc
+		ctx, cancelT = context.WithTimeoutCause(ctx, l.deadline, fmt.Errorf("deadline of %s reached: stopping", l.deadline))
+		stop = func() { cancelT(); cancel(nil) }
+	}
+	if !l.controlStdin {
+		return ctx, stop, nil, nil
+	}
+	type line struct {
+		b   []byte
+		err error
+	}
+	first := make(chan line, 1)
+	r := bufio.NewReader(stdin)
+	go func() {
+		b, err := r.ReadBytes('\n')
+		if err == io.EOF && len(b) > 0 {
+			err = nil
+		}
+		first <- line{b, err}
+		if err != nil {
+			cancel(errStdinClosed)
+			return
+		}
+		// After the control line, stdin only signals by closing.
+		io.Copy(io.Discard, r)
+		cancel(errStdinClosed)
+	}()
+	var l1 line
+	select {
+	case l1 = <-first:
+	case <-ctx.Done():
+		stop()
+		return nil, nil, nil, context.Cause(ctx)
+	}
+	if l1.err != nil {
+		stop()
+		return nil, nil, nil, fmt.Errorf("read control line from stdin: %w", errStdinClosed)
+	}
+	var c results.Control
+	if err := json.Unmarshal(l1.b, &c); err != nil {
+		stop()
+		return nil, nil, nil, fmt.Errorf("parse control line from stdin: %w", err)
+	}
+	var secret []byte
+	if c.Secret != "" {
+		var err error
+		if secret, err = hex.DecodeString(c.Secret); err != nil {
+			stop()
+			return nil, nil, nil, errors.New("parse control line from stdin: secret is not hex")
+		}
+	}
+	return ctx, stop, secret, nil
+}
+
+// stopReason turns an error caused by the node's own context ending into
+// the reason it ended (stdin closed, deadline); other errors pass through.
+func stopReason(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted: stopping: %w", context.Canceled)
+	}
+	return err
+}
+
+// sizeValue is a flag holding a size: plain bytes, or a number with KiB,
+// MiB, GiB, TiB (powers of 1024) or KB, MB, GB (powers of 1000).
+type sizeValue int64
+
+func (s *sizeValue) String() string { return strconv.FormatInt(int64(*s), 10) }
+
+func (s *sizeValue) Set(v string) error {
+	n, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeValue(n)
+	return nil
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+}
+
+func parseSize(v string) (int64, error) {
+	num, mult := v, int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(v, u.suffix) {
+			num, mult = strings.TrimSuffix(v, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size like 4096, 4KiB or 1GB", v)
+	}
+	if n > (1<<63-1)/mult {
+		return 0, fmt.Errorf("size %q is too large", v)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,426 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rdmasweep/internal/testenv"
+	"rdmasweep/results"
+)
+
+// nodeBin is the real node binary, built once for every test here.
+var nodeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "node-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	nodeBin = filepath.Join(dir, "node")
+	build := exec.Command("go", "build", "-o", nodeBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build node:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running node whose stdout events arrive on events.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan any
+	lines  []string // every stdout line, once exited
+	stderr bytes.Buffer
+	exited chan struct{}
+}
+
+func start(t *testing.T, stdin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, events: make(chan any, 100), exited: make(chan struct{})}
+	p.cmd = exec.Command(nodeBin, args...)
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if stdin != "" {
+		io.WriteString(p.stdin, stdin)
+	}
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	go func() {
+		defer close(p.exited)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines = append(p.lines, sc.Text())
+			ev, err := results.Decode(sc.Bytes())
+			if err != nil {
+				ev = fmt.Errorf("stdout line %q: %w", sc.Text(), err)
+			}
+			p.events <- ev
+		}
+		close(p.events)
+		p.cmd.Wait()
+	}()
+	return p
+}
+
+// next returns the next event that is not a warning, failing on timeout.
+func (p *proc) next(d time.Duration) any {
+	p.t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev, ok := <-p.events:
+			if !ok {
+				p.t.Fatalf("node exited early; stderr:\n%s", p.stderr.String())
+			}
+			if _, w := ev.(*results.Warning); w {
+				continue
+			}
+			return ev
+		case <-timeout:
+			p.t.Fatalf("no event within %s; stderr:\n%s", d, p.stderr.String())
+		}
+	}
+}
+
+// wait waits for exit and returns the exit code and the last stdout line's
+// event.
+func (p *proc) wait(d time.Duration) (int, any) {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(d):
+		p.t.Fatalf("node still running after %s; stderr:\n%s", d, p.stderr.String())
+	}
+	var last any
+	if n := len(p.lines); n > 0 {
+		last, _ = results.Decode([]byte(p.lines[n-1]))
+	}
+	return p.cmd.ProcessState.ExitCode(), last
+}
+
+func mustType[T any](t *testing.T, ev any) T {
+	t.Helper()
+	v, ok := ev.(T)
+	if !ok {
+		t.Fatalf("event %#v, want %T", ev, v)
+	}
+	return v
+}
+
+// serveArgs are the argv the runner builds for a tcp server.
+func serveArgs(file string, extra ...string) []string {
+	return append([]string{"serve", "--transport", "tcp", "--file", file, "--file-size", "4MiB",
+		"--cache", "cold", "--registration", "pinned", "--listen", "127.0.0.1", "--port", "0",
+		"--accept-timeout", "20s"}, extra...)
+}
+
+func readArgs(port int, extra ...string) []string {
+	return append([]string{"read", "--transport", "tcp", "--server", fmt.Sprintf("127.0.0.1:%d", port),
+		"--block-size", "64KiB", "--queue-depth", "4", "--qps", "1", "--pattern", "random",
+		"--total", "8MiB", "--duration", "0s", "--warmup", "0s"}, extra...)
+}
+
+// serveReady starts node serve and returns it with its ready event.
+func serveReady(t *testing.T, stdin string, args ...string) (*proc, *results.Ready) {
+	t.Helper()
+	s := start(t, stdin, args...)
+	st := mustType[*results.Started](t, s.next(10*time.Second))
+	if st.Role != "serve" || st.PID != s.cmd.Process.Pid || st.PGID <= 0 {
+		t.Fatalf("started %+v: want role serve, pid %d", st, s.cmd.Process.Pid)
+	}
+	if !strings.Contains(s.lines[0], `"type":"started"`) {
+		t.Fatalf("first stdout line is %q, want the started event", s.lines[0])
+	}
+	return s, mustType[*results.Ready](t, s.next(30*time.Second))
+}
+
+func TestServeAndReadVerify(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	s, ready := serveReady(t, "", serveArgs(file, "--create")...)
+	if ready.Transport != "tcp" || ready.Port <= 0 || !ready.FileCreated || ready.RegistrationS != nil {
+		t.Errorf("ready %+v: want tcp, a port, file_created, no registration", ready)
+	}
+	if ready.CachedFraction < 0 || ready.CachedFraction > 1 {
+		t.Errorf("cached_fraction %v outside 0..1", ready.CachedFraction)
+	}
+	r := start(t, "", readArgs(ready.Port, "--verify")...)
+	if st := mustType[*results.Started](t, r.next(10*time.Second)); st.Role != "read" {
+		t.Errorf("reader started as %q", st.Role)
+	}
+	res := mustType[*results.Result](t, r.next(30*time.Second))
+	if res.Bytes != 8<<20 || res.Reads != 128 || !res.Verified || res.BandwidthMBs <= 0 || res.IOPS <= 0 {
+		t.Errorf("result %+v: want 8MiB in 128 verified reads with positive bandwidth", res)
+	}
+	if want := float64(res.Bytes) / res.Seconds / 1e6; res.BandwidthMBs < want*0.999 || res.BandwidthMBs > want*1.001 {
+		t.Errorf("bandwidth %v MB/s, but bytes/seconds gives %v", res.BandwidthMBs, want)
+	}
+	if code, _ := r.wait(10 * time.Second); code != 0 {
+		t.Fatalf("read exited %d: %s", code, r.stderr.String())
+	}
+	done := mustType[*results.Done](t, s.next(10*time.Second))
+	if done.BytesServed != res.Bytes || done.Requests != res.Reads {
+		t.Errorf("server served %d bytes in %d requests, reader read %d in %d", done.BytesServed, done.Requests, res.Bytes, res.Reads)
+	}
+	if code, _ := s.wait(10 * time.Second); code != 0 {
+		t.Fatalf("serve exited %d: %s", code, s.stderr.String())
+	}
+}
+
+// runPoint runs one serve+read pair to completion and returns the ready
+// event and the reader's last event.
+func runPoint(t *testing.T, file string, serveExtra, readExtra []string) (*results.Ready, any, int) {
+	t.Helper()
+	s, ready := serveReady(t, "", serveArgs(file, serveExtra...)...)
+	r := start(t, "", readArgs(ready.Port, readExtra...)...)
+	code, last := r.wait(30 * time.Second)
+	s.wait(10 * time.Second)
+	return ready, last, code
+}
+
+func TestCreateReuseAndFlippedByte(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	ready, _, code := runPoint(t, file, []string{"--create"}, []string{"--verify"})
+	if code != 0 || !ready.FileCreated {
+		t.Fatalf("first run: exit %d, file_created %v", code, ready.FileCreated)
+	}
+	st1, _ := os.Stat(file)
+	time.Sleep(20 * time.Millisecond) // let a rewrite show in the mtime
+	ready, last, code := runPoint(t, file, []string{"--create"}, []string{"--verify"})
+	st2, _ := os.Stat(file)
+	if code != 0 || ready.FileCreated || !st2.ModTime().Equal(st1.ModTime()) {
+		t.Fatalf("second run: exit %d, file_created %v, mtime %v then %v: want the file reused", code, ready.FileCreated, st1.ModTime(), st2.ModTime())
+	}
+	if !mustType[*results.Result](t, last).Verified {
+		t.Fatal("reused file did not verify")
+	}
+
+	// One flipped byte on disk must surface: the bytes come from the file.
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = 3<<20 + 77
+	b := []byte{0}
+	f.ReadAt(b, at)
+	b[0] ^= 1
+	f.WriteAt(b, at)
+	f.Close()
+	_, last, code = runPoint(t, file, []string{"--create"}, []string{"--verify"})
+	e := mustType[*results.Error](t, last)
+	if code != 1 || !strings.Contains(e.Message, "mismatch") || !strings.Contains(e.Message, fmt.Sprint(at)) {
+		t.Fatalf("read of a flipped byte: exit %d, %q; want exit 1 naming the mismatch at %d", code, e.Message, at)
+	}
+}
+
+func TestCreateRefusesUserFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mine")
+	mine := bytes.Repeat([]byte("user data "), 1<<20)
+	os.WriteFile(file, mine, 0o644)
+	s := start(t, "", serveArgs(file, "--create")...)
+	code, last := s.wait(10 * time.Second)
+	e := mustType[*results.Error](t, last)
+	if code != 1 || !strings.Contains(e.Message, "not made by node") {
+		t.Fatalf("serve --create over a user's file: exit %d, %q", code, e.Message)
+	}
+	if got, _ := os.ReadFile(file); !bytes.Equal(got, mine) {
+		t.Fatal("the user's file was changed")
+	}
+	if _, err := os.Stat(file + ".rdmasweep"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a sidecar was written beside the user's file")
+	}
+
+	// Without --create the user's file is served, but cannot be verified.
+	_, last, code = runPoint(t, file, nil, []string{"--verify"})
+	if e := mustType[*results.Error](t, last); code != 1 || !strings.Contains(e.Message, "pattern") {
+		t.Fatalf("verify against a user's file: exit %d, %q", code, e.Message)
+	}
+	_, last, code = runPoint(t, file, nil, nil)
+	if r := mustType[*results.Result](t, last); code != 0 || r.Verified || r.Bytes != 8<<20 {
+		t.Fatalf("plain read of a user's file: exit %d, %+v", code, r)
+	}
+}
+
+func TestControlStdinSecret(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	ctl := `{"secret":"00112233445566778899aabbccddeeff"}` + "\n"
+	s, ready := serveReady(t, ctl, serveArgs(file, "--create", "--control-stdin")...)
+	bad := start(t, `{"secret":"ffeeddccbbaa99887766554433221100"}`+"\n", readArgs(ready.Port, "--control-stdin")...)
+	if code, last := bad.wait(10 * time.Second); code != 1 || !strings.Contains(mustType[*results.Error](t, last).Message, "authentication") {
+		t.Fatalf("reader with the wrong secret: exit %d, %v", code, last)
+	}
+	good := start(t, ctl, readArgs(ready.Port, "--control-stdin", "--verify")...)
+	mustType[*results.Started](t, good.next(10*time.Second))
+	res := mustType[*results.Result](t, good.next(30*time.Second))
+	if !res.Verified {
+		t.Fatal("reader with the right secret did not verify")
+	}
+	good.stdin.Close()
+	mustType[*results.Done](t, s.next(10*time.Second))
+	warned := false
+	for _, l := range s.lines {
+		warned = warned || strings.Contains(l, `"type":"warning"`) && strings.Contains(l, "refused")
+	}
+	if !warned {
+		t.Errorf("the refused reader left no warning event on the server's stdout:\n%s", strings.Join(s.lines, "\n"))
+	}
+}
+
+func TestStopsOnStdinEOFAndDeadline(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	s, _ := serveReady(t, `{"secret":"abcd"}`+"\n", serveArgs(file, "--create", "--control-stdin")...)
+	s.stdin.Close()
+	start := time.Now()
+	code, last := s.wait(3 * time.Second)
+	if e := mustType[*results.Error](t, last); code != 1 || e.Message != "stdin closed: stopping" {
+		t.Fatalf("serve after stdin EOF: exit %d, %q", code, e.Message)
+	}
+	t.Logf("stopped %v after stdin EOF", time.Since(start))
+
+	s, _ = serveReady(t, "", serveArgs(file, "--create", "--deadline", "700ms")...)
+	code, last = s.wait(5 * time.Second)
+	if e := mustType[*results.Error](t, last); code != 1 || !strings.Contains(e.Message, "deadline") {
+		t.Fatalf("serve at its deadline: exit %d, %q", code, e.Message)
+	}
+}
+
+func TestColdOnTmpfsWarns(t *testing.T) {
+	var st unix.Statfs_t
+	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {
+		testenv.Skip(t, "needs a tmpfs at /dev/shm")
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "node-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	s := start(t, "", serveArgs(filepath.Join(dir, "data"), "--create", "--accept-timeout", "200ms")...)
+	s.wait(10 * time.Second)
+	for _, l := range s.lines {
+		if strings.Contains(l, `"type":"warning"`) && strings.Contains(l, "tmpfs") {
+			return
+		}
+	}
+	t.Fatalf("cold cache on tmpfs gave no warning event:\n%s", strings.Join(s.lines, "\n"))
+}
+
+func TestSIGINT(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	s, _ := serveReady(t, "", serveArgs(file, "--create")...)
+	s.cmd.Process.Signal(os.Interrupt)
+	code, last := s.wait(3 * time.Second)
+	if e := mustType[*results.Error](t, last); code != 130 || !strings.Contains(e.Message, "interrupted") {
+		t.Fatalf("serve after SIGINT: exit %d, %q; want 130", code, e.Message)
+	}
+}
+
+func TestAcceptTimeout(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	args := serveArgs(file, "--create", "--accept-timeout", "400ms") // the later flag wins
+	s, _ := serveReady(t, "", args...)
+	code, last := s.wait(5 * time.Second)
+	if e := mustType[*results.Error](t, last); code != 1 || !strings.Contains(e.Message, "accept timeout") {
+		t.Fatalf("serve with no client: exit %d, %q", code, e.Message)
+	}
+}
+
+func TestFormatText(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	_, ready := serveReady(t, "", serveArgs(file, "--create")...)
+	r := start(t, "", readArgs(ready.Port, "--format", "text")...)
+	if code, _ := r.wait(30 * time.Second); code != 0 {
+		t.Fatalf("read --format text exited %d: %s", code, r.stderr.String())
+	}
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^Bandwidth: [0-9.]+ MB/s$`),
+		regexp.MustCompile(`^latency per block: [0-9.]+ us$`),
+		regexp.MustCompile(`^iops: [0-9]+$`),
+	}
+	if len(r.lines) != len(want) {
+		t.Fatalf("text output:\n%s\nwant exactly the three classic lines", strings.Join(r.lines, "\n"))
+	}
+	for i, re := range want {
+		if !re.MatchString(r.lines[i]) {
+			t.Errorf("line %d %q does not match %s", i+1, r.lines[i], re)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"bogus"},
+		{"serve", "--file", "x", "--file-size", "4kb"},
+		{"read", "--server", "127.0.0.1:1", "--pattern", "zigzag"},
+		{"read", "--server", "127.0.0.1:1", "stray"},
+	} {
+		p := start(t, "", args...)
+		code, last := p.wait(10 * time.Second)
+		if e, ok := last.(*results.Error); code != 2 || !ok || e.Message == "" {
+			t.Errorf("node %q: exit %d, last line %#v; want exit 2 and an error event", args, code, last)
+		}
+	}
+}
+
+func TestVersionJSON(t *testing.T) {
+	out, err := exec.Command(nodeBin, "version", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v versionInfo
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("version --json printed %q: %v", out, err)
+	}
+	if v.Version == "" || !strings.HasPrefix(v.Go, "go") || v.Arch == "" || len(v.Transports) == 0 || v.Transports[0] == "" {
+		t.Errorf("version %+v lacks a field", v)
+	}
+	found := false
+	for _, tr := range v.Transports {
+		found = found || tr == "tcp"
+	}
+	if !found {
+		t.Errorf("transports %v lack tcp", v.Transports)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "4096": 4096, "4KiB": 4096, "1MiB": 1 << 20, "2GiB": 2 << 30, "1TiB": 1 << 40, "4KB": 4000, "3MB": 3e6, "1GB": 1e9} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "4kb", "4K", "-1", "1.5GiB", "KiB", "99999999999TiB"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) accepted", in)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"time"
+
+	"rdmasweep/node/transport"
+	"rdmasweep/results"
+)
+
+func init() { commands["read"] = runRead }
+
+type readOptions struct {
+	transport  string
+	server     string
+	blockSize  sizeValue
+	queueDepth int
+	qps        int
+	pattern    string
+	total      sizeValue
+	duration   time.Duration
+	warmup     time.Duration
+	verify     bool
+	rdma       transport.RDMA
+	format     string
+	lifetime
+}
+
+func (o *readOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.transport, "transport", "tcp", "tcp or rdma")
+	fs.StringVar(&o.server, "server", "", "HOST:PORT of node serve")
+	o.blockSize = 1 << 20
+	fs.Var(&o.blockSize, "block-size", "bytes per read, e.g. 1MiB")
+	fs.IntVar(&o.queueDepth, "queue-depth", 1, "reads in flight")
+	fs.IntVar(&o.qps, "qps", 1, "RDMA queue pairs (tcp uses one connection)")
+	fs.StringVar(&o.pattern, "pattern", "sequential", "sequential or random")
+	fs.Var(&o.total, "total", "bytes to read (0: the region's size)")
+	fs.DurationVar(&o.duration, "duration", 0, "read for this long instead of --total")
+	fs.DurationVar(&o.warmup, "warmup", 0, "read this long first, unmeasured")
+	fs.BoolVar(&o.verify, "verify", false, "check every byte against the file's pattern")
+	addRDMAFlags(fs, &o.rdma)
+	fs.StringVar(&o.format, "format", "json", "stdout format: json or text")
+	o.lifetime.addFlags(fs)
+}
+
+func (o *readOptions) check() error {
+	switch {
+	case o.server == "":
+		return usagef("read: --server is required")
+	case o.blockSize <= 0 || o.blockSize > 1<<31-1:
+		return usagef("read: --block-size must be positive and below 2GiB")
+	case o.queueDepth <= 0:
+		return usagef("read: --queue-depth must be positive")
+	case o.qps <= 0:
+		return usagef("read: --qps must be positive")
+	case o.pattern != "sequential" && o.pattern != "random":
+		return usagef("read: --pattern must be sequential or random (got %q)", o.pattern)
+	case o.total > 0 && o.duration > 0:
+		return usagef("read: --total and --duration cannot both be non-zero")
+	case o.duration < 0 || o.warmup < 0:
+		return usagef("read: --duration and --warmup cannot be negative")
+	}
+	return checkFormat(o.format)
+}
+
+func runRead(ctx context.Context, e *env, args []string) error {
+	var o readOptions
+	fs := flag.NewFlagSet("read", flag.ContinueOnError)
+	o.addFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	e.out = newPrinter(e.stdout, e.stderr, o.format)
+	tr, err := lookupTransport(o.transport)
+	if err != nil {
+		return err
+	}
+	e.out.event(started("read"))
+	ctx, stop, secret, err := o.lifetime.start(ctx, e.stdin)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return stopReason(ctx, read(ctx, e.out, tr, &o, secret))
+}
+
+// shuffleSalt makes the random order differ from the file content's own
+// sequence while staying reproducible for a given file.
+const shuffleSalt = 0x5DEECE66D
+
+func read(ctx context.Context, out *printer, tr transport.Transport, o *readOptions, secret []byte) error {
+	cl, err := tr.Dial(ctx, transport.ClientConfig{
+		Addr: o.server, Secret: secret, QPs: o.qps, QueueDepth: o.queueDepth, BlockSize: int(o.blockSize), RDMA: o.rdma,
+	})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	reg := cl.Region()
+	total := int64(o.total)
+	if total == 0 && o.duration == 0 {
+		total = reg.Size
+	}
+	m, err := cl.Read(ctx, transport.Workload{
+		BlockSize: int(o.blockSize), QueueDepth: o.queueDepth, Pattern: o.pattern,
+		Total: total, Duration: o.duration, Warmup: o.warmup, Verify: o.verify,
+		Seed: reg.Seed ^ shuffleSalt,
+	})
+	if err != nil {
+		return err
+	}
+	r := results.Result{
+		Type: results.TypeResult, Transport: tr.Name(), Bytes: m.Bytes, Reads: m.Reads, Seconds: m.Seconds,
+		LatAvgUs: m.Latency.AvgUs, LatP50Us: m.Latency.P50Us, LatP99Us: m.Latency.P99Us,
+		LatP999Us: m.Latency.P999Us, LatMaxUs: m.Latency.MaxUs, Verified: m.Verified, GIDIndex: m.GIDIndex,
+	}
+	if m.Seconds > 0 {
+		r.BandwidthMBs = float64(m.Bytes) / m.Seconds / 1e6
+		r.IOPS = float64(m.Reads) / m.Seconds
+	}
+	out.event(r)
+	out.line("Bandwidth: %.2f MB/s", r.BandwidthMBs)
+	out.line("latency per block: %.2f us", r.LatAvgUs)
+	out.line("iops: %.0f", r.IOPS)
+	return cl.Close()
+}

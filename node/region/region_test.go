@@ -1,0 +1,119 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rdmasweep/node/pattern"
+)
+
+var ctx = context.Background()
+
+func content(t *testing.T, path string, n int64) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[:n]
+}
+
+func TestCreateReuseExtend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d")
+	const size = 5<<20 + 123 // not a whole number of write chunks
+	f, err := Open(ctx, path, Options{Size: size, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if !f.Created || !f.Patterned {
+		t.Fatalf("first open: created %v patterned %v", f.Created, f.Patterned)
+	}
+	if bad, ok := pattern.Check(content(t, path, size), 0, f.Seed); !ok {
+		t.Fatalf("created file differs from the pattern at %d", bad)
+	}
+	g, err := Open(ctx, path, Options{Size: size - 1000, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if g.Created || g.Seed != f.Seed || !g.Patterned {
+		t.Fatalf("smaller second open: created %v, seed changed %v", g.Created, g.Seed != f.Seed)
+	}
+	h, err := Open(ctx, path, Options{Size: 2 * size, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if !h.Created || h.Seed != f.Seed {
+		t.Fatalf("larger open: created %v, seed kept %v; want an extension with the same seed", h.Created, h.Seed == f.Seed)
+	}
+	if bad, ok := pattern.Check(content(t, path, 2*size), 0, f.Seed); !ok {
+		t.Fatalf("extended file differs from the pattern at %d", bad)
+	}
+	// Without --create the same file is served, patterned, when big enough.
+	r, err := Open(ctx, path, Options{Size: size})
+	if err != nil || !r.Patterned || r.Created {
+		t.Fatalf("plain open: %+v, %v", r, err)
+	}
+	r.Close()
+	if _, err := Open(ctx, path, Options{Size: 3 * size}); err == nil || !strings.Contains(err.Error(), "fewer than") {
+		t.Fatalf("plain open of a too-short file: %v", err)
+	}
+}
+
+func TestCreateRefusesUserFileAndRedoesInterruptedWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d")
+	os.WriteFile(path, []byte("mine"), 0o644)
+	if _, err := Open(ctx, path, Options{Size: 4096, Create: true}); !errors.Is(err, ErrUserFile) {
+		t.Fatalf("create over a user's file: %v, want ErrUserFile", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "mine" {
+		t.Fatal("user's file changed")
+	}
+	// A sidecar of size 0 is what an interrupted create leaves behind.
+	os.WriteFile(path+SidecarSuffix, []byte(`{"seed":1,"size":0}`), 0o644)
+	f, err := Open(ctx, path, Options{Size: 4096, Create: true})
+	if err != nil {
+		t.Fatalf("create after an interrupted one: %v", err)
+	}
+	f.Close()
+	if !f.Created || !f.Patterned {
+		t.Fatal("interrupted create was not redone")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := Open(cctx, filepath.Join(t.TempDir(), "e"), Options{Size: 4096, Create: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("create with a cancelled context: %v", err)
+	}
+}
+
+func TestWarmResidency(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d")
+	f, err := Open(ctx, path, Options{Size: 8 << 20, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.DropCache(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Warm(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := f.Residency(); err != nil || r < 0.99 {
+		t.Fatalf("residency after warming: %v, %v; want ~1", r, err)
+	}
+	m, err := f.Map()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Unmap(m)
+	if bad, ok := pattern.Check(m, 0, f.Seed); !ok || int64(len(m)) != f.Size {
+		t.Fatalf("mapping of %d bytes differs at %d", len(m), bad)
+	}
+}

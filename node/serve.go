@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"rdmasweep/node/region"
+	"rdmasweep/node/transport"
+	"rdmasweep/results"
+)
+
+func init() { commands["serve"] = runServe }
+
+type serveOptions struct {
+	transport     string
+	file          string
+	fileSize      sizeValue
+	create        bool
+	cache         string
+	registration  string
+	listen        string
+	port          int
+	acceptTimeout durationFlag
+	rdma          transport.RDMA
+	format        string
+	lifetime
+}
+
+func (o *serveOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.transport, "transport", "tcp", "tcp or rdma")
+	fs.StringVar(&o.file, "file", "", "file whose first --file-size bytes are served")
+	fs.Var(&o.fileSize, "file-size", "bytes to serve, e.g. 4GiB")
+	fs.BoolVar(&o.create, "create", false, "create or reuse a patterned file (never overwrites a file node did not make)")
+	fs.StringVar(&o.cache, "cache", "cold", "page cache before serving: cold or warm")
+	fs.StringVar(&o.registration, "registration", "pinned", "RDMA memory registration: pinned or odp")
+	fs.StringVar(&o.listen, "listen", "", "address to listen on (default: all addresses, with a warning)")
+	fs.IntVar(&o.port, "port", 0, "port to listen on (0: a free one)")
+	o.acceptTimeout = durationFlag(defaultAccept)
+	fs.Var(&o.acceptTimeout, "accept-timeout", "how long to wait for the client")
+	addRDMAFlags(fs, &o.rdma)
+	fs.StringVar(&o.format, "format", "json", "stdout format: json or text")
+	o.lifetime.addFlags(fs)
+}
+
+func (o *serveOptions) check() error {
+	switch {
+	case o.file == "":
+		return usagef("serve: --file is required")
+	case o.fileSize <= 0:
+		return usagef("serve: --file-size must be positive")
+	case o.cache != "cold" && o.cache != "warm":
+		return usagef("serve: --cache must be cold or warm (got %q)", o.cache)
+	case o.registration != "pinned" && o.registration != "odp":
+		return usagef("serve: --registration must be pinned or odp (got %q)", o.registration)
+	case o.port < 0 || o.port > 65535:
+		return usagef("serve: --port %d out of range", o.port)
+	case o.acceptTimeout <= 0:
+		return usagef("serve: --accept-timeout must be positive")
+	}
+	return checkFormat(o.format)
+}
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	var o serveOptions
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	o.addFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	e.out = newPrinter(e.stdout, e.stderr, o.format)
+	tr, err := lookupTransport(o.transport)
+	if err != nil {
+		return err
+	}
+	e.out.event(started("serve"))
+	ctx, stop, secret, err := o.lifetime.start(ctx, e.stdin)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return stopReason(ctx, serve(ctx, e.out, tr, &o, secret))
+}
+
+func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOptions, secret []byte) error {
+	if !o.controlStdin {
+		out.warn("serving without a secret (no --control-stdin): any client that reaches the port can read the region")
+	}
+	if o.listen == "" {
+		out.warn("no --listen: listening on all addresses")
+	}
+	f, err := region.Open(ctx, o.file, region.Options{Size: int64(o.fileSize), Create: o.create, Writable: o.transport == "rdma"})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	switch o.cache {
+	case "cold":
+		err = f.DropCache()
+	case "warm":
+		err = f.Warm()
+	}
+	if err != nil {
+		return err
+	}
+	cached, err := f.Residency()
+	if err != nil {
+		return err
+	}
+	if o.cache == "cold" && cached > 0.5 {
+		out.warn(fmt.Sprintf("cache cold asked, but %.0f%% of %s stays in memory after dropping it (tmpfs?): reads will not touch the disk", cached*100, o.file))
+	}
+	if !f.Patterned {
+		out.warn(fmt.Sprintf("%s has no rdmasweep sidecar: its bytes cannot be verified", o.file))
+	}
+	srv, err := tr.Listen(ctx, transport.ServerConfig{
+		Region:        transport.Region{File: f.File, Path: f.Path, Size: f.Size, Seed: f.Seed, Patterned: f.Patterned, Writable: f.Writable},
+		Host:          o.listen,
+		Port:          o.port,
+		AcceptTimeout: o.acceptTimeout.d(),
+		Secret:        secret,
+		Registration:  o.registration,
+		RDMA:          o.rdma,
+	}, out.warn)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	info := srv.Ready()
+	out.event(results.Ready{
+		Type: results.TypeReady, Transport: tr.Name(), Address: info.Address, Port: info.Port,
+		RegistrationS: info.RegistrationS, RegistrationMBs: info.RegistrationMBs,
+		CachedFraction: cached, Mapping: info.Mapping, GIDIndex: info.GIDIndex, FileCreated: f.Created,
+	})
+	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
+	before := faults()
+	st, err := srv.Serve(ctx)
+	if err != nil {
+		return err
+	}
+	after := faults()
+	out.event(results.Done{
+		Type: results.TypeDone, BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds,
+		MinorFaults: after.minor - before.minor, MajorFaults: after.major - before.major,
+	})
+	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
+	return srv.Close()
+}
+
+type faultCount struct{ minor, major int64 }
+
+// faults returns the process's page faults so far.
+func faults() faultCount {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return faultCount{}
+	}
+	return faultCount{minor: ru.Minflt, major: ru.Majflt}
+}
+
+func started(role string) results.Started {
+	return results.Started{Type: results.TypeStarted, PID: unix.Getpid(), PGID: unix.Getpgrp(), Role: role, Version: version}
+}
