@@ -1,0 +1,90 @@
+package deploy_test
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/remote"
+	"rdmasweep/runner/remote/testhosts"
+)
+
+// elfHeader is the smallest file debug/elf accepts: a 64-bit
+// little-endian ELF header for machine m, no sections or segments.
+func elfHeader(m elf.Machine) []byte {
+	b := make([]byte, 64)
+	copy(b, []byte{0x7f, 'E', 'L', 'F', byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)})
+	le := binary.LittleEndian
+	le.PutUint16(b[16:], uint16(elf.ET_EXEC))
+	le.PutUint16(b[18:], uint16(m))
+	le.PutUint32(b[20:], uint32(elf.EV_CURRENT))
+	le.PutUint16(b[52:], 64) // header size
+	le.PutUint16(b[54:], 56) // program header entry size
+	le.PutUint16(b[58:], 64) // section header entry size
+	return b
+}
+
+func TestDeploy(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a"}})
+	a := n.Hosts["a"]
+	t.Setenv("SSH_AUTH_SOCK", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h, err := remote.DialSSH(ctx, remote.SSHConfig{
+		Address: a.Addr, User: "root", IdentityFile: n.KeyFile,
+		KnownHosts: n.KnownHosts, HostKeyPolicy: "strict",
+		ConfigFile: filepath.Join(t.TempDir(), "none"), ConnectTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	target := testhosts.DeployDir + "/node"
+
+	// A binary for another architecture than the host's is refused, and
+	// nothing is uploaded.
+	other, otherName := elf.EM_AARCH64, "aarch64"
+	if strings.TrimSpace(a.Run(t, "uname", "-m")) == "aarch64" {
+		other, otherName = elf.EM_X86_64, "x86_64"
+	}
+	foreign := filepath.Join(t.TempDir(), "node")
+	os.WriteFile(foreign, elfHeader(other), 0o755)
+	_, err = deploy.Deploy(ctx, h, foreign, target)
+	if err == nil || !strings.Contains(err.Error(), "built for "+otherName) || !strings.Contains(err.Error(), "GOARCH=") {
+		t.Errorf("deploying an %s binary: %v, want a refusal naming the architecture and the fix", otherName, err)
+	}
+	if _, err := a.Output("test", "-e", target); err == nil {
+		t.Errorf("a refused binary was uploaded to %s", target)
+	}
+
+	// Not an ELF file at all.
+	script := filepath.Join(t.TempDir(), "script")
+	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
+	if _, err := deploy.Deploy(ctx, h, script, target); err == nil || !strings.Contains(err.Error(), "ELF") {
+		t.Errorf("deploying a non-ELF file: %v", err)
+	}
+
+	// This test binary is built for this machine, as are the hosts.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(self)
+	res, err := deploy.Deploy(ctx, h, self, target)
+	if err != nil || res.UpToDate || res.BytesSent != fi.Size() {
+		t.Fatalf("first deploy = %+v, %v; want %d bytes sent", res, err, fi.Size())
+	}
+	if out := a.Run(t, target, "-test.list", "TestDeploy"); strings.TrimSpace(out) != "TestDeploy" {
+		t.Errorf("the deployed binary does not run on the host: %q", out)
+	}
+	res, err = deploy.Deploy(ctx, h, self, target)
+	if err != nil || !res.UpToDate || res.BytesSent != 0 {
+		t.Errorf("second deploy = %+v, %v; want up to date", res, err)
+	}
+}

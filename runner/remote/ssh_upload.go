@@ -1,0 +1,130 @@
+package remote
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/pkg/sftp"
+)
+
+// Upload copies local to the absolute remote path over SFTP. It never
+// leaves a partial file at remote: it writes a uniquely named temporary
+// file in the same directory, fsyncs it, makes it 0755 and renames it into
+// place with posix-rename (atomic, and fine while an old copy runs). On
+// any failure the temporary file is removed. Cancelling ctx aborts it.
+func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, error) {
+	if !path.IsAbs(remote) {
+		return UploadResult{}, fmt.Errorf("remote path %q is not absolute", remote)
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		return UploadResult{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return UploadResult{}, fmt.Errorf("hash %s: %w", local, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return UploadResult{}, err
+	}
+
+	// sha256sum on the host is far cheaper than reading the file back;
+	// any failure (no file, no sha256sum) just means "upload it".
+	if out, err := s.Run(ctx, []string{"sha256sum", "--", remote}); err == nil {
+		if fields := strings.Fields(string(out)); len(fields) > 0 && fields[0] == sum {
+			return UploadResult{UpToDate: true}, nil
+		}
+	} else if ctx.Err() != nil || errors.Is(err, ErrConnectionLost) {
+		return UploadResult{}, err
+	}
+
+	if s.lost.Load() {
+		return UploadResult{}, ErrConnectionLost
+	}
+	c, err := sftp.NewClient(s.client, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		return UploadResult{}, s.uploadError(fmt.Errorf("start sftp: %w", err))
+	}
+	defer c.Close()
+	// sftp calls take no ctx; closing the client unblocks them.
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+
+	dir := path.Dir(remote)
+	if err := c.MkdirAll(dir); err != nil {
+		return UploadResult{}, s.uploadError(fmt.Errorf("create %s: %w", dir, err))
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := path.Join(dir, "."+path.Base(remote)+".tmp-"+hex.EncodeToString(rnd[:]))
+	n, err := s.writeFile(c, tmp, f)
+	if err == nil {
+		err = c.PosixRename(tmp, remote)
+		if err != nil {
+			err = fmt.Errorf("rename into place: %w", err)
+		}
+	}
+	if err != nil {
+		s.removeTemp(c, tmp)
+		if ctx.Err() != nil {
+			return UploadResult{}, ctx.Err()
+		}
+		return UploadResult{}, s.uploadError(err)
+	}
+	return UploadResult{BytesSent: n}, nil
+}
+
+func (s *SSH) writeFile(c *sftp.Client, tmp string, src *os.File) (int64, error) {
+	w, err := c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return 0, fmt.Errorf("create %s: %w", tmp, err)
+	}
+	// src is an *os.File, so ReadFrom knows the size and writes
+	// concurrently.
+	n, err := w.ReadFrom(src)
+	if err != nil {
+		w.Close()
+		return n, fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return n, fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := w.Chmod(0o755); err != nil {
+		w.Close()
+		return n, fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	if err := w.Close(); err != nil {
+		return n, fmt.Errorf("close %s: %w", tmp, err)
+	}
+	return n, nil
+}
+
+// removeTemp removes a failed upload's temporary file, through the sftp
+// client if it still works, else through a fresh session.
+func (s *SSH) removeTemp(c *sftp.Client, tmp string) {
+	if err := c.Remove(tmp); err == nil || errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.Run(ctx, []string{"rm", "-f", "--", tmp})
+}
+
+func (s *SSH) uploadError(err error) error {
+	if s.lost.Load() {
+		return ErrConnectionLost
+	}
+	return err
+}

@@ -1,0 +1,619 @@
+// Package testhosts starts real OpenSSH hosts for tests: each host is a Linux
+// network namespace with its own sshd, joined by a veth pair to a bridge in
+// the root namespace, where the test (and the runner it drives) runs.
+//
+// Rules it keeps:
+//   - Addresses come only from the documentation subnet 198.51.100.0/24:
+//     198.51.100.0/25 is the main network (the bridge is 198.51.100.1) and
+//     198.51.100.128/25 the bastion's private network, which the root
+//     namespace has no route to. Not 192.0.2.0/24: this kind of machine
+//     has its real uplink (and default gateway 192.0.2.1) there.
+//   - Each sshd runs in its own mount namespace with a tmpfs on
+//     DeployDir (mode 1777), so hosts never share what the runner deploys
+//     there, and with /etc/passwd and /etc/group bind-mounted to copies
+//     that add the unprivileged user User, so the machine's own account
+//     files are never touched.
+//   - One harness instance at a time on the machine: Start takes an flock
+//     on LockFile for the test's life, because `go test ./...` runs packages
+//     in parallel and several packages use the harness. Whatever a crashed
+//     earlier run left (namespaces, bridge, processes) is removed at Start,
+//     found by name prefix and `ip netns pids`, never by process name.
+//   - It needs root, sshd, ip and nft: without them the test skips (fails
+//     under CI=true) through internal/testenv.
+package testhosts
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rdmasweep/internal/testenv"
+)
+
+const (
+	// DeployDir is private to each host (a tmpfs in the host's mount
+	// namespace). The plan's default node.remote_path lies inside it.
+	DeployDir = "/var/tmp/rdmasweep"
+	// LockFile serialises harness instances across test processes.
+	LockFile = "/run/rdmasweep-testhosts.lock"
+
+	prefix     = "rsw-" // namespace names
+	bridge     = "rswbr0"
+	vethPrefix = "rswv" // root-side veth names
+	subnet     = "198.51.100.0/24"
+	dirPrefix  = "rdmasweep-testhosts-"
+	mainNet    = "198.51.100."  // .1 bridge, .10 and up hosts; /25
+	innerNet   = "198.51.100.1" // + "29" bastion, + "30" inner; /25
+	sftpServer = "/usr/lib/openssh/sftp-server"
+	sshd       = "/usr/sbin/sshd"
+)
+
+// Options chooses the hosts.
+type Options struct {
+	// Hosts names hosts on the main network, e.g. {"a", "b"}. Names are
+	// short lowercase words; they become ssh_config aliases.
+	Hosts []string
+	// Bastion adds "bastion" (main network and private network) and
+	// "inner" (private network only, reachable only through the bastion;
+	// its ssh_config alias has ProxyJump bastion).
+	Bastion bool
+	// RSAHost adds "rsa", a host with an ed25519 and an RSA host key of
+	// which KnownHosts lists only the RSA one (as ssh-rsa): a client must
+	// pick its host key algorithms from known_hosts, and offer RSA as
+	// rsa-sha2-*, or the key it is shown will not match.
+	RSAHost bool
+}
+
+// Net is a running set of hosts. Everything is torn down by t.Cleanup.
+type Net struct {
+	// Dir holds the keys and configuration (a temp dir, removed at the end).
+	Dir string
+	// KeyFile is an unencrypted ed25519 private key every host accepts
+	// for root.
+	KeyFile string
+	// KnownHosts lists every host's keys under its address (port 22).
+	KnownHosts string
+	// SSHConfig has a Host alias per host name: HostName, User root,
+	// Port 22, IdentityFile KeyFile; "inner" also has ProxyJump bastion.
+	// A final "Host *" sets UserKnownHostsFile KnownHosts for OpenSSH.
+	SSHConfig string
+	// Hosts by name.
+	Hosts map[string]*Host
+	// User is an unprivileged account (uid UserUID, home /, shell
+	// /bin/sh) that exists only on the hosts and accepts KeyFile, like
+	// root. Use it to test what root logins lack: OpenSSH delivers
+	// session signals only to non-root sessions (it skips post-auth
+	// privilege separation for root).
+	User string
+}
+
+// User and UserUID name the hosts' unprivileged account.
+const (
+	User    = "rsw"
+	UserUID = 4242
+)
+
+// writeAccounts writes copies of /etc/passwd and /etc/group with User
+// added, for the hosts to bind-mount.
+func writeAccounts(t testing.TB, dir string) {
+	t.Helper()
+	for _, f := range []struct{ name, line string }{
+		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n", User, UserUID, UserUID)},
+		{"group", fmt.Sprintf("%s:x:%d:\n", User, UserUID)},
+	} {
+		b, err := os.ReadFile("/etc/" + f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			b = append(b, '\n')
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.name), append(b, f.line...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Host is one namespace host.
+type Host struct {
+	Name string
+	// Addr is where the host's sshd listens: its main-network address, or
+	// for "inner" its private-network address.
+	Addr string
+	Port int
+	// NS is the network namespace name (for `ip netns exec`).
+	NS string
+	// HostKeyFiles are the public host key files (.pub).
+	HostKeyFiles []string
+	// SSHDPid is the daemonized sshd's pid.
+	SSHDPid int
+	// Log is sshd's log file (-E).
+	Log string
+
+	veth string // root-side veth; "" for inner
+	dir  string
+}
+
+// Start builds the hosts and returns when every sshd accepts connections.
+func Start(t testing.TB, opts Options) *Net {
+	t.Helper()
+	testenv.NeedRoot(t)
+	testenv.NeedTool(t, "ip", "iproute2")
+	testenv.NeedTool(t, "nft", "nftables")
+	testenv.NeedTool(t, "ssh-keygen", "openssh-client")
+	testenv.NeedTool(t, "unshare", "util-linux")
+	testenv.NeedTool(t, "nsenter", "util-linux")
+	if _, err := os.Stat(sshd); err != nil {
+		testenv.Skip(t, "sshd not found (apt-get install openssh-server)")
+	}
+	if _, err := os.Stat(sftpServer); err != nil {
+		testenv.Skip(t, "sftp-server not found (apt-get install openssh-sftp-server)")
+	}
+
+	lock(t)
+	cleanStale(t)
+	checkSubnetFree(t)
+
+	// Not t.TempDir: its parent is 0700, and the unprivileged user's
+	// sshd reads authorized_keys itself.
+	dir, err := os.MkdirTemp("", dirPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User}
+	writeAccounts(t, n.Dir)
+	t.Cleanup(func() { n.teardown(t) })
+
+	n.KeyFile = filepath.Join(n.Dir, "id_ed25519")
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep-test", "-f", n.KeyFile)
+	authorized := filepath.Join(n.Dir, "authorized_keys")
+	pub, err := os.ReadFile(n.KeyFile + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(authorized, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	mustRun(t, "ip", "link", "add", bridge, "type", "bridge")
+	mustRun(t, "ip", "addr", "add", mainNet+"1/25", "dev", bridge)
+	mustRun(t, "ip", "link", "set", bridge, "up")
+	// The rest of the subnet (the bastion's private network) must not
+	// follow the default route off the machine: a direct dial to "inner"
+	// fails here, at once, and no test packet leaves.
+	mustRun(t, "ip", "route", "add", "unreachable", subnet)
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(DeployDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	names := append([]string(nil), opts.Hosts...)
+	if opts.RSAHost {
+		names = append(names, "rsa")
+	}
+	if opts.Bastion {
+		names = append(names, "bastion")
+	}
+	for i, name := range names {
+		h := &Host{Name: name, Addr: mainNet + strconv.Itoa(10+i), Port: 22, NS: prefix + name, veth: vethPrefix + strconv.Itoa(i)}
+		if _, dup := n.Hosts[name]; dup || name == "inner" {
+			t.Fatalf("testhosts: host name %q used twice or reserved", name)
+		}
+		n.Hosts[name] = h
+		mustRun(t, "ip", "netns", "add", h.NS)
+		mustRun(t, "ip", "link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.NS)
+		mustRun(t, "ip", "link", "set", h.veth, "master", bridge)
+		mustRun(t, "ip", "link", "set", h.veth, "up")
+		nsRun(t, h.NS, "ip", "addr", "add", h.Addr+"/25", "dev", "eth0")
+		nsRun(t, h.NS, "ip", "link", "set", "eth0", "up")
+		nsRun(t, h.NS, "ip", "link", "set", "lo", "up")
+	}
+	if opts.Bastion {
+		b := n.Hosts["bastion"]
+		in := &Host{Name: "inner", Addr: innerNet + "30", Port: 22, NS: prefix + "inner"}
+		n.Hosts["inner"] = in
+		mustRun(t, "ip", "netns", "add", in.NS)
+		nsRun(t, b.NS, "ip", "link", "add", "priv0", "type", "veth", "peer", "name", "eth0", "netns", in.NS)
+		nsRun(t, b.NS, "ip", "addr", "add", innerNet+"29/25", "dev", "priv0")
+		nsRun(t, b.NS, "ip", "link", "set", "priv0", "up")
+		nsRun(t, in.NS, "ip", "addr", "add", in.Addr+"/25", "dev", "eth0")
+		nsRun(t, in.NS, "ip", "link", "set", "eth0", "up")
+		nsRun(t, in.NS, "ip", "link", "set", "lo", "up")
+	}
+
+	var known, config bytes.Buffer
+	for _, name := range n.names() {
+		h := n.Hosts[name]
+		h.dir = filepath.Join(n.Dir, name)
+		if err := os.Mkdir(h.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		types := []string{"ed25519"}
+		if name == "rsa" {
+			types = []string{"ed25519", "rsa"}
+		}
+		var hostKeys []string
+		for _, typ := range types {
+			f := filepath.Join(h.dir, "ssh_host_"+typ+"_key")
+			args := []string{"-q", "-t", typ, "-N", "", "-C", "", "-f", f}
+			if typ == "rsa" {
+				args = append(args, "-b", "2048")
+			}
+			mustRun(t, "ssh-keygen", args...)
+			hostKeys = append(hostKeys, f)
+			h.HostKeyFiles = append(h.HostKeyFiles, f+".pub")
+			p, err := os.ReadFile(f + ".pub")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name != "rsa" || typ == "rsa" {
+				fmt.Fprintf(&known, "%s %s\n", h.Addr, strings.TrimSpace(string(p)))
+			}
+		}
+		fmt.Fprintf(&config, "Host %s\n  HostName %s\n  User root\n  Port 22\n  IdentityFile %s\n", name, h.Addr, n.KeyFile)
+		if name == "inner" {
+			config.WriteString("  ProxyJump bastion\n")
+		}
+		n.startSSHD(t, h, hostKeys, authorized)
+	}
+	n.KnownHosts = filepath.Join(n.Dir, "known_hosts")
+	n.SSHConfig = filepath.Join(n.Dir, "ssh_config")
+	// For OpenSSH's own client (the benchmark, a person debugging): the
+	// ProxyJump hop does not inherit -o options, only the config file.
+	fmt.Fprintf(&config, "Host *\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n  BatchMode yes\n", n.KnownHosts)
+	if err := os.WriteFile(n.KnownHosts, known.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(n.SSHConfig, config.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range n.names() {
+		waitBanner(t, n.Hosts[name])
+	}
+	return n
+}
+
+func (n *Net) names() []string {
+	var s []string
+	for name := range n.Hosts {
+		s = append(s, name)
+	}
+	sort.Strings(s)
+	return s
+}
+
+func (n *Net) startSSHD(t testing.TB, h *Host, hostKeys []string, authorized string) {
+	t.Helper()
+	cfg := filepath.Join(h.dir, "sshd_config")
+	pidFile := filepath.Join(h.dir, "sshd.pid")
+	h.Log = filepath.Join(h.dir, "sshd.log")
+	var b strings.Builder
+	fmt.Fprintf(&b, "Port 22\nListenAddress %s\n", h.Addr)
+	for _, k := range hostKeys {
+		fmt.Fprintf(&b, "HostKey %s\n", k)
+	}
+	fmt.Fprintf(&b, `AuthorizedKeysFile %s
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+PidFile %s
+Subsystem sftp %s
+MaxSessions 64
+MaxStartups 64
+AllowTcpForwarding yes
+LogLevel VERBOSE
+`, authorized, pidFile, sftpServer)
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// unshare -m makes mounts private by default, so the tmpfs stays in
+	// this host's mount namespace, which sshd and all its sessions keep.
+	script := "mount --bind " + filepath.Join(n.Dir, "passwd") + " /etc/passwd" +
+		" && mount --bind " + filepath.Join(n.Dir, "group") + " /etc/group" +
+		" && mount -t tmpfs -o mode=1777 tmpfs " + DeployDir +
+		" && exec " + sshd + " -f " + cfg + " -E " + h.Log
+	nsRun(t, h.NS, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := os.ReadFile(pidFile)
+		if err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(p))); err == nil && pid > 0 {
+				h.SSHDPid = pid
+				recordPid(pid)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(h.Log)
+			t.Fatalf("testhosts: sshd on %s wrote no pid file: %s", h.Name, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitBanner waits until the host's sshd sends its banner. Hosts not
+// reachable from the root namespace are probed from inside their own.
+func waitBanner(t testing.TB, h *Host) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var ok bool
+		if h.veth == "" {
+			// Probe from inside: bash's /dev/tcp needs no extra tool.
+			out, err := exec.Command("ip", "netns", "exec", h.NS, "bash", "-c",
+				"exec 3<>/dev/tcp/"+h.Addr+"/22 && head -c 4 <&3").Output()
+			ok = err == nil && string(out) == "SSH-"
+		} else {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(h.Addr, "22"), time.Second)
+			if err == nil {
+				c.SetDeadline(time.Now().Add(time.Second))
+				buf := make([]byte, 4)
+				_, err = c.Read(buf)
+				c.Close()
+				ok = err == nil && string(buf) == "SSH-"
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(h.Log)
+			t.Fatalf("testhosts: sshd on %s (%s) not answering: %s", h.Name, h.Addr, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Run runs argv inside the host (its network and mount namespaces, so it
+// sees the host's private DeployDir) and returns stdout. It fails the test
+// on a non-zero exit.
+func (h *Host) Run(t testing.TB, argv ...string) string {
+	t.Helper()
+	out, err := h.Output(argv...)
+	if err != nil {
+		t.Fatalf("testhosts: on %s: %v", h.Name, err)
+	}
+	return out
+}
+
+// Output is Run without a test: it returns the error (with stderr).
+func (h *Host) Output(argv ...string) (string, error) {
+	args := append([]string{"-t", strconv.Itoa(h.SSHDPid), "-m", "-n", "--"}, argv...)
+	cmd := exec.Command("nsenter", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// Pids lists every process in the host's network namespace, sshd included.
+func (h *Host) Pids(t testing.TB) []int {
+	t.Helper()
+	pids, err := nsPids(h.NS)
+	if err != nil {
+		t.Fatalf("testhosts: pids of %s: %v", h.Name, err)
+	}
+	return pids
+}
+
+// SessionPids lists the host's processes other than sshd's own (the
+// listener and its per-connection processes): what SSH sessions run or
+// left running, e.g. node.
+func (h *Host) SessionPids(t testing.TB) []int {
+	t.Helper()
+	var out []int
+	for _, p := range h.Pids(t) {
+		if p != h.SSHDPid && !isSSHD(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// SetLink takes the host's link to the bridge down or up. Down, packets
+// to and from the host are dropped silently, as when a cable is pulled.
+func (h *Host) SetLink(t testing.TB, up bool) {
+	t.Helper()
+	if h.veth == "" {
+		t.Fatalf("testhosts: %s has no link to the root namespace", h.Name)
+	}
+	state := "down"
+	if up {
+		state = "up"
+	}
+	mustRun(t, "ip", "link", "set", h.veth, state)
+}
+
+// DropSYN makes the host drop every new incoming TCP connection silently
+// (an nftables rule in its namespace), so a connect hangs until timeout.
+func (h *Host) DropSYN(t testing.TB) {
+	t.Helper()
+	rules := "table inet rswdrop {\n chain input {\n  type filter hook input priority 0;\n  tcp flags & (syn | ack) == syn drop\n }\n}\n"
+	cmd := exec.Command("ip", "netns", "exec", h.NS, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testhosts: drop SYN on %s: %v: %s", h.Name, err, out)
+	}
+}
+
+// AcceptSYN undoes DropSYN.
+func (h *Host) AcceptSYN(t testing.TB) {
+	t.Helper()
+	nsRun(t, h.NS, "nft", "delete", "table", "inet", "rswdrop")
+}
+
+func (n *Net) teardown(t testing.TB) {
+	for _, name := range n.names() {
+		killNS(n.Hosts[name].NS)
+	}
+	for _, name := range n.names() {
+		exec.Command("ip", "netns", "delete", n.Hosts[name].NS).Run()
+	}
+	exec.Command("ip", "link", "delete", bridge).Run()
+	exec.Command("ip", "route", "delete", "unreachable", subnet).Run()
+	os.Remove(pidRecord)
+}
+
+// pidRecord lists the sshd pids of the running instance, so a later run
+// can kill them if this one crashed before teardown.
+const pidRecord = "/run/rdmasweep-testhosts.pids"
+
+func recordPid(pid int) {
+	f, err := os.OpenFile(pidRecord, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return
+	}
+	fmt.Fprintln(f, pid)
+	f.Close()
+}
+
+// lock holds LockFile until the test ends. The lock dies with the
+// process, so a crashed run never blocks the next.
+func lock(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("testhosts: open lock: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("testhosts: lock %s: %v", LockFile, err)
+		}
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("testhosts: another harness held %s for 10 minutes", LockFile)
+	}
+	t.Cleanup(func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	})
+}
+
+// cleanStale removes what an earlier, crashed instance left. It runs with
+// the lock held, so nothing it finds belongs to a live instance.
+func cleanStale(t testing.TB) {
+	if b, err := os.ReadFile(pidRecord); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && isSSHD(pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		os.Remove(pidRecord)
+	}
+	if dirs, err := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*")); err == nil {
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
+	}
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], prefix) {
+			continue
+		}
+		t.Logf("testhosts: removing stale namespace %s", f[0])
+		killNS(f[0])
+		exec.Command("ip", "netns", "delete", f[0]).Run()
+	}
+	exec.Command("ip", "link", "delete", bridge).Run()
+	exec.Command("ip", "route", "delete", "unreachable", subnet).Run()
+	links, _ := exec.Command("ip", "-o", "link", "show").Output()
+	for _, line := range strings.Split(string(links), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		if strings.HasPrefix(name, vethPrefix) {
+			exec.Command("ip", "link", "delete", name).Run()
+		}
+	}
+}
+
+// checkSubnetFree refuses to build the network on a machine that already
+// uses the subnet: adding our addresses would hijack its traffic.
+func checkSubnetFree(t testing.TB) {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatalf("testhosts: list addresses: %v", err)
+	}
+	_, ours, _ := net.ParseCIDR(subnet)
+	for _, a := range addrs {
+		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ours.Contains(ip) {
+			t.Fatalf("testhosts: this machine already has %s, in the harness's subnet %s", a, ours)
+		}
+	}
+}
+
+// isSSHD guards the recorded-pid kill: pids are reused, so only a process
+// still running sshd is ours.
+func isSSHD(pid int) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	return err == nil && exe == sshd
+}
+
+// killNS kills every process in the namespace and waits for them to go.
+func killNS(ns string) {
+	for i := 0; i < 50; i++ {
+		pids, err := nsPids(ns)
+		if err != nil || len(pids) == 0 {
+			return
+		}
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func nsPids(ns string) ([]int, error) {
+	out, err := exec.Command("ip", "netns", "pids", ns).Output()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids, nil
+}
+
+func mustRun(t testing.TB, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("testhosts: %s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+func nsRun(t testing.TB, ns string, args ...string) {
+	t.Helper()
+	mustRun(t, "ip", append([]string{"netns", "exec", ns}, args...)...)
+}
