@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"rdmasweep/plan"
+	"rdmasweep/results"
+	"rdmasweep/runner/summary"
+	"rdmasweep/runner/sweep"
+)
+
+type execOptions struct {
+	planOptions
+	out                     string
+	dryRun, rerun, failFast bool
+}
+
+// job is one repetition of one point.
+type job struct {
+	pt  plan.Point
+	rep int
+}
+
+func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
+	fs := newFlagSet("exec", "[flags] PLAN", ui.w)
+	var o execOptions
+	o.addFlags(fs)
+	fs.StringVar(&o.out, "out", "", "append rows to this `CSV` instead of the plan's output.csv")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the runs that would happen, and run nothing")
+	fs.BoolVar(&o.rerun, "rerun", false, "run points again even when the CSV already has them ok")
+	fs.BoolVar(&o.failFast, "fail-fast", false, "stop at the first failed point")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return errUsage
+	}
+	path, err := oneArg(fs, pos, "plan file")
+	if err != nil {
+		return err
+	}
+	p, pts, err := loadPlan(path, o.planOptions)
+	if err != nil {
+		return err
+	}
+	planWarnings(ui, p, pts)
+	csvPath := o.out
+	if csvPath == "" {
+		csvPath = p.Output.CSV
+	}
+
+	if o.dryRun {
+		var existing []results.Row
+		if _, err := os.Stat(csvPath); err == nil {
+			if existing, err = results.ReadCSV(csvPath); err != nil {
+				return fmt.Errorf("read %s: %w", csvPath, err)
+			}
+		}
+		todo, skipped := pending(pts, p.Repeat, existing, o.rerun)
+		reportSkipped(ui, skipped, csvPath)
+		fmt.Fprintf(stdout, "would run %s of %s × %d repetition(s) on server %s, client %s, appending to %s\n",
+			plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, p.Hosts.Server.Address, p.Hosts.Client.Address, csvPath)
+		return writePointTable(stdout, uniquePoints(todo))
+	}
+
+	csv, err := results.OpenCSV(csvPath)
+	switch {
+	case errors.Is(err, results.ErrLocked):
+		return withHint(fmt.Errorf("%s: %w", csvPath, err), "wait for it to finish, or pass another --out")
+	case err != nil:
+		return fmt.Errorf("open %s: %w", csvPath, err)
+	}
+	defer csv.Close()
+	todo, skipped := pending(pts, p.Repeat, csv.Rows(), o.rerun)
+	reportSkipped(ui, skipped, csvPath)
+	if len(todo) == 0 {
+		return summary.Write(stdout, summary.Build(planRows(pts, csv.Rows(), nil)))
+	}
+
+	runID := newRunID()
+	logDir := filepath.Join(p.Output.Logs, runID)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	roles, err := connect(ctx, p, ui)
+	if err != nil {
+		return err
+	}
+	defer roles.close()
+
+	state, err := openState(ctx, csvPath+".state", roles, ui)
+	if err != nil {
+		return err
+	}
+	r := &sweep.Runner{
+		Plan:    p,
+		RunID:   runID,
+		Server:  roles.server,
+		Client:  roles.client,
+		LogDir:  logDir,
+		Warn:    func(msg string) { ui.warnOnce("%s", msg) },
+		Started: state.Add,
+		Exited:  state.Remove,
+	}
+	prog := newProgress(ui.w, len(todo))
+	var (
+		rows   []results.Row
+		failed int
+	)
+	for i, j := range todo {
+		prog.begin(i, j)
+		row, tm, err := r.Run(ctx, j.pt, j.rep)
+		if err != nil {
+			prog.abort()
+			if cause := context.Cause(ctx); cause != nil {
+				return cause
+			}
+			return err
+		}
+		if err := csv.Append(row); err != nil {
+			prog.abort()
+			return withHint(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
+		}
+		rows = append(rows, row)
+		prog.end(i, j, row, tm)
+		if row.Status != results.StatusOK {
+			failed++
+			if o.failFast {
+				ui.errorf("%s", row.Error)
+				ui.infof("stopping at the first failure (--fail-fast); logs in %s", logDir)
+				break
+			}
+		}
+	}
+	prog.finish()
+	if err := summary.Write(stdout, summary.Build(planRows(pts, csv.Rows(), rows))); err != nil {
+		return err
+	}
+	ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), csvPath, runID, logDir)
+	if failed > 0 {
+		return &someFailed{failed: failed, total: len(rows)}
+	}
+	return nil
+}
+
+// pending lists the runs to do: every (point, repetition) without an ok
+// row, or all of them with rerun. skipped counts the others.
+func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (todo []job, skipped int) {
+	ok := map[string]bool{}
+	for _, r := range existing {
+		if r.Status == results.StatusOK {
+			ok[fmt.Sprintf("%s/%d", r.PointKey, r.Repetition)] = true
+		}
+	}
+	for _, pt := range pts {
+		for rep := 1; rep <= repeat; rep++ {
+			if !rerun && ok[fmt.Sprintf("%s/%d", pt.Key, rep)] {
+				skipped++
+				continue
+			}
+			todo = append(todo, job{pt: pt, rep: rep})
+		}
+	}
+	return todo, skipped
+}
+
+func reportSkipped(ui *voice, skipped int, csvPath string) {
+	if skipped > 0 {
+		ui.infof("skipping %s already ok in %s (--rerun runs them again)", plural(skipped, "run"), csvPath)
+	}
+}
+
+func uniquePoints(todo []job) []plan.Point {
+	var pts []plan.Point
+	seen := map[string]bool{}
+	for _, j := range todo {
+		if !seen[j.pt.Key] {
+			seen[j.pt.Key] = true
+			pts = append(pts, j.pt)
+		}
+	}
+	return pts
+}
+
+// planRows picks, for each point of the plan, the rows the summary shows:
+// this exec's rows for the points it ran, else the CSV's earlier ok rows.
+func planRows(pts []plan.Point, earlier, now []results.Row) []results.Row {
+	ran := map[string]bool{}
+	for _, r := range now {
+		ran[r.PointKey] = true
+	}
+	byKey := map[string][]results.Row{}
+	for _, r := range earlier {
+		if !ran[r.PointKey] && r.Status == results.StatusOK {
+			byKey[r.PointKey] = append(byKey[r.PointKey], r)
+		}
+	}
+	for _, r := range now {
+		byKey[r.PointKey] = append(byKey[r.PointKey], r)
+	}
+	var rows []results.Row
+	for _, pt := range pts {
+		rows = append(rows, byKey[pt.Key]...)
+		delete(byKey, pt.Key)
+	}
+	return rows
+}
+
+// newRunID is sortable by time and unique: 20261202T150405Z-1a2b3c.
+func newRunID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}

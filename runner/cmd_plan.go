@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/term"
+
+	"rdmasweep/plan"
+	"rdmasweep/runner/remote"
+)
+
+// planOptions are the flags every command that reads a plan takes.
+type planOptions struct {
+	set, only listFlag
+	maxPoints int
+}
+
+func (o *planOptions) addFlags(fs *flag.FlagSet) {
+	fs.Var(&o.set, "set", "set a parameter or dotted field: `name=value` (repeatable)")
+	fs.Var(&o.only, "only", "run only points whose parameter has one of the values: `name=v1,v2` (repeatable)")
+	fs.IntVar(&o.maxPoints, "max-points", 10000, "refuse an expansion of more than `N` points")
+}
+
+// loadPlan loads, validates and expands path. Plan and expansion errors
+// are a plan.ErrorList.
+func loadPlan(path string, o planOptions) (*plan.Plan, []plan.Point, error) {
+	p, err := plan.Load(path, plan.Options{Set: o.set, NodeBinary: defaultNodeBinary()})
+	if err != nil {
+		return nil, nil, err
+	}
+	pts, err := plan.Expand(p, plan.ExpandOptions{
+		Only:      o.only,
+		MaxPoints: o.maxPoints,
+		HostName: func(address string) string {
+			return remote.ResolveHostName(address, "")
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, pts, nil
+}
+
+// planWarnings are what a valid plan may still get wrong.
+func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
+	few := 0
+	example := ""
+	for _, pt := range pts {
+		if n := pt.ExpectedReads(); n > 0 && n < 1000 {
+			if few == 0 {
+				example = fmt.Sprintf("%s makes %d reads", paramsText(pt), n)
+			}
+			few++
+		}
+	}
+	if few > 0 {
+		ui.warnf("%s of %d make fewer than 1,000 reads (%s); figures from so few reads are noisy", plural(few, "point"), len(pts), example)
+		ui.hintf("raise client.total, or read for a time with client.duration")
+	}
+	if p.Transport == "rdma" && anyLocal(p) {
+		if built, err := localTransports(p.Node.Binary); err == nil && !contains(built, "rdma") {
+			ui.warnf("the plan asks for rdma, but %s was built without it (transports: %s)", p.Node.Binary, strings.Join(built, ", "))
+			ui.hintf("build the RDMA node with: make node-rdma")
+		}
+	}
+	if p.SSH.HostKeyPolicy == "insecure" && !(p.Hosts.Server.IsLocal() && p.Hosts.Client.IsLocal()) {
+		ui.warnf("ssh.host_key_policy is insecure: host keys are not checked, so anyone on the path can pose as the hosts")
+	}
+}
+
+func anyLocal(p *plan.Plan) bool { return p.Hosts.Server.IsLocal() || p.Hosts.Client.IsLocal() }
+
+// localTransports asks the local node binary which transports it has.
+func localTransports(binary string) ([]string, error) {
+	out, err := exec.Command(binary, "version", "--json").Output()
+	if err != nil {
+		return nil, err
+	}
+	var v struct {
+		Transports []string `json:"transports"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		return nil, err
+	}
+	return v.Transports, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// paramsText is a point's swept parameters, "block_size=4KiB cache=cold".
+func paramsText(pt plan.Point) string {
+	var parts []string
+	for _, p := range pt.Swept {
+		parts = append(parts, p.Name+"="+p.Value)
+	}
+	if len(parts) == 0 {
+		return "the point"
+	}
+	return strings.Join(parts, " ")
+}
+
+func runValidate(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
+	fs := newFlagSet("validate", "[flags] PLAN", ui.w)
+	var o planOptions
+	o.addFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return errUsage
+	}
+	path, err := oneArg(fs, pos, "plan file")
+	if err != nil {
+		return err
+	}
+	p, pts, err := loadPlan(path, o)
+	if err != nil {
+		return err
+	}
+	planWarnings(ui, p, pts)
+	fmt.Fprintf(stdout, "%s: valid: %s × %d repetition(s), transport %s\n", path, plural(len(pts), "point"), p.Repeat, p.Transport)
+	return nil
+}
+
+func runPlan(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
+	fs := newFlagSet("plan", "[flags] PLAN", ui.w)
+	var o planOptions
+	o.addFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return errUsage
+	}
+	path, err := oneArg(fs, pos, "plan file")
+	if err != nil {
+		return err
+	}
+	p, pts, err := loadPlan(path, o)
+	if err != nil {
+		return err
+	}
+	planWarnings(ui, p, pts)
+	return writePointTable(stdout, pts)
+}
+
+// writePointTable prints every point with its key and all its parameters.
+func writePointTable(w io.Writer, pts []plan.Point) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tKEY\tTRANSPORT\tFILE_SIZE\tBLOCK_SIZE\tQUEUE_DEPTH\tQPS\tPATTERN\tCACHE\tREGISTRATION\tTOTAL\tDURATION\tWARMUP\tREADS")
+	for _, pt := range pts {
+		reads := "-"
+		if n := pt.ExpectedReads(); n > 0 {
+			reads = fmt.Sprint(n)
+		}
+		s, c := pt.Server, pt.Client
+		reg := s.Registration
+		if pt.Transport != "rdma" {
+			reg = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			pt.Index+1, pt.Key, pt.Transport, plan.FormatSize(s.FileSize), plan.FormatSize(c.BlockSize),
+			c.QueueDepth, c.QPs, c.Pattern, s.Cache, reg, totalText(pt), c.Duration, c.Warmup, reads)
+	}
+	return tw.Flush()
+}
+
+func totalText(pt plan.Point) string {
+	switch {
+	case pt.Client.Duration > 0:
+		return "-"
+	case pt.Client.Total == 0:
+		return plan.FormatSize(pt.Server.FileSize)
+	}
+	return plan.FormatSize(pt.Client.Total)
+}
+
+// stderrIsTerminal reports whether w is a terminal, for the progress bar.
+func stderrIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

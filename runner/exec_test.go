@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rdmasweep/results"
+)
+
+// The CLI is tested as a user runs it: the real runner and node binaries,
+// built once, driven through their command lines, judged by exit codes,
+// stderr, stdout and the CSV they leave.
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rdmasweep-runner-test-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	for _, b := range [][]string{
+		{"go", "build", "-o", filepath.Join(dir, "runner"), "."},
+		{"go", "build", "-o", filepath.Join(dir, "node"), "../node"},
+	} {
+		cmd := exec.Command(b[0], b[1:]...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "%v: %v\n%s", b, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// loopbackPlan writes a small local tcp plan into dir and returns its path.
+func loopbackPlan(t *testing.T, dir, extra string) string {
+	t.Helper()
+	text := fmt.Sprintf(`name: test-loop
+hosts:
+  server: {address: local}
+  client: {address: local}
+node: {binary: %s}
+transport: tcp
+server: {file: %s, file_size: 4MiB, create: true, cache: warm}
+client: {queue_depth: 4, verify: true}
+sweep:
+  zip:
+    block_size: [1MiB, 256KiB, 64KiB]
+timeouts: {ready: 20s, accept: 20s, point: 40s}
+output: {csv: out/test.csv, logs: out/logs}
+%s`, filepath.Join(binDir, "node"), filepath.Join(dir, "data file.dat"), extra)
+	path := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runner(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "runner"), args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func readRows(t *testing.T, path string) []results.Row {
+	t.Helper()
+	rows, err := results.ReadCSV(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func TestExecWritesRowsSkipsAndReruns(t *testing.T) {
+	dir := t.TempDir()
+	plan := loopbackPlan(t, dir, "")
+	r := runner(t, dir, "exec", plan)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	csv := filepath.Join(dir, "out/test.csv")
+	rows := readRows(t, csv)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	keys := map[string]bool{}
+	for i, row := range rows {
+		want := []int64{1 << 20, 256 << 10, 64 << 10}[i]
+		if row.Status != "ok" || row.BlockSizeBytes != want || row.Repetition != 1 || row.Transport != "tcp" {
+			t.Errorf("row %d: %+v", i, row)
+		}
+		if row.Bytes == nil || *row.Bytes != 4<<20 || *row.BandwidthMBs <= 0 || *row.IOPS <= 0 || !*row.Verified {
+			t.Errorf("row %d measurement: bytes %v bw %v verified %v", i, row.Bytes, row.BandwidthMBs, row.Verified)
+		}
+		if *row.LatP50Us <= 0 || *row.LatP99Us < *row.LatP50Us || *row.LatMaxUs < *row.LatP99Us {
+			t.Errorf("row %d latency not ordered: p50 %v p99 %v max %v", i, *row.LatP50Us, *row.LatP99Us, *row.LatMaxUs)
+		}
+		if row.RegistrationS != nil || row.Registration != "" {
+			t.Errorf("tcp row %d has registration figures", i)
+		}
+		if _, err := time.Parse(time.RFC3339, row.StartedAt); err != nil || row.RunID == "" || row.ServerHost != "local" {
+			t.Errorf("row %d: started_at %q run_id %q server %q", i, row.StartedAt, row.RunID, row.ServerHost)
+		}
+		keys[row.PointKey] = true
+	}
+	if len(keys) != 3 {
+		t.Errorf("point keys not distinct: %v", keys)
+	}
+	// The summary goes to stdout, one line per point after the header.
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 4 || !strings.Contains(lines[0], "MB/S") {
+		t.Errorf("summary:\n%s", r.stdout)
+	}
+	if _, err := os.Stat(csv + ".state"); !os.IsNotExist(err) {
+		t.Errorf("state file left behind after a clean exec: %v", err)
+	}
+
+	// Again: everything is skipped, nothing is appended.
+	r = runner(t, dir, "exec", plan)
+	if r.code != 0 || !strings.Contains(r.stderr, "skipping 3 runs already ok") {
+		t.Fatalf("second exec: exit %d\n%s", r.code, r.stderr)
+	}
+	if n := len(readRows(t, csv)); n != 3 {
+		t.Fatalf("second exec appended: %d rows", n)
+	}
+	// --rerun repeats them; --only narrows (flags after the plan work too).
+	r = runner(t, dir, "exec", plan, "--rerun", "--only", "block_size=64KiB,1MiB")
+	if r.code != 0 {
+		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
+	}
+	rows = readRows(t, csv)
+	if len(rows) != 5 || rows[3].BlockSizeBytes != 1<<20 || rows[4].BlockSizeBytes != 64<<10 || rows[3].RunID == rows[0].RunID {
+		t.Fatalf("after rerun: %d rows", len(rows))
+	}
+
+	// runner summary reads the CSV back, grouped by point.
+	r = runner(t, dir, "summary", csv)
+	if r.code != 0 || !strings.Contains(r.stdout, "1MiB") || !strings.Contains(r.stdout, "256KiB") {
+		t.Fatalf("summary: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestBadPlanReportsEveryErrorAndExits2(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(path, []byte(`name: bad
+hosts:
+  server: {address: local}
+  client: {address: local}
+server: {file: /tmp/x, file_size: 4kb}
+client: {block_size: 1MiB, pattern: zigzag}
+`), 0o644)
+	for _, cmd := range []string{"validate", "exec", "plan"} {
+		r := runner(t, dir, cmd, path)
+		if r.code != 2 {
+			t.Fatalf("%s: exit %d, want 2\n%s", cmd, r.code, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if len(lines) != 3 ||
+			!strings.HasPrefix(lines[0], path+":5:35: server.file_size: ") ||
+			!strings.HasPrefix(lines[1], path+":6:37: client.pattern: ") ||
+			lines[2] != "runner: error: "+path+": 2 errors" {
+			t.Fatalf("%s stderr:\n%s", cmd, r.stderr)
+		}
+	}
+}
+
+func TestForeignHeaderRefusedBeforeAnyPoint(t *testing.T) {
+	dir := t.TempDir()
+	plan := loopbackPlan(t, dir, "")
+	os.MkdirAll(filepath.Join(dir, "out"), 0o755)
+	foreign := "time,bandwidth\n1,2\n"
+	os.WriteFile(filepath.Join(dir, "out/test.csv"), []byte(foreign), 0o644)
+	r := runner(t, dir, "exec", plan)
+	if r.code != 2 || !strings.Contains(r.stderr, "different header") || !strings.Contains(r.stderr, "--out") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "out/test.csv")); string(data) != foreign {
+		t.Fatalf("foreign CSV changed:\n%s", data)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data file.dat")); err == nil {
+		t.Fatal("a point ran although the CSV was refused")
+	}
+}
+
+func TestSecondRunnerOnSameCSVRefuses(t *testing.T) {
+	dir := t.TempDir()
+	plan := loopbackPlan(t, dir, "")
+	held, err := results.OpenCSV(filepath.Join(dir, "out/test.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	r := runner(t, dir, "exec", plan)
+	if r.code != 1 || !strings.Contains(r.stderr, "another runner is appending to it") || !strings.Contains(r.stderr, "runner: hint: ") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func TestFailedPointGetsRowAndSweepGoesOn(t *testing.T) {
+	dir := t.TempDir()
+	plan := loopbackPlan(t, dir, "")
+	// A server file under a regular file cannot be created: every point fails.
+	os.WriteFile(filepath.Join(dir, "blocker"), nil, 0o644)
+	r := runner(t, dir, "exec", plan, "--set", "file="+filepath.Join(dir, "blocker", "data.dat"))
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	rows := readRows(t, filepath.Join(dir, "out/test.csv"))
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3 failed rows", len(rows))
+	}
+	for _, row := range rows {
+		if row.Status != "failed" || !strings.HasPrefix(row.Error, "server (local): ") || strings.Contains(row.Error, "\n") || row.Bytes != nil {
+			t.Fatalf("row: %+v", row)
+		}
+	}
+	// --fail-fast stops at the first.
+	r = runner(t, dir, "exec", plan, "--set", "file="+filepath.Join(dir, "blocker", "data.dat"), "--fail-fast", "--out", "ff.csv")
+	if r.code != 1 || len(readRows(t, filepath.Join(dir, "ff.csv"))) != 1 || !strings.Contains(r.stderr, "--fail-fast") {
+		t.Fatalf("fail-fast: exit %d\n%s", r.code, r.stderr)
+	}
+	// The server's stderr tail is in its log.
+	logs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.server.log"))
+	if len(logs) == 0 {
+		t.Fatal("no server logs")
+	}
+}
+
+// nodesRunning lists live processes whose executable is our node binary.
+func nodesRunning(t *testing.T) []int {
+	t.Helper()
+	want := filepath.Join(binDir, "node")
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == want {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestSignalsStopBothRolesAndKeepCSVWhole(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			// One quick point, then a long one to interrupt.
+			plan := loopbackPlan(t, dir, "")
+			cmd := exec.Command(filepath.Join(binDir, "runner"), "exec", plan,
+				"--set", "duration=20s", "--set", "total=0")
+			cmd.Dir = dir
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until both roles of the first point are up.
+			deadline := time.Now().Add(20 * time.Second)
+			for len(nodesRunning(t)) < 2 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if len(nodesRunning(t)) < 2 {
+				cmd.Process.Kill()
+				t.Fatalf("nodes never started\n%s", stderr.String())
+			}
+			time.Sleep(300 * time.Millisecond)
+			cmd.Process.Signal(tc.sig)
+			err := cmd.Wait()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != tc.code {
+				t.Fatalf("exit %v, want %d\n%s", err, tc.code, stderr.String())
+			}
+			if pids := nodesRunning(t); len(pids) != 0 {
+				t.Fatalf("nodes outlived the runner: %v", pids)
+			}
+			rows := readRows(t, filepath.Join(dir, "out/test.csv"))
+			if len(rows) != 0 {
+				t.Fatalf("an interrupted point got a row: %+v", rows)
+			}
+			if !strings.Contains(stderr.String(), "runner: error: interrupted by SIG") {
+				t.Fatalf("stderr:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+func TestDryRunAndPlanTable(t *testing.T) {
+	dir := t.TempDir()
+	plan := loopbackPlan(t, dir, "")
+	r := runner(t, dir, "exec", "--dry-run", plan)
+	if r.code != 0 || !strings.Contains(r.stdout, "would run 3 runs of 3 points") {
+		t.Fatalf("dry run: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+		t.Fatal("dry run wrote output")
+	}
+	r = runner(t, dir, "plan", plan)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], "#") || !strings.Contains(lines[3], "64KiB") {
+		t.Fatalf("plan table:\n%s", r.stdout)
+	}
+	r = runner(t, dir, "validate", plan)
+	if r.code != 0 || !strings.Contains(r.stdout, "valid") {
+		t.Fatalf("validate: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = runner(t, dir, "exec", plan, "--set", "nosuch=1")
+	if r.code != 2 || !strings.Contains(r.stderr, "nosuch") {
+		t.Fatalf("--set unknown: %d %s", r.code, r.stderr)
+	}
+	r = runner(t, dir, "frobnicate")
+	if r.code != 2 || !strings.Contains(r.stderr, `runner: error: unknown command "frobnicate"`) {
+		t.Fatalf("unknown command: %d %s", r.code, r.stderr)
+	}
+}

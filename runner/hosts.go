@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"rdmasweep/plan"
+	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/remote"
+	"rdmasweep/runner/sweep"
+)
+
+// roles are the two ends of an exec, connected and with node in place.
+type roles struct {
+	server, client sweep.Target
+	hosts          []remote.Host // unique, to close
+}
+
+func (r *roles) close() {
+	for _, h := range r.hosts {
+		_ = h.Close()
+	}
+}
+
+func (r *roles) targets() []sweep.Target {
+	if r.server.Host == r.client.Host {
+		return []sweep.Target{r.server}
+	}
+	return []sweep.Target{r.server, r.client}
+}
+
+// connect reaches both roles' hosts in parallel, one connection per
+// distinct host, and deploys node once per host.
+func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
+	if _, err := os.Stat(p.Node.Binary); err != nil {
+		return nil, withHint(fmt.Errorf("node binary: %w", err), "build it with: make build (or set node.binary)")
+	}
+	specs := []struct {
+		role string
+		h    plan.Host
+	}{{"server", p.Hosts.Server}, {"client", p.Hosts.Client}}
+
+	// Roles written identically share one host (one connection, one upload).
+	type dialed struct {
+		host remote.Host
+		err  error
+	}
+	keyOf := func(h plan.Host) string {
+		return fmt.Sprintf("%s|%d|%s|%s|%s", h.Address, h.Port, h.User, h.IdentityFile, h.Jump)
+	}
+	conns := map[string]*dialed{}
+	var wg sync.WaitGroup
+	for _, s := range specs {
+		k := keyOf(s.h)
+		if conns[k] != nil {
+			continue
+		}
+		d := &dialed{}
+		conns[k] = d
+		if s.h.IsLocal() {
+			d.host = remote.Local{}
+			continue
+		}
+		wg.Add(1)
+		go func(role string, h plan.Host) {
+			defer wg.Done()
+			d.host, d.err = remote.DialSSH(ctx, remote.SSHConfig{
+				Address:           h.Address,
+				Port:              h.Port,
+				User:              h.User,
+				IdentityFile:      h.IdentityFile,
+				Jump:              h.Jump,
+				KnownHosts:        p.SSH.KnownHosts,
+				HostKeyPolicy:     p.SSH.HostKeyPolicy,
+				ConnectTimeout:    p.SSH.ConnectTimeout,
+				KeepaliveInterval: p.SSH.KeepaliveInterval,
+				Warn:              func(msg string) { ui.warnf("%s (%s): %s", role, h.Address, msg) },
+			})
+			if d.err != nil {
+				d.err = fmt.Errorf("%s (%s): %w", role, h.Address, d.err)
+			}
+		}(s.role, s.h)
+	}
+	wg.Wait()
+
+	r := &roles{}
+	var firstErr error
+	for _, d := range conns {
+		if d.err != nil {
+			if firstErr == nil {
+				firstErr = d.err
+			}
+			continue
+		}
+		r.hosts = append(r.hosts, d.host)
+	}
+	if firstErr != nil {
+		r.close()
+		return nil, firstErr
+	}
+
+	// Deploy once per host, in parallel; local hosts run the binary in place.
+	local, err := filepath.Abs(p.Node.Binary)
+	if err != nil {
+		return nil, err
+	}
+	deployed := map[remote.Host]*error{}
+	for _, s := range specs {
+		d := conns[keyOf(s.h)]
+		t := sweep.Target{Host: d.host, Label: fmt.Sprintf("%s (%s)", s.role, d.host.Name()), NodePath: local}
+		if !s.h.IsLocal() {
+			t.NodePath = p.Node.RemotePath
+			if deployed[d.host] == nil {
+				errp := new(error)
+				deployed[d.host] = errp
+				wg.Add(1)
+				go func(t sweep.Target) {
+					defer wg.Done()
+					res, err := deploy.Deploy(ctx, t.Host, local, p.Node.RemotePath)
+					switch {
+					case err != nil:
+						*errp = fmt.Errorf("%s: deploy node to %s: %w", t.Label, p.Node.RemotePath, err)
+					case res.UpToDate:
+						ui.infof("%s: node at %s is up to date", t.Label, p.Node.RemotePath)
+					default:
+						ui.infof("%s: deployed node to %s (%d bytes sent)", t.Label, p.Node.RemotePath, res.BytesSent)
+					}
+				}(t)
+			}
+		}
+		if s.role == "server" {
+			r.server = t
+		} else {
+			r.client = t
+		}
+	}
+	wg.Wait()
+	for _, errp := range deployed {
+		if *errp != nil {
+			r.close()
+			return nil, *errp
+		}
+	}
+	return r, nil
+}
+
+// openState opens the state file beside the CSV and reaps leftovers.
+func openState(ctx context.Context, path string, r *roles, ui *voice) (*sweep.State, error) {
+	return sweep.OpenState(ctx, path, r.targets(), func(msg string) { ui.infof("%s", msg) })
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rdmasweep/runner/remote/testhosts"
+)
+
+// These tests drive real OpenSSH hosts in network namespaces: the runner
+// on this machine, node serve on host "a", node read on host "b".
+
+// sshEnv is a clean environment: a temporary HOME (so ~/.ssh of whoever
+// runs the tests is not read) and no ssh-agent.
+func sshEnv(t *testing.T) []string {
+	home := t.TempDir()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "HOME="+home, "SSH_AUTH_SOCK=")
+}
+
+func runnerEnv(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "runner"), args...)
+	cmd.Dir, cmd.Env = dir, env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// twoHostPlan has its server on a and its client on b.
+func twoHostPlan(t *testing.T, dir string, n *testhosts.Net, extra string) string {
+	a, b := n.Hosts["a"], n.Hosts["b"]
+	text := fmt.Sprintf(`name: two-hosts
+hosts:
+  server: {address: %s, user: root, identity_file: %s}
+  client: {address: %s, user: root, identity_file: %s}
+ssh: {known_hosts: %s, host_key_policy: strict, connect_timeout: 5s, keepalive_interval: 2s}
+node: {binary: %s, remote_path: %s/bin dir/node}
+transport: tcp
+server: {file: "%s/data file.dat", file_size: 8MiB, create: true, cache: warm}
+client: {queue_depth: 8, verify: true}
+sweep:
+  zip:
+    block_size: [1MiB, 64KiB]
+timeouts: {ready: 30s, accept: 30s, point: 60s}
+output: {csv: out/hosts.csv, logs: out/logs}
+%s`, a.Addr, n.KeyFile, b.Addr, n.KeyFile, n.KnownHosts, filepath.Join(binDir, "node"), testhosts.DeployDir, testhosts.DeployDir, extra)
+	path := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// nodesOn lists the node processes a host's sessions left running.
+func nodesOn(t *testing.T, h *testhosts.Host) []string {
+	t.Helper()
+	var left []string
+	for _, pid := range h.SessionPids(t) {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err == nil && strings.HasSuffix(strings.TrimSuffix(exe, " (deleted)"), "/node") {
+			left = append(left, fmt.Sprintf("%d %s", pid, exe))
+		}
+	}
+	return left
+}
+
+func TestExecAcrossSSHHosts(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	dir, env := t.TempDir(), sshEnv(t)
+	plan := twoHostPlan(t, dir, n, "")
+
+	r := runnerEnv(t, dir, env, "exec", plan)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	// One upload per host, reported with its size.
+	if c := strings.Count(r.stderr, "deployed node to "+testhosts.DeployDir+"/bin dir/node"); c != 2 {
+		t.Fatalf("want 2 uploads, saw %d:\n%s", c, r.stderr)
+	}
+	rows := readRows(t, filepath.Join(dir, "out/hosts.csv"))
+	if len(rows) != 2 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	a, b := n.Hosts["a"], n.Hosts["b"]
+	for _, row := range rows {
+		if row.Status != "ok" || *row.Bytes != 8<<20 || !*row.Verified || *row.BandwidthMBs <= 0 {
+			t.Fatalf("row %+v", row)
+		}
+		if row.ServerHost != "root@"+a.Addr+":22" || row.ClientHost != "root@"+b.Addr+":22" {
+			t.Fatalf("hosts in row: %q %q", row.ServerHost, row.ClientHost)
+		}
+	}
+	// The data file was made on a, in a's private directory, not on b.
+	if out := a.Run(t, "ls", testhosts.DeployDir); !strings.Contains(out, "data file.dat") {
+		t.Fatalf("server host has: %s", out)
+	}
+	if out := b.Run(t, "ls", testhosts.DeployDir); strings.Contains(out, "data file.dat") {
+		t.Fatalf("client host has the data file: %s", out)
+	}
+	for _, h := range []*testhosts.Host{a, b} {
+		if left := nodesOn(t, h); len(left) > 0 {
+			t.Fatalf("node left on %s: %v", h.Name, left)
+		}
+	}
+
+	// The next exec finds node in place.
+	r = runnerEnv(t, dir, env, "exec", plan, "--rerun")
+	if r.code != 0 || strings.Count(r.stderr, "is up to date") != 2 || strings.Contains(r.stderr, "deployed") {
+		t.Fatalf("second exec: %d\n%s", r.code, r.stderr)
+	}
+}
+
+func TestBothRolesOnOneHostShareConnectionAndUpload(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	dir, env := t.TempDir(), sshEnv(t)
+	a := n.Hosts["a"]
+	plan := twoHostPlan(t, dir, n, "")
+	text, _ := os.ReadFile(plan)
+	os.WriteFile(plan, bytes.Replace(text, []byte("address: "+n.Hosts["b"].Addr), []byte("address: "+a.Addr), 1), 0o644)
+	r := runnerEnv(t, dir, env, "exec", plan)
+	if r.code != 0 || strings.Count(r.stderr, "deployed node") != 1 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func TestInterruptedSweepLeavesNoNodeOnHosts(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	dir, env := t.TempDir(), sshEnv(t)
+	plan := twoHostPlan(t, dir, n, "")
+	a, b := n.Hosts["a"], n.Hosts["b"]
+	cmd := exec.Command(filepath.Join(binDir, "runner"), "exec", plan, "--set", "duration=30s", "--set", "total=0")
+	cmd.Dir, cmd.Env = dir, env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for (len(nodesOn(t, a)) == 0 || len(nodesOn(t, b)) == 0) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(nodesOn(t, a)) == 0 || len(nodesOn(t, b)) == 0 {
+		cmd.Process.Kill()
+		t.Fatalf("nodes never ran on both hosts\n%s", stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	start := time.Now()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v\n%s", err, stderr.String())
+	}
+	// Both remote nodes are gone within 5 s of the signal.
+	for time.Since(start) < 5*time.Second && len(nodesOn(t, a))+len(nodesOn(t, b)) > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, h := range []*testhosts.Host{a, b} {
+		if left := nodesOn(t, h); len(left) > 0 {
+			t.Fatalf("node outlived the runner on %s: %v", h.Name, left)
+		}
+	}
+	if rows := readRows(t, filepath.Join(dir, "out/hosts.csv")); len(rows) != 0 {
+		t.Fatalf("interrupted point got a row")
+	}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/sweep"
+)
+
+// progress shows the sweep on stderr: a bar with i/N, the point's
+// parameters and the ETA when stderr is a terminal, otherwise one plain
+// line per run, which logs and CI read better.
+type progress struct {
+	w     io.Writer
+	n     int
+	width int
+	bar   *progressbar.ProgressBar
+}
+
+func newProgress(w io.Writer, n int) *progress {
+	p := &progress{w: w, n: n, width: len(fmt.Sprint(n))}
+	if stderrIsTerminal(w) {
+		p.bar = progressbar.NewOptions(n,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionClearOnFinish(),
+			progressbar.OptionSetWidth(20),
+		)
+	}
+	return p
+}
+
+func (p *progress) begin(i int, j job) {
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("[%d/%d] %s r%d", i+1, p.n, paramsText(j.pt), j.rep))
+	}
+}
+
+func (p *progress) end(i int, j job, row results.Row, tm sweep.Timing) {
+	line := fmt.Sprintf("[%*d/%d] %s r%d: %s", p.width, i+1, p.n, paramsText(j.pt), j.rep, rowText(row, tm))
+	if p.bar == nil {
+		fmt.Fprintln(p.w, line)
+		return
+	}
+	if row.Status != results.StatusOK {
+		_ = p.bar.Clear()
+		fmt.Fprintln(p.w, line)
+	}
+	_ = p.bar.Add(1)
+}
+
+func rowText(row results.Row, tm sweep.Timing) string {
+	if row.Status != results.StatusOK {
+		return "failed: " + row.Error
+	}
+	return fmt.Sprintf("ok %.1f MB/s, p50 %.1f us, p99 %.1f us (%.2f s)",
+		*row.BandwidthMBs, *row.LatP50Us, *row.LatP99Us, tm.Wall.Round(10*time.Millisecond).Seconds())
+}
+
+// abort leaves the terminal clean when the sweep stops early.
+func (p *progress) abort() {
+	if p.bar != nil {
+		_ = p.bar.Exit()
+		fmt.Fprintln(p.w)
+	}
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}

@@ -1,0 +1,250 @@
+// Package summary turns CSV rows into the end-of-run table: one line per
+// point, with mean ± standard deviation over its repetitions, and the
+// repetitions that stand out flagged by their modified z-score.
+package summary
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"rdmasweep/results"
+)
+
+// Group is the rows of one point (one point_key), in file order.
+type Group struct {
+	Key    string
+	First  results.Row // the first row, ok or not, for the parameters
+	OK     []results.Row
+	Failed int
+}
+
+// Build groups rows by point key, in order of first appearance.
+func Build(rows []results.Row) []Group {
+	var groups []Group
+	index := map[string]int{}
+	for _, r := range rows {
+		i, ok := index[r.PointKey]
+		if !ok {
+			i = len(groups)
+			index[r.PointKey] = i
+			groups = append(groups, Group{Key: r.PointKey, First: r})
+		}
+		if r.Status == results.StatusOK && r.BandwidthMBs != nil {
+			groups[i].OK = append(groups[i].OK, r)
+		} else {
+			groups[i].Failed++
+		}
+	}
+	return groups
+}
+
+// Stat is a mean and a sample standard deviation (0 for one value).
+type Stat struct{ Mean, SD float64 }
+
+func stat(xs []float64) Stat {
+	if len(xs) == 0 {
+		return Stat{Mean: math.NaN()}
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	mean := sum / float64(len(xs))
+	if len(xs) == 1 {
+		return Stat{Mean: mean}
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return Stat{Mean: mean, SD: math.Sqrt(ss / float64(len(xs)-1))}
+}
+
+// Outliers returns the indexes of xs whose modified z-score exceeds 3.5
+// (Iglewicz and Hoaglin). It needs at least 3 values. When the median
+// absolute deviation is 0, the scale falls back to 1.253314 × the mean
+// absolute deviation from the median.
+func Outliers(xs []float64) []int {
+	if len(xs) < 3 {
+		return nil
+	}
+	med := median(xs)
+	dev := make([]float64, len(xs))
+	var meanAD float64
+	for i, x := range xs {
+		dev[i] = math.Abs(x - med)
+		meanAD += dev[i]
+	}
+	meanAD /= float64(len(xs))
+	mad := median(dev)
+	var out []int
+	for i, x := range xs {
+		var z float64
+		switch {
+		case mad > 0:
+			z = 0.6745 * (x - med) / mad
+		case meanAD > 0:
+			z = (x - med) / (1.253314 * meanAD)
+		default:
+			continue
+		}
+		if math.Abs(z) > 3.5 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// param is a column shown when it varies between points.
+type param struct {
+	name string
+	get  func(r results.Row) string
+}
+
+var params = []param{
+	{"transport", func(r results.Row) string { return r.Transport }},
+	{"file_size", func(r results.Row) string { return size(r.FileSizeBytes) }},
+	{"block_size", func(r results.Row) string { return size(r.BlockSizeBytes) }},
+	{"queue_depth", func(r results.Row) string { return strconv.Itoa(r.QueueDepth) }},
+	{"qps", func(r results.Row) string { return strconv.Itoa(r.QPs) }},
+	{"pattern", func(r results.Row) string { return r.Pattern }},
+	{"cache", func(r results.Row) string { return r.Cache }},
+	{"registration", func(r results.Row) string { return r.Registration }},
+	{"total", func(r results.Row) string { return size(r.TotalBytes) }},
+	{"duration", func(r results.Row) string { return fmt.Sprintf("%gs", r.DurationS) }},
+	{"warmup", func(r results.Row) string { return fmt.Sprintf("%gs", r.WarmupS) }},
+	{"server", func(r results.Row) string { return r.ServerHost }},
+	{"client", func(r results.Row) string { return r.ClientHost }},
+}
+
+// size prints bytes in the largest binary unit that divides them.
+func size(n int64) string {
+	units := []string{"TiB", "GiB", "MiB", "KiB"}
+	for i, u := range units {
+		m := int64(1) << (10 * (4 - i))
+		if n >= m && n%m == 0 {
+			return fmt.Sprintf("%d%s", n/m, u)
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// Write prints the table. The parameter columns are those that differ
+// between the groups (block_size when none do).
+func Write(w io.Writer, groups []Group) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	var shown []param
+	for _, p := range params {
+		first := ""
+		for i, g := range groups {
+			v := p.get(rowOf(g))
+			if i == 0 {
+				first = v
+			} else if v != first {
+				shown = append(shown, p)
+				break
+			}
+		}
+	}
+	if len(shown) == 0 {
+		shown = []param{params[2]}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var head []string
+	for _, p := range shown {
+		head = append(head, strings.ToUpper(p.name))
+	}
+	head = append(head, "RUNS", "MB/S", "±SD", "P50_US", "P99_US", "±SD", "IOPS", "")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	var notes []string
+	for _, g := range groups {
+		var cells []string
+		r := rowOf(g)
+		for _, p := range shown {
+			cells = append(cells, p.get(r))
+		}
+		runs := strconv.Itoa(len(g.OK))
+		if g.Failed > 0 {
+			runs += fmt.Sprintf(" (%d failed)", g.Failed)
+		}
+		var bw, p50, p99, iops []float64
+		for _, r := range g.OK {
+			bw = append(bw, *r.BandwidthMBs)
+			p50 = append(p50, deref(r.LatP50Us))
+			p99 = append(p99, deref(r.LatP99Us))
+			iops = append(iops, deref(r.IOPS))
+		}
+		b, l50, l99, io := stat(bw), stat(p50), stat(p99), stat(iops)
+		flag := ""
+		if out := union(Outliers(bw), Outliers(p99)); len(out) > 0 {
+			flag = "!"
+			var reps []string
+			for _, i := range out {
+				reps = append(reps, fmt.Sprintf("r%d (%.1f MB/s, p99 %.1f us)", g.OK[i].Repetition, bw[i], p99[i]))
+			}
+			notes = append(notes, fmt.Sprintf("! point %s: %s stand out (modified z-score > 3.5)", g.Key, strings.Join(reps, ", ")))
+		}
+		cells = append(cells, runs, num(b.Mean, 1), sd(b, len(bw), 1), num(l50.Mean, 1), num(l99.Mean, 1), sd(l99, len(p99), 1), num(io.Mean, 0), flag)
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+	return nil
+}
+
+func rowOf(g Group) results.Row { return g.First }
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+func num(x float64, prec int) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return strconv.FormatFloat(x, 'f', prec, 64)
+}
+
+func sd(s Stat, n, prec int) string {
+	if n < 2 {
+		return "-"
+	}
+	return "±" + strconv.FormatFloat(s.SD, 'f', prec, 64)
+}
+
+func union(a, b []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, i := range append(a, b...) {
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	sort.Ints(out)
+	return out
+}

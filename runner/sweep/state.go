@@ -1,0 +1,173 @@
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/remote"
+)
+
+// State is the small file beside the CSV that records every node the
+// runner started and has not yet seen exit. A runner killed with SIGKILL
+// cannot stop its nodes; the next exec reads this file and kills the ones
+// still alive. Pids are reused, so an entry is acted on only when the
+// host's boot_id, the process's start time and its executable all match.
+type State struct {
+	path    string
+	mu      sync.Mutex
+	entries []StateEntry
+	hosts   map[string]remote.Host // by Host.Name()
+	bootIDs map[string]string
+}
+
+// StateEntry is one started node.
+type StateEntry struct {
+	Host      string `json:"host"`
+	PID       int    `json:"pid"`
+	PGID      int    `json:"pgid"`
+	StartTime string `json:"start_time"` // /proc/PID/stat field 22, clock ticks since boot
+	BootID    string `json:"boot_id"`
+	Exe       string `json:"exe"`
+}
+
+// OpenState reads path, kills the leftovers it records on the given
+// targets' hosts, and returns the state for this exec. Entries for hosts
+// this exec does not reach are kept for a later one. report receives one
+// message per leftover killed.
+func OpenState(ctx context.Context, path string, targets []Target, report func(string)) (*State, error) {
+	s := &State{path: path, hosts: map[string]remote.Host{}, bootIDs: map[string]string{}}
+	for _, t := range targets {
+		s.hosts[t.Host.Name()] = t.Host
+	}
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read state: %w", err)
+	}
+	if len(data) > 0 {
+		var old []StateEntry
+		if err := json.Unmarshal(data, &old); err != nil {
+			return nil, fmt.Errorf("read state %s: %w (remove it if no runner is running)", path, err)
+		}
+		for _, e := range old {
+			h, ok := s.hosts[e.Host]
+			if !ok {
+				s.entries = append(s.entries, e) // another exec's host; keep
+				continue
+			}
+			if killed, err := s.reap(ctx, h, e); err != nil {
+				report(fmt.Sprintf("%s: could not check leftover node pid %d: %v", e.Host, e.PID, err))
+				s.entries = append(s.entries, e)
+			} else if killed {
+				report(fmt.Sprintf("%s: killed leftover node pid %d from an earlier exec", e.Host, e.PID))
+			}
+		}
+	}
+	return s, s.save()
+}
+
+// reap kills e's process group if e is still that very process.
+func (s *State) reap(ctx context.Context, h remote.Host, e StateEntry) (bool, error) {
+	boot, start, exe, err := s.identify(ctx, h, e.PID)
+	if err != nil {
+		return false, err
+	}
+	if start == "" || boot != e.BootID || start != e.StartTime || exe != e.Exe {
+		return false, nil // gone, or the pid now belongs to someone else
+	}
+	_, err = h.Run(ctx, []string{"kill", "-KILL", "--", "-" + strconv.Itoa(e.PGID), strconv.Itoa(e.PID)})
+	if err != nil {
+		return false, fmt.Errorf("kill: %w", err)
+	}
+	return true, nil
+}
+
+// identify reads the host's boot_id and pid's start time and executable.
+// A pid that does not exist gives an empty start time and no error.
+func (s *State) identify(ctx context.Context, h remote.Host, pid int) (boot, start, exe string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	p := strconv.Itoa(pid)
+	// One command, so a remote host costs one round trip. Missing files
+	// just leave their lines out.
+	out, err := h.Run(ctx, []string{"sh", "-c", `cat /proc/sys/kernel/random/boot_id; cat /proc/$1/stat 2>/dev/null || echo; readlink /proc/$1/exe 2>/dev/null || echo`, "sh", p})
+	if err != nil {
+		return "", "", "", err
+	}
+	lines := strings.Split(string(out), "\n")
+	for len(lines) < 3 {
+		lines = append(lines, "")
+	}
+	boot = strings.TrimSpace(lines[0])
+	if stat := lines[1]; stat != "" {
+		// Field 2 (comm) may hold spaces; fields after it follow ") ".
+		if i := strings.LastIndex(stat, ") "); i >= 0 {
+			f := strings.Fields(stat[i+2:])
+			if len(f) > 19 {
+				start = f[19] // field 22 overall
+			}
+		}
+	}
+	// A binary replaced by a newer deploy reads "PATH (deleted)"; the
+	// process is still ours to reap.
+	exe = strings.TrimSuffix(strings.TrimSpace(lines[2]), " (deleted)")
+	return boot, start, exe, nil
+}
+
+// Add records a started node. It is the Runner's Started hook.
+func (s *State) Add(t Target, st *results.Started) {
+	boot, start, _, err := s.identify(context.Background(), t.Host, st.PID)
+	if err != nil || start == "" {
+		return // gone already, or unreachable: nothing to reap later
+	}
+	s.mu.Lock()
+	s.entries = append(s.entries, StateEntry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: start, BootID: boot, Exe: t.NodePath})
+	s.mu.Unlock()
+	_ = s.save()
+}
+
+// Remove forgets a node once it is reaped. It is the Runner's Exited hook.
+func (s *State) Remove(t Target, st *results.Started) {
+	s.mu.Lock()
+	kept := s.entries[:0]
+	for _, e := range s.entries {
+		if !(e.Host == t.Host.Name() && e.PID == st.PID) {
+			kept = append(kept, e)
+		}
+	}
+	s.entries = kept
+	s.mu.Unlock()
+	_ = s.save()
+}
+
+// save writes the state atomically; an empty state removes the file.
+func (s *State) save() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.entries) == 0 {
+		err := os.Remove(s.path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	data, err := json.MarshalIndent(s.entries, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}
