@@ -1,0 +1,65 @@
+package main
+
+// node devices: what RDMA hardware this host has, as the transport sees it,
+// so a person can pick device, ib_port and gid_index for a plan.
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"rdmasweep/node/transport/rdma"
+)
+
+func init() { commands["devices"] = runDevices }
+
+// devicesList is what `node devices --json` prints on one line.
+type devicesList struct {
+	Type    string        `json:"type"` // "devices"
+	Devices []rdma.Device `json:"devices"`
+}
+
+func runDevices(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print one JSON line instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if !*asJSON {
+		e.out = newPrinter(e.stdout, e.stderr, "text")
+	}
+	devs, err := rdma.Devices()
+	if err != nil {
+		return fmt.Errorf("list rdma devices: %w", err)
+	}
+	if *asJSON {
+		b, err := json.Marshal(devicesList{Type: "devices", Devices: devs})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+		return err
+	}
+	return printDevices(e.stdout, devs)
+}
+
+func printDevices(w io.Writer, devs []rdma.Device) error {
+	if len(devs) == 0 {
+		_, err := fmt.Fprintln(w, "no RDMA devices")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, d := range devs {
+		fmt.Fprintf(tw, "%s\tmax_qp_rd_atom %d\tmax_qp_init_rd_atom %d\todp %v\n", d.Name, d.MaxQPRdAtom, d.MaxQPInitRdAtom, d.ODP)
+		for _, p := range d.Ports {
+			fmt.Fprintf(tw, "  port %d\t%s\t%s\tmtu %d\t%s %g Gb/s\tlid %d\n", p.Port, p.State, p.LinkLayer, p.ActiveMTU, p.Width, p.RateGbps, p.LID)
+			for _, g := range p.GIDs {
+				fmt.Fprintf(tw, "    gid %d\t%s\t%s\t%s\n", g.Index, g.GID, g.Type, g.Netdev)
+			}
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,14 @@
+// Package rdma is node's RDMA transport: the server maps its region and
+// registers it for remote reads only, the client connects reliable (RC)
+// queue pairs to it and issues RDMA READs from a C loop.
+//
+// It is built with the rdma build tag and links libibverbs statically, with
+// every rdma-core provider inside (see the Makefile's node-rdma target).
+// Without the tag the package is a stub whose every entry point returns
+// ErrNotBuilt, so a CGO_ENABLED=0 node still builds and says what is
+// missing.
+//
+// The connection setup is in exchange.go; the verbs calls in shim.c; the
+// Go side holds the objects' lifetimes and turns failures into errors that
+// name the verb, its errno and a hint.
+package rdma

@@ -1,0 +1,374 @@
+package rdma
+
+// The out-of-band exchange: how a client and a server trade what they need to
+// connect their queue pairs, over the TCP connection the client opened.
+//
+// Every message is a frame:
+//
+//	magic "RDSW" | version u8 | kind u8 | body length u32 | body
+//
+// all integers big-endian. A reader refuses a wrong magic, another version,
+// an unexpected kind, and a body longer than maxBody or of a length the kind
+// does not allow, before it looks at the body. The conversation is:
+//
+//	S→C challenge    auth u8 | nonce [32]
+//	C→S hello        endpoint | mac [32]
+//	S→C welcome      endpoint | region        (only if the mac checked out)
+//	 or refusal      utf-8 message
+//	C→S bye          bytes u64 | reads u64    (when the client closes)
+//
+//	endpoint = lid u16 | gid [16] | active mtu u8 (enum ibv_mtu) |
+//	           max_dest_rd_atomic u8 | n u16 | n × (qpn u32 | psn u32)
+//	region   = addr u64 | rkey u32 | length u64 | seed u64 | patterned u8
+//
+// mac is HMAC-SHA256(secret, nonce || endpoint bytes) when the challenge asks
+// for auth, zero otherwise. The secret itself never crosses the network, and
+// the region (address, rkey, seed) is sent only to a client that proved it
+// holds it. The client's counts in bye are the server's only account of what
+// was read, since RDMA READs complete without the server's CPU.
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"rdmasweep/node/transport"
+)
+
+const (
+	wireMagic   = "RDSW"
+	wireVersion = 1
+	headerLen   = 4 + 1 + 1 + 4
+	maxBody     = 64 << 10
+	// maxQPs bounds the QP list a peer may send; it also bounds client.qps.
+	maxQPs = 1024
+	// handshakeTimeout bounds one handshake, so a client that connects and
+	// stalls cannot hold a server past it.
+	handshakeTimeout = 15 * time.Second
+)
+
+// Message kinds.
+const (
+	kindChallenge = 1
+	kindHello     = 2
+	kindWelcome   = 3
+	kindRefusal   = 4
+	kindBye       = 5
+)
+
+func kindName(k byte) string {
+	switch k {
+	case kindChallenge:
+		return "challenge"
+	case kindHello:
+		return "hello"
+	case kindWelcome:
+		return "welcome"
+	case kindRefusal:
+		return "refusal"
+	case kindBye:
+		return "bye"
+	}
+	return fmt.Sprintf("kind %d", k)
+}
+
+// errProtocol is wrapped by every malformed-message error.
+var errProtocol = errors.New("rdma exchange protocol error")
+
+// qpAddr is one queue pair's address on its side.
+type qpAddr struct {
+	QPN uint32
+	PSN uint32
+}
+
+// endpoint is one side's connection parameters.
+type endpoint struct {
+	LID             uint16
+	GID             [16]byte
+	MTU             uint8 // enum ibv_mtu: 1=256 … 5=4096
+	MaxDestRdAtomic uint8 // its responder depth
+	QPs             []qpAddr
+}
+
+// regionRecord is what a client needs to read the server's region.
+type regionRecord struct {
+	Addr      uint64
+	RKey      uint32
+	Length    uint64
+	Seed      uint64
+	Patterned bool
+}
+
+const regionLen = 8 + 4 + 8 + 8 + 1
+
+func (e endpoint) encode() []byte {
+	b := make([]byte, 0, 22+8*len(e.QPs))
+	b = binary.BigEndian.AppendUint16(b, e.LID)
+	b = append(b, e.GID[:]...)
+	b = append(b, e.MTU, e.MaxDestRdAtomic)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(e.QPs)))
+	for _, q := range e.QPs {
+		b = binary.BigEndian.AppendUint32(b, q.QPN)
+		b = binary.BigEndian.AppendUint32(b, q.PSN)
+	}
+	return b
+}
+
+// decodeEndpoint parses an endpoint at the start of b and returns the rest.
+func decodeEndpoint(b []byte) (endpoint, []byte, error) {
+	var e endpoint
+	if len(b) < 22 {
+		return e, nil, fmt.Errorf("%w: endpoint of %d bytes is shorter than 22", errProtocol, len(b))
+	}
+	e.LID = binary.BigEndian.Uint16(b)
+	copy(e.GID[:], b[2:18])
+	e.MTU, e.MaxDestRdAtomic = b[18], b[19]
+	n := int(binary.BigEndian.Uint16(b[20:]))
+	b = b[22:]
+	if n == 0 || n > maxQPs {
+		return e, nil, fmt.Errorf("%w: endpoint lists %d QPs (want 1..%d)", errProtocol, n, maxQPs)
+	}
+	if len(b) < 8*n {
+		return e, nil, fmt.Errorf("%w: endpoint lists %d QPs but holds only %d bytes for them", errProtocol, n, len(b))
+	}
+	if e.MTU < 1 || e.MTU > 5 {
+		return e, nil, fmt.Errorf("%w: endpoint mtu code %d (want 1..5)", errProtocol, e.MTU)
+	}
+	e.QPs = make([]qpAddr, n)
+	for i := range e.QPs {
+		e.QPs[i] = qpAddr{QPN: binary.BigEndian.Uint32(b[8*i:]), PSN: binary.BigEndian.Uint32(b[8*i+4:])}
+	}
+	return e, b[8*n:], nil
+}
+
+func (r regionRecord) encode() []byte {
+	b := make([]byte, 0, regionLen)
+	b = binary.BigEndian.AppendUint64(b, r.Addr)
+	b = binary.BigEndian.AppendUint32(b, r.RKey)
+	b = binary.BigEndian.AppendUint64(b, r.Length)
+	b = binary.BigEndian.AppendUint64(b, r.Seed)
+	p := byte(0)
+	if r.Patterned {
+		p = 1
+	}
+	return append(b, p)
+}
+
+func decodeRegion(b []byte) (regionRecord, error) {
+	if len(b) != regionLen {
+		return regionRecord{}, fmt.Errorf("%w: region record of %d bytes (want %d)", errProtocol, len(b), regionLen)
+	}
+	return regionRecord{
+		Addr:      binary.BigEndian.Uint64(b),
+		RKey:      binary.BigEndian.Uint32(b[8:]),
+		Length:    binary.BigEndian.Uint64(b[12:]),
+		Seed:      binary.BigEndian.Uint64(b[20:]),
+		Patterned: b[28] != 0,
+	}, nil
+}
+
+func writeMsg(w io.Writer, kind byte, body []byte) error {
+	if len(body) > maxBody {
+		return fmt.Errorf("%w: %s body of %d bytes is over %d", errProtocol, kindName(kind), len(body), maxBody)
+	}
+	b := make([]byte, 0, headerLen+len(body))
+	b = append(b, wireMagic...)
+	b = append(b, wireVersion, kind)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(body)))
+	b = append(b, body...)
+	if _, err := w.Write(b); err != nil {
+		return fmt.Errorf("send %s: %w", kindName(kind), err)
+	}
+	return nil
+}
+
+// readMsg reads one frame and returns its kind and body. The kind must be one
+// of want.
+func readMsg(r io.Reader, want ...byte) (byte, []byte, error) {
+	var h [headerLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return 0, nil, fmt.Errorf("receive %s: %w", kindName(want[0]), err)
+	}
+	if string(h[:4]) != wireMagic {
+		return 0, nil, fmt.Errorf("%w: bad magic %q: the peer is not an rdmasweep rdma node", errProtocol, h[:4])
+	}
+	if h[4] != wireVersion {
+		return 0, nil, fmt.Errorf("%w: peer speaks exchange version %d, this node %d: deploy the same node build on both hosts", errProtocol, h[4], wireVersion)
+	}
+	kind := h[5]
+	n := binary.BigEndian.Uint32(h[6:])
+	if n > maxBody {
+		return 0, nil, fmt.Errorf("%w: %s body of %d bytes is over %d", errProtocol, kindName(kind), n, maxBody)
+	}
+	ok := false
+	for _, k := range want {
+		ok = ok || k == kind
+	}
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: got %s, want %s", errProtocol, kindName(kind), kindName(want[0]))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, fmt.Errorf("receive %s body: %w", kindName(kind), err)
+	}
+	return kind, body, nil
+}
+
+func helloMAC(secret, nonce, ep []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write(nonce)
+	m.Write(ep)
+	return m.Sum(nil)
+}
+
+// guardConn bounds a handshake on c by handshakeTimeout and by ctx; the
+// returned stop lifts both.
+func guardConn(ctx context.Context, c net.Conn) (stop func()) {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	unwatch := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	return func() {
+		unwatch()
+		c.SetDeadline(time.Time{})
+	}
+}
+
+// ctxErr prefers ctx's error to err when ctx is done, since a cancelled
+// handshake shows up as an i/o timeout on the conn.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// serverSession is what the server's prepare callback built for one client:
+// its endpoint, and whatever must be released if the handshake then fails.
+type serverSession interface {
+	endpoint() endpoint
+	close()
+}
+
+// serverHandshake runs the server's side on c. prepare is called only once the
+// client has authenticated; it sets up the QPs for the client's endpoint. On
+// success the caller owns the returned session.
+func serverHandshake(ctx context.Context, c net.Conn, secret []byte, region regionRecord,
+	prepare func(client endpoint) (serverSession, error)) (serverSession, error) {
+	defer guardConn(ctx, c)()
+	nonce := make([]byte, 32)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("make nonce: %w", err)
+	}
+	auth := byte(0)
+	if secret != nil {
+		auth = 1
+	}
+	if err := writeMsg(c, kindChallenge, append([]byte{auth}, nonce...)); err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	_, body, err := readMsg(c, kindHello)
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	ep, rest, err := decodeEndpoint(body)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != sha256.Size {
+		return nil, fmt.Errorf("%w: hello carries %d bytes after the endpoint (want %d)", errProtocol, len(rest), sha256.Size)
+	}
+	if secret != nil {
+		want := helloMAC(secret, nonce, body[:len(body)-len(rest)])
+		if !hmac.Equal(want, rest) {
+			writeMsg(c, kindRefusal, []byte(transport.ErrAuth.Error()))
+			return nil, fmt.Errorf("%w: the client does not hold this run's secret", transport.ErrAuth)
+		}
+	}
+	sess, err := prepare(ep)
+	if err != nil {
+		writeMsg(c, kindRefusal, []byte(err.Error()))
+		return nil, err
+	}
+	welcome := append(sess.endpoint().encode(), region.encode()...)
+	if err := writeMsg(c, kindWelcome, welcome); err != nil {
+		sess.close()
+		return nil, ctxErr(ctx, err)
+	}
+	return sess, nil
+}
+
+// clientHandshake runs the client's side on c: it sends ours and returns the
+// server's endpoint and region.
+func clientHandshake(ctx context.Context, c net.Conn, secret []byte, ours endpoint) (endpoint, regionRecord, error) {
+	defer guardConn(ctx, c)()
+	_, body, err := readMsg(c, kindChallenge)
+	if err != nil {
+		return endpoint{}, regionRecord{}, ctxErr(ctx, err)
+	}
+	if len(body) != 33 {
+		return endpoint{}, regionRecord{}, fmt.Errorf("%w: challenge of %d bytes (want 33)", errProtocol, len(body))
+	}
+	epb := ours.encode()
+	mac := make([]byte, sha256.Size)
+	if body[0] == 1 {
+		if secret == nil {
+			return endpoint{}, regionRecord{}, fmt.Errorf("%w: the server asks for the run's secret and this client has none", transport.ErrAuth)
+		}
+		mac = helloMAC(secret, body[1:], epb)
+	}
+	if err := writeMsg(c, kindHello, append(epb, mac...)); err != nil {
+		return endpoint{}, regionRecord{}, ctxErr(ctx, err)
+	}
+	kind, body, err := readMsg(c, kindWelcome, kindRefusal)
+	if err != nil {
+		return endpoint{}, regionRecord{}, ctxErr(ctx, err)
+	}
+	if kind == kindRefusal {
+		msg := string(body)
+		if msg == transport.ErrAuth.Error() {
+			return endpoint{}, regionRecord{}, fmt.Errorf("server refused the client: %w", transport.ErrAuth)
+		}
+		return endpoint{}, regionRecord{}, fmt.Errorf("server refused the client: %s", msg)
+	}
+	theirs, rest, err := decodeEndpoint(body)
+	if err != nil {
+		return endpoint{}, regionRecord{}, err
+	}
+	if len(theirs.QPs) != len(ours.QPs) {
+		return endpoint{}, regionRecord{}, fmt.Errorf("%w: server answered with %d QPs for our %d", errProtocol, len(theirs.QPs), len(ours.QPs))
+	}
+	reg, err := decodeRegion(rest)
+	if err != nil {
+		return endpoint{}, regionRecord{}, err
+	}
+	return theirs, reg, nil
+}
+
+// byeBody encodes the client's final counts.
+func byeBody(bytesRead, reads int64) []byte {
+	b := binary.BigEndian.AppendUint64(nil, uint64(bytesRead))
+	return binary.BigEndian.AppendUint64(b, uint64(reads))
+}
+
+// readBye waits for the client's bye or its disconnect. A client that goes
+// without a bye reports nothing; that is not an error of the server's.
+func readBye(c net.Conn) (bytesRead, reads int64, err error) {
+	_, body, err := readMsg(c, kindBye)
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	if len(body) != 16 {
+		return 0, 0, fmt.Errorf("%w: bye of %d bytes (want 16)", errProtocol, len(body))
+	}
+	return int64(binary.BigEndian.Uint64(body)), int64(binary.BigEndian.Uint64(body[8:])), nil
+}

@@ -1,0 +1,187 @@
+package rdma
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"rdmasweep/node/transport"
+)
+
+type fakeSession struct {
+	ep     endpoint
+	closed bool
+}
+
+func (f *fakeSession) endpoint() endpoint { return f.ep }
+func (f *fakeSession) close()             { f.closed = true }
+
+func sampleEndpoint(n int) endpoint {
+	e := endpoint{LID: 7, MTU: 3, MaxDestRdAtomic: 128}
+	copy(e.GID[:], net.ParseIP("::ffff:10.0.2.15").To16())
+	for i := range n {
+		e.QPs = append(e.QPs, qpAddr{QPN: uint32(100 + i), PSN: uint32(0xabc00 + i)})
+	}
+	return e
+}
+
+// handshake runs both sides over a pipe and returns what each ended with.
+func handshake(t *testing.T, serverSecret, clientSecret []byte, qps int) (client endpoint, reg regionRecord, cerr error, sess serverSession, serr error, prepared *endpoint) {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	region := regionRecord{Addr: 0x7f0000001000, RKey: 0x1234, Length: 8 << 20, Seed: 0xfeed, Patterned: true}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sess, serr = serverHandshake(ctx, a, serverSecret, region, func(c endpoint) (serverSession, error) {
+			prepared = &c
+			ep := sampleEndpoint(len(c.QPs))
+			ep.LID = 9
+			return &fakeSession{ep: ep}, nil
+		})
+		if serr != nil {
+			a.Close() // as the server drops a refused connection
+		}
+	}()
+	client, reg, cerr = clientHandshake(ctx, b, clientSecret, sampleEndpoint(qps))
+	if cerr != nil {
+		b.Close() // as Dial drops the connection it failed on
+	}
+	<-done
+	return
+}
+
+func TestHandshakeCarriesEverything(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	srvEp, reg, cerr, sess, serr, prepared := handshake(t, secret, secret, 3)
+	if cerr != nil || serr != nil {
+		t.Fatalf("client: %v, server: %v", cerr, serr)
+	}
+	want := sampleEndpoint(3)
+	if prepared == nil || prepared.LID != want.LID || prepared.GID != want.GID || prepared.MTU != want.MTU ||
+		prepared.MaxDestRdAtomic != want.MaxDestRdAtomic || len(prepared.QPs) != 3 || prepared.QPs[2] != want.QPs[2] {
+		t.Errorf("server got client endpoint %+v, want %+v", prepared, want)
+	}
+	if srvEp.LID != 9 || len(srvEp.QPs) != 3 || sess == nil {
+		t.Errorf("client got server endpoint %+v", srvEp)
+	}
+	if reg.Addr != 0x7f0000001000 || reg.RKey != 0x1234 || reg.Length != 8<<20 || reg.Seed != 0xfeed || !reg.Patterned {
+		t.Errorf("client got region %+v", reg)
+	}
+}
+
+func TestHandshakeWithoutSecret(t *testing.T) {
+	_, reg, cerr, _, serr, _ := handshake(t, nil, nil, 1)
+	if cerr != nil || serr != nil || reg.RKey != 0x1234 {
+		t.Fatalf("no-auth handshake: client %v, server %v, region %+v", cerr, serr, reg)
+	}
+}
+
+// A client without the right secret learns nothing of the region, and
+// both sides say authentication failed.
+func TestHandshakeRefusesWrongSecret(t *testing.T) {
+	for _, cs := range [][]byte{[]byte("not the secret, but same length!"), nil} {
+		_, reg, cerr, sess, serr, prepared := handshake(t, []byte("0123456789abcdef0123456789abcdef"), cs, 1)
+		if !errors.Is(cerr, transport.ErrAuth) || !errors.Is(serr, transport.ErrAuth) && cs != nil {
+			t.Errorf("client secret %q: client %v, server %v; want ErrAuth", cs, cerr, serr)
+		}
+		if serr == nil || sess != nil || prepared != nil || reg != (regionRecord{}) {
+			t.Errorf("client secret %q: server prepared QPs (%v) or sent the region (%+v)", cs, prepared, reg)
+		}
+	}
+}
+
+func TestReadMsgRejectsMalformed(t *testing.T) {
+	good := func() []byte {
+		var b bytes.Buffer
+		writeMsg(&b, kindHello, sampleEndpoint(1).encode())
+		return b.Bytes()
+	}
+	for _, c := range []struct {
+		name string
+		mod  func([]byte) []byte
+		want string
+	}{
+		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }, "bad magic"},
+		{"version", func(b []byte) []byte { b[4] = 9; return b }, "version 9"},
+		{"kind", func(b []byte) []byte { b[5] = kindBye; return b }, "got bye"},
+		{"huge", func(b []byte) []byte { b[6] = 0x7f; return b }, "over"},
+		{"short", func(b []byte) []byte { return b[:len(b)-3] }, "unexpected EOF"},
+	} {
+		_, body, err := readMsg(bytes.NewReader(c.mod(good())), kindHello)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: readMsg = %v, %v; want an error with %q", c.name, body, err, c.want)
+		}
+	}
+	if _, body, err := readMsg(bytes.NewReader(good()), kindHello); err != nil || len(body) != 30 {
+		t.Errorf("good frame: %d bytes, %v", len(body), err)
+	}
+}
+
+func TestDecodeEndpointChecksLengths(t *testing.T) {
+	b := sampleEndpoint(4).encode()
+	if _, _, err := decodeEndpoint(b[:len(b)-1]); err == nil {
+		t.Error("endpoint missing a byte of its last QP decoded")
+	}
+	bad := append([]byte(nil), b...)
+	bad[20], bad[21] = 0xff, 0xff // 65535 QPs
+	if _, _, err := decodeEndpoint(bad); err == nil {
+		t.Error("endpoint claiming 65535 QPs decoded")
+	}
+	bad = append([]byte(nil), b...)
+	bad[18] = 6 // no such MTU
+	if _, _, err := decodeEndpoint(bad); err == nil {
+		t.Error("endpoint with mtu code 6 decoded")
+	}
+	if _, err := decodeRegion(make([]byte, regionLen+1)); err == nil {
+		t.Error("region record with a trailing byte decoded")
+	}
+}
+
+func gidOf(index int, ip, typ string) GID {
+	g := GID{Index: index, GID: ip, Type: typ}
+	copy(g.raw[:], net.ParseIP(ip).To16())
+	return g
+}
+
+func TestChooseGID(t *testing.T) {
+	gids := []GID{
+		gidOf(0, "fe80::5054:ff:fe12:3456", "RoCE v1"),
+		gidOf(1, "fe80::5054:ff:fe12:3456", "RoCE v2"),
+		gidOf(2, "::ffff:10.0.2.15", "RoCE v1"),
+		gidOf(3, "::ffff:10.0.2.15", "RoCE v2"),
+		gidOf(4, "fd00::15", "RoCE v2"),
+		gidOf(5, "::ffff:192.168.7.2", "RoCE v2"),
+	}
+	for _, c := range []struct {
+		addr string
+		want int
+	}{
+		{"10.0.2.15", 3},   // the address in use, RoCE v2 over v1
+		{"fd00::15", 4},    // IPv6 address
+		{"", 3},            // none: IPv4-mapped first, v2 first
+		{"0.0.0.0", 3},     // unspecified is none
+		{"192.168.7.2", 5}, // another interface
+	} {
+		g, err := chooseGID(gids, net.ParseIP(c.addr))
+		if err != nil || g.Index != c.want {
+			t.Errorf("chooseGID(%q) = %d, %v; want %d", c.addr, g.Index, err, c.want)
+		}
+	}
+	if _, err := chooseGID(gids, net.ParseIP("10.9.9.9")); err == nil || !strings.Contains(err.Error(), "no GID") {
+		t.Errorf("address without a GID: %v, want an error naming the GIDs", err)
+	}
+	// Without IPv4-mapped GIDs a global one beats link-local.
+	g, err := chooseGID([]GID{gids[1], gids[4]}, nil)
+	if err != nil || g.Index != 4 {
+		t.Errorf("no IPv4 GID: chose %d, %v; want the global 4", g.Index, err)
+	}
+}

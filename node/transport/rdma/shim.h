@@ -1,0 +1,128 @@
+// The C side of node/transport/rdma: what cgo cannot reach (inline verbs,
+// unions, nested attribute structs) and the client's hot loop.
+//
+// Rules of this shim:
+//   - It never allocates anything Go must free except through rs_* calls,
+//     and it never keeps a pointer to Go memory past the call it got it in.
+//   - A failing call returns an rs_status naming the verb and its errno;
+//     Go adds strerror and the hint. Nothing here prints.
+//   - rs_bucket and rs_word mirror node/latency.Bucket and node/pattern.Word
+//     exactly; Go tests cross-check them on many values.
+#ifndef RDMASWEEP_SHIM_H
+#define RDMASWEEP_SHIM_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+// Mirrors of node/latency: SubBucketBits 7, NumBuckets (64-7+1)*128.
+#define RS_SUB_BUCKET_BITS 7
+#define RS_NUM_BUCKETS ((64 - RS_SUB_BUCKET_BITS + 1) << RS_SUB_BUCKET_BITS)
+
+// RS_MAX_QD and RS_MAX_QP bound rs_run's per-slot and per-QP state.
+#define RS_MAX_QD 4096
+#define RS_MAX_QP 1024
+
+typedef struct {
+	const char *verb; // NULL when the call succeeded
+	int err;          // errno, or a negative status of the verb
+} rs_status;
+
+// rs_device_list is ibv_get_device_list, compiled with the static providers.
+struct ibv_device **rs_device_list(int *n);
+
+rs_status rs_query_device(struct ibv_context *ctx, struct ibv_device_attr_ex *attr);
+rs_status rs_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+// rs_query_gid_table fills up to max entries; *n is how many it filled.
+rs_status rs_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries, int max, int *n);
+rs_status rs_query_gid(struct ibv_context *ctx, uint8_t port, int index, struct ibv_gid_entry *entry);
+
+rs_status rs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, struct ibv_mr **mr);
+rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr);
+
+// rs_create_qps creates one CQ of cq_depth entries and n RC QPs sharing it,
+// each with send_depth send WRs, and moves each QP to INIT on port with
+// the given remote access flags. On failure everything made is destroyed.
+rs_status rs_create_qps(struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port, int n,
+			int send_depth, int cq_depth, int access, struct ibv_cq **cq,
+			struct ibv_qp **qps);
+void rs_destroy_qps(struct ibv_cq *cq, struct ibv_qp **qps, int n);
+uint32_t rs_qp_num(struct ibv_qp *qp);
+
+typedef struct {
+	uint32_t qpn, psn;
+	uint16_t lid;
+	uint8_t gid[16];
+	int is_global; // route by GID (RoCE), not LID alone (IB)
+	int sgid_index;
+	int hop_limit;
+	int mtu; // enum ibv_mtu: the path MTU, min of both sides
+	int max_dest_rd_atomic;
+} rs_remote;
+
+// rs_connect moves qp INIT → RTR → RTS. *stage reports which step failed:
+// 1 RTR, 2 RTS.
+rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32_t my_psn,
+		     int max_rd_atomic, int *stage);
+
+// rs_alloc_buf maps len bytes of anonymous, page-aligned memory.
+void *rs_alloc_buf(size_t len);
+void rs_free_buf(void *p, size_t len);
+
+uint64_t rs_word(uint64_t seed, uint64_t index);
+int rs_bucket(uint64_t ns);
+// rs_check mirrors pattern.Check: 1 if buf holds the pattern at off,
+// else 0 with *bad the first differing absolute offset.
+int rs_check(const uint8_t *buf, size_t len, uint64_t off, uint64_t seed, int64_t *bad);
+
+// Outcome of rs_run.
+enum {
+	RS_OK = 0,
+	RS_WC_ERROR = 1,   // a completion failed: wc_status, vendor_err
+	RS_MISMATCH = 2,   // verify found bad_offset
+	RS_CANCELLED = 3,  // *cancel was set
+	RS_POST_ERROR = 4, // ibv_post_send / ibv_poll_cq failed: verb, errnum
+	RS_STALLED = 5,    // nothing completed for stall_ns
+};
+
+typedef struct {
+	struct ibv_qp **qps;
+	int nqp;
+	struct ibv_cq *cq;
+	uint8_t *buf; // qd slots of bs bytes, registered with lkey
+	uint32_t lkey;
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t bs;
+	int qd; // total reads in flight; slot i uses qps[i % nqp]
+	int64_t nblocks;
+	const int64_t *perm; // block order, NULL for sequential
+	int64_t start;       // read index to begin at; later passes wrap
+	uint64_t warmup_ns;  // read for this long first, unmeasured
+	int64_t count;       // reads to measure, or 0 to measure for duration_ns
+	uint64_t duration_ns;
+	int verify; // also during warmup
+	uint64_t seed;
+	uint64_t *hist; // RS_NUM_BUCKETS counts, added to
+	volatile int *cancel;
+	uint64_t stall_ns;
+} rs_run_args;
+
+typedef struct {
+	int status;
+	int64_t reads, bytes; // measured phase only
+	uint64_t seconds_ns;  // first measured read issued to last completed
+	uint64_t lat_sum, lat_max;
+	int64_t next; // read index after the last one issued
+	int wc_status, vendor_err, wc_qp;
+	const char *verb;
+	int errnum;
+	int64_t bad_offset;
+} rs_run_out;
+
+// rs_run is the client's hot loop: the warmup phase, a drain, then the
+// measured phase, all in one call. It keeps qd reads in flight, polls
+// completions in batches, times each read, and checks it when verify is on.
+// It returns with nothing in flight unless a QP failed.
+void rs_run(const rs_run_args *a, rs_run_out *o);
+
+#endif

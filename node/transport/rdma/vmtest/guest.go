@@ -1,0 +1,412 @@
+package vmtest
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// File is one file put into the guest for a boot.
+type File struct {
+	Data []byte // contents, or
+	Host string // a host file to copy
+	Mode os.FileMode
+}
+
+// Options describe one boot.
+type Options struct {
+	// Files maps absolute guest paths to files, e.g. "/vmtest/node".
+	Files map[string]File
+	// Run, when set, becomes /vmtest/run (a shell script): the guest runs it
+	// after rxe0 and sshd are up, prints VMTEST RESULT PASS or FAIL by its
+	// exit status, and powers off. Without it the guest stays up for ssh.
+	Run string
+	// Console receives the guest's serial console (nil: discarded).
+	Console io.Writer
+	// Log receives the harness's own progress (nil: discarded).
+	Log io.Writer
+	// CPUs and MemoryMB default to 2 and 2048.
+	CPUs, MemoryMB int
+}
+
+// Guest is a running qemu guest.
+type Guest struct {
+	// SSHPort is the host port on 127.0.0.1 forwarded to the guest's sshd.
+	SSHPort int
+	// User is the account the key logs in as ("root").
+	User string
+	// Signer logs in as User; KeyPath is the same key as an OpenSSH private
+	// key file (removed by Stop), for tools that want a path.
+	Signer  ssh.Signer
+	KeyPath string
+	// HostKey is the guest sshd's host key, for known_hosts.
+	HostKey ssh.PublicKey
+
+	cmd     *exec.Cmd
+	tmp     string
+	exited  chan struct{}
+	waitErr error
+
+	mu      sync.Mutex
+	ready   chan struct{}
+	result  chan string // the VMTEST RESULT line
+	console strings.Builder
+}
+
+// Boot starts the guest and returns once it printed VMTEST READY and, when
+// there is no Options.Run script, its sshd answers on SSHPort. Cancelling ctx during Boot stops the guest; after
+// Boot returns, only Stop does.
+func Boot(ctx context.Context, o Options) (*Guest, error) {
+	if o.Console == nil {
+		o.Console = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 2
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 2048
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return nil, fmt.Errorf("boot guest: %w (apt-get install qemu-system-x86)", err)
+	}
+	im, err := EnsureImage(ctx, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	g := &Guest{User: "root", HostKey: im.HostKey, exited: make(chan struct{}), ready: make(chan struct{}), result: make(chan string, 1)}
+	g.tmp, err = os.MkdirTemp("", "vmtest-boot-")
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Guest, error) {
+		g.Stop()
+		return nil, err
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return fail(err)
+	}
+	g.Signer, err = ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return fail(err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "rdmasweep vmtest")
+	if err != nil {
+		return fail(err)
+	}
+	g.KeyPath = filepath.Join(g.tmp, "id_ed25519")
+	if err := os.WriteFile(g.KeyPath, pem.EncodeToMemory(blk), 0o600); err != nil {
+		return fail(err)
+	}
+
+	files := map[string]File{"/root/.ssh/authorized_keys": {Data: ssh.MarshalAuthorizedKey(g.Signer.PublicKey()), Mode: 0o600}}
+	for p, f := range o.Files {
+		files[p] = f
+	}
+	if o.Run != "" {
+		files["/vmtest/run"] = File{Data: []byte(o.Run), Mode: 0o755}
+	}
+	// The run's files go first, uncompressed, then the cached base: the
+	// kernel unpacks each archive of the concatenation in turn.
+	initrd := filepath.Join(g.tmp, "initrd")
+	if err := writeInitrd(initrd, files, im.Initramfs); err != nil {
+		return fail(fmt.Errorf("write initrd: %w", err))
+	}
+	g.SSHPort, err = freePort()
+	if err != nil {
+		return fail(err)
+	}
+	args := []string{
+		"-accel", "tcg", "-cpu", "max", "-smp", fmt.Sprint(o.CPUs), "-m", fmt.Sprint(o.MemoryMB),
+		"-kernel", im.Kernel, "-initrd", initrd,
+		"-append", "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4",
+		"-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
+		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", g.SSHPort),
+		"-device", "virtio-net-pci,netdev=n0",
+	}
+	g.cmd = exec.Command(qemu, args...)
+	out, err := g.cmd.StdoutPipe()
+	if err != nil {
+		return fail(err)
+	}
+	g.cmd.Stderr = o.Console
+	fmt.Fprintf(o.Log, "vmtest: %s %s\n", qemu, strings.Join(args, " "))
+	if err := g.cmd.Start(); err != nil {
+		return fail(fmt.Errorf("start qemu: %w", err))
+	}
+	go g.readConsole(out, o.Console)
+	go func() {
+		g.waitErr = g.cmd.Wait()
+		close(g.exited)
+	}()
+	start := time.Now()
+	select {
+	case <-g.ready:
+	case r := <-g.result:
+		g.result <- r
+		return fail(fmt.Errorf("guest did not come up: %s; console:\n%s", r, g.Console()))
+	case <-g.exited:
+		return fail(fmt.Errorf("qemu exited before the guest was ready (%v); console:\n%s", g.waitErr, g.Console()))
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	fmt.Fprintf(o.Log, "vmtest: guest ready after %s\n", time.Since(start).Round(100*time.Millisecond))
+	if o.Run != "" {
+		return g, nil // the script may be done before sshd would be asked
+	}
+	if err := g.waitSSH(ctx); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(o.Log, "vmtest: sshd on 127.0.0.1:%d after %s\n", g.SSHPort, time.Since(start).Round(100*time.Millisecond))
+	return g, nil
+}
+
+func (g *Guest) readConsole(r io.Reader, tee io.Writer) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		fmt.Fprintln(tee, line)
+		g.mu.Lock()
+		g.console.WriteString(line + "\n")
+		g.mu.Unlock()
+		switch {
+		case strings.HasPrefix(line, "VMTEST READY"):
+			close(g.ready)
+		case strings.HasPrefix(line, "VMTEST RESULT"):
+			select {
+			case g.result <- line:
+			default:
+			}
+		}
+	}
+}
+
+// Console returns everything the guest printed so far.
+func (g *Guest) Console() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.console.String()
+}
+
+// waitSSH waits until the forwarded port answers with an SSH banner: qemu
+// accepts on the host side before the guest's sshd listens.
+func (g *Guest) waitSSH(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	addr := fmt.Sprintf("127.0.0.1:%d", g.SSHPort)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			b := make([]byte, 4)
+			_, err = io.ReadFull(c, b)
+			c.Close()
+			if err == nil && string(b) == "SSH-" {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("guest sshd on %s did not answer within a minute: %v", addr, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.exited:
+			return fmt.Errorf("qemu exited while waiting for sshd; console:\n%s", g.Console())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// Dial opens an SSH client to the guest.
+func (g *Guest) Dial() (*ssh.Client, error) {
+	return ssh.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", g.SSHPort), &ssh.ClientConfig{
+		User: g.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(g.Signer)},
+		HostKeyCallback: ssh.FixedHostKey(g.HostKey), Timeout: 10 * time.Second,
+	})
+}
+
+// KnownHostsLine returns a known_hosts line for the guest's forwarded port.
+func (g *Guest) KnownHostsLine() string {
+	return fmt.Sprintf("[127.0.0.1]:%d %s", g.SSHPort, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(g.HostKey))))
+}
+
+// ErrFailed is wrapped by Wait when the guest's script failed.
+var ErrFailed = errors.New("guest script failed")
+
+// Wait waits for the guest's VMTEST RESULT line (boots with Options.Run)
+// and for qemu to exit. It returns nil on PASS, an error wrapping ErrFailed
+// on FAIL, and another error if the guest died without a verdict.
+func (g *Guest) Wait(ctx context.Context) error {
+	var line string
+	select {
+	case line = <-g.result:
+	case <-g.exited:
+		select {
+		case line = <-g.result:
+		default:
+			return fmt.Errorf("qemu exited (%v) without a VMTEST RESULT line", g.waitErr)
+		}
+	case <-ctx.Done():
+		g.Stop()
+		return ctx.Err()
+	}
+	select {
+	case <-g.exited:
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	g.Stop()
+	if strings.HasPrefix(line, "VMTEST RESULT PASS") {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrFailed, line)
+}
+
+// Stop kills qemu and removes the boot's files. It is safe to call more
+// than once.
+func (g *Guest) Stop() error {
+	if g.cmd != nil && g.cmd.Process != nil {
+		select {
+		case <-g.exited:
+		default:
+			g.cmd.Process.Kill()
+			<-g.exited
+		}
+	}
+	if g.tmp != "" {
+		os.RemoveAll(g.tmp)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// writeInitrd writes files as an uncompressed newc cpio, then appends base.
+func writeInitrd(path string, files map[string]File, base string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := &cpioWriter{w: bufio.NewWriter(f)}
+	dirs := map[string]bool{}
+	var paths []string
+	for p := range files {
+		paths = append(paths, p)
+		for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	var dl []string
+	for d := range dirs {
+		dl = append(dl, d)
+	}
+	sort.Strings(dl) // parents before children
+	for _, d := range dl {
+		mode := os.FileMode(0o755)
+		if d == "/root" || d == "/root/.ssh" {
+			mode = 0o700
+		}
+		if err := w.entry(strings.TrimPrefix(d, "/"), 0o040000|uint32(mode), nil); err != nil {
+			return err
+		}
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		fl := files[p]
+		data := fl.Data
+		if fl.Host != "" {
+			data, err = os.ReadFile(fl.Host)
+			if err != nil {
+				return err
+			}
+		}
+		mode := fl.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := w.entry(strings.TrimPrefix(p, "/"), 0o100000|uint32(mode.Perm()), data); err != nil {
+			return err
+		}
+	}
+	if err := w.entry("TRAILER!!!", 0, nil); err != nil {
+		return err
+	}
+	// Pad to 512 bytes, as cpio does, before the next archive.
+	for w.n%512 != 0 {
+		w.w.WriteByte(0)
+		w.n++
+	}
+	if err := w.w.Flush(); err != nil {
+		return err
+	}
+	b, err := os.Open(base)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if _, err := io.Copy(f, b); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// cpioWriter writes the newc ("070701") format the kernel unpacks.
+type cpioWriter struct {
+	w   *bufio.Writer
+	n   int64
+	ino uint32
+}
+
+func (c *cpioWriter) pad() {
+	for c.n%4 != 0 {
+		c.w.WriteByte(0)
+		c.n++
+	}
+}
+
+func (c *cpioWriter) entry(name string, mode uint32, data []byte) error {
+	c.ino++
+	nlink := 1
+	if mode&0o170000 == 0o040000 {
+		nlink = 2
+	}
+	hdr := fmt.Sprintf("070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		c.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(name)+1, 0)
+	c.w.WriteString(hdr)
+	c.w.WriteString(name)
+	c.w.WriteByte(0)
+	c.n += int64(len(hdr) + len(name) + 1)
+	c.pad()
+	c.w.Write(data)
+	c.n += int64(len(data))
+	c.pad()
+	return nil
+}

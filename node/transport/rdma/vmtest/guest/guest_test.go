@@ -1,0 +1,272 @@
+//go:build rdmaguest
+
+package guest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rdmasweep/node/transport"
+	"rdmasweep/node/transport/rdma"
+	"rdmasweep/node/transport/transporttest"
+	"rdmasweep/results"
+)
+
+// guestIP is the address rxe0's RoCE v2 GID maps (see vmtest.GuestIP).
+const guestIP = "10.0.2.15"
+
+func nodeBin(t *testing.T) string {
+	p := os.Getenv("NODE")
+	if p == "" {
+		p = "/vmtest/node"
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no node binary: %v (set NODE)", err)
+	}
+	return p
+}
+
+// proc is a running node whose stdout events are decoded as they come.
+type proc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan any
+	stderr strings.Builder
+	done   chan error
+}
+
+func start(t *testing.T, secret string, args ...string) *proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	p := &proc{cmd: exec.CommandContext(ctx, nodeBin(t), args...), events: make(chan any, 64), done: make(chan error, 1)}
+	if secret != "" {
+		p.cmd.Args = append(p.cmd.Args, "--control-stdin")
+	}
+	p.cmd.Stderr = &p.stderr
+	var err error
+	p.stdin, err = p.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if secret != "" {
+		fmt.Fprintf(p.stdin, `{"secret":%q}`+"\n", secret)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, results.MaxEventLine), results.MaxEventLine)
+		for sc.Scan() {
+			ev, err := results.Decode(sc.Bytes())
+			if err != nil {
+				ev = fmt.Errorf("stdout line %q: %w", sc.Text(), err)
+			}
+			p.events <- ev
+		}
+		close(p.events)
+		p.done <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	return p
+}
+
+// until returns the first event of type T, failing on an error event or
+// the end of output.
+func until[T any](t *testing.T, p *proc, what string) *T {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev, ok := <-p.events:
+			if !ok {
+				t.Fatalf("%s: node exited before its %s event; stderr:\n%s", p.cmd.Args[1], what, p.stderr.String())
+			}
+			switch e := ev.(type) {
+			case *T:
+				return e
+			case *results.Error:
+				t.Fatalf("%s: error event before %s: %s", p.cmd.Args[1], what, e.Message)
+			case error:
+				t.Fatal(e)
+			}
+		case <-timeout:
+			t.Fatalf("%s: no %s event within 2 minutes", p.cmd.Args[1], what)
+		}
+	}
+}
+
+// failure waits for node to fail and returns its error event's message.
+func failure(t *testing.T, p *proc) string {
+	t.Helper()
+	var msg string
+	for ev := range p.events {
+		if e, ok := ev.(*results.Error); ok {
+			msg = e.Message
+		}
+	}
+	err := <-p.done
+	if err == nil {
+		t.Fatalf("%s exited 0, want a failure", strings.Join(p.cmd.Args, " "))
+	}
+	if msg == "" {
+		t.Fatalf("%s failed (%v) without an error event", strings.Join(p.cmd.Args, " "), err)
+	}
+	return msg
+}
+
+func finish(t *testing.T, p *proc) {
+	t.Helper()
+	for range p.events {
+	}
+	p.stdin.Close()
+	if err := <-p.done; err != nil {
+		t.Fatalf("%s: %v; stderr:\n%s", strings.Join(p.cmd.Args, " "), err, p.stderr.String())
+	}
+}
+
+func serveArgs(t *testing.T, size string, extra ...string) []string {
+	return append([]string{"serve", "--transport", "rdma", "--file", filepath.Join(t.TempDir(), "region.dat"),
+		"--file-size", size, "--create", "--cache", "warm", "--listen", guestIP, "--accept-timeout", "60s"}, extra...)
+}
+
+func TestDevices(t *testing.T) {
+	out, err := exec.Command(nodeBin(t), "devices", "--json").Output()
+	if err != nil {
+		t.Fatalf("node devices --json: %v", err)
+	}
+	var l struct {
+		Devices []rdma.Device `json:"devices"`
+	}
+	if err := json.Unmarshal(out, &l); err != nil {
+		t.Fatalf("node devices --json printed %q: %v", out, err)
+	}
+	var rxe *rdma.Device
+	for i := range l.Devices {
+		if l.Devices[i].Name == "rxe0" {
+			rxe = &l.Devices[i]
+		}
+	}
+	if rxe == nil || len(rxe.Ports) != 1 {
+		t.Fatalf("the static node does not list rxe0 with one port: %s", out)
+	}
+	p := rxe.Ports[0]
+	if p.State != "ACTIVE" || p.LinkLayer != "Ethernet" || p.ActiveMTU < 1024 {
+		t.Errorf("rxe0 port: %+v, want active Ethernet with an MTU", p)
+	}
+	if rxe.MaxQPRdAtom <= 1 || rxe.MaxQPInitRdAtom <= 1 || rxe.ODP {
+		t.Errorf("rxe0: max_qp_rd_atom %d, max_qp_init_rd_atom %d, odp %v; want depths > 1 and no odp on 6.1", rxe.MaxQPRdAtom, rxe.MaxQPInitRdAtom, rxe.ODP)
+	}
+	found := false
+	for _, g := range p.GIDs {
+		found = found || (g.GID == "::ffff:"+guestIP && g.Type == "RoCE v2" && g.Netdev == "eth0")
+	}
+	if !found {
+		t.Errorf("no RoCE v2 GID ::ffff:%s on eth0 among %+v", guestIP, p.GIDs)
+	}
+	text, err := exec.Command(nodeBin(t), "devices").Output()
+	if err != nil || !strings.Contains(string(text), "rxe0") || !strings.Contains(string(text), "::ffff:"+guestIP) {
+		t.Errorf("node devices (table): %v\n%s", err, text)
+	}
+}
+
+// TestServeRead runs the static node's serve and read over rxe0, with the
+// secret, as the runner does.
+func TestServeRead(t *testing.T) {
+	for _, c := range []struct {
+		block, size string
+		bs, total   int64
+		qd, qps     int
+	}{
+		{"4KiB", "8MiB", 4 << 10, 4 << 20, 16, 1},
+		{"64KiB", "8MiB", 64 << 10, 16 << 20, 16, 1},
+		{"1MiB", "8MiB", 1 << 20, 16 << 20, 16, 1},
+		{"64KiB", "8MiB", 64 << 10, 16 << 20, 32, 2},
+	} {
+		t.Run(fmt.Sprintf("%s_qd%d_qps%d", c.block, c.qd, c.qps), func(t *testing.T) {
+			const secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+			srv := start(t, secret, serveArgs(t, c.size)...)
+			ready := until[results.Ready](t, srv, "ready")
+			if ready.Transport != "rdma" || ready.Mapping == "" || ready.GIDIndex == nil {
+				t.Errorf("ready: %+v, want rdma with a mapping and gid_index", ready)
+			}
+			if ready.RegistrationS == nil || *ready.RegistrationS <= 0 || ready.RegistrationMBs == nil || *ready.RegistrationMBs <= 0 {
+				t.Errorf("pinned registration not timed: registration_s %v, registration_mb_s %v", ready.RegistrationS, ready.RegistrationMBs)
+			}
+			t.Logf("ready: mapping %s, gid_index %d, registration %.4f s (%.0f MB/s)", ready.Mapping, *ready.GIDIndex, *ready.RegistrationS, *ready.RegistrationMBs)
+			cl := start(t, secret, "read", "--transport", "rdma", "--server", fmt.Sprintf("%s:%d", guestIP, ready.Port),
+				"--block-size", c.block, "--queue-depth", fmt.Sprint(c.qd), "--qps", fmt.Sprint(c.qps),
+				"--total", fmt.Sprint(c.total), "--pattern", "random", "--verify")
+			res := until[results.Result](t, cl, "result")
+			finish(t, cl)
+			if res.Bytes != c.total || res.Reads != c.total/c.bs || !res.Verified || res.BandwidthMBs <= 0 || res.GIDIndex == nil {
+				t.Errorf("result %+v: want %d bytes in %d reads, verified, bandwidth > 0, gid_index", res, c.total, c.total/c.bs)
+			}
+			if !(res.LatP50Us > 0 && res.LatP50Us <= res.LatP99Us && res.LatP99Us <= res.LatMaxUs) {
+				t.Errorf("latencies out of order: %+v", res)
+			}
+			done := until[results.Done](t, srv, "done")
+			finish(t, srv)
+			if done.BytesServed != c.total || done.Requests != c.total/c.bs {
+				t.Errorf("server's done: %+v, want %d bytes in %d requests", done, c.total, c.total/c.bs)
+			}
+			t.Logf("%s qd %d qps %d: %.1f MB/s, p50 %.0f µs, p99 %.0f µs", c.block, c.qd, c.qps, res.BandwidthMBs, res.LatP50Us, res.LatP99Us)
+		})
+	}
+}
+
+func TestODPRefused(t *testing.T) {
+	msg := failure(t, start(t, "", serveArgs(t, "1MiB", "--registration", "odp")...))
+	if !strings.Contains(msg, "on-demand paging") || !strings.Contains(msg, "registration: pinned") {
+		t.Errorf("odp on rxe: %q, want a clear refusal naming on-demand paging and pinned", msg)
+	}
+}
+
+func TestGIDIndexOutOfRange(t *testing.T) {
+	// rxe's GID table is long and mostly empty: 70000 is past its end, 999
+	// inside it but unpopulated. Both must say so and list the GIDs.
+	msg := failure(t, start(t, "", serveArgs(t, "1MiB", "--gid-index", "70000")...))
+	if !strings.Contains(msg, "gid_index 70000 is out of range") || !strings.Contains(msg, "::ffff:"+guestIP+" (RoCE v2)") {
+		t.Errorf("server with gid_index 70000: %q, want it out of range with the GIDs listed", msg)
+	}
+	msg = failure(t, start(t, "", serveArgs(t, "1MiB", "--gid-index", "999")...))
+	if !strings.Contains(msg, "gid_index 999") || !strings.Contains(msg, "not populated") {
+		t.Errorf("server with gid_index 999: %q, want it not populated", msg)
+	}
+	srv := start(t, "", serveArgs(t, "1MiB", "--accept-timeout", "5s")...)
+	ready := until[results.Ready](t, srv, "ready")
+	msg = failure(t, start(t, "", "read", "--transport", "rdma", "--server", fmt.Sprintf("%s:%d", guestIP, ready.Port),
+		"--block-size", "4KiB", "--gid-index", "70000"))
+	if !strings.Contains(msg, "gid_index 70000 is out of range") {
+		t.Errorf("client with gid_index 70000: %q, want it out of range", msg)
+	}
+}
+
+func TestQueueDepthOverMaxRdAtomic(t *testing.T) {
+	srv := start(t, "", serveArgs(t, "4MiB", "--accept-timeout", "5s")...)
+	ready := until[results.Ready](t, srv, "ready")
+	msg := failure(t, start(t, "", "read", "--transport", "rdma", "--server", fmt.Sprintf("%s:%d", guestIP, ready.Port),
+		"--block-size", "4KiB", "--queue-depth", "1024", "--qps", "1"))
+	if !strings.Contains(msg, "max_rd_atomic") || !strings.Contains(msg, "raise client.qps") {
+		t.Errorf("queue_depth 1024 on one QP: %q, want a refusal with a hint to raise qps", msg)
+	}
+}
+
+// TestConformance runs the suite every transport passes, over rxe0.
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, rdma.New(), transporttest.WithHost(guestIP), transporttest.WithRDMA(transport.RDMA{GIDIndex: -1}))
+}

@@ -1,0 +1,55 @@
+#!/bin/busybox sh
+# /init of the vmtest guest. It prints "VMTEST ..." marker lines the host
+# harness waits for; everything else on the console is for a person.
+/bin/busybox mkdir -p /usr/local/bin
+/bin/busybox --install -s /usr/local/bin
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+mkdir -p /run/sshd
+chmod 700 /root
+
+fail() {
+	echo "VMTEST SETUP FAIL: $*"
+	echo "VMTEST RESULT FAIL"
+	reboot -f
+}
+
+modprobe virtio_pci 2>/dev/null
+modprobe virtio_net || fail "modprobe virtio_net"
+# rdma_rxe uses the kernel's crc32 crypto algorithm without declaring it;
+# without one of these, `rdma link add` fails with ENOENT.
+modprobe crc32-pclmul 2>/dev/null || modprobe crc32_generic || fail "no crc32 module"
+modprobe rdma_rxe || fail "modprobe rdma_rxe"
+
+ip link set lo up
+ip link set eth0 up || fail "no eth0"
+ip addr add 10.0.2.15/24 dev eth0
+ip route add default via 10.0.2.2
+rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0"
+ulimit -l unlimited
+
+if [ -s /root/.ssh/authorized_keys ]; then
+	chmod 700 /root/.ssh
+	chmod 600 /root/.ssh/authorized_keys
+	/usr/sbin/sshd -E /tmp/sshd.log || fail "sshd"
+fi
+echo "VMTEST READY"
+
+if [ -x /vmtest/run ]; then
+	cd /vmtest
+	if ./run; then
+		echo "VMTEST RESULT PASS"
+	else
+		echo "VMTEST RESULT FAIL rc=$?"
+	fi
+	sync
+	reboot -f
+fi
+# No script: stay up for ssh until the host stops qemu.
+while :; do sleep 3600; done

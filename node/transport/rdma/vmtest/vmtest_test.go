@@ -1,0 +1,197 @@
+package vmtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"rdmasweep/internal/testenv"
+)
+
+// needHost skips (or fails under CI) unless the host can build the image,
+// the static binaries, and run qemu.
+func needHost(t *testing.T) {
+	t.Helper()
+	testenv.NeedRoot(t)
+	for _, tool := range [][2]string{
+		{"qemu-system-x86_64", "qemu-system-x86"}, {"apt-get", "apt"}, {"dpkg", "dpkg"}, {"cpio", "cpio"},
+		{"zstd", "zstd"}, {"depmod", "kmod"}, {"modprobe", "kmod"}, {"pkg-config", "pkg-config"}, {"gcc", "gcc"},
+	} {
+		testenv.NeedTool(t, tool[0], tool[1])
+	}
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libibverbs.a"); err != nil {
+		testenv.Skip(t, "no static libibverbs (apt-get install libibverbs-dev libnl-3-dev libnl-route-3-dev)")
+	}
+}
+
+// buildBinaries builds the static node (or takes $RDMASWEEP_NODE, e.g. the
+// Makefile's bin/node) and the guest test binary, side by side.
+func buildBinaries(t *testing.T, ctx context.Context, tags ...string) (node, tests string) {
+	t.Helper()
+	dir := t.TempDir()
+	node, tests = os.Getenv("RDMASWEEP_NODE"), filepath.Join(dir, "guest.test")
+	var wg sync.WaitGroup
+	var nodeErr, testsErr error
+	if node == "" {
+		node = filepath.Join(dir, "node")
+		wg.Add(1)
+		go func() { defer wg.Done(); nodeErr = BuildNode(ctx, node) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); testsErr = BuildGuestTests(ctx, tests, tags...) }()
+	wg.Wait()
+	if err := errors.Join(nodeErr, testsErr); err != nil {
+		t.Fatal(err)
+	}
+	return node, tests
+}
+
+// consoleLog collects the guest console, to show it when a test fails.
+type consoleLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (c *consoleLog) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.Write(p)
+}
+
+func (c *consoleLog) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.String()
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// TestGuest runs the guest tests (package guest) on soft-RoCE in qemu: the
+// static node's serve and read over rxe0, odp's refusal, the gid_index
+// error, two QPs, and the transport conformance suite. It drives the guest
+// the way the runner does: over SSH through qemu's hostfwd, with an SFTP
+// upload, so that path is proven too.
+func TestGuest(t *testing.T) {
+	needHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	start := time.Now()
+	imgDone := make(chan error, 1)
+	go func() { _, err := EnsureImage(ctx, testLog{t}); imgDone <- err }()
+	node, tests := buildBinaries(t, ctx)
+	if err := <-imgDone; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image and binaries ready after %s", time.Since(start).Round(time.Second))
+	var console consoleLog
+	var tee io.Writer = &console
+	if p := os.Getenv("RDMASWEEP_VMTEST_CONSOLE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		tee = io.MultiWriter(&console, f)
+	}
+	g, err := Boot(ctx, Options{
+		Files:   map[string]File{"/vmtest/node": {Host: node, Mode: 0o755}, "/vmtest/guest.test": {Host: tests, Mode: 0o755}},
+		Console: tee, Log: testLog{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop()
+	c, err := g.Dial()
+	if err != nil {
+		t.Fatalf("ssh to the guest: %v", err)
+	}
+	defer c.Close()
+	checkSFTP(t, c)
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sess.Stdout, sess.Stderr = &out, &out
+	runErr := sess.Run("cd /tmp && NODE=/vmtest/node /vmtest/guest.test -test.v -test.timeout 5m")
+	t.Logf("guest tests finished after %s in all", time.Since(start).Round(time.Second))
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, "--- ") || strings.Contains(l, "MB/s") || strings.Contains(l, "ready: ") {
+			t.Log("guest: " + strings.TrimSpace(l))
+		}
+	}
+	if runErr != nil {
+		t.Fatalf("guest tests: %v; output:\n%s\nconsole:\n%s", runErr, out.String(), console.String())
+	}
+	// A test that was never run passes nothing: require the ones that matter.
+	for _, name := range []string{"TestDevices", "TestServeRead", "TestODPRefused", "TestGIDIndexOutOfRange", "TestQueueDepthOverMaxRdAtomic", "TestConformance"} {
+		if !regexp.MustCompile(`--- PASS: ` + name + ` `).MatchString(out.String()) {
+			t.Errorf("guest did not pass %s", name)
+		}
+	}
+}
+
+// checkSFTP uploads a file over the sftp subsystem, as the runner deploys
+// node, and reads it back over a session.
+func checkSFTP(t *testing.T, c *ssh.Client) {
+	t.Helper()
+	sc, err := sftp.NewClient(c)
+	if err != nil {
+		t.Fatalf("sftp subsystem of the guest: %v", err)
+	}
+	defer sc.Close()
+	want := fmt.Sprintf("uploaded at %s\n", time.Now())
+	f, err := sc.Create("/tmp/sftp-check")
+	if err == nil {
+		_, err = f.Write([]byte(want))
+		f.Close()
+	}
+	if err != nil {
+		t.Fatalf("sftp upload: %v", err)
+	}
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	got, err := sess.Output("cat /tmp/sftp-check")
+	if err != nil || string(got) != want {
+		t.Fatalf("file uploaded over sftp reads back %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestGuestScript checks the harness's verdict: a Run script's exit status
+// becomes the VMTEST RESULT line that Wait reports. The script fails on
+// purpose (exit 3) only once it has seen rxe0, so the status in the verdict
+// proves both that the guest set up soft-RoCE and that a failure inside
+// reaches the host even though qemu exits 0.
+func TestGuestScript(t *testing.T) {
+	needHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var console consoleLog
+	g, err := Boot(ctx, Options{Run: "#!/bin/sh\nibv_devices | grep -q rxe0 || exit 1\nexit 3\n", Console: &console, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = g.Wait(ctx)
+	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "rc=3") {
+		t.Errorf("Wait = %v, want ErrFailed with rc=3; console:\n%s", err, console.String())
+	}
+}
