@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -164,5 +167,19 @@ func faults() faultCount {
 }
 
 func started(role string) results.Started {
-	return results.Started{Type: results.TypeStarted, PID: unix.Getpid(), PGID: unix.Getpgrp(), Role: role, Version: version}
+	st := results.Started{Type: results.TypeStarted, PID: unix.Getpid(), PGID: unix.Getpgrp(), Role: role, Version: version}
+	// Two small procfs reads, so the runner needs no round trip of its
+	// own to record what identifies this process.
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		st.BootID = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
+		// comm (field 2) may hold spaces; the fields after it follow ") ".
+		if i := bytes.LastIndex(b, []byte(") ")); i >= 0 {
+			if f := strings.Fields(string(b[i+2:])); len(f) > 19 {
+				st.StartTime = f[19] // field 22 overall
+			}
+		}
+	}
+	return st
 }

@@ -44,6 +44,11 @@ type Started struct {
 	PGID    int    `json:"pgid"`
 	Role    string `json:"role"`    // "serve" or "read"
 	Version string `json:"version"` // node's version string
+	// StartTime (/proc/self/stat field 22) and BootID identify this very
+	// process across pid reuse, so a later runner can tell whether a pid
+	// it recorded is still this node before it kills it.
+	StartTime string `json:"start_time,omitempty"`
+	BootID    string `json:"boot_id,omitempty"`
 }
 
 // Ready is printed by node serve once the region is prepared and the

@@ -121,14 +121,14 @@ func (s *State) identify(ctx context.Context, h remote.Host, pid int) (boot, sta
 	return boot, start, exe, nil
 }
 
-// Add records a started node. It is the Runner's Started hook.
+// Add records a started node. It is the Runner's Started hook. node
+// reports its own start time and boot_id, so this costs no round trip.
 func (s *State) Add(t Target, st *results.Started) {
-	boot, start, _, err := s.identify(context.Background(), t.Host, st.PID)
-	if err != nil || start == "" {
-		return // gone already, or unreachable: nothing to reap later
+	if st.StartTime == "" || st.BootID == "" {
+		return // a node too old to say; it still exits on stdin EOF
 	}
 	s.mu.Lock()
-	s.entries = append(s.entries, StateEntry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: start, BootID: boot, Exe: t.NodePath})
+	s.entries = append(s.entries, StateEntry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: st.StartTime, BootID: st.BootID, Exe: t.NodePath})
 	s.mu.Unlock()
 	_ = s.save()
 }
