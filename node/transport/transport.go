@@ -74,7 +74,9 @@ type ServeStats struct {
 type Server interface {
 	Ready() ReadyInfo
 	// Serve waits up to AcceptTimeout for one client that authenticates,
-	// serves it until it disconnects, and returns. A connection that fails
+	// serves it until it ends the session, and returns. A session that
+	// ends abnormally, as far as the transport can tell (rdma: a client
+	// that aborts or vanishes without its bye), is an error. A connection that fails
 	// the handshake is dropped and logged (through the warn callback given to
 	// Listen), and Serve keeps waiting for a proper client. Cancelling ctx
 	// stops Serve promptly.

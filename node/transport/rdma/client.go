@@ -118,19 +118,25 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// From here the server has set up QPs for us and waits for a bye; a
+	// failure is sent to it as an abort, so its error says why too.
+	abort := func(err error) (*client, error) {
+		sendAbort(conn, err)
+		return fail(err)
+	}
 	if region.Length == 0 {
-		return fail(errors.New("server announced an empty region"))
+		return abort(errors.New("server announced an empty region"))
 	}
 	c.region = region
 	c.maxRd = min(c.dev.maxInitRdAtom(), int(theirs.MaxDestRdAtomic))
 	if c.maxRd < 1 {
-		return fail(fmt.Errorf("server advertised max_dest_rd_atomic %d; it cannot answer any READ", theirs.MaxDestRdAtomic))
+		return abort(fmt.Errorf("server advertised max_dest_rd_atomic %d; it cannot answer any READ", theirs.MaxDestRdAtomic))
 	}
 	if perQP > c.maxRd {
-		return fail(depthError(cfg, perQP, c.maxRd, fmt.Sprintf("the smaller of %s's max_qp_init_rd_atom %d and the server's max_qp_rd_atom %d", c.dev.name, c.dev.maxInitRdAtom(), theirs.MaxDestRdAtomic)))
+		return abort(depthError(cfg, perQP, c.maxRd, fmt.Sprintf("the smaller of %s's max_qp_init_rd_atom %d and the server's max_qp_rd_atom %d", c.dev.name, c.dev.maxInitRdAtom(), theirs.MaxDestRdAtomic)))
 	}
 	if err := connect(c.dev, c.gid, c.q, ours, theirs, c.maxRd); err != nil {
-		return fail(err)
+		return abort(err)
 	}
 	return c, nil
 }
@@ -265,9 +271,15 @@ func wcError(o C.rs_run_out, c *client) error {
 }
 
 // Close says bye (the server's only count of what was read), then releases
-// everything. It is idempotent.
+// everything. When a READ broke the connection it sends an abort with that
+// error instead, so the server fails too and says why. It is idempotent.
 func (c *client) Close() error {
 	if c.closeMu.Swap(true) {
+		return nil
+	}
+	if c.broken != nil {
+		sendAbort(c.conn, c.broken)
+		c.release()
 		return nil
 	}
 	c.conn.SetDeadline(time.Now().Add(2 * time.Second))

@@ -16,6 +16,7 @@ package rdma
 //	S→C welcome      endpoint | region        (only if the mac checked out)
 //	 or refusal      utf-8 message
 //	C→S bye          bytes u64 | reads u64    (when the client closes)
+//	 or abort        utf-8 message            (when it gave up after welcome)
 //
 //	endpoint = lid u16 | gid [16] | active mtu u8 (enum ibv_mtu) |
 //	           max_dest_rd_atomic u8 | n u16 | n × (qpn u32 | psn u32)
@@ -25,7 +26,13 @@ package rdma
 // for auth, zero otherwise. The secret itself never crosses the network, and
 // the region (address, rkey, seed) is sent only to a client that proved it
 // holds it. The client's counts in bye are the server's only account of what
-// was read, since RDMA READs complete without the server's CPU.
+// was read, since RDMA READs complete without the server's CPU; so a client
+// that ends after welcome without a bye (an abort, or a bare disconnect) is
+// an error on the server, not a run of zero bytes.
+//
+// A server answers a malformed hello with a refusal naming the problem, then
+// drops the connection; it never sends its region to a client that did not
+// send a well-formed, authenticated hello.
 
 import (
 	"context"
@@ -37,6 +44,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,6 +70,7 @@ const (
 	kindWelcome   = 3
 	kindRefusal   = 4
 	kindBye       = 5
+	kindAbort     = 6
 )
 
 func kindName(k byte) string {
@@ -76,12 +85,22 @@ func kindName(k byte) string {
 		return "refusal"
 	case kindBye:
 		return "bye"
+	case kindAbort:
+		return "abort"
 	}
 	return fmt.Sprintf("kind %d", k)
 }
 
 // errProtocol is wrapped by every malformed-message error.
 var errProtocol = errors.New("rdma exchange protocol error")
+
+// errClientFailed is wrapped by the server's error when its client ended
+// after the handshake without a bye.
+var errClientFailed = errors.New("failed after the handshake")
+
+// maxAbortLen bounds the reason a client sends in an abort, so it stays a
+// line of the server's error.
+const maxAbortLen = 1024
 
 // qpAddr is one queue pair's address on its side.
 type qpAddr struct {
@@ -275,14 +294,14 @@ func serverHandshake(ctx context.Context, c net.Conn, secret []byte, region regi
 	}
 	_, body, err := readMsg(c, kindHello)
 	if err != nil {
-		return nil, ctxErr(ctx, err)
+		return nil, refuse(c, ctxErr(ctx, err))
 	}
 	ep, rest, err := decodeEndpoint(body)
 	if err != nil {
-		return nil, err
+		return nil, refuse(c, err)
 	}
 	if len(rest) != sha256.Size {
-		return nil, fmt.Errorf("%w: hello carries %d bytes after the endpoint (want %d)", errProtocol, len(rest), sha256.Size)
+		return nil, refuse(c, fmt.Errorf("%w: hello carries %d bytes after the endpoint (want %d)", errProtocol, len(rest), sha256.Size))
 	}
 	if secret != nil {
 		want := helloMAC(secret, nonce, body[:len(body)-len(rest)])
@@ -302,6 +321,16 @@ func serverHandshake(ctx context.Context, c net.Conn, secret []byte, region regi
 		return nil, ctxErr(ctx, err)
 	}
 	return sess, nil
+}
+
+// refuse tells the peer why its message was refused, when it was malformed
+// rather than cut off, so a mismatched node says what is wrong on both sides.
+// It returns err.
+func refuse(c net.Conn, err error) error {
+	if errors.Is(err, errProtocol) {
+		writeMsg(c, kindRefusal, []byte(err.Error()))
+	}
+	return err
 }
 
 // clientHandshake runs the client's side on c: it sends ours and returns the
@@ -331,7 +360,7 @@ func clientHandshake(ctx context.Context, c net.Conn, secret []byte, ours endpoi
 		return endpoint{}, regionRecord{}, ctxErr(ctx, err)
 	}
 	if kind == kindRefusal {
-		msg := string(body)
+		msg := printable(body)
 		if msg == transport.ErrAuth.Error() {
 			return endpoint{}, regionRecord{}, fmt.Errorf("server refused the client: %w", transport.ErrAuth)
 		}
@@ -357,18 +386,47 @@ func byeBody(bytesRead, reads int64) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(reads))
 }
 
-// readBye waits for the client's bye or its disconnect. A client that goes
-// without a bye reports nothing; that is not an error of the server's.
-func readBye(c net.Conn) (bytesRead, reads int64, err error) {
-	_, body, err := readMsg(c, kindBye)
-	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-			return 0, 0, nil
-		}
-		return 0, 0, err
+// sendAbort tells the server why the client gave up after the handshake,
+// so the server's error says it too. It is best effort: the connection may
+// already be gone.
+func sendAbort(c net.Conn, reason error) {
+	msg := reason.Error()
+	if len(msg) > maxAbortLen {
+		msg = msg[:maxAbortLen]
 	}
-	if len(body) != 16 {
-		return 0, 0, fmt.Errorf("%w: bye of %d bytes (want 16)", errProtocol, len(body))
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	writeMsg(c, kindAbort, []byte(msg))
+}
+
+// readEnd waits for the client's bye and returns its counts. A client that
+// aborts, disconnects or sends anything else instead fails with an error
+// wrapping errClientFailed (with its reason, when it sent one): without a
+// bye the server cannot know what was read.
+func readEnd(c net.Conn) (bytesRead, reads int64, err error) {
+	kind, body, err := readMsg(c, kindBye, kindAbort)
+	switch {
+	case err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
+		return 0, 0, fmt.Errorf("%w: it disconnected without a bye (it failed or was killed; its own error says why)", errClientFailed)
+	case err != nil:
+		return 0, 0, fmt.Errorf("%w: waiting for its bye: %w", errClientFailed, err)
+	case kind == kindAbort:
+		return 0, 0, fmt.Errorf("%w: %s", errClientFailed, printable(body))
+	case len(body) != 16:
+		return 0, 0, fmt.Errorf("%w: %w: bye of %d bytes (want 16)", errClientFailed, errProtocol, len(body))
 	}
 	return int64(binary.BigEndian.Uint64(body)), int64(binary.BigEndian.Uint64(body[8:])), nil
+}
+
+// printable makes a peer's message one line of valid UTF-8, at most
+// maxAbortLen bytes.
+func printable(b []byte) string {
+	if len(b) > maxAbortLen {
+		b = b[:maxAbortLen]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(string(b), "?"))
 }

@@ -227,8 +227,12 @@ func (s *server) setConn(c net.Conn) bool {
 }
 
 // Serve accepts until one client authenticates or the accept timeout
-// passes, then waits until that client says bye or disconnects: its READs
-// need nothing from the server's CPU.
+// passes, then waits for that client's bye: its READs need nothing from the
+// server's CPU, so the bye's counts are the server's stats. A client that
+// aborts or disconnects after the handshake without a bye fails Serve with
+// an error wrapping errClientFailed, with the client's reason when it sent
+// one. A connection refused in the handshake is logged and Serve keeps
+// waiting.
 func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	var st transport.ServeStats
 	s.mu.Lock()
@@ -290,7 +294,7 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 			continue
 		}
 		start := time.Now()
-		n, reads, err := readBye(c)
+		n, reads, err := readEnd(c)
 		st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds()}
 		c.Close()
 		s.setConn(nil)

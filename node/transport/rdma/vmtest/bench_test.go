@@ -4,7 +4,10 @@ package vmtest
 
 import (
 	"context"
+	"math"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +44,14 @@ func TestBench(t *testing.T) {
 			t.Log(strings.TrimSpace(l))
 			os.Stdout.WriteString(l + "\n")
 			n++
+			// A ratio is only a figure when both sides measured something.
+			r := math.NaN()
+			if m := regexp.MustCompile(` ratio=(\S+)`).FindStringSubmatch(l); m != nil {
+				r, _ = strconv.ParseFloat(m[1], 64)
+			}
+			if !(r > 0) || math.IsInf(r, 0) {
+				t.Errorf("BENCH line without a finite, positive ratio: %s", l)
+			}
 		}
 	}
 	if err != nil {

@@ -40,8 +40,17 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// CacheDir holds one directory per image key.
-var CacheDir = "/var/cache/rdmasweep-vm"
+// CacheDir holds one directory per image key: $RDMASWEEP_VM_CACHE, or
+// /var/cache/rdmasweep-vm. Building an image prunes the other keys' images
+// in it, so it should hold nothing else.
+var CacheDir = cacheDir()
+
+func cacheDir() string {
+	if d := os.Getenv("RDMASWEEP_VM_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/rdmasweep-vm"
+}
 
 // GuestIP is the guest's address on its user-mode network, and the address
 // its RoCE v2 GID (index 1 on rxe0) maps.

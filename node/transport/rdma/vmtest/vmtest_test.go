@@ -84,20 +84,26 @@ func (l testLog) Write(p []byte) (int, error) {
 
 // TestGuest runs the guest tests (package guest) on soft-RoCE in qemu: the
 // static node's serve and read over rxe0, odp's refusal, the gid_index
-// error, two QPs, and the transport conformance suite. It drives the guest
-// the way the runner does: over SSH through qemu's hostfwd, with an SFTP
-// upload, so that path is proven too.
+// error, two QPs, malformed and vanishing peers of the handshake, and the
+// transport conformance suite. It drives the guest the way the runner does:
+// over SSH through qemu's hostfwd, with an SFTP upload. Then, in the same
+// boot (each costs 15–30 s under TCG), RunnerSweep has the runner itself
+// run a sweep with both roles in the guest.
 func TestGuest(t *testing.T) {
 	needHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()
-	imgDone := make(chan error, 1)
+	imgDone, runnerDone := make(chan error, 1), make(chan error, 1)
 	go func() { _, err := EnsureImage(ctx, testLog{t}); imgDone <- err }()
+	runner := filepath.Join(t.TempDir(), "runner")
+	go func() { runnerDone <- buildRunner(ctx, runner) }()
 	node, tests := buildBinaries(t, ctx)
 	if err := <-imgDone; err != nil {
 		t.Fatal(err)
 	}
+	// A runner that does not build fails only RunnerSweep, below.
+	runnerErr := <-runnerDone
 	t.Logf("image and binaries ready after %s", time.Since(start).Round(time.Second))
 	var console consoleLog
 	var tee io.Writer = &console
@@ -140,11 +146,21 @@ func TestGuest(t *testing.T) {
 		t.Fatalf("guest tests: %v; output:\n%s\nconsole:\n%s", runErr, out.String(), console.String())
 	}
 	// A test that was never run passes nothing: require the ones that matter.
-	for _, name := range []string{"TestDevices", "TestServeRead", "TestODPRefused", "TestGIDIndexOutOfRange", "TestQueueDepthOverMaxRdAtomic", "TestConformance"} {
+	for _, name := range []string{"TestDevices", "TestServeRead", "TestODPRefused", "TestGIDIndexOutOfRange", "TestQueueDepthOverMaxRdAtomic",
+		"TestConformance", "TestMalformedHandshake", "TestClientGoneAfterHandshake"} {
 		if !regexp.MustCompile(`--- PASS: ` + name + ` `).MatchString(out.String()) {
 			t.Errorf("guest did not pass %s", name)
 		}
 	}
+	// The same guest, driven end to end by the runner.
+	t.Run("RunnerSweep", func(t *testing.T) {
+		if runnerErr != nil {
+			t.Fatal(runnerErr)
+		}
+		sweepStart := time.Now()
+		runnerSweep(t, ctx, g, c, runner, node)
+		t.Logf("runner sweep took %s", time.Since(sweepStart).Round(100*time.Millisecond))
+	})
 }
 
 // checkSFTP uploads a file over the sftp subsystem, as the runner deploys

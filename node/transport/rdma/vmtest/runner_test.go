@@ -1,0 +1,174 @@
+package vmtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"rdmasweep/results"
+)
+
+// buildRunner builds the runner into out. node must never import the
+// runner, so the sweep drives it as a user would: as a program.
+func buildRunner(ctx context.Context, out string) error {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./runner")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./runner: %w\n%s", err, b)
+	}
+	return nil
+}
+
+// remoteNode is where the sweep deploys node in the guest.
+const remoteNode = "/var/tmp/rdmasweep/node"
+
+// sweepPoints are the sweep's block sizes and the bytes each reads: 1024
+// reads at 4KiB and 64KiB; at 1MiB, 1024 reads would take most of a
+// minute under TCG, so that point makes 128 (the runner warns).
+var sweepPoints = []struct {
+	block, total string
+	bs, bytes    int64
+}{
+	{"4KiB", "4MiB", 4 << 10, 4 << 20},
+	{"64KiB", "64MiB", 64 << 10, 64 << 20},
+	{"1MiB", "128MiB", 1 << 20, 128 << 20},
+}
+
+// runnerSweep runs `runner exec` on a plan whose server and client are both
+// the guest, reached over SSH through qemu's hostfwd with strict host key
+// checking, as they would be real hosts: deploy over SFTP, node serve and
+// node read over rxe0, one CSV row per point. c is an SSH connection to the
+// guest, used only to look for leftover node processes.
+func runnerSweep(t *testing.T, ctx context.Context, g *Guest, c *ssh.Client, runner, node string) {
+	dir := t.TempDir()
+	knownHosts := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(knownHosts, []byte(g.KnownHostsLine()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var blocks, totals []string
+	for _, p := range sweepPoints {
+		blocks, totals = append(blocks, p.block), append(totals, p.total)
+	}
+	host := fmt.Sprintf("{address: 127.0.0.1, port: %d, user: %s, identity_file: %q, data_address: %s}", g.SSHPort, g.User, g.KeyPath, GuestIP)
+	plan := fmt.Sprintf(`name: vmtest-rxe
+description: block-size sweep over soft-RoCE in the vmtest guest, driven over SSH
+hosts:
+  server: %s
+  client: %s
+ssh: {known_hosts: %q, host_key_policy: strict, connect_timeout: 10s, keepalive_interval: 5s}
+node: {binary: %q, remote_path: %s}
+transport: rdma
+server: {file: /tmp/rdmasweep-vmtest.dat, file_size: 16MiB, create: true, cache: warm, registration: pinned}
+client: {queue_depth: 16, qps: 1, pattern: sequential, verify: true}
+sweep:
+  zip:
+    block_size: [%s]
+    total: [%s]
+timeouts: {ready: 1m, accept: 1m, point: 3m}
+output: {csv: out/rxe.csv, logs: out/logs}
+`, host, host, knownHosts, node, remoteNode, strings.Join(blocks, ", "), strings.Join(totals, ", "))
+	planPath := filepath.Join(dir, "rxe.yaml")
+	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.CommandContext(ctx, runner, "exec", planPath)
+	cmd.Dir = dir
+	// A HOME of its own, so whoever runs the test lends it no ssh_config,
+	// known_hosts or agent: the plan alone must be enough.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	logs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*"))
+	if err != nil {
+		var tails strings.Builder
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			fmt.Fprintf(&tails, "--- %s\n%s\n", l, lastLines(string(b), 15))
+		}
+		t.Fatalf("runner exec: %v\nstderr:\n%s\nnode logs:\n%s", err, stderr.String(), tails.String())
+	}
+	if n := strings.Count(stderr.String(), "deployed node to "+remoteNode); n != 1 {
+		t.Errorf("runner deployed node %d times, want once (both roles share the guest):\n%s", n, stderr.String())
+	}
+
+	rows, err := results.ReadCSV(filepath.Join(dir, "out/rxe.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(sweepPoints) {
+		t.Fatalf("%d rows, want %d:\n%s", len(rows), len(sweepPoints), stderr.String())
+	}
+	for i, r := range rows {
+		p := sweepPoints[i]
+		t.Logf("row %d: %s %s, %d B blocks, %s, %.1f MB/s, p50 %.0f µs, registration %s s (%s MB/s)", i+1, r.Status, r.Transport,
+			r.BlockSizeBytes, r.Registration, deref(r.BandwidthMBs), deref(r.LatP50Us), fmtPtr(r.RegistrationS), fmtPtr(r.RegistrationMBs))
+		if r.Status != results.StatusOK || r.Error != "" {
+			t.Errorf("row %d: status %q, error %q", i+1, r.Status, r.Error)
+			continue
+		}
+		if r.Transport != "rdma" || r.Registration != "pinned" || r.BlockSizeBytes != p.bs || r.TotalBytes != p.bytes {
+			t.Errorf("row %d: transport %q, registration %q, block %d, total %d; want rdma, pinned, %d, %d",
+				i+1, r.Transport, r.Registration, r.BlockSizeBytes, r.TotalBytes, p.bs, p.bytes)
+		}
+		if r.RegistrationS == nil || *r.RegistrationS <= 0 || r.RegistrationMBs == nil || *r.RegistrationMBs <= 0 {
+			t.Errorf("row %d: registration_s %s, registration_mb_s %s; want both measured", i+1, fmtPtr(r.RegistrationS), fmtPtr(r.RegistrationMBs))
+		}
+		if r.Bytes == nil || *r.Bytes != p.bytes || r.Verified == nil || !*r.Verified || r.BandwidthMBs == nil || *r.BandwidthMBs <= 0 {
+			t.Errorf("row %d: bytes %v, verified %v, bandwidth %v; want %d bytes, verified, bandwidth > 0", i+1, r.Bytes, r.Verified, r.BandwidthMBs, p.bytes)
+		}
+		if r.ServerHost != r.ClientHost || !strings.Contains(r.ServerHost, fmt.Sprint(g.SSHPort)) {
+			t.Errorf("row %d: hosts %q and %q, want the guest's forwarded port %d for both", i+1, r.ServerHost, r.ClientHost, g.SSHPort)
+		}
+	}
+
+	// Every node the runner started in the guest is gone.
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	out, err := sess.Output("ls -l /proc/[0-9]*/exe 2>/dev/null; echo END")
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "END") {
+		t.Fatalf("list the guest's processes: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "/usr/sbin/sshd") {
+		t.Fatalf("the guest's process list shows no sshd, so it cannot show a node either:\n%s", out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, remoteNode) {
+			t.Errorf("node left running in the guest: %s", l)
+		}
+	}
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.4g", *p)
+}
