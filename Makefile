@@ -67,7 +67,8 @@ bench: build
 
 # Fuzz one target at a time for FUZZTIME each; `make test` already runs
 # every committed corpus as ordinary tests.
-FUZZ_TARGETS := FuzzLoad:./plan/ FuzzDecode:./results/ FuzzServeRequests:./node/transport/tcp/
+FUZZ_TARGETS := FuzzLoad:./plan/ FuzzDecode:./results/ FuzzServeRequests:./node/transport/tcp/ \
+	FuzzDecodeEndpoint:./node/transport/rdma/ FuzzServerHandshake:./node/transport/rdma/
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		name=$${t%%:*}; pkg=$${t#*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
