@@ -18,13 +18,14 @@ import (
 const usage = `usage: runner <command> [flags] [args]
 
 commands:
-  exec PLAN       run the plan's points and append rows to its CSV
-  validate PLAN   check a plan; exit 0 when valid, 2 with every error
-  plan PLAN       print the expanded points and their keys
+  exec [PLAN]     run the plan's points and append rows to its CSV
+  validate [PLAN] check a plan; exit 0 when valid, 2 with every error
+  plan [PLAN]     print the expanded points and their keys
   summary CSV     print the summary table of an existing CSV
   version         print the runner's version
 
-run "runner <command> -h" for a command's flags`
+Without PLAN, the built-in plans/loopback.yaml is used: both roles on this
+machine, tcp transport. Run "runner <command> -h" for a command's flags.`
 
 // run is the whole program; main only maps its error to an exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

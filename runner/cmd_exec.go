@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rdmasweep/plan"
+	"rdmasweep/plans"
 	"rdmasweep/results"
 	"rdmasweep/runner/summary"
 	"rdmasweep/runner/sweep"
@@ -30,7 +31,7 @@ type job struct {
 }
 
 func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("exec", "[flags] PLAN", ui.w)
+	fs := newFlagSet("exec", "[flags] [PLAN]", ui.w)
 	var o execOptions
 	o.addFlags(fs)
 	fs.StringVar(&o.out, "out", "", "append rows to this `CSV` instead of the plan's output.csv")
@@ -41,13 +42,16 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	if err != nil {
 		return errUsage
 	}
-	path, err := oneArg(fs, pos, "plan file")
+	path, err := planArg(fs, pos)
 	if err != nil {
 		return err
 	}
 	p, pts, err := loadPlan(path, o.planOptions)
 	if err != nil {
 		return err
+	}
+	if path == "" {
+		ui.infof("no plan given: running the built-in %s (both roles on this machine, tcp)", plans.LoopbackName)
 	}
 	planWarnings(ui, p, pts)
 	csvPath := o.out

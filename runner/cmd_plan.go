@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"rdmasweep/plan"
+	"rdmasweep/plans"
 	"rdmasweep/runner/remote"
 )
 
@@ -29,10 +30,44 @@ func (o *planOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxPoints, "max-points", 10000, "refuse an expansion of more than `N` points")
 }
 
+// embeddedName is how messages name the built-in default plan.
+const embeddedName = plans.LoopbackName + " (built in)"
+
+// planArg is the PLAN argument: none means the built-in default.
+func planArg(fs *flag.FlagSet, pos []string) (string, error) {
+	if len(pos) > 1 {
+		fs.Usage()
+		return "", usageErrorf("%s takes one plan file (got %d arguments)", fs.Name(), len(pos))
+	}
+	if len(pos) == 0 {
+		return "", nil
+	}
+	return pos[0], nil
+}
+
+// planName is how messages name the plan at path.
+func planName(path string) string {
+	if path == "" {
+		return embeddedName
+	}
+	return path
+}
+
 // loadPlan loads, validates and expands path. Plan and expansion errors
 // are a plan.ErrorList.
+//
+// An empty path means the plan built into the runner, plans/loopback.yaml.
 func loadPlan(path string, o planOptions) (*plan.Plan, []plan.Point, error) {
-	p, err := plan.Load(path, plan.Options{Set: o.set, NodeBinary: defaultNodeBinary()})
+	opts := plan.Options{Set: o.set, NodeBinary: defaultNodeBinary()}
+	var (
+		p   *plan.Plan
+		err error
+	)
+	if path == "" {
+		p, err = plan.Parse(embeddedName, plans.Loopback, opts)
+	} else {
+		p, err = plan.Load(path, opts)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,14 +150,14 @@ func paramsText(pt plan.Point) string {
 }
 
 func runValidate(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("validate", "[flags] PLAN", ui.w)
+	fs := newFlagSet("validate", "[flags] [PLAN]", ui.w)
 	var o planOptions
 	o.addFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return errUsage
 	}
-	path, err := oneArg(fs, pos, "plan file")
+	path, err := planArg(fs, pos)
 	if err != nil {
 		return err
 	}
@@ -131,19 +166,19 @@ func runValidate(ctx context.Context, args []string, stdout io.Writer, ui *voice
 		return err
 	}
 	planWarnings(ui, p, pts)
-	fmt.Fprintf(stdout, "%s: valid: %s × %d repetition(s), transport %s\n", path, plural(len(pts), "point"), p.Repeat, p.Transport)
+	fmt.Fprintf(stdout, "%s: valid: %s × %d repetition(s), transport %s\n", planName(path), plural(len(pts), "point"), p.Repeat, p.Transport)
 	return nil
 }
 
 func runPlan(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("plan", "[flags] PLAN", ui.w)
+	fs := newFlagSet("plan", "[flags] [PLAN]", ui.w)
 	var o planOptions
 	o.addFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return errUsage
 	}
-	path, err := oneArg(fs, pos, "plan file")
+	path, err := planArg(fs, pos)
 	if err != nil {
 		return err
 	}

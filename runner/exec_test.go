@@ -348,3 +348,40 @@ func TestDryRunAndPlanTable(t *testing.T) {
 		t.Fatalf("unknown command: %d %s", r.code, r.stderr)
 	}
 }
+
+func TestExecWithoutPlanRunsBuiltInLoopback(t *testing.T) {
+	dir := t.TempDir()
+	// Points keep plan order (8KiB before 4KiB), whatever order --only names.
+	r := runner(t, dir, "exec", "--only", "block_size=4KiB,8KiB")
+	if r.code != 0 || !strings.Contains(r.stderr, "running the built-in plans/loopback.yaml") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rows := readRows(t, filepath.Join(dir, "out/loopback.csv"))
+	if len(rows) != 2 || rows[0].Plan != "loopback" || rows[0].Status != "ok" || *rows[0].Bytes != 8<<20 || *rows[1].Bytes != 4<<20 {
+		t.Fatalf("rows: %+v", rows)
+	}
+}
+
+func TestCPUsPinNode(t *testing.T) {
+	dir := t.TempDir()
+	plan := loopbackPlan(t, dir, "")
+	text, _ := os.ReadFile(plan)
+	text = bytes.Replace(text, []byte("  server: {address: local}"), []byte("  server: {address: local, cpus: \"0\"}"), 1)
+	os.WriteFile(plan, text, 0o644)
+	r := runner(t, dir, "exec", plan, "--only", "block_size=1MiB")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.server.log"))
+	if len(logs) != 1 {
+		t.Fatalf("logs: %v", logs)
+	}
+	head, _ := os.ReadFile(logs[0])
+	if !strings.Contains(string(head), ": taskset --cpu-list 0 "+filepath.Join(binDir, "node")+" serve") {
+		t.Fatalf("server not started under taskset:\n%s", head)
+	}
+	clientLogs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.client.log"))
+	if c, _ := os.ReadFile(clientLogs[0]); strings.Contains(string(c), "taskset") {
+		t.Fatalf("client pinned without cpus:\n%s", c)
+	}
+}

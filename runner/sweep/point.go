@@ -319,7 +319,7 @@ func (r *Runner) serverArgv(pt plan.Point) []string {
 	if s.Create {
 		argv = append(argv, "--create")
 	}
-	return append(argv, rdmaArgs(pt.Transport, pt.Hosts.Server.RDMA)...)
+	return pinned(pt.Hosts.Server.CPUs, append(argv, rdmaArgs(pt.Transport, pt.Hosts.Server.RDMA)...))
 }
 
 func (r *Runner) clientArgv(pt plan.Point, addr string) []string {
@@ -340,7 +340,17 @@ func (r *Runner) clientArgv(pt plan.Point, addr string) []string {
 	if c.Verify {
 		argv = append(argv, "--verify")
 	}
-	return append(argv, rdmaArgs(pt.Transport, pt.Hosts.Client.RDMA)...)
+	return pinned(pt.Hosts.Client.CPUs, append(argv, rdmaArgs(pt.Transport, pt.Hosts.Client.RDMA)...))
+}
+
+// pinned runs argv under taskset when the host has a CPU list. taskset
+// execs node, so node keeps the pid and process group the runner tracks,
+// and every thread the Go runtime starts inherits the placement.
+func pinned(cpus string, argv []string) []string {
+	if cpus == "" {
+		return argv
+	}
+	return append([]string{"taskset", "--cpu-list", cpus}, argv...)
 }
 
 func rdmaArgs(transport string, rd plan.RDMA) []string {
