@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/runner/deploy"
@@ -123,6 +127,9 @@ func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 					switch {
 					case err != nil:
 						*errp = fmt.Errorf("%s: deploy node to %s: %w", t.Label, p.Node.RemotePath, err)
+						if hint := diskHint(ctx, t.Host, local, p.Node.RemotePath); hint != "" {
+							*errp = withHint(*errp, hint)
+						}
 					case res.UpToDate:
 						ui.infof("%s: node at %s is up to date", t.Label, p.Node.RemotePath)
 					default:
@@ -150,4 +157,36 @@ func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 // openState opens the state file beside the CSV and reaps leftovers.
 func openState(ctx context.Context, path string, r *roles, ui *voice) (*sweep.State, error) {
 	return sweep.OpenState(ctx, path, r.targets(), func(msg string) { ui.infof("%s", msg) })
+}
+
+// diskHint explains a failed upload when the host lacks the room for node:
+// SFTP reports a full disk only as "Failure". It returns "" when it cannot
+// tell or there is room.
+func diskHint(ctx context.Context, h remote.Host, local, remotePath string) string {
+	st, err := os.Stat(local)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// The directory may not exist; df the nearest one that does.
+	for dir := path.Dir(remotePath); ; dir = path.Dir(dir) {
+		out, err := h.Run(ctx, []string{"df", "-Pk", dir})
+		if err == nil {
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			f := strings.Fields(lines[len(lines)-1])
+			if len(f) < 4 {
+				return ""
+			}
+			availKiB, err := strconv.ParseInt(f[3], 10, 64)
+			needKiB := (st.Size() + 1023) / 1024
+			if err != nil || availKiB >= needKiB {
+				return ""
+			}
+			return fmt.Sprintf("the host's disk is full: %d KiB free in %s, node needs %d KiB; free space there, or set node.remote_path", availKiB, dir, needKiB)
+		}
+		if dir == "/" || ctx.Err() != nil {
+			return ""
+		}
+	}
 }

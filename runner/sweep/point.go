@@ -20,6 +20,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/remote"
 )
 
 // Runner runs points of one plan within one exec.
@@ -168,8 +169,9 @@ func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) (results.Row, 
 	}
 	for cli.exit != nil || srv.exit != nil {
 		var (
-			rp  *roleProc
-			msg string
+			rp       *roleProc
+			msg      string
+			external bool // rp was killed or cut off, not failing on its own
 		)
 		select {
 		case ev, ok := <-cli.events:
@@ -185,15 +187,24 @@ func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) (results.Row, 
 				srv.events = nil
 			}
 		case err := <-cli.exit:
-			rp, msg = cli, exited(cli, err)
+			rp, msg, external = cli, exited(cli, err), diedOfCause(err)
 		case err := <-srv.exit:
-			rp, msg = srv, exited(srv, err)
+			rp, msg, external = srv, exited(srv, err), diedOfCause(err)
 		case <-pointBy.C:
 			return fail("runner", fmt.Sprintf("point timed out (timeouts.point %s)", r.Plan.Timeouts.Point))
 		case <-ctx.Done():
 			return row, tm, ErrInterrupted
 		}
 		if msg != "" {
+			other, phase := srv, "before done"
+			if rp == srv {
+				other, phase = cli, "without a result"
+			}
+			if !external {
+				if omsg := r.diedToo(other, phase); omsg != "" {
+					return fail(other.target.Label, omsg)
+				}
+			}
 			return fail(rp.target.Label, msg)
 		}
 	}
@@ -205,13 +216,46 @@ func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) (results.Row, 
 	return row, tm, nil
 }
 
+// blameWindow is how long a failing role's peer is given to show that it
+// died first.
+const blameWindow = time.Second
+
+// diedToo looks past one role's failure at the other: when a node is
+// killed or cut off, its peer usually fails first, on the broken data
+// connection ("read reply: EOF"), but the death is what the user must see.
+// It waits up to blameWindow for the other's exit and returns its message
+// if it died of an outside cause, else "".
+func (r *Runner) diedToo(other *roleProc, phase string) string {
+	if other.exit == nil {
+		return ""
+	}
+	select {
+	case err := <-other.exit:
+		other.exit = nil
+		if diedOfCause(err) {
+			return r.endedWith(other, err, phase)
+		}
+	case <-time.After(blameWindow):
+	}
+	return ""
+}
+
+// diedOfCause reports whether a role's exit came from outside: a signal,
+// or its host's connection lost.
+func diedOfCause(err error) bool {
+	var ee *remote.ExitError
+	return errors.As(err, &ee) && ee.Signal != "" || errors.Is(err, remote.ErrConnectionLost)
+}
+
 func (r *Runner) stop(rp *roleProc) {
 	grace := r.Grace
 	if grace == 0 {
 		grace = 2 * time.Second
 	}
 	rp.stop(grace)
-	r.markExited(rp)
+	if rp.reaped() {
+		r.markExited(rp)
+	}
 }
 
 func (r *Runner) markStarted(rp *roleProc, st *results.Started) {

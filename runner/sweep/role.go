@@ -37,6 +37,8 @@ type roleProc struct {
 	tail    *tail
 	log     *os.File
 	started *results.Started
+	// waitErr is Wait's result; read it only after gone is closed.
+	waitErr error
 
 	stopOnce sync.Once
 }
@@ -83,7 +85,8 @@ func startRole(ctx context.Context, t Target, argv []string, control results.Con
 	}()
 	go func() {
 		wg.Wait()
-		rp.exit <- proc.Wait()
+		rp.waitErr = proc.Wait()
+		rp.exit <- rp.waitErr
 		close(rp.gone)
 	}()
 	return rp, nil
@@ -139,6 +142,18 @@ func (rp *roleProc) waitExit(d time.Duration) bool {
 		case <-timer.C:
 			return false
 		}
+	}
+}
+
+// reaped reports whether node is known to have exited. A lost connection
+// ends the session but not node, which may run on until its deadline: the
+// state file must keep it for the next exec to reap.
+func (rp *roleProc) reaped() bool {
+	select {
+	case <-rp.gone:
+		return !errors.Is(rp.waitErr, remote.ErrConnectionLost)
+	default:
+		return false
 	}
 }
 

@@ -82,8 +82,13 @@ func (s *State) reap(ctx context.Context, h remote.Host, e StateEntry) (bool, er
 	if start == "" || boot != e.BootID || start != e.StartTime || exe != e.Exe {
 		return false, nil // gone, or the pid now belongs to someone else
 	}
-	_, err = h.Run(ctx, []string{"kill", "-KILL", "--", "-" + strconv.Itoa(e.PGID), strconv.Itoa(e.PID)})
-	if err != nil {
+	// Group and pid in two commands: kill(1) given both exits 1 when the
+	// group's SIGKILL let the parent reap the pid before its own turn.
+	var groupErr error = errors.New("no process group recorded")
+	if e.PGID > 0 {
+		_, groupErr = h.Run(ctx, []string{"kill", "-KILL", "--", "-" + strconv.Itoa(e.PGID)})
+	}
+	if _, err := h.Run(ctx, []string{"kill", "-KILL", strconv.Itoa(e.PID)}); err != nil && groupErr != nil {
 		return false, fmt.Errorf("kill: %w", err)
 	}
 	return true, nil
@@ -163,10 +168,13 @@ func (s *State) save() error {
 		return err
 	}
 	tmp := s.path + ".tmp"
+	// A full disk must not leave a partial temporary file beside the CSV.
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("write state: %w", err)
 	}
 	if err := os.Rename(tmp, s.path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("write state: %w", err)
 	}
 	return nil
