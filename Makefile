@@ -2,6 +2,7 @@
 #
 #   make build      bin/runner and bin/node (the RDMA node when libibverbs is installed)
 #   make demo       run plans/loopback.yaml: both roles here, tcp
+#   make readme-plot  redraw docs/loopback.png from a real loopback run
 #   make test       every test (as root, for the namespace hosts and the soft-RoCE guest)
 #   make bench      the side-by-side benchmarks, printed with their ratios
 #   make fuzz       fuzz each target for FUZZTIME
@@ -12,7 +13,7 @@ FUZZTIME ?= 30s
 X        := -X main.version=$(VERSION)
 HAVE_IBVERBS := $(shell pkg-config --exists libibverbs 2>/dev/null && test -e "$$(pkg-config --variable=libdir libibverbs)/libibverbs.a" && echo yes)
 
-.PHONY: build runner node node-tcp node-rdma demo test test-stub test-rdma-link bench fuzz clean
+.PHONY: build runner node node-tcp node-rdma demo readme-plot test test-stub test-rdma-link bench fuzz clean
 
 build: runner node
 
@@ -39,6 +40,16 @@ node-rdma:
 
 demo: build
 	bin/runner exec plans/loopback.yaml
+
+# The README's chart, from a real loopback run, never drawn by hand: three
+# repetitions of plans/loopback.yaml, plotted with ±1 sd error bars. Only
+# docs/loopback.png changes; the CSV, manifest and logs go to a temp dir,
+# and runner clean removes the data file afterwards.
+readme-plot: build
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	bin/runner exec plans/loopback.yaml --set repeat=3 --set output.logs=$$tmp/logs --out $$tmp/loopback.csv && \
+	mkdir -p docs && bin/runner plot $$tmp/loopback.csv -o docs/loopback.png && \
+	bin/runner clean plans/loopback.yaml --out $$tmp/loopback.csv --yes
 
 # The stub build (no cgo) is vetted and tested too, so it never rots. The
 # guest tests are left to the main run: they build their own static node.

@@ -21,7 +21,13 @@ commands:
   exec [PLAN]     run the plan's points and append rows to its CSV
   validate [PLAN] check a plan; exit 0 when valid, 2 with every error
   plan [PLAN]     print the expanded points and their keys
+  check [PLAN]    connect and deploy, check both hosts and the data path;
+                  exit 1 with a hint per problem
   summary CSV     print the summary table of an existing CSV
+  plot CSV -o F   draw bandwidth and p50/p99 latency against block size
+                  (F ends in .png or .svg)
+  clean [PLAN]    remove the created data file and sidecar, the deployed
+                  node and leftover state
   version         print the runner's version
 
 Without PLAN, the built-in plans/loopback.yaml is used: both roles on this
@@ -44,6 +50,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runPlan(ctx, rest, stdout, ui)
 	case "summary":
 		return runSummary(ctx, rest, stdout, ui)
+	case "check":
+		return runCheck(ctx, rest, stdout, ui)
+	case "plot":
+		return runPlot(ctx, rest, stdout, ui)
+	case "clean":
+		return runClean(ctx, rest, stdout, ui)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "runner %s\n", version)
 		return nil

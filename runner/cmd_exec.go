@@ -97,6 +97,9 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		return err
 	}
 	defer roles.close()
+	if err := writeManifest(ctx, p, roles, runID, csvPath, o.set...); err != nil {
+		return err
+	}
 
 	state, err := openState(ctx, csvPath+".state", roles, ui)
 	if err != nil {

@@ -788,13 +788,32 @@ func TestFaultCSVOnFullFilesystem(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Two pages: one for a filler, one for the CSV, so a row that crosses
-	// the CSV's first page boundary finds no space (a short write).
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", mnt).CombinedOutput(); err != nil {
+	// The exec writes its manifest beside the CSV before the first row;
+	// measure how many pages this plan's manifest takes on a roomy disk.
+	page := os.Getpagesize()
+	probeDir := t.TempDir()
+	probe := runner(t, probeDir, "exec", loopbackPlan(t, probeDir, ""), "--out", filepath.Join(probeDir, "test.csv"), "--only", "block_size=1MiB")
+	manifests, _ := filepath.Glob(filepath.Join(probeDir, "*.json"))
+	if probe.code != 0 || len(manifests) != 1 {
+		t.Fatalf("probe exec: %d %v\n%s", probe.code, manifests, probe.stderr)
+	}
+	st, err := os.Stat(manifests[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifestPages := int(st.Size())/page + 2 // and slack for a longer run id or path
+	// One page for a filler, the manifest's pages, and one page for the
+	// CSV, so a row that crosses the CSV's first page boundary finds no
+	// space (a short write).
+	size := strconv.Itoa((2 + manifestPages) * page)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
-	page := os.Getpagesize()
+	// The filler takes what the manifest will not need.
+	if err := os.WriteFile(filepath.Join(mnt, "slack"), make([]byte, (manifestPages-int(st.Size())/page-1)*page), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(mnt, "filler"), make([]byte, page), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"rdmasweep/plan"
+	"rdmasweep/runner/manifest"
+	"rdmasweep/runner/sweep"
+)
+
+// writeManifest records the exec's provenance as RUN_ID.json beside the
+// CSV: the plan (sha256, text, git describe) and each role's host facts,
+// gathered in parallel with one command per role. exec calls it after
+// connect and before the first row, so every row's run_id has a manifest.
+// set are the --set assignments applied over the plan's text, recorded so
+// the run can be repeated exactly.
+func writeManifest(ctx context.Context, p *plan.Plan, r *roles, runID, csvPath string, set ...string) error {
+	m := &manifest.Manifest{
+		RunID:         runID,
+		CreatedAt:     time.Now().UTC().Format(time.RFC3339),
+		RunnerVersion: version,
+		Plan:          manifest.ForPlan(ctx, p.Path, p.Name, p.Source, set),
+		Hosts:         make([]manifest.Host, 2),
+	}
+	queries := []struct {
+		t sweep.Target
+		q manifest.Query
+	}{
+		{r.server, manifest.Query{Role: "server", NodePath: r.server.NodePath, File: p.Server.File, CPUs: p.Hosts.Server.CPUs}},
+		{r.client, manifest.Query{Role: "client", NodePath: r.client.NodePath, CPUs: p.Hosts.Client.CPUs}},
+	}
+	errs := make([]error, len(queries))
+	var wg sync.WaitGroup
+	for i, q := range queries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := manifest.Collect(ctx, q.t.Host, q.q)
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", q.t.Label, err)
+				return
+			}
+			m.Hosts[i] = h
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	path := manifest.PathFor(csvPath, runID)
+	if err := manifest.Write(path, m); err != nil {
+		// No point has run yet: stopping here loses nothing, while rows
+		// without their manifest would lose what they were measured on.
+		return withHint(fmt.Errorf("write manifest %s: %w", path, err), "the manifest goes beside the CSV; free space there or pass another --out")
+	}
+	return nil
+}

@@ -1,0 +1,210 @@
+package plot
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	gplot "gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// ErrFormat is returned for an output name that is neither .png nor .svg.
+var ErrFormat = errors.New("unknown image format")
+
+// ErrNoData is returned when there is no ok row to draw.
+var ErrNoData = errors.New("no ok rows to plot")
+
+// Size of the whole image, both panels side by side.
+const (
+	width  = 30 * vg.Centimeter
+	height = 12 * vg.Centimeter
+)
+
+// WriteFile draws series into path; its extension (.png or .svg) picks
+// the format. The file is written whole or not at all.
+func WriteFile(path, title string, series []Series) error {
+	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	if format != "png" && format != "svg" {
+		return fmt.Errorf("%w %q: name the output .png or .svg", ErrFormat, filepath.Ext(path))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := Write(tmp, format, title, series); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// Write draws series as format ("png" or "svg") to w: bandwidth against
+// block size on the left, p50 (dashed) and p99 (solid) latency on the
+// right, both on a log2 block-size axis, with ±1 sd error bars.
+func Write(w io.Writer, format, title string, series []Series) error {
+	if len(series) == 0 {
+		return ErrNoData
+	}
+	if title != "" {
+		title += ": "
+	}
+	bw, err := panel(title+"bandwidth", "bandwidth (MB/s)", false)
+	if err != nil {
+		return err
+	}
+	lat, err := panel("latency per read", "µs (p99 solid, p50 dashed)", true)
+	if err != nil {
+		return err
+	}
+	for i, s := range series {
+		col := plotutil.Color(i)
+		if err := addLine(bw, s, col, nil, func(p Point) Stat { return p.BandwidthMBs }, s.Label); err != nil {
+			return err
+		}
+		if err := addLine(lat, s, col, []vg.Length{vg.Points(4), vg.Points(3)}, func(p Point) Stat { return p.LatP50Us }, ""); err != nil {
+			return err
+		}
+		if err := addLine(lat, s, col, nil, func(p Point) Stat { return p.LatP99Us }, ""); err != nil {
+			return err
+		}
+	}
+	bw.Y.Min = 0
+	for _, p := range []*gplot.Plot{bw, lat} {
+		widen(&p.X)
+	}
+	widen(&lat.Y)
+
+	var c interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch format {
+	case "png":
+		img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(120))
+		c = vgimg.PngCanvas{Canvas: img}
+	case "svg":
+		c = vgsvg.New(width, height)
+	default:
+		return fmt.Errorf("%w %q", ErrFormat, format)
+	}
+	dc := draw.New(c)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
+	plots := [][]*gplot.Plot{{bw, lat}}
+	canvases := gplot.Align(plots, tiles, dc)
+	bw.Draw(canvases[0][0])
+	lat.Draw(canvases[0][1])
+	_, err = c.WriteTo(w)
+	return err
+}
+
+func panel(title, ylabel string, logY bool) (*gplot.Plot, error) {
+	p := gplot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "block size"
+	p.Y.Label.Text = ylabel
+	p.X.Scale = gplot.LogScale{}
+	p.X.Tick.Marker = pow2Ticks{}
+	if logY {
+		p.Y.Scale = gplot.LogScale{}
+		p.Y.Tick.Marker = gplot.LogTicks{Prec: -1}
+	}
+	// Bandwidth rises with block size, so the top left is usually free.
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+// widen gives a log axis holding one value a range around it; an empty
+// range cannot be drawn on a log scale.
+func widen(a *gplot.Axis) {
+	if a.Min == a.Max && a.Min > 0 {
+		a.Min, a.Max = a.Min/2, a.Max*2
+	}
+}
+
+// errXY is one series' points with their error bars.
+type errXY struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+func addLine(p *gplot.Plot, s Series, col interface{ RGBA() (r, g, b, a uint32) }, dashes []vg.Length, get func(Point) Stat, legend string) error {
+	var d errXY
+	for _, pt := range s.Points {
+		st := get(pt)
+		if math.IsNaN(st.Mean) {
+			continue
+		}
+		low := st.SD
+		// A log axis cannot show an error bar reaching 0 or below.
+		if _, isLog := p.Y.Scale.(gplot.LogScale); isLog && st.Mean-low <= 0 {
+			low = st.Mean * 0.999
+		}
+		d.XYs = append(d.XYs, plotter.XY{X: float64(pt.BlockSize), Y: st.Mean})
+		d.YErrors = append(d.YErrors, struct{ Low, High float64 }{low, st.SD})
+	}
+	if len(d.XYs) == 0 {
+		return nil
+	}
+	line, points, err := plotter.NewLinePoints(d.XYs)
+	if err != nil {
+		return fmt.Errorf("series %s: %w", s.Label, err)
+	}
+	line.Color = col
+	line.Dashes = dashes
+	points.Color = col
+	points.Shape = draw.CircleGlyph{}
+	bars, err := plotter.NewYErrorBars(d)
+	if err != nil {
+		return fmt.Errorf("series %s: %w", s.Label, err)
+	}
+	bars.Color = col
+	p.Add(line, points, bars)
+	if legend != "" {
+		p.Legend.Add(legend, line, points)
+	}
+	return nil
+}
+
+// pow2Ticks labels every power of two on a log2 block-size axis, thinned
+// to at most about eight labels, in binary units.
+type pow2Ticks struct{}
+
+func (pow2Ticks) Ticks(min, max float64) []gplot.Tick {
+	lo := int(math.Floor(math.Log2(min)))
+	hi := int(math.Ceil(math.Log2(max)))
+	step := 1
+	for (hi-lo)/step > 8 {
+		step++
+	}
+	var ticks []gplot.Tick
+	for e := lo; e <= hi; e++ {
+		v := math.Exp2(float64(e))
+		if v < min*(1-1e-9) || v > max*(1+1e-9) {
+			continue
+		}
+		t := gplot.Tick{Value: v}
+		if (e-lo)%step == 0 {
+			t.Label = SizeLabel(int64(v))
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+}

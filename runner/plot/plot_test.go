@@ -1,0 +1,176 @@
+package plot
+
+import (
+	"bytes"
+	"errors"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rdmasweep/results"
+)
+
+// The fixture is a cache sweep (cold, warm) over block sizes, with
+// file_size zipped to block size, repeats, and one failed run.
+func fixture(t *testing.T) []results.Row {
+	t.Helper()
+	rows, err := results.ReadCSV("testdata/sweep.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*math.Max(1, math.Abs(b)) }
+
+func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
+	series := Build(fixture(t))
+	type want struct {
+		bs         int64
+		n          int
+		bw, bwSD   float64
+		p50, p50SD float64
+		p99, p99SD float64
+	}
+	cases := []struct {
+		label  string
+		points []want
+	}{
+		{"cache=cold", []want{
+			{4 << 10, 2, 105, math.Sqrt(50), 11, math.Sqrt(2), 25, math.Sqrt(50)},
+			{64 << 10, 1, 400, 0, 50, 0, 80, 0}, // its second run failed
+			{1 << 20, 3, 1000, 100, 310, 10, 600, 100},
+		}},
+		{"cache=warm", []want{
+			{4 << 10, 2, 200, 0, 5, 0, 10, math.Sqrt(2)},
+			{1 << 20, 1, 2000, 0, 100, 0, 150, 0},
+		}},
+	}
+	if len(series) != len(cases) {
+		t.Fatalf("%d series, want %d: %+v", len(series), len(cases), series)
+	}
+	for i, c := range cases {
+		s := series[i]
+		if s.Label != c.label {
+			t.Errorf("series %d is %q, want %q", i, s.Label, c.label)
+		}
+		if len(s.Points) != len(c.points) {
+			t.Fatalf("%s: %d points, want %d: %+v", s.Label, len(s.Points), len(c.points), s.Points)
+		}
+		for j, w := range c.points {
+			p := s.Points[j]
+			if p.BlockSize != w.bs || p.N != w.n {
+				t.Errorf("%s point %d: block size %d from %d runs, want %d from %d", s.Label, j, p.BlockSize, p.N, w.bs, w.n)
+			}
+			for _, f := range []struct {
+				what string
+				got  Stat
+				mean float64
+				sd   float64
+			}{
+				{"bandwidth", p.BandwidthMBs, w.bw, w.bwSD},
+				{"p50", p.LatP50Us, w.p50, w.p50SD},
+				{"p99", p.LatP99Us, w.p99, w.p99SD},
+			} {
+				if !near(f.got.Mean, f.mean) || !near(f.got.SD, f.sd) {
+					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, SizeLabel(p.BlockSize), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
+				}
+			}
+		}
+	}
+}
+
+func TestSplitOnlyByParametersIndependentOfBlockSize(t *testing.T) {
+	ok := func(bs int64, qd int, total int64) results.Row {
+		bw := 1.0
+		return results.Row{Status: results.StatusOK, Transport: "tcp", BlockSizeBytes: bs, QueueDepth: qd, TotalBytes: total, BandwidthMBs: &bw}
+	}
+	cases := []struct {
+		name   string
+		rows   []results.Row
+		labels []string
+	}{
+		{"nothing varies", []results.Row{ok(4096, 1, 1<<20), ok(8192, 1, 1<<20)}, []string{"all runs"}},
+		// total doubles with block size: a property of the x axis.
+		{"varies with block size", []results.Row{ok(4096, 1, 1<<20), ok(8192, 1, 2<<20), ok(4096, 1, 1<<20)}, []string{"all runs"}},
+		{"varies independently", []results.Row{ok(4096, 1, 1<<20), ok(4096, 8, 1<<20), ok(8192, 1, 2<<20), ok(8192, 8, 2<<20)},
+			[]string{"queue_depth=1", "queue_depth=8"}},
+		// Every block size sees one queue depth, but the sweep crossed
+		// them at one block size: that is enough to split.
+		{"crossed at one block size", []results.Row{ok(4096, 1, 1<<20), ok(4096, 8, 1<<20), ok(8192, 1, 1<<20)},
+			[]string{"queue_depth=1", "queue_depth=8"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var labels []string
+			for _, s := range Build(c.rows) {
+				labels = append(labels, s.Label)
+			}
+			if strings.Join(labels, "|") != strings.Join(c.labels, "|") {
+				t.Errorf("series %q, want %q", labels, c.labels)
+			}
+		})
+	}
+}
+
+func TestWriteFilePNGAndSVG(t *testing.T) {
+	series := Build(fixture(t))
+	dir := t.TempDir()
+
+	pngPath := filepath.Join(dir, "chart.png")
+	if err := WriteFile(pngPath, "fixture", series); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(pngPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("the PNG does not decode: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
+		t.Errorf("PNG is %dx%d", b.Dx(), b.Dy())
+	}
+
+	svgPath := filepath.Join(dir, "chart.svg")
+	if err := WriteFile(svgPath, "fixture", series); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(svgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The legend and the axis labels are text in the SVG.
+	for _, want := range []string{"<svg", "cache=cold", "cache=warm", "4KiB", "1MiB", "bandwidth (MB/s)"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+}
+
+func TestWriteFileRefusesWhatItCannotDraw(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteFile(filepath.Join(dir, "chart.pdf"), "", Build(fixture(t))); !errors.Is(err, ErrFormat) {
+		t.Errorf("pdf: %v, want ErrFormat", err)
+	}
+	if err := WriteFile(filepath.Join(dir, "chart.png"), "", nil); !errors.Is(err, ErrNoData) {
+		t.Errorf("no series: %v, want ErrNoData", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused plot left files: %v", entries)
+	}
+}
+
+func TestOneBlockSizeStillDraws(t *testing.T) {
+	bw, lat := 10.0, 5.0
+	rows := []results.Row{{Status: results.StatusOK, BlockSizeBytes: 4096, BandwidthMBs: &bw, LatP50Us: &lat, LatP99Us: &lat}}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", "", Build(rows)); err != nil || buf.Len() == 0 {
+		t.Fatalf("%v (%d bytes)", err, buf.Len())
+	}
+}

@@ -1,0 +1,204 @@
+// Package plot draws a CSV of runs as two panels against block size:
+// bandwidth, and p50 and p99 latency, each with error bars from the
+// repeats.
+//
+// The rows split into series by every parameter that varies independently
+// of block size (transport, cache, queue depth, …). A parameter that varies
+// only with block size, such as file_size zipped with it, is a property of
+// the x axis, not a series: it is the same for every row at a given block
+// size, so splitting by it would give one point per series.
+package plot
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"rdmasweep/results"
+)
+
+// Series is one line of the chart: the rows that share every splitting
+// parameter, as one Point per block size in increasing order.
+type Series struct {
+	// Label names the series by its splitting parameters,
+	// "transport=tcp cache=warm"; it is "all runs" when nothing splits.
+	Label  string
+	Params []Param
+	Points []Point
+}
+
+// Param is one splitting parameter's value in a series.
+type Param struct{ Name, Value string }
+
+// Point is one block size of a series: the mean over its ok rows and the
+// sample standard deviation (0 with one row), which the error bars show.
+type Point struct {
+	BlockSize    int64
+	N            int // ok rows averaged
+	BandwidthMBs Stat
+	LatP50Us     Stat
+	LatP99Us     Stat
+}
+
+// Stat is a mean and a sample standard deviation.
+type Stat struct{ Mean, SD float64 }
+
+// param reads one parameter of a row, formatted for a label.
+type param struct {
+	name string
+	get  func(r results.Row) string
+}
+
+// params are the columns that may split series, in label order. The
+// block size is the x axis and is not among them.
+var params = []param{
+	{"plan", func(r results.Row) string { return r.Plan }},
+	{"transport", func(r results.Row) string { return r.Transport }},
+	{"server", func(r results.Row) string { return r.ServerHost }},
+	{"client", func(r results.Row) string { return r.ClientHost }},
+	{"file_size", func(r results.Row) string { return SizeLabel(r.FileSizeBytes) }},
+	{"queue_depth", func(r results.Row) string { return strconv.Itoa(r.QueueDepth) }},
+	{"qps", func(r results.Row) string { return strconv.Itoa(r.QPs) }},
+	{"pattern", func(r results.Row) string { return r.Pattern }},
+	{"cache", func(r results.Row) string { return r.Cache }},
+	{"registration", func(r results.Row) string { return r.Registration }},
+	{"total", func(r results.Row) string { return SizeLabel(r.TotalBytes) }},
+	{"duration", func(r results.Row) string { return fmt.Sprintf("%gs", r.DurationS) }},
+	{"warmup", func(r results.Row) string { return fmt.Sprintf("%gs", r.WarmupS) }},
+}
+
+// Build turns rows into series. Only ok rows with a measurement count;
+// failed rows are left out. Series are ordered by first appearance in
+// rows, points by block size.
+func Build(rows []results.Row) []Series {
+	var ok []results.Row
+	for _, r := range rows {
+		if r.Status == results.StatusOK && r.BandwidthMBs != nil {
+			ok = append(ok, r)
+		}
+	}
+	split := splitting(ok)
+
+	type acc struct {
+		series Series
+		byBS   map[int64][]results.Row
+	}
+	var order []string
+	groups := map[string]*acc{}
+	for _, r := range ok {
+		var ps []Param
+		var label []string
+		for _, p := range split {
+			v := p.get(r)
+			ps = append(ps, Param{Name: p.name, Value: v})
+			label = append(label, p.name+"="+v)
+		}
+		key := strings.Join(label, " ")
+		g := groups[key]
+		if g == nil {
+			l := key
+			if l == "" {
+				l = "all runs"
+			}
+			g = &acc{series: Series{Label: l, Params: ps}, byBS: map[int64][]results.Row{}}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.byBS[r.BlockSizeBytes] = append(g.byBS[r.BlockSizeBytes], r)
+	}
+
+	var out []Series
+	for _, key := range order {
+		g := groups[key]
+		var sizes []int64
+		for bs := range g.byBS {
+			sizes = append(sizes, bs)
+		}
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+		for _, bs := range sizes {
+			rs := g.byBS[bs]
+			var bw, p50, p99 []float64
+			for _, r := range rs {
+				bw = append(bw, *r.BandwidthMBs)
+				p50 = append(p50, deref(r.LatP50Us))
+				p99 = append(p99, deref(r.LatP99Us))
+			}
+			g.series.Points = append(g.series.Points, Point{
+				BlockSize: bs, N: len(rs),
+				BandwidthMBs: stat(bw), LatP50Us: stat(p50), LatP99Us: stat(p99),
+			})
+		}
+		out = append(out, g.series)
+	}
+	return out
+}
+
+// splitting returns the parameters that take more than one value and are
+// not a function of block size: some block size sees two of their values.
+func splitting(rows []results.Row) []param {
+	var out []param
+	for _, p := range params {
+		seen := map[string]bool{}
+		atBS := map[int64]string{}
+		independent := false
+		for _, r := range rows {
+			v := p.get(r)
+			seen[v] = true
+			if prev, ok := atBS[r.BlockSizeBytes]; ok && prev != v {
+				independent = true
+			}
+			atBS[r.BlockSizeBytes] = v
+		}
+		if len(seen) > 1 && independent {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func stat(xs []float64) Stat {
+	var sum float64
+	n := 0
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			sum += x
+			n++
+		}
+	}
+	if n == 0 {
+		return Stat{Mean: math.NaN()}
+	}
+	mean := sum / float64(n)
+	if n == 1 {
+		return Stat{Mean: mean}
+	}
+	var ss float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			ss += (x - mean) * (x - mean)
+		}
+	}
+	return Stat{Mean: mean, SD: math.Sqrt(ss / float64(n-1))}
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+// SizeLabel prints bytes in the largest binary unit that divides them,
+// "4KiB", "16MiB", or plain bytes.
+func SizeLabel(n int64) string {
+	units := []string{"TiB", "GiB", "MiB", "KiB"}
+	for i, u := range units {
+		m := int64(1) << (10 * (4 - i))
+		if n >= m && n%m == 0 {
+			return fmt.Sprintf("%d%s", n/m, u)
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

@@ -1,0 +1,304 @@
+package preflight
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Problem is one thing that would make the plan fail.
+type Problem struct {
+	Check string // the table column: "node", "rdma", "file", "memlock", …
+	Msg   string // one line, lowercase
+	Hint  string // one line: what to do
+}
+
+// Need is what the plan asks of one role's host.
+type Need struct {
+	Role       string // "server" or "client"
+	Transport  string // "tcp" or "rdma"
+	NodeSHA256 string // of the local binary that was deployed
+	// RDMA selection for this role; Device "" is the first device, IBPort
+	// 0 means 1, GIDIndex nil chooses by address.
+	Device      string
+	IBPort      int
+	GIDIndex    *int
+	DataAddress string // the server's data_address (the GID to match on the server)
+	// Server only.
+	FileSize int64 // the largest file_size of any point
+	Create   bool
+	Pinned   bool // some point registers with registration: pinned
+	ODP      bool // some point registers with registration: odp
+}
+
+// Verdict is one role's cells and problems.
+type Verdict struct {
+	System, Node, RDMA, File, Memlock string
+	Problems                          []Problem
+}
+
+// Judge compares a host's facts with what the plan needs of it.
+func Judge(f Facts, n Need) Verdict {
+	var v Verdict
+	add := func(check, hint, format string, args ...any) {
+		v.Problems = append(v.Problems, Problem{Check: check, Msg: fmt.Sprintf(format, args...), Hint: hint})
+	}
+	v.System = strings.TrimSpace(f.Arch + " " + f.Kernel)
+
+	// node
+	switch {
+	case !f.Node.Present:
+		v.Node = "missing"
+		add("node", "check deploys node; see the deploy error above, or node.remote_path", "node is not on the host")
+	case n.NodeSHA256 != "" && f.Node.SHA256 != n.NodeSHA256:
+		v.Node = "stale " + f.Node.Version
+		add("node", "run the check again to redeploy, or remove it with runner clean", "node on the host differs from the local binary")
+	default:
+		v.Node = "up to date " + f.Node.Version
+	}
+	// A node without rdma still proves the tcp data path; only the RDMA
+	// side fails, so the problem is filed under rdma.
+	noRDMA := f.Node.Present && len(f.Node.Transports) > 0 && !contains(f.Node.Transports, "rdma")
+	if n.Transport == "rdma" && noRDMA {
+		add("rdma", "build the RDMA node with: make node-rdma", "node was built without rdma (transports: %s)", strings.Join(f.Node.Transports, ", "))
+	}
+
+	v.RDMA = judgeRDMA(f, n, noRDMA, add)
+	if n.Role == "server" {
+		v.File = judgeFile(f.File, n, add)
+	} else {
+		v.File = "-"
+	}
+	v.Memlock = judgeMemlock(f, n, add)
+	return v
+}
+
+func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string, args ...any)) string {
+	rdma := n.Transport == "rdma"
+	if len(f.Devices) == 0 {
+		switch {
+		case noRDMA && !rdma:
+			return "unknown (node without rdma; not needed for tcp)"
+		case noRDMA:
+			return "unknown (node without rdma)"
+		case !rdma:
+			return "none (not needed for tcp)"
+		}
+		if f.DevicesError != "" {
+			add("rdma", "install rdma-core and load the NIC's driver, or use transport: tcp", "no RDMA device: %s", f.DevicesError)
+		} else {
+			add("rdma", "load the NIC's driver (or soft-RoCE: rdma link add rxe0 type rxe netdev IFACE), or use transport: tcp", "no RDMA device")
+		}
+		return "none"
+	}
+	var d *Device
+	for i := range f.Devices {
+		if n.Device == "" || f.Devices[i].Name == n.Device {
+			d = &f.Devices[i]
+			break
+		}
+	}
+	if d == nil {
+		var names []string
+		for _, x := range f.Devices {
+			names = append(names, x.Name)
+		}
+		if rdma {
+			add("rdma", "set rdma.device to one of "+strings.Join(names, ", "), "no RDMA device %s", n.Device)
+		}
+		return "no " + n.Device + " (has " + strings.Join(names, ", ") + ")"
+	}
+	port := n.IBPort
+	if port == 0 {
+		port = 1
+	}
+	var p *Port
+	for i := range d.Ports {
+		if d.Ports[i].Port == port {
+			p = &d.Ports[i]
+		}
+	}
+	if p == nil {
+		if rdma {
+			add("rdma", "set rdma.ib_port to one the device has (node devices lists them)", "%s has no port %d", d.Name, port)
+		}
+		return fmt.Sprintf("%s: no port %d", d.Name, port)
+	}
+	gid, gidNote := pickGID(p, n)
+	odp := "no"
+	if d.ODP {
+		odp = "yes"
+	}
+	cell := fmt.Sprintf("%s/%d %s %s %gGb/s mtu %d gid %s rd_atom %d/%d odp %s",
+		d.Name, p.Port, p.State, p.LinkLayer, p.RateGbps, p.ActiveMTU, gidNote, d.MaxQPRdAtom, d.MaxQPInitRdAtom, odp)
+	if !rdma {
+		return cell
+	}
+	if !strings.EqualFold(p.State, "ACTIVE") {
+		add("rdma", "bring the link up (cable, switch port, ip link set IFACE up)", "%s port %d is %s, not ACTIVE", d.Name, p.Port, p.State)
+	}
+	if gid == nil {
+		add("rdma", "set rdma.gid_index to a populated entry (node devices lists them), or give the host an address on the RDMA interface", "no usable GID on %s port %d: %s", d.Name, p.Port, gidNote)
+	}
+	if n.Role == "server" && n.ODP && !d.ODP {
+		add("rdma", "use registration: pinned, or a NIC with on-demand paging", "%s has no on-demand paging for RC READ, and the plan registers with odp", d.Name)
+	}
+	return cell
+}
+
+// pickGID says which GID node would use, as node's own rule does: the
+// configured index; on the server the GID holding data_address; else an
+// IPv4-mapped GID, then any not link-local, then any, RoCE v2 first.
+func pickGID(p *Port, n Need) (*GID, string) {
+	if n.GIDIndex != nil && *n.GIDIndex >= 0 {
+		for i := range p.GIDs {
+			if p.GIDs[i].Index == *n.GIDIndex {
+				g := &p.GIDs[i]
+				return g, fmt.Sprintf("%d %s (%s)", g.Index, g.GID, g.Type)
+			}
+		}
+		return nil, fmt.Sprintf("%d not populated", *n.GIDIndex)
+	}
+	if len(p.GIDs) == 0 {
+		return nil, "none populated"
+	}
+	if strings.EqualFold(p.LinkLayer, "InfiniBand") {
+		g := &p.GIDs[0]
+		return g, fmt.Sprintf("%d %s (%s, auto)", g.Index, g.GID, g.Type)
+	}
+	typeRank := func(t string) int {
+		switch t {
+		case "RoCE v2":
+			return 0
+		case "RoCE v1":
+			return 1
+		}
+		return 2
+	}
+	best := -1
+	if n.Role == "server" {
+		if ip := net.ParseIP(n.DataAddress); ip != nil && !ip.IsUnspecified() {
+			for i, g := range p.GIDs {
+				if gip := net.ParseIP(g.GID); gip != nil && gip.Equal(ip) && (best < 0 || typeRank(g.Type) < typeRank(p.GIDs[best].Type)) {
+					best = i
+				}
+			}
+			if best < 0 {
+				return nil, "none matches " + n.DataAddress
+			}
+		}
+	}
+	if best < 0 {
+		rank := func(g GID) int {
+			r := typeRank(g.Type)
+			ip := net.ParseIP(g.GID)
+			switch {
+			case ip != nil && ip.To4() != nil:
+			case ip != nil && !ip.IsLinkLocalUnicast():
+				r += 10
+			default:
+				r += 20
+			}
+			return r
+		}
+		for i, g := range p.GIDs {
+			if best < 0 || rank(g) < rank(p.GIDs[best]) {
+				best = i
+			}
+		}
+	}
+	g := &p.GIDs[best]
+	return g, fmt.Sprintf("%d %s (%s, auto)", g.Index, g.GID, g.Type)
+}
+
+func judgeFile(ff *FileFacts, n Need, add func(check, hint, format string, args ...any)) string {
+	if ff == nil {
+		add("file", "check that sh, stat and df work on the server", "nothing known about the server's file")
+		return "unknown"
+	}
+	where := ""
+	if ff.FSType != "" {
+		where = " on " + ff.FSType
+	}
+	free := ""
+	if ff.AvailBytes >= 0 {
+		free = ", " + sizeText(ff.AvailBytes) + " free" + where
+	}
+	need := n.FileSize
+	switch {
+	case ff.Exists && !ff.Sidecar && n.Create:
+		add("file", "point server.file at a new path, or set server.create: false to serve it as it is", "%s exists and was not made by rdmasweep (no %s sidecar); node will not overwrite it", ff.Path, SidecarSuffix)
+		return fmt.Sprintf("exists %s, not ours%s", sizeText(ff.Size), free)
+	case ff.Exists && ff.Size >= need:
+		return fmt.Sprintf("exists %s%s", sizeText(ff.Size), free)
+	case ff.Exists && !n.Create:
+		add("file", "set server.create: true, or use a file of at least file_size", "%s holds %s, less than file_size %s", ff.Path, sizeText(ff.Size), sizeText(need))
+		return fmt.Sprintf("exists %s, too small%s", sizeText(ff.Size), free)
+	case !ff.Exists && !n.Create:
+		add("file", "set server.create: true to let node make it, or fix server.file", "%s does not exist", ff.Path)
+		return "missing" + free
+	case !ff.DirExists:
+		add("file", "create the directory on the server, or fix server.file", "the directory of %s does not exist", ff.Path)
+		return "missing, no directory"
+	case !ff.DirWritable:
+		add("file", "make the directory writable for the plan's user, or put the file elsewhere", "the directory of %s is not writable", ff.Path)
+		return "missing, directory not writable"
+	}
+	grow := need
+	if ff.Exists {
+		grow -= ff.Size
+	}
+	if ff.AvailBytes >= 0 && grow > ff.AvailBytes {
+		add("file", "free space there, or lower file_size", "%s needs %s more, and only %s is free%s", ff.Path, sizeText(grow), sizeText(ff.AvailBytes), where)
+	}
+	if ff.Exists {
+		return fmt.Sprintf("exists %s, will grow to %s%s", sizeText(ff.Size), sizeText(need), free)
+	}
+	return fmt.Sprintf("will create %s%s", sizeText(need), free)
+}
+
+// judgeMemlock fails only where registration would: a pinned rdma server
+// region larger than the limit of a user without CAP_IPC_LOCK (root has
+// it).
+func judgeMemlock(f Facts, n Need, add func(check, hint, format string, args ...any)) string {
+	if f.Memlock == "" {
+		return "unknown"
+	}
+	if f.Memlock == "unlimited" {
+		return "unlimited"
+	}
+	kib, err := strconv.ParseInt(f.Memlock, 10, 64)
+	if err != nil {
+		return f.Memlock
+	}
+	cell := sizeText(kib * 1024)
+	if n.Transport == "rdma" && n.Role == "server" && n.Pinned && f.UID != 0 && kib*1024 < n.FileSize {
+		add("memlock", "raise it in /etc/security/limits.conf (memlock unlimited) and log in again, or use registration: odp", "the memlock limit %s is below file_size %s, so pinned registration fails", cell, sizeText(n.FileSize))
+	}
+	return cell
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// sizeText prints bytes in binary units with one decimal when needed.
+func sizeText(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f := float64(n)
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if f == float64(int64(f)) {
+		return fmt.Sprintf("%d%s", int64(f), units[i])
+	}
+	return fmt.Sprintf("%.1f%s", f, units[i])
+}
