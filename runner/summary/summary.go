@@ -172,7 +172,7 @@ func Write(w io.Writer, groups []Group) error {
 		head = append(head, strings.ToUpper(p.name))
 	}
 	head = append(head, "RUNS", "MB/S", "±SD", "P50_US", "P99_US", "±SD", "IOPS", "")
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	var notes []string
 	for _, g := range groups {
 		var cells []string
@@ -202,7 +202,7 @@ func Write(w io.Writer, groups []Group) error {
 			notes = append(notes, fmt.Sprintf("! point %s: %s stand out (modified z-score > 3.5)", g.Key, strings.Join(reps, ", ")))
 		}
 		cells = append(cells, runs, num(b.Mean, 1), sd(b, len(bw), 1), num(l50.Mean, 1), num(l99.Mean, 1), sd(l99, len(p99), 1), num(io.Mean, 0), flag)
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") // the flag is a column too
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -1,0 +1,96 @@
+package summary
+
+import (
+	"bytes"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"rdmasweep/results"
+)
+
+func TestOutliers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		xs   []float64
+		want []int
+	}{
+		{"too few to judge", []float64{1, 100}, nil},
+		// median 10, MAD 1: 30 scores 0.6745*20/1 = 13.5.
+		{"one far value", []float64{10, 11, 9, 10, 30}, []int{4}},
+		{"spread evenly", []float64{10, 11, 12, 13, 14}, nil},
+		// MAD is 0 (most values equal): the scale falls back to
+		// 1.253314 × mean absolute deviation = 1.253314 × 4/5; the 14
+		// scores 4 / 1.00265 = 3.99 > 3.5.
+		{"MAD zero, fallback", []float64{10, 10, 10, 10, 14}, []int{4}},
+		// Same fallback, a milder value: 12 scores 2 / (1.253314 × 2/5) = 3.99.
+		{"MAD zero, mild", []float64{10, 10, 10, 10, 12}, []int{4}},
+		// And under the line: with one odd value in n, the fallback score is
+		// n / 1.253314, so in 4 values it is 3.19 and nothing stands out.
+		{"MAD zero, under 3.5", []float64{10, 10, 10, 11}, nil},
+		{"all equal", []float64{5, 5, 5}, nil},
+	} {
+		if got := Outliers(tc.xs); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Outliers(%v) = %v, want %v", tc.name, tc.xs, got, tc.want)
+		}
+	}
+}
+
+func TestStat(t *testing.T) {
+	s := stat([]float64{2, 4, 4, 4, 5, 5, 7, 9})
+	if s.Mean != 5 || math.Abs(s.SD-2.138089935) > 1e-6 {
+		t.Fatalf("stat = %+v", s)
+	}
+	if s := stat([]float64{3}); s.Mean != 3 || s.SD != 0 {
+		t.Fatalf("one value: %+v", s)
+	}
+}
+
+func row(key string, rep int, bs int64, bw, p99 float64, status string) results.Row {
+	r := results.Row{PointKey: key, Repetition: rep, Status: status, BlockSizeBytes: bs, Transport: "tcp", QueueDepth: 16}
+	if status == results.StatusOK {
+		p50, iops := p99/2, bw
+		r.BandwidthMBs, r.LatP99Us, r.LatP50Us, r.IOPS = &bw, &p99, &p50, &iops
+	}
+	return r
+}
+
+func TestWriteGroupsByKeyWithMeanSDAndFlags(t *testing.T) {
+	rows := []results.Row{
+		row("a", 1, 4096, 100, 10, "ok"),
+		row("b", 1, 1<<20, 1000, 50, "ok"),
+		row("a", 2, 4096, 102, 10, "ok"),
+		row("a", 3, 4096, 101, 10, "ok"),
+		row("a", 4, 4096, 100, 10, "ok"),
+		row("a", 5, 4096, 20, 10, "ok"), // stands out
+		row("b", 2, 1<<20, 0, 0, "failed"),
+	}
+	groups := Build(rows)
+	if len(groups) != 2 || groups[0].Key != "a" || len(groups[0].OK) != 5 || groups[1].Failed != 1 {
+		t.Fatalf("groups: %+v", groups)
+	}
+	var out bytes.Buffer
+	if err := Write(&out, groups); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	// Only block_size varies, so it is the one parameter column.
+	if f := strings.Fields(lines[0]); f[0] != "BLOCK_SIZE" || f[1] != "RUNS" {
+		t.Fatalf("header: %q", lines[0])
+	}
+	// Point a: mean 84.6, sample sd of {100,102,101,100,20} = 36.1; flagged.
+	if f := strings.Fields(lines[1]); f[0] != "4KiB" || f[1] != "5" || f[2] != "84.6" || f[3] != "±36.1" || f[len(f)-1] != "!" {
+		t.Fatalf("point a: %q", lines[1])
+	}
+	// Point b: one ok run, one failed, no sd.
+	if !strings.Contains(lines[2], "1MiB") || !strings.Contains(lines[2], "1 (1 failed)") || strings.Contains(lines[2], "±") {
+		t.Fatalf("point b: %q", lines[2])
+	}
+	if !strings.HasPrefix(lines[3], "! point a: r5 (20.0 MB/s") {
+		t.Fatalf("note: %q", lines[3])
+	}
+}
