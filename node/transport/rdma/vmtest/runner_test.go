@@ -83,16 +83,43 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		t.Fatal(err)
 	}
 
-	cmd := exec.CommandContext(ctx, runner, "exec", planPath)
-	cmd.Dir = dir
 	// A HOME of its own, so whoever runs the test lends it no ssh_config,
 	// known_hosts or agent: the plan alone must be enough.
+	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
-			cmd.Env = append(cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "HOME="+t.TempDir())
+	env = append(env, "HOME="+t.TempDir())
+
+	// Preflight first, as a user would: it deploys node, reads rxe0's port
+	// and limits, and proves the path with one 4 KiB RDMA READ.
+	check := exec.CommandContext(ctx, runner, "check", planPath)
+	check.Dir, check.Env = dir, env
+	var checkOut, checkErr bytes.Buffer
+	check.Stdout, check.Stderr = &checkOut, &checkErr
+	if err := check.Run(); err != nil {
+		t.Fatalf("runner check: %v\nstdout:\n%s\nstderr:\n%s", err, checkOut.String(), checkErr.String())
+	}
+	t.Logf("runner check:\n%s", checkOut.String())
+	table := strings.Split(strings.TrimSpace(checkOut.String()), "\n")
+	if len(table) != 3 || !strings.Contains(table[0], "RDMA_PROBE") {
+		t.Fatalf("check table:\n%s", checkOut.String())
+	}
+	for _, row := range table[1:] {
+		for _, want := range []string{"rxe0", "ACTIVE", "128/128", "ok " + GuestIP} {
+			if !strings.Contains(row, want) {
+				t.Errorf("check row lacks %q: %s", want, row)
+			}
+		}
+	}
+	if !strings.Contains(table[1], "4KiB in") || strings.Count(checkOut.String(), "ok "+GuestIP) != 4 {
+		t.Errorf("want the tcp data path and the rdma probe ok on both rows:\n%s", checkOut.String())
+	}
+
+	cmd := exec.CommandContext(ctx, runner, "exec", planPath)
+	cmd.Dir, cmd.Env = dir, env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -105,8 +132,12 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		}
 		t.Fatalf("runner exec: %v\nstderr:\n%s\nnode logs:\n%s", err, stderr.String(), tails.String())
 	}
-	if n := strings.Count(stderr.String(), "deployed node to "+remoteNode); n != 1 {
-		t.Errorf("runner deployed node %d times, want once (both roles share the guest):\n%s", n, stderr.String())
+	// check deployed node; exec finds it in place, once for both roles.
+	if n := strings.Count(checkErr.String(), "deployed node to "+remoteNode); n != 1 {
+		t.Errorf("runner check deployed node %d times, want once (both roles share the guest):\n%s", n, checkErr.String())
+	}
+	if n := strings.Count(stderr.String(), "node at "+remoteNode+" is up to date"); n != 1 {
+		t.Errorf("runner exec: want node up to date once:\n%s", stderr.String())
 	}
 
 	rows, err := results.ReadCSV(filepath.Join(dir, "out/rxe.csv"))
