@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"rdmasweep/plan"
 )
 
 // ErrFormat is returned for an output name that is neither .png nor .svg.
@@ -202,7 +204,7 @@ func (pow2Ticks) Ticks(min, max float64) []gplot.Tick {
 		}
 		t := gplot.Tick{Value: v}
 		if (e-lo)%step == 0 {
-			t.Label = SizeLabel(int64(v))
+			t.Label = plan.FormatSize(int64(v))
 		}
 		ticks = append(ticks, t)
 	}

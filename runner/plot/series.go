@@ -10,13 +10,12 @@
 package plot
 
 import (
-	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/summary"
 )
 
 // Series is one line of the chart: the rows that share every splitting
@@ -42,32 +41,20 @@ type Point struct {
 	LatP99Us     Stat
 }
 
-// Stat is a mean and a sample standard deviation.
-type Stat struct{ Mean, SD float64 }
+// Stat is a mean and a sample standard deviation over the repeats.
+type Stat = summary.Stat
 
-// param reads one parameter of a row, formatted for a label.
-type param struct {
-	name string
-	get  func(r results.Row) string
-}
-
-// params are the columns that may split series, in label order. The
-// block size is the x axis and is not among them.
-var params = []param{
-	{"plan", func(r results.Row) string { return r.Plan }},
-	{"transport", func(r results.Row) string { return r.Transport }},
-	{"server", func(r results.Row) string { return r.ServerHost }},
-	{"client", func(r results.Row) string { return r.ClientHost }},
-	{"file_size", func(r results.Row) string { return SizeLabel(r.FileSizeBytes) }},
-	{"queue_depth", func(r results.Row) string { return strconv.Itoa(r.QueueDepth) }},
-	{"qps", func(r results.Row) string { return strconv.Itoa(r.QPs) }},
-	{"pattern", func(r results.Row) string { return r.Pattern }},
-	{"cache", func(r results.Row) string { return r.Cache }},
-	{"registration", func(r results.Row) string { return r.Registration }},
-	{"total", func(r results.Row) string { return SizeLabel(r.TotalBytes) }},
-	{"duration", func(r results.Row) string { return fmt.Sprintf("%gs", r.DurationS) }},
-	{"warmup", func(r results.Row) string { return fmt.Sprintf("%gs", r.WarmupS) }},
-}
+// params are the columns that may split series, in label order: the
+// summary's, but block size, which is the x axis.
+var params = func() []summary.Param {
+	var ps []summary.Param
+	for _, p := range summary.Params {
+		if p.Name != "block_size" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}()
 
 // Build turns rows into series. Only ok rows with a measurement count;
 // failed rows are left out. Series are ordered by first appearance in
@@ -91,9 +78,9 @@ func Build(rows []results.Row) []Series {
 		var ps []Param
 		var label []string
 		for _, p := range split {
-			v := p.get(r)
-			ps = append(ps, Param{Name: p.name, Value: v})
-			label = append(label, p.name+"="+v)
+			v := p.Value(r)
+			ps = append(ps, Param{Name: p.Name, Value: v})
+			label = append(label, p.Name+"="+v)
 		}
 		key := strings.Join(label, " ")
 		g := groups[key]
@@ -127,7 +114,7 @@ func Build(rows []results.Row) []Series {
 			}
 			g.series.Points = append(g.series.Points, Point{
 				BlockSize: bs, N: len(rs),
-				BandwidthMBs: stat(bw), LatP50Us: stat(p50), LatP99Us: stat(p99),
+				BandwidthMBs: summary.MeanSD(bw), LatP50Us: summary.MeanSD(p50), LatP99Us: summary.MeanSD(p99),
 			})
 		}
 		out = append(out, g.series)
@@ -137,14 +124,14 @@ func Build(rows []results.Row) []Series {
 
 // splitting returns the parameters that take more than one value and are
 // not a function of block size: some block size sees two of their values.
-func splitting(rows []results.Row) []param {
-	var out []param
+func splitting(rows []results.Row) []summary.Param {
+	var out []summary.Param
 	for _, p := range params {
 		seen := map[string]bool{}
 		atBS := map[int64]string{}
 		independent := false
 		for _, r := range rows {
-			v := p.get(r)
+			v := p.Value(r)
 			seen[v] = true
 			if prev, ok := atBS[r.BlockSizeBytes]; ok && prev != v {
 				independent = true
@@ -158,47 +145,9 @@ func splitting(rows []results.Row) []param {
 	return out
 }
 
-func stat(xs []float64) Stat {
-	var sum float64
-	n := 0
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			sum += x
-			n++
-		}
-	}
-	if n == 0 {
-		return Stat{Mean: math.NaN()}
-	}
-	mean := sum / float64(n)
-	if n == 1 {
-		return Stat{Mean: mean}
-	}
-	var ss float64
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			ss += (x - mean) * (x - mean)
-		}
-	}
-	return Stat{Mean: mean, SD: math.Sqrt(ss / float64(n-1))}
-}
-
 func deref(p *float64) float64 {
 	if p == nil {
 		return math.NaN()
 	}
 	return *p
-}
-
-// SizeLabel prints bytes in the largest binary unit that divides them,
-// "4KiB", "16MiB", or plain bytes.
-func SizeLabel(n int64) string {
-	units := []string{"TiB", "GiB", "MiB", "KiB"}
-	for i, u := range units {
-		m := int64(1) << (10 * (4 - i))
-		if n >= m && n%m == 0 {
-			return fmt.Sprintf("%d%s", n/m, u)
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"rdmasweep/plan"
 	"rdmasweep/results"
 )
 
@@ -46,23 +47,32 @@ func Build(rows []results.Row) []Group {
 // Stat is a mean and a sample standard deviation (0 for one value).
 type Stat struct{ Mean, SD float64 }
 
-func stat(xs []float64) Stat {
-	if len(xs) == 0 {
+// MeanSD is the mean and sample standard deviation of xs, leaving out NaN
+// (a figure a row does not have); the mean is NaN when no value is left
+// and the sd 0 for one.
+func MeanSD(xs []float64) Stat {
+	var sum float64
+	n := 0
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			sum += x
+			n++
+		}
+	}
+	if n == 0 {
 		return Stat{Mean: math.NaN()}
 	}
-	var sum float64
-	for _, x := range xs {
-		sum += x
-	}
-	mean := sum / float64(len(xs))
-	if len(xs) == 1 {
+	mean := sum / float64(n)
+	if n == 1 {
 		return Stat{Mean: mean}
 	}
 	var ss float64
 	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
+		if !math.IsNaN(x) {
+			ss += (x - mean) * (x - mean)
+		}
 	}
-	return Stat{Mean: mean, SD: math.Sqrt(ss / float64(len(xs)-1))}
+	return Stat{Mean: mean, SD: math.Sqrt(ss / float64(n-1))}
 }
 
 // Outliers returns the indexes of xs whose modified z-score exceeds 3.5
@@ -110,38 +120,30 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// param is a column shown when it varies between points.
-type param struct {
-	name string
-	get  func(r results.Row) string
+// Param is one parameter column of a row, as people read it.
+type Param struct {
+	Name  string
+	Value func(r results.Row) string
 }
 
-var params = []param{
+// Params are the columns that tell points apart, in display order. The
+// summary shows those that vary between points; runner plot splits series
+// by them.
+var Params = []Param{
+	{"plan", func(r results.Row) string { return r.Plan }},
 	{"transport", func(r results.Row) string { return r.Transport }},
-	{"file_size", func(r results.Row) string { return size(r.FileSizeBytes) }},
-	{"block_size", func(r results.Row) string { return size(r.BlockSizeBytes) }},
+	{"server", func(r results.Row) string { return r.ServerHost }},
+	{"client", func(r results.Row) string { return r.ClientHost }},
+	{"file_size", func(r results.Row) string { return plan.FormatSize(r.FileSizeBytes) }},
+	{"block_size", func(r results.Row) string { return plan.FormatSize(r.BlockSizeBytes) }},
 	{"queue_depth", func(r results.Row) string { return strconv.Itoa(r.QueueDepth) }},
 	{"qps", func(r results.Row) string { return strconv.Itoa(r.QPs) }},
 	{"pattern", func(r results.Row) string { return r.Pattern }},
 	{"cache", func(r results.Row) string { return r.Cache }},
 	{"registration", func(r results.Row) string { return r.Registration }},
-	{"total", func(r results.Row) string { return size(r.TotalBytes) }},
+	{"total", func(r results.Row) string { return plan.FormatSize(r.TotalBytes) }},
 	{"duration", func(r results.Row) string { return fmt.Sprintf("%gs", r.DurationS) }},
 	{"warmup", func(r results.Row) string { return fmt.Sprintf("%gs", r.WarmupS) }},
-	{"server", func(r results.Row) string { return r.ServerHost }},
-	{"client", func(r results.Row) string { return r.ClientHost }},
-}
-
-// size prints bytes in the largest binary unit that divides them.
-func size(n int64) string {
-	units := []string{"TiB", "GiB", "MiB", "KiB"}
-	for i, u := range units {
-		m := int64(1) << (10 * (4 - i))
-		if n >= m && n%m == 0 {
-			return fmt.Sprintf("%d%s", n/m, u)
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // Write prints the table. The parameter columns are those that differ
@@ -150,11 +152,11 @@ func Write(w io.Writer, groups []Group) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	var shown []param
-	for _, p := range params {
+	var shown []Param
+	for _, p := range Params {
 		first := ""
 		for i, g := range groups {
-			v := p.get(rowOf(g))
+			v := p.Value(rowOf(g))
 			if i == 0 {
 				first = v
 			} else if v != first {
@@ -164,12 +166,12 @@ func Write(w io.Writer, groups []Group) error {
 		}
 	}
 	if len(shown) == 0 {
-		shown = []param{params[2]}
+		shown = []Param{Params[5]} // block_size
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var head []string
 	for _, p := range shown {
-		head = append(head, strings.ToUpper(p.name))
+		head = append(head, strings.ToUpper(p.Name))
 	}
 	head = append(head, "RUNS", "MB/S", "±SD", "P50_US", "P99_US", "±SD", "IOPS", "")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
@@ -178,7 +180,7 @@ func Write(w io.Writer, groups []Group) error {
 		var cells []string
 		r := rowOf(g)
 		for _, p := range shown {
-			cells = append(cells, p.get(r))
+			cells = append(cells, p.Value(r))
 		}
 		runs := strconv.Itoa(len(g.OK))
 		if g.Failed > 0 {
@@ -191,7 +193,7 @@ func Write(w io.Writer, groups []Group) error {
 			p99 = append(p99, deref(r.LatP99Us))
 			iops = append(iops, deref(r.IOPS))
 		}
-		b, l50, l99, io := stat(bw), stat(p50), stat(p99), stat(iops)
+		b, l50, l99, io := MeanSD(bw), MeanSD(p50), MeanSD(p99), MeanSD(iops)
 		flag := ""
 		if out := union(Outliers(bw), Outliers(p99)); len(out) > 0 {
 			flag = "!"

@@ -38,11 +38,11 @@ func TestOutliers(t *testing.T) {
 }
 
 func TestStat(t *testing.T) {
-	s := stat([]float64{2, 4, 4, 4, 5, 5, 7, 9})
+	s := MeanSD([]float64{2, 4, 4, 4, 5, 5, 7, 9})
 	if s.Mean != 5 || math.Abs(s.SD-2.138089935) > 1e-6 {
 		t.Fatalf("stat = %+v", s)
 	}
-	if s := stat([]float64{3}); s.Mean != 3 || s.SD != 0 {
+	if s := MeanSD([]float64{3}); s.Mean != 3 || s.SD != 0 {
 		t.Fatalf("one value: %+v", s)
 	}
 }
