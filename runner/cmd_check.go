@@ -39,16 +39,7 @@ type checkRow struct {
 func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("check", "[flags] [PLAN]", ui.w)
 	var o planOptions
-	o.addFlags(fs)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return errUsage
-	}
-	path, err := planArg(fs, pos)
-	if err != nil {
-		return err
-	}
-	p, pts, err := loadPlan(path, o)
+	_, p, pts, err := planCommand(fs, &o, args)
 	if err != nil {
 		return err
 	}

@@ -37,18 +37,9 @@ type removal struct {
 func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("clean", "[--yes] [flags] [PLAN]", ui.w)
 	var o planOptions
-	o.addFlags(fs)
 	yes := fs.Bool("yes", false, "remove without asking")
 	out := fs.String("out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return errUsage
-	}
-	path, err := planArg(fs, pos)
-	if err != nil {
-		return err
-	}
-	p, _, err := loadPlan(path, o)
+	path, p, _, err := planCommand(fs, &o, args)
 	if err != nil {
 		return err
 	}

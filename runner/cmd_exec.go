@@ -33,20 +33,11 @@ type job struct {
 func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("exec", "[flags] [PLAN]", ui.w)
 	var o execOptions
-	o.addFlags(fs)
 	fs.StringVar(&o.out, "out", "", "append rows to this `CSV` instead of the plan's output.csv")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the runs that would happen, and run nothing")
 	fs.BoolVar(&o.rerun, "rerun", false, "run points again even when the CSV already has them ok")
 	fs.BoolVar(&o.failFast, "fail-fast", false, "stop at the first failed point")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return errUsage
-	}
-	path, err := planArg(fs, pos)
-	if err != nil {
-		return err
-	}
-	p, pts, err := loadPlan(path, o.planOptions)
+	path, p, pts, err := planCommand(fs, &o.planOptions, args)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,22 @@ func planName(path string) string {
 	return path
 }
 
+// planCommand adds the plan flags to fs (which holds the command's own),
+// parses args, and loads the plan named by the one positional argument:
+// the steps every command that reads a plan shares.
+func planCommand(fs *flag.FlagSet, o *planOptions, args []string) (path string, p *plan.Plan, pts []plan.Point, err error) {
+	o.addFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return "", nil, nil, errUsage
+	}
+	if path, err = planArg(fs, pos); err != nil {
+		return "", nil, nil, err
+	}
+	p, pts, err = loadPlan(path, *o)
+	return path, p, pts, err
+}
+
 // loadPlan loads, validates and expands path. Plan and expansion errors
 // are a plan.ErrorList.
 //
@@ -152,16 +168,7 @@ func paramsText(pt plan.Point) string {
 func runValidate(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("validate", "[flags] [PLAN]", ui.w)
 	var o planOptions
-	o.addFlags(fs)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return errUsage
-	}
-	path, err := planArg(fs, pos)
-	if err != nil {
-		return err
-	}
-	p, pts, err := loadPlan(path, o)
+	path, p, pts, err := planCommand(fs, &o, args)
 	if err != nil {
 		return err
 	}
@@ -173,16 +180,7 @@ func runValidate(ctx context.Context, args []string, stdout io.Writer, ui *voice
 func runPlan(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("plan", "[flags] [PLAN]", ui.w)
 	var o planOptions
-	o.addFlags(fs)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return errUsage
-	}
-	path, err := planArg(fs, pos)
-	if err != nil {
-		return err
-	}
-	p, pts, err := loadPlan(path, o)
+	_, p, pts, err := planCommand(fs, &o, args)
 	if err != nil {
 		return err
 	}
