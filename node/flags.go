@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"time"
 
@@ -23,9 +24,21 @@ func (d *durationFlag) Set(v string) error {
 
 func (d durationFlag) d() time.Duration { return time.Duration(d) }
 
-// addRDMAFlags registers the RDMA flags; tcp accepts and ignores them, so
-// the runner can build one argv for both.
-func addRDMAFlags(fs *flag.FlagSet, r *transport.RDMA) {
+// roleFlags are the flags serve and read share.
+type roleFlags struct {
+	transport string
+	format    string
+	rdma      transport.RDMA
+	lifetime
+}
+
+// addFlags registers them. The RDMA flags are accepted by tcp too, and
+// ignored, so the runner can build one argv for both.
+func (f *roleFlags) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&f.transport, "transport", "tcp", "tcp or rdma")
+	fs.StringVar(&f.format, "format", "json", "stdout format: json or text")
+	f.lifetime.addFlags(fs)
+	r := &f.rdma
 	fs.StringVar(&r.Device, "rdma-device", "", "RDMA device (default: the first active one)")
 	fs.IntVar(&r.IBPort, "ib-port", 1, "RDMA port, 1-based")
 	fs.IntVar(&r.GIDIndex, "gid-index", -1, "GID index (-1: pick from the address in use)")
@@ -36,4 +49,40 @@ func checkFormat(f string) error {
 		return usagef("--format must be json or text (got %q)", f)
 	}
 	return nil
+}
+
+// roleCommand is a subcommand that runs one role: serve or read.
+type roleCommand interface {
+	addFlags(fs *flag.FlagSet)
+	check() error
+	flags() *roleFlags
+}
+
+func (f *roleFlags) flags() *roleFlags { return f }
+
+// runRole is what serve and read share: parse and check the flags, print
+// started before any slow work, then run body within the lifetime
+// (--deadline, --control-stdin) and turn why it stopped into its error.
+func runRole(ctx context.Context, e *env, role string, o roleCommand, args []string, body func(ctx context.Context, tr transport.Transport, secret []byte) error) error {
+	fs := flag.NewFlagSet(role, flag.ContinueOnError)
+	o.addFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	f := o.flags()
+	e.out = newPrinter(e.stdout, e.stderr, f.format)
+	tr, err := lookupTransport(f.transport)
+	if err != nil {
+		return err
+	}
+	e.out.event(started(role))
+	ctx, stop, secret, err := f.lifetime.start(ctx, e.stdin)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return stopReason(ctx, body(ctx, tr, secret))
 }

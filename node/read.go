@@ -12,7 +12,7 @@ import (
 func init() { commands["read"] = runRead }
 
 type readOptions struct {
-	transport  string
+	roleFlags
 	server     string
 	blockSize  sizeValue
 	queueDepth int
@@ -22,13 +22,10 @@ type readOptions struct {
 	duration   time.Duration
 	warmup     time.Duration
 	verify     bool
-	rdma       transport.RDMA
-	format     string
-	lifetime
 }
 
 func (o *readOptions) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.transport, "transport", "tcp", "tcp or rdma")
+	o.roleFlags.addFlags(fs)
 	fs.StringVar(&o.server, "server", "", "HOST:PORT of node serve")
 	o.blockSize = 1 << 20
 	fs.Var(&o.blockSize, "block-size", "bytes per read, e.g. 1MiB")
@@ -39,9 +36,6 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.duration, "duration", 0, "read for this long instead of --total")
 	fs.DurationVar(&o.warmup, "warmup", 0, "read this long first, unmeasured")
 	fs.BoolVar(&o.verify, "verify", false, "check every byte against the file's pattern")
-	addRDMAFlags(fs, &o.rdma)
-	fs.StringVar(&o.format, "format", "json", "stdout format: json or text")
-	o.lifetime.addFlags(fs)
 }
 
 func (o *readOptions) check() error {
@@ -66,26 +60,9 @@ func (o *readOptions) check() error {
 
 func runRead(ctx context.Context, e *env, args []string) error {
 	var o readOptions
-	fs := flag.NewFlagSet("read", flag.ContinueOnError)
-	o.addFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := o.check(); err != nil {
-		return err
-	}
-	e.out = newPrinter(e.stdout, e.stderr, o.format)
-	tr, err := lookupTransport(o.transport)
-	if err != nil {
-		return err
-	}
-	e.out.event(started("read"))
-	ctx, stop, secret, err := o.lifetime.start(ctx, e.stdin)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return stopReason(ctx, read(ctx, e.out, tr, &o, secret))
+	return runRole(ctx, e, "read", &o, args, func(ctx context.Context, tr transport.Transport, secret []byte) error {
+		return read(ctx, e.out, tr, &o, secret)
+	})
 }
 
 // shuffleSalt makes the random order differ from the file content's own

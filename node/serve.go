@@ -18,7 +18,7 @@ import (
 func init() { commands["serve"] = runServe }
 
 type serveOptions struct {
-	transport     string
+	roleFlags
 	file          string
 	fileSize      sizeValue
 	create        bool
@@ -27,13 +27,10 @@ type serveOptions struct {
 	listen        string
 	port          int
 	acceptTimeout durationFlag
-	rdma          transport.RDMA
-	format        string
-	lifetime
 }
 
 func (o *serveOptions) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.transport, "transport", "tcp", "tcp or rdma")
+	o.roleFlags.addFlags(fs)
 	fs.StringVar(&o.file, "file", "", "file whose first --file-size bytes are served")
 	fs.Var(&o.fileSize, "file-size", "bytes to serve, e.g. 4GiB")
 	fs.BoolVar(&o.create, "create", false, "create or reuse a patterned file (never overwrites a file node did not make)")
@@ -43,9 +40,6 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.port, "port", 0, "port to listen on (0: a free one)")
 	o.acceptTimeout = durationFlag(defaultAccept)
 	fs.Var(&o.acceptTimeout, "accept-timeout", "how long to wait for the client")
-	addRDMAFlags(fs, &o.rdma)
-	fs.StringVar(&o.format, "format", "json", "stdout format: json or text")
-	o.lifetime.addFlags(fs)
 }
 
 func (o *serveOptions) check() error {
@@ -68,26 +62,9 @@ func (o *serveOptions) check() error {
 
 func runServe(ctx context.Context, e *env, args []string) error {
 	var o serveOptions
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	o.addFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := o.check(); err != nil {
-		return err
-	}
-	e.out = newPrinter(e.stdout, e.stderr, o.format)
-	tr, err := lookupTransport(o.transport)
-	if err != nil {
-		return err
-	}
-	e.out.event(started("serve"))
-	ctx, stop, secret, err := o.lifetime.start(ctx, e.stdin)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return stopReason(ctx, serve(ctx, e.out, tr, &o, secret))
+	return runRole(ctx, e, "serve", &o, args, func(ctx context.Context, tr transport.Transport, secret []byte) error {
+		return serve(ctx, e.out, tr, &o, secret)
+	})
 }
 
 func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOptions, secret []byte) error {
