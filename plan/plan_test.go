@@ -527,3 +527,47 @@ func TestHostDetails(t *testing.T) {
 		}
 	}
 }
+
+// TestSetThenOnly pins how the two combine: --set changes the plan first
+// (a swept parameter set to one value stops being swept), then the sweep
+// is expanded, then --only keeps the matching points.
+func TestSetThenOnly(t *testing.T) {
+	yaml := minimalYAML + `sweep:
+  zip:
+    block_size: [1MiB, 2MiB, 4MiB]
+  matrix:
+    cache: [cold, warm]
+`
+	// --set a parameter that is not swept, and --only a swept one: the set
+	// value is in every point that is kept.
+	p := mustParse(t, yaml, Options{Set: []string{"queue_depth=4"}})
+	pts := mustExpand(t, p, ExpandOptions{Only: []string{"block_size=2MiB"}})
+	if got := swept(pts); !slices.Equal(got, []string{"block_size=2MiB cache=cold", "block_size=2MiB cache=warm"}) {
+		t.Fatalf("--set queue_depth=4 --only block_size=2MiB: %v", got)
+	}
+	for _, pt := range pts {
+		if pt.Client.QueueDepth != 4 {
+			t.Errorf("point %v: queue_depth %d, want the --set 4", pt.Swept, pt.Client.QueueDepth)
+		}
+	}
+	// --set a swept parameter: it leaves the sweep, so --only on it matches
+	// only the set value.
+	p = mustParse(t, yaml, Options{Set: []string{"cache=warm"}})
+	pts = mustExpand(t, p, ExpandOptions{Only: []string{"cache=warm", "block_size=1MiB,4MiB"}})
+	if got := swept(pts); !slices.Equal(got, []string{"block_size=1MiB", "block_size=4MiB"}) {
+		t.Fatalf("--set cache=warm --only cache=warm,block_size=1MiB,4MiB: %v", got)
+	}
+	if _, err := Expand(p, ExpandOptions{Only: []string{"cache=cold"}}); err == nil {
+		t.Error("--set cache=warm --only cache=cold: want an error (no point has cache=cold)")
+	}
+	// A key names the experiment, not how it was chosen: (1MiB, warm) by
+	// --set and --only has the key (1MiB, warm) has in the full plan, whose
+	// matrix puts cache outermost: cold ×3, then warm ×3.
+	base := mustExpand(t, mustParse(t, yaml, Options{}), ExpandOptions{})
+	if got := swept(base[3:4]); !slices.Equal(got, []string{"block_size=1MiB cache=warm"}) {
+		t.Fatalf("full plan point 4: %v", got)
+	}
+	if pts[0].Key != base[3].Key {
+		t.Errorf("(1MiB, warm) by --set/--only has key %s, in the full plan %s", pts[0].Key, base[3].Key)
+	}
+}
