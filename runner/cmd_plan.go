@@ -116,7 +116,8 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 		ui.warnf("%s of %d make fewer than 1,000 reads (%s); figures from so few reads are noisy", plural(few, "point"), len(pts), example)
 		ui.hintf("raise client.total, or read for a time with client.duration")
 	}
-	if p.Transport == "rdma" && anyLocal(p) {
+	// The node that runs here or is uploaded is node.binary either way.
+	if p.Transport == "rdma" {
 		if built, err := localTransports(p.Node.Binary); err == nil && !contains(built, "rdma") {
 			ui.warnf("the plan asks for rdma, but %s was built without it (transports: %s)", p.Node.Binary, strings.Join(built, ", "))
 			ui.hintf("build the RDMA node with: make node-rdma")
@@ -126,8 +127,6 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 		ui.warnf("ssh.host_key_policy is insecure: host keys are not checked, so anyone on the path can pose as the hosts")
 	}
 }
-
-func anyLocal(p *plan.Plan) bool { return p.Hosts.Server.IsLocal() || p.Hosts.Client.IsLocal() }
 
 // localTransports asks the local node binary which transports it has.
 func localTransports(binary string) ([]string, error) {

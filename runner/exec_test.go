@@ -385,3 +385,24 @@ func TestCPUsPinNode(t *testing.T) {
 		t.Fatalf("client pinned without cpus:\n%s", c)
 	}
 }
+
+func TestValidateWarnsWhenNodeLacksRDMA(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rdma.yaml")
+	// Remote hosts: validate connects to nothing, but the node it would
+	// upload is node.binary, built here without rdma.
+	os.WriteFile(path, []byte(fmt.Sprintf(`name: rdma-remote
+hosts:
+  server: {address: nodea.example}
+  client: {address: nodeb.example}
+node: {binary: %s}
+transport: rdma
+server: {file: /mnt/x.dat, file_size: 1GiB}
+client: {duration: 5s}
+`, filepath.Join(binDir, "node"))), 0o644)
+	r := runner(t, dir, "validate", path)
+	if r.code != 0 || !strings.Contains(r.stderr, "runner: warning: the plan asks for rdma, but "+filepath.Join(binDir, "node")+" was built without it (transports: tcp)") ||
+		!strings.Contains(r.stderr, "runner: hint: build the RDMA node with: make node-rdma") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+}
