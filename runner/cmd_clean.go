@@ -61,6 +61,7 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		}
 	}
 
+	// Dial, but deploy nothing: no point uploading what is about to go.
 	r, err := dialRoles(ctx, p, ui)
 	if err != nil {
 		return err
@@ -216,49 +217,4 @@ func confirm(ui *voice, question string) (bool, error) {
 	}
 	a := strings.ToLower(strings.TrimSpace(line))
 	return a == "y" || a == "yes", nil
-}
-
-// dialRoles reaches both roles' hosts like connect, one connection per
-// distinct host, but deploys nothing: clean must not upload what it is
-// about to remove.
-func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
-	specs := []struct {
-		role string
-		h    plan.Host
-	}{{"server", p.Hosts.Server}, {"client", p.Hosts.Client}}
-	keyOf := func(h plan.Host) string {
-		return fmt.Sprintf("%s|%d|%s|%s|%s", h.Address, h.Port, h.User, h.IdentityFile, h.Jump)
-	}
-	r := &roles{}
-	hosts := map[string]remote.Host{}
-	for _, s := range specs {
-		k := keyOf(s.h)
-		h := hosts[k]
-		if h == nil {
-			if s.h.IsLocal() {
-				h = remote.Local{}
-			} else {
-				var err error
-				h, err = remote.DialSSH(ctx, remote.SSHConfig{
-					Address: s.h.Address, Port: s.h.Port, User: s.h.User, IdentityFile: s.h.IdentityFile, Jump: s.h.Jump,
-					KnownHosts: p.SSH.KnownHosts, HostKeyPolicy: p.SSH.HostKeyPolicy,
-					ConnectTimeout: p.SSH.ConnectTimeout, KeepaliveInterval: p.SSH.KeepaliveInterval,
-					Warn: func(msg string) { ui.warnf("%s (%s): %s", s.role, s.h.Address, msg) },
-				})
-				if err != nil {
-					r.close()
-					return nil, fmt.Errorf("%s (%s): %w", s.role, s.h.Address, err)
-				}
-			}
-			hosts[k] = h
-			r.hosts = append(r.hosts, h)
-		}
-		t := sweep.Target{Host: h, Label: fmt.Sprintf("%s (%s)", s.role, h.Name()), NodePath: p.Node.RemotePath}
-		if s.role == "server" {
-			r.server = t
-		} else {
-			r.client = t
-		}
-	}
-	return r, nil
 }

@@ -36,18 +36,35 @@ func (r *roles) targets() []sweep.Target {
 	return []sweep.Target{r.server, r.client}
 }
 
-// connect reaches both roles' hosts in parallel, one connection per
-// distinct host, and deploys node once per host.
+// connect reaches both roles' hosts and deploys node once per host.
 func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	if _, err := os.Stat(p.Node.Binary); err != nil {
 		return nil, withHint(fmt.Errorf("node binary: %w", err), "build it with: make build (or set node.binary)")
+	}
+	r, err := dialRoles(ctx, p, ui)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.deploy(ctx, p, ui); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// dialRoles reaches both roles' hosts in parallel, one connection per
+// distinct host: roles written with the same address, port, user, key and
+// jump share one. Local roles run node.binary in place; remote ones run
+// node.remote_path.
+func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
+	local, err := filepath.Abs(p.Node.Binary)
+	if err != nil {
+		return nil, err
 	}
 	specs := []struct {
 		role string
 		h    plan.Host
 	}{{"server", p.Hosts.Server}, {"client", p.Hosts.Client}}
-
-	// Roles written identically share one host (one connection, one upload).
 	type dialed struct {
 		host remote.Host
 		err  error
@@ -105,38 +122,11 @@ func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 		r.close()
 		return nil, firstErr
 	}
-
-	// Deploy once per host, in parallel; local hosts run the binary in place.
-	local, err := filepath.Abs(p.Node.Binary)
-	if err != nil {
-		return nil, err
-	}
-	deployed := map[remote.Host]*error{}
 	for _, s := range specs {
 		d := conns[keyOf(s.h)]
 		t := sweep.Target{Host: d.host, Label: fmt.Sprintf("%s (%s)", s.role, d.host.Name()), NodePath: local}
 		if !s.h.IsLocal() {
 			t.NodePath = p.Node.RemotePath
-			if deployed[d.host] == nil {
-				errp := new(error)
-				deployed[d.host] = errp
-				wg.Add(1)
-				go func(t sweep.Target) {
-					defer wg.Done()
-					res, err := deploy.Deploy(ctx, t.Host, local, p.Node.RemotePath)
-					switch {
-					case err != nil:
-						*errp = fmt.Errorf("%s: deploy node to %s: %w", t.Label, p.Node.RemotePath, err)
-						if hint := diskHint(ctx, t.Host, local, p.Node.RemotePath); hint != "" {
-							*errp = withHint(*errp, hint)
-						}
-					case res.UpToDate:
-						ui.infof("%s: node at %s is up to date", t.Label, p.Node.RemotePath)
-					default:
-						ui.infof("%s: deployed node to %s (%d bytes sent)", t.Label, p.Node.RemotePath, res.BytesSent)
-					}
-				}(t)
-			}
 		}
 		if s.role == "server" {
 			r.server = t
@@ -144,14 +134,47 @@ func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 			r.client = t
 		}
 	}
+	return r, nil
+}
+
+// deploy uploads node.binary to every remote host once, in parallel.
+func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
+	local, err := filepath.Abs(p.Node.Binary)
+	if err != nil {
+		return err
+	}
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, 2)
+	)
+	for i, t := range r.targets() {
+		if _, isLocal := t.Host.(remote.Local); isLocal {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("%s: deploy node to %s: %w", t.Label, t.NodePath, err)
+				if hint := diskHint(ctx, t.Host, local, t.NodePath); hint != "" {
+					errs[i] = withHint(errs[i], hint)
+				}
+			case res.UpToDate:
+				ui.infof("%s: node at %s is up to date", t.Label, t.NodePath)
+			default:
+				ui.infof("%s: deployed node to %s (%d bytes sent)", t.Label, t.NodePath, res.BytesSent)
+			}
+		}()
+	}
 	wg.Wait()
-	for _, errp := range deployed {
-		if *errp != nil {
-			r.close()
-			return nil, *errp
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // openState opens the state file beside the CSV and reaps leftovers.
