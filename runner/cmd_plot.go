@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"rdmasweep/results"
 	"rdmasweep/runner/plot"
 )
 
@@ -32,21 +31,9 @@ func runPlot(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	default:
 		return usageErrorf("plot writes .png or .svg (got -o %s)", *out)
 	}
-	rows, err := results.ReadCSV(path)
+	rows, err := readRunRows(path, *runID)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	if *runID != "" {
-		var kept []results.Row
-		for _, r := range rows {
-			if r.RunID == *runID {
-				kept = append(kept, r)
-			}
-		}
-		if len(kept) == 0 {
-			return withHint(fmt.Errorf("%s has no rows of run %s", path, *runID), "the run_id column lists the runs")
-		}
-		rows = kept
+		return err
 	}
 	series := plot.Build(rows)
 	title := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))

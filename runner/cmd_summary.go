@@ -20,21 +20,31 @@ func runSummary(ctx context.Context, args []string, stdout io.Writer, ui *voice)
 	if err != nil {
 		return err
 	}
-	rows, err := results.ReadCSV(path)
+	rows, err := readRunRows(path, *runID)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	if *runID != "" {
-		var kept []results.Row
-		for _, r := range rows {
-			if r.RunID == *runID {
-				kept = append(kept, r)
-			}
-		}
-		if len(kept) == 0 {
-			return withHint(fmt.Errorf("%s has no rows of run %s", path, *runID), "the run_id column lists the runs")
-		}
-		rows = kept
+		return err
 	}
 	return summary.Write(stdout, summary.Build(rows))
+}
+
+// readRunRows reads a results CSV, keeping only run runID's rows unless it
+// is empty.
+func readRunRows(path, runID string) ([]results.Row, error) {
+	rows, err := results.ReadCSV(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if runID == "" {
+		return rows, nil
+	}
+	var kept []results.Row
+	for _, r := range rows {
+		if r.RunID == runID {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, withHint(fmt.Errorf("%s has no rows of run %s", path, runID), "the run_id column lists the runs")
+	}
+	return kept, nil
 }
