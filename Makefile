@@ -60,7 +60,7 @@ test-stub:
 # The C shim's mirrors of the Go pattern and latency buckets, checked
 # against Go in a static rdma build (the only kind the providers link in).
 test-rdma-link:
-	CGO_ENABLED=1 $(GO) vet -tags rdma ./node/...
+	CGO_ENABLED=1 $(GO) vet -tags 'rdma rdmaguest bench' ./node/...
 	CGO_ENABLED=1 CGO_LDFLAGS="$$(pkg-config --static --libs libibverbs)" \
 		$(GO) test -count=1 -tags 'rdma netgo osusergo' \
 		-ldflags '-linkmode external -extldflags "-static"' ./node/transport/rdma/
@@ -71,6 +71,7 @@ else
 test: build test-stub
 endif
 	$(GO) vet ./...
+	$(GO) vet -tags bench ./...   # the benchmarks build, though make test does not run them
 	$(GO) test -count=1 -timeout 45m ./...
 
 bench: build
