@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	gplot "gonum.org/v1/plot"
@@ -123,6 +124,7 @@ func panel(title, ylabel string, logY bool) (*gplot.Plot, error) {
 	p.Y.Label.Text = ylabel
 	p.X.Scale = gplot.LogScale{}
 	p.X.Tick.Marker = pow2Ticks{}
+	p.Y.Tick.Marker = plainTicks{}
 	if logY {
 		p.Y.Scale = gplot.LogScale{}
 		p.Y.Tick.Marker = gplot.LogTicks{Prec: -1}
@@ -183,6 +185,20 @@ func addLine(p *gplot.Plot, s Series, col interface{ RGBA() (r, g, b, a uint32) 
 		p.Legend.Add(legend, line, points)
 	}
 	return nil
+}
+
+// plainTicks are gonum's default ticks, labelled without trailing zeros
+// ("2500", not "2500.00").
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []gplot.Tick {
+	ts := gplot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 // pow2Ticks labels every power of two on a log2 block-size axis, thinned
