@@ -75,10 +75,17 @@ type result struct {
 
 func runner(t *testing.T, dir string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return runIn(t, dir, nil, 2*time.Minute, args...)
+}
+
+// runIn runs the runner binary in dir with env (nil: this process's) and
+// waits at most timeout.
+func runIn(t *testing.T, dir string, env []string, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "runner"), args...)
-	cmd.Dir = dir
+	cmd.Dir, cmd.Env = dir, env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

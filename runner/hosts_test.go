@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,20 +32,7 @@ func sshEnv(t *testing.T) []string {
 
 func runnerEnv(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "runner"), args...)
-	cmd.Dir, cmd.Env = dir, env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, stdout.String(), stderr.String()}
+	return runIn(t, dir, env, 3*time.Minute, args...)
 }
 
 // twoHostPlan has its server on a and its client on b.
