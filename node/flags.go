@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"time"
 
 	"rdmasweep/node/transport"
@@ -84,5 +85,40 @@ func runRole(ctx context.Context, e *env, role string, o roleCommand, args []str
 		return err
 	}
 	defer stop()
+	finished := make(chan struct{})
+	defer close(finished)
+	go exitIfStuck(ctx, e, finished)
 	return stopReason(ctx, body(ctx, tr, secret))
+}
+
+// stuckGrace is how long a role may take to return once its lifetime has
+// ended (stdin closed, deadline, signal) before exitIfStuck ends it.
+const stuckGrace = time.Second
+
+// hardExit ends the process when a stopped role is stuck; main sets it to
+// os.Exit. It is nil in tests that call run in-process, and then
+// exitIfStuck only waits.
+var hardExit func(code int)
+
+// exitIfStuck keeps the promise that node stops on stdin EOF or at its
+// deadline even when the role is blocked in a system call that no context
+// reaches, such as open(2) of a FIFO that no one writes. Cleanup that the
+// kernel does on exit anyway (munmap, deregistering the memory region) is
+// not worth waiting longer for.
+func exitIfStuck(ctx context.Context, e *env, finished <-chan struct{}) {
+	select {
+	case <-finished:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(stuckGrace)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-t.C:
+		if hardExit != nil {
+			e.out.error(fmt.Errorf("%w; still busy %v later, likely blocked in a system call: exiting", context.Cause(ctx), stuckGrace))
+			hardExit(1)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 )
 
 func main() {
+	hardExit = os.Exit
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	interrupted := ctx.Err() != nil

@@ -313,6 +313,26 @@ func TestStopsOnStdinEOFAndDeadline(t *testing.T) {
 	}
 }
 
+// A serve blocked where no context reaches (open(2) of a FIFO that no one
+// writes) still exits soon after stdin closes.
+func TestStopsWhenStuckInASystemCall(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, "{}\n", serveArgs(fifo, "--control-stdin")...)
+	mustType[*results.Started](t, s.next(5*time.Second))
+	time.Sleep(300 * time.Millisecond) // into open(2)
+	s.stdin.Close()
+	begun := time.Now()
+	code, last := s.wait(stuckGrace + 5*time.Second)
+	t.Logf("exited %v after stdin EOF", time.Since(begun).Round(time.Millisecond))
+	e := mustType[*results.Error](t, last)
+	if code != 1 || !strings.HasPrefix(e.Message, "stdin closed: stopping; still busy 1s later") {
+		t.Fatalf("stuck serve after stdin EOF: exit %d, %q", code, e.Message)
+	}
+}
+
 func TestColdOnTmpfsWarns(t *testing.T) {
 	var st unix.Statfs_t
 	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {

@@ -554,9 +554,7 @@ func TestFaultsAcrossSSHHosts(t *testing.T) {
 		const ready, grace = 2 * time.Second, 2 * time.Second
 		r := startRunner(t, dir, env, "exec", faultPlan(t, dir, n, onePoint),
 			"--set", "server.file="+fifo, "--set", "server.create=false", "--set", "timeouts.ready="+ready.String())
-		r.waitStderr(t, "node at ", 30*time.Second) // deployed or up to date: the point starts
-		begun := time.Now()
-		waitNodes(t, r, a)
+		begun := procStarted(t, waitNodes(t, r, a)[a])
 		failed := r.waitStderr(t, "failed: ", ready+3*grace+5*time.Second)
 		if took := failed.Sub(begun); took < ready {
 			t.Fatalf("failed after %v, before timeouts.ready %v\n%s", took, ready, r.stderr.String())
@@ -710,6 +708,33 @@ func blackholeConnections(t *testing.T, h *testhosts.Host, pids ...int) {
 
 // hex64 matches a 32-byte value in hex: what a point's secret looks like.
 var hex64 = regexp.MustCompile(`[0-9a-fA-F]{64}`)
+
+// procStarted is when pid began, from /proc (to the clock tick).
+func procStarted(t *testing.T, pid int) time.Time {
+	t.Helper()
+	const ticksPerSecond = 100 // USER_HZ: fixed at 100 in the Linux ABI
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uptime, err := os.ReadFile("/proc/uptime")
+	now := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the parenthesised command; starttime is field 22.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	ticks, err := strconv.ParseInt(fields[22-3], 10, 64)
+	if err != nil {
+		t.Fatalf("starttime of %d: %v", pid, err)
+	}
+	up, err := strconv.ParseFloat(strings.Fields(string(uptime))[0], 64)
+	if err != nil {
+		t.Fatalf("/proc/uptime: %v", err)
+	}
+	age := time.Duration(up*float64(time.Second)) - time.Duration(ticks)*time.Second/ticksPerSecond
+	return now.Add(-age)
+}
 
 func procStrings(t *testing.T, pid int, file string) []string {
 	t.Helper()

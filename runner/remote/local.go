@@ -113,7 +113,13 @@ func (p *localProcess) Stdin() io.WriteCloser { return p.stdin }
 func (p *localProcess) Stdout() io.Reader     { return p.stdout }
 func (p *localProcess) Stderr() io.Reader     { return p.stderr }
 
-func (p *localProcess) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+func (p *localProcess) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("signal %v: not a syscall.Signal", sig)
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, s)
+}
 
 func (p *localProcess) Wait() error {
 	err := p.cmd.Wait()

@@ -40,7 +40,8 @@ type Process interface {
 	Stdin() io.WriteCloser
 	Stdout() io.Reader
 	Stderr() io.Reader
-	// Signal delivers sig to the process (over SSH: through the session).
+	// Signal delivers sig to the process's group, which it leads; it works
+	// on a stopped process too, and on one that has not printed anything.
 	Signal(sig os.Signal) error
 	// Wait waits for exit; it returns nil, an *ExitError, or ErrConnectionLost.
 	// Stdout and Stderr must be read to EOF before or while calling Wait.

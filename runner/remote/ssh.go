@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -457,6 +458,8 @@ func (w *pidWriter) output() []byte {
 
 // Start starts argv in a new session, which makes it lead its own
 // process group (sshd gives each session one, and exec keeps the shell's).
+// The shell first prints its pid, which becomes the process's; Start
+// returns once that line is in, so Signal can always reach the group.
 // ctx only guards the start.
 func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 	if err := ctx.Err(); err != nil {
@@ -467,8 +470,9 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 		return nil, err
 	}
 	p := &sshProcess{s: s, sess: sess}
+	var stdout io.Reader
 	if p.stdin, err = sess.StdinPipe(); err == nil {
-		if p.stdout, err = sess.StdoutPipe(); err == nil {
+		if stdout, err = sess.StdoutPipe(); err == nil {
 			p.stderr, err = sess.StderrPipe()
 		}
 	}
@@ -476,9 +480,32 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 		sess.Close()
 		return nil, fmt.Errorf("open session pipes: %w", err)
 	}
-	if err := sess.Start(ShellCommand(argv)); err != nil {
+	if err := sess.Start("echo $$; " + ShellCommand(argv)); err != nil {
 		sess.Close()
 		return nil, s.waitError(err)
+	}
+	br := bufio.NewReader(stdout)
+	p.stdout = br
+	got := make(chan error, 1)
+	go func() {
+		line, err := br.ReadString('\n')
+		if err == nil {
+			p.pid, err = strconv.Atoi(strings.TrimSuffix(line, "\n"))
+		}
+		got <- err
+	}()
+	select {
+	case err = <-got:
+	case <-ctx.Done():
+		sess.Close()
+		return nil, ctx.Err()
+	}
+	if err != nil || p.pid <= 1 {
+		sess.Close()
+		if s.lost.Load() || errors.Is(err, io.EOF) {
+			return nil, ErrConnectionLost
+		}
+		return nil, fmt.Errorf("read the remote shell's pid: %v", err)
 	}
 	return p, nil
 }
@@ -504,6 +531,7 @@ func (s *SSH) waitError(err error) error {
 type sshProcess struct {
 	s      *SSH
 	sess   *ssh.Session
+	pid    int // the remote process, which leads its process group
 	stdin  io.WriteCloser
 	stdout io.Reader
 	stderr io.Reader
@@ -513,25 +541,34 @@ func (p *sshProcess) Stdin() io.WriteCloser { return p.stdin }
 func (p *sshProcess) Stdout() io.Reader     { return p.stdout }
 func (p *sshProcess) Stderr() io.Reader     { return p.stderr }
 
-// ErrSignalNotDelivered is returned by Process.Signal on a root login:
-// OpenSSH skips post-auth privilege separation for root and then refuses
-// session signals ("session signalling requires privilege separation"),
-// silently. The caller must kill the process group over another session.
-var ErrSignalNotDelivered = fmt.Errorf("%w: OpenSSH does not deliver session signals to root logins; kill the process group instead", errors.ErrUnsupported)
+// signalTimeout bounds the kill(1) command Signal may run.
+const signalTimeout = 10 * time.Second
 
-// Signal sends sig through the session. OpenSSH 7.9 and later deliver it
-// to the process group, except for root (see ErrSignalNotDelivered): the
-// request is still sent, then ErrSignalNotDelivered is returned.
+// Signal delivers sig to the process group. OpenSSH 7.9 and later deliver
+// a session signal to the group (killpg), but not for root logins: sshd
+// skips post-auth privilege separation for root and then drops the
+// request ("session signalling requires privilege separation") without
+// telling the client. For root, the group is killed by pid over a second
+// session instead; that also works before the process has said anything.
 func (p *sshProcess) Signal(sig os.Signal) error {
 	name, ok := sshSignals[sig]
 	if !ok {
 		return fmt.Errorf("signal %v: cannot be sent over ssh", sig)
 	}
-	if err := p.sess.Signal(name); err != nil {
-		return p.s.waitError(err)
+	if p.s.user != "root" {
+		if err := p.sess.Signal(name); err != nil {
+			return p.s.waitError(err)
+		}
+		return nil
 	}
-	if p.s.user == "root" {
-		return ErrSignalNotDelivered
+	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
+	defer cancel()
+	if _, err := p.s.Run(ctx, []string{"kill", "-" + string(name), "--", "-" + strconv.Itoa(p.pid)}); err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) && ee.Status == 1 {
+			return nil // already gone: kill(1) found no such group
+		}
+		return fmt.Errorf("kill -%s process group %d: %w", name, p.pid, err)
 	}
 	return nil
 }

@@ -180,24 +180,45 @@ func testRunStartUpload(t *testing.T, n *testhosts.Net) {
 	if err := p.Wait(); !errors.As(err, &ee) || ee.Signal != "TERM" {
 		t.Errorf("Wait after SIGTERM = %v, want killed by TERM", err)
 	}
-	// As root the signal is not delivered, and Signal says so; killing
-	// the process group over a second session is the way.
-	p, err = s.Start(ctx, []string{"sh", "-c", `echo $$; exec sleep 60`})
+	// As root sshd drops session signals, so Signal kills the group over
+	// a second session. The process here stops itself before printing
+	// anything: TERM stays pending, KILL ends it.
+	p, err = s.Start(ctx, []string{"sh", "-c", `echo $$ >&2; kill -STOP $$; echo not reached`})
 	if err != nil {
-		t.Fatalf("Start sleep as root: %v", err)
+		t.Fatalf("Start self-stopping sh as root: %v", err)
 	}
-	go io.Copy(io.Discard, p.Stderr())
-	k, _ = p.Stdout().Read(line)
+	k, _ = p.Stderr().Read(line)
 	pid := strings.TrimSpace(string(line[:k]))
-	if err := p.Signal(syscall.SIGTERM); !errors.Is(err, remote.ErrSignalNotDelivered) {
-		t.Errorf("Signal as root = %v, want ErrSignalNotDelivered", err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out, _ := s.Run(ctx, []string{"ps", "-o", "stat=", "-p", pid})
+		if strings.HasPrefix(string(out), "T") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sh %s never stopped: state %q", pid, out)
+		}
 	}
-	if _, err := s.Run(ctx, []string{"kill", "-KILL", "--", "-" + pid}); err != nil {
-		t.Errorf("kill process group %s: %v", pid, err)
+	exited := make(chan error, 1)
+	go func() {
+		io.Copy(io.Discard, p.Stdout())
+		exited <- p.Wait()
+	}()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("Signal TERM as root: %v", err)
 	}
-	go io.Copy(io.Discard, p.Stdout())
-	if err := p.Wait(); !errors.As(err, &ee) || ee.Signal != "KILL" {
-		t.Errorf("Wait after killing the group = %v, want killed by KILL", err)
+	select {
+	case err := <-exited:
+		t.Fatalf("a stopped process ended on TERM: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("Signal KILL as root: %v", err)
+	}
+	if err := <-exited; !errors.As(err, &ee) || ee.Signal != "KILL" {
+		t.Errorf("Wait after Signal KILL = %v, want killed by KILL", err)
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		t.Errorf("Signal after exit = %v, want nil", err)
 	}
 
 	// Cancelling Run stops the remote command too.

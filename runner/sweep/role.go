@@ -92,36 +92,24 @@ func startRole(ctx context.Context, t Target, argv []string, control results.Con
 	return rp, nil
 }
 
-// stop ends the role: close stdin (node exits on EOF), then SIGTERM
-// through the session, then SIGKILL to its process group over a second
-// session. It returns once the process has exited or every step is spent.
+// stop ends the role: close stdin (node exits on EOF), then SIGTERM, then
+// SIGKILL, to node's process group, each after grace. It returns once the
+// process has exited or every step is spent.
 func (rp *roleProc) stop(grace time.Duration) {
 	rp.stopOnce.Do(func() {
 		_ = rp.proc.Stdin().Close()
 		if rp.waitExit(grace) {
 			return
 		}
-		// sshd drops session signals for root logins (no privilege
-		// separation after login), so fall back to kill(1) by process group.
-		if err := rp.proc.Signal(syscall.SIGTERM); err != nil {
-			rp.killGroup("TERM")
-		}
+		// An error here means the host is unreachable; the state file
+		// keeps node for the next exec to reap.
+		_ = rp.proc.Signal(syscall.SIGTERM)
 		if rp.waitExit(grace) {
 			return
 		}
-		rp.killGroup("KILL")
+		_ = rp.proc.Signal(syscall.SIGKILL)
 		rp.waitExit(grace)
 	})
-}
-
-// killGroup signals node's process group over a separate command.
-func (rp *roleProc) killGroup(sig string) {
-	if rp.started == nil || rp.started.PGID <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, _ = rp.target.Host.Run(ctx, []string{"kill", "-" + sig, "--", fmt.Sprintf("-%d", rp.started.PGID)})
 }
 
 // waitExit waits up to d for the process to exit, draining events.
