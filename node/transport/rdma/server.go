@@ -93,14 +93,10 @@ type server struct {
 	gid   GID
 	mem   []byte
 	mr    *C.struct_ibv_mr
-	ln    *net.TCPListener
+	l     *transport.Listener // nil until Listen has opened it
 	ready transport.ReadyInfo
 
-	mu      sync.Mutex
-	conn    net.Conn
-	closed  bool
-	serving sync.WaitGroup // Close waits for Serve before freeing what it uses
-	closeMu sync.Once
+	closeOnce sync.Once
 }
 
 // Listen opens the device, maps and registers the region, and listens.
@@ -152,13 +148,13 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 	if err != nil {
 		return fail(err)
 	}
-	s.ln = ln.(*net.TCPListener)
+	s.l = transport.NewListener(ln.(*net.TCPListener))
 	host := cfg.Host
 	if host == "" {
 		host = "0.0.0.0"
 	}
 	s.ready.Address = host
-	s.ready.Port = s.ln.Addr().(*net.TCPAddr).Port
+	s.ready.Port = s.l.Port()
 	gi := s.gid.Index
 	s.ready.GIDIndex = &gi
 	return s, nil
@@ -219,13 +215,6 @@ func (s *server) register(reg string) error {
 
 func (s *server) Ready() transport.ReadyInfo { return s.ready }
 
-func (s *server) setConn(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.conn = c
-	return !s.closed
-}
-
 // Serve accepts until one client authenticates or the accept timeout
 // passes, then waits for that client's bye: its READs need nothing from the
 // server's CPU, so the bye's counts are the server's stats. A client that
@@ -235,78 +224,36 @@ func (s *server) setConn(c net.Conn) bool {
 // waiting.
 func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	var st transport.ServeStats
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if s.l == nil {
 		return st, fmt.Errorf("serve: %w", net.ErrClosed)
 	}
-	s.serving.Add(1)
-	s.mu.Unlock()
-	defer s.serving.Done()
-	deadline := time.Time{}
-	if s.cfg.AcceptTimeout > 0 {
-		deadline = time.Now().Add(s.cfg.AcceptTimeout)
-	}
-	stop := context.AfterFunc(ctx, func() {
-		past := time.Unix(1, 0)
-		s.ln.SetDeadline(past)
-		s.mu.Lock()
-		if s.conn != nil {
-			s.conn.SetDeadline(past)
-		}
-		s.mu.Unlock()
-	})
-	defer stop()
 	region := regionRecord{
 		Addr: uint64(uintptr(unsafe.Pointer(&s.mem[0]))), RKey: uint32(s.mr.rkey), Length: uint64(s.cfg.Region.Size),
 		Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned,
 	}
-	for {
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		s.ln.SetDeadline(deadline)
-		c, err := s.ln.AcceptTCP()
-		if err != nil {
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return st, fmt.Errorf("no client within the accept timeout of %s: %w", s.cfg.AcceptTimeout, err)
-			}
-			return st, fmt.Errorf("accept: %w", err)
-		}
-		if !s.setConn(c) || ctx.Err() != nil {
-			c.Close()
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			return st, net.ErrClosed
-		}
-		sess, err := serverHandshake(ctx, c, s.cfg.Secret, region, s.prepare)
-		if err != nil {
-			c.Close()
-			s.setConn(nil)
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			s.warn(fmt.Sprintf("refused connection from %s: %v", c.RemoteAddr(), err))
-			continue
-		}
-		start := time.Now()
-		n, reads, err := readEnd(c)
-		st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds()}
-		c.Close()
-		s.setConn(nil)
-		sess.close()
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		if err != nil {
-			return st, fmt.Errorf("client %s: %w", c.RemoteAddr(), err)
-		}
-		return st, nil
+	var sess serverSession
+	c, release, err := s.l.Accept(ctx, s.cfg.AcceptTimeout, func(c *net.TCPConn, _ time.Time) error {
+		var err error
+		sess, err = serverHandshake(ctx, c, s.cfg.Secret, region, s.prepare)
+		return err
+	}, func(from net.Addr, err error) {
+		s.warn(fmt.Sprintf("refused connection from %s: %v", from, err))
+	})
+	if err != nil {
+		return st, err
 	}
+	defer release()
+	defer sess.close() // before release: Close frees the device once released
+	start := time.Now()
+	n, reads, err := readEnd(c)
+	st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds()}
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+	if err != nil {
+		return st, fmt.Errorf("client %s: %w", c.RemoteAddr(), err)
+	}
+	return st, nil
 }
 
 // qpSet is a CQ and the RC QPs that share it.
@@ -410,17 +357,10 @@ func (s *server) prepare(client endpoint) (serverSession, error) {
 
 // Close deregisters the region and releases everything; it is idempotent.
 func (s *server) Close() error {
-	s.closeMu.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		if s.conn != nil {
-			s.conn.Close()
+	s.closeOnce.Do(func() {
+		if s.l != nil {
+			s.l.Close() // waits for Serve to let go of the region and device
 		}
-		s.mu.Unlock()
-		if s.ln != nil {
-			s.ln.Close()
-		}
-		s.serving.Wait()
 		if s.mr != nil {
 			C.ibv_dereg_mr(s.mr)
 			s.mr = nil

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -80,9 +79,10 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 	if host == "" {
 		host = "0.0.0.0"
 	}
+	l := transport.NewListener(ln.(*net.TCPListener))
 	return &server{
-		t: t, cfg: cfg, warn: warn, ln: ln.(*net.TCPListener), mem: m,
-		ready: transport.ReadyInfo{Address: host, Port: ln.Addr().(*net.TCPAddr).Port, Mapping: "shared-ro"},
+		t: t, cfg: cfg, warn: warn, l: l, mem: m,
+		ready: transport.ReadyInfo{Address: host, Port: l.Port(), Mapping: "shared-ro"},
 	}, nil
 }
 
@@ -90,106 +90,45 @@ type server struct {
 	t     *Transport
 	cfg   transport.ServerConfig
 	warn  func(string)
-	ln    *net.TCPListener
+	l     *transport.Listener
 	mem   []byte
 	ready transport.ReadyInfo
 
-	mu      sync.Mutex
-	conn    net.Conn // the connection being served or handshaken
-	closed  bool
-	serving sync.WaitGroup // Serve in progress: Close waits before unmapping
-
 	bytes, requests int64
+	closeOnce       sync.Once
+	closeErr        error
 }
 
 func (s *server) Ready() transport.ReadyInfo { return s.ready }
-
-func (s *server) setConn(c net.Conn) {
-	s.mu.Lock()
-	s.conn = c
-	if c != nil && s.closed {
-		c.Close() // Close ran between Accept and here
-	}
-	s.mu.Unlock()
-}
 
 // Serve accepts until one client authenticates or the accept timeout
 // passes, then serves that client until it disconnects.
 func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	var st transport.ServeStats
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return st, errors.New("serve: server is closed")
-	}
-	s.serving.Add(1)
-	s.mu.Unlock()
-	defer s.serving.Done()
-	deadline := time.Now().Add(s.cfg.AcceptTimeout)
-	if s.cfg.AcceptTimeout <= 0 {
-		deadline = time.Time{}
-	}
-	// Cancelling ctx pushes every deadline into the past, which unblocks
-	// Accept and any read or write on the connection.
-	stop := context.AfterFunc(ctx, func() {
-		past := time.Unix(1, 0)
-		s.ln.SetDeadline(past)
-		s.mu.Lock()
-		if s.conn != nil {
-			s.conn.SetDeadline(past)
-		}
-		s.mu.Unlock()
-	})
-	defer stop()
-	for {
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		s.ln.SetDeadline(deadline)
-		c, err := s.ln.AcceptTCP()
-		if err != nil {
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return st, fmt.Errorf("no client within the accept timeout of %s: %w", s.cfg.AcceptTimeout, err)
-			}
-			return st, fmt.Errorf("accept: %w", err)
-		}
-		s.setConn(c)
-		if ctx.Err() != nil { // cancelled between Accept and setConn
-			c.Close()
-			return st, ctx.Err()
-		}
+	c, release, err := s.l.Accept(ctx, s.cfg.AcceptTimeout, func(c *net.TCPConn, deadline time.Time) error {
 		hsDeadline := time.Now().Add(s.t.handshakeTimeout())
 		if !deadline.IsZero() && deadline.Before(hsDeadline) {
 			hsDeadline = deadline
 		}
 		c.SetDeadline(hsDeadline)
 		if err := s.handshake(c); err != nil {
-			c.Close()
-			s.setConn(nil)
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			s.warn(fmt.Sprintf("refused connection from %s: %v", c.RemoteAddr(), err))
-			continue
+			return err
 		}
-		c.SetDeadline(time.Time{})
-		if ctx.Err() != nil {
-			c.Close()
-			return st, ctx.Err()
-		}
-		start := time.Now()
-		err = s.serveConn(c)
-		c.Close()
-		s.setConn(nil)
-		st = transport.ServeStats{BytesServed: s.bytes, Requests: s.requests, Seconds: time.Since(start).Seconds()}
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
+		return c.SetDeadline(time.Time{})
+	}, func(from net.Addr, err error) {
+		s.warn(fmt.Sprintf("refused connection from %s: %v", from, err))
+	})
+	if err != nil {
 		return st, err
 	}
+	defer release()
+	start := time.Now()
+	err = s.serveConn(c)
+	st = transport.ServeStats{BytesServed: s.bytes, Requests: s.requests, Seconds: time.Since(start).Seconds()}
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+	return st, err
 }
 
 // handshake challenges the client and, once it has proved the secret,
@@ -295,23 +234,14 @@ func (s *server) serveConn(c net.Conn) error {
 // Close stops a running Serve (closing its listener and connection), waits
 // for it to return, then unmaps the region.
 func (s *server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	if s.conn != nil {
-		s.conn.Close()
-	}
-	err := s.ln.Close()
-	s.mu.Unlock()
-	s.serving.Wait()
-	if uerr := region.Unmap(s.mem); uerr != nil && err == nil {
-		err = uerr
-	}
-	s.mem = nil
-	return err
+	s.closeOnce.Do(func() {
+		s.closeErr = s.l.Close() // waits for Serve to let go of the region
+		if err := region.Unmap(s.mem); err != nil && s.closeErr == nil {
+			s.closeErr = err
+		}
+		s.mem = nil
+	})
+	return s.closeErr
 }
 
 // Dial connects and authenticates.
