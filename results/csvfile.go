@@ -108,16 +108,21 @@ func (c *CSV) Append(r Row) error {
 }
 
 func (c *CSV) write(b []byte) error {
-	n, err := c.f.WriteAt(b, c.size)
+	_, err := c.f.WriteAt(b, c.size)
 	if err == nil {
 		err = c.f.Sync()
 	}
 	if err != nil {
 		// Put the file back as it was, whatever part of b reached it,
-		// and report the write's own error.
+		// and report the write's own error. The part is measured: on an
+		// error os.File.WriteAt counts 0 even when the kernel wrote some.
+		var n int64
+		if st, serr := c.f.Stat(); serr == nil {
+			n = max(st.Size()-c.size, 0)
+		}
 		_ = c.f.Truncate(c.size)
 		_ = c.f.Sync()
-		return fmt.Errorf("write %s (%d of %d bytes written, cut back): %w", c.path, n, len(b), err)
+		return fmt.Errorf("write %s (%d of %d bytes reached the file, cut back): %w", c.path, n, len(b), err)
 	}
 	c.size += int64(len(b))
 	return nil

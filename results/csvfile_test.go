@@ -2,13 +2,16 @@ package results
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/gocarina/gocsv"
+	"golang.org/x/sys/unix"
 )
 
 func TestRowTagsMatchColumns(t *testing.T) {
@@ -110,5 +113,54 @@ func TestForeignHeaderAndLock(t *testing.T) {
 	defer first.Close()
 	if _, err := OpenCSV(path); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second open: %v", err)
+	}
+}
+
+// A write the kernel cuts short leaves part of the row in the file; Append
+// must cut it back. RLIMIT_FSIZE makes the kernel write exactly up to the
+// limit and fail the rest (EFBIG; Go ignores SIGXFSZ), which a full disk
+// does only at a page boundary. The limit is per process, so the append
+// runs in a child: this test binary again.
+func TestShortWriteIsCutBack(t *testing.T) {
+	const room = 37 // bytes of the row that fit
+	if path := os.Getenv("RESULTS_SHORT_WRITE_CSV"); path != "" {
+		c, err := OpenCSV(path)
+		if err != nil {
+			fmt.Println("open:", err)
+			os.Exit(1)
+		}
+		st, _ := os.Stat(path)
+		lim := unix.Rlimit{Cur: uint64(st.Size()) + room, Max: unix.RLIM_INFINITY}
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+			fmt.Println("setrlimit:", err)
+			os.Exit(1)
+		}
+		fmt.Println(c.Append(okRow("k2", 1)))
+		os.Exit(0)
+	}
+	path := filepath.Join(t.TempDir(), "out.csv")
+	c, err := OpenCSV(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append(okRow("k1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	before, _ := os.ReadFile(path)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestShortWriteIsCutBack$")
+	cmd.Env = append(os.Environ(), "RESULTS_SHORT_WRITE_CSV="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("(%d of ", room)) || !strings.Contains(string(out), "bytes reached the file, cut back): ") ||
+		!strings.Contains(string(out), "file too large") {
+		t.Fatalf("Append past RLIMIT_FSIZE said %q; want %d bytes reached the file, then cut back", out, room)
+	}
+	after, _ := os.ReadFile(path)
+	if string(after) != string(before) {
+		t.Fatalf("the file changed:\nbefore %q\nafter  %q", before, after)
 	}
 }
