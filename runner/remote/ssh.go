@@ -73,6 +73,7 @@ type target struct {
 	port       int
 	user       string
 	identities []string
+	proxyJump  string // its own ssh_config ProxyJump; followed for a first hop
 }
 
 func (t target) addr() string { return net.JoinHostPort(t.host, strconv.Itoa(t.port)) }
@@ -84,7 +85,7 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 	if cfg.Address == "" {
 		return nil, errors.New("ssh: no address")
 	}
-	e, err := lookupSSHConfig(cfg.Address, cfg.ConfigFile)
+	e, err := lookupSSHConfig(cfg.Address, cfg.User, cfg.ConfigFile)
 	if err != nil {
 		return nil, err
 	}
@@ -101,15 +102,9 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 	if jump == "" {
 		jump = e.ProxyJump
 	}
-	var hops []target
-	if jump != "" && jump != "none" {
-		for _, spec := range strings.Split(jump, ",") {
-			h, err := resolveJump(strings.TrimSpace(spec), cfg.ConfigFile, tgt.identities)
-			if err != nil {
-				return nil, fmt.Errorf("jump host %q: %w", spec, err)
-			}
-			hops = append(hops, h)
-		}
+	hops, err := resolveJumps(jump, cfg.ConfigFile, tgt.identities, 0)
+	if err != nil {
+		return nil, err
 	}
 
 	known := cfg.KnownHosts
@@ -193,14 +188,47 @@ func resolveTarget(address, planUser string, planPort int, planIdentity string, 
 	if planIdentity != "" {
 		t.identities = []string{expandTilde(planIdentity)}
 	} else {
-		t.identities = e.IdentityFiles
+		for _, id := range e.IdentityFiles {
+			t.identities = append(t.identities, expandIdentity(id, t, address))
+		}
 	}
+	t.proxyJump = e.ProxyJump
 	return t, nil
 }
 
+// maxJumpDepth bounds how deep first hops' own ProxyJumps are followed,
+// so a loop in ssh_config ends in an error rather than forever.
+const maxJumpDepth = 8
+
+// resolveJumps turns a ProxyJump value (a comma-separated chain, or
+// "none") into hops, in dialling order. As with OpenSSH, the first hop is
+// reached by its own ssh_config ProxyJump, if it has one; the later hops
+// are reached through the hop before them.
+func resolveJumps(jump, configFile string, identities []string, depth int) ([]target, error) {
+	if jump == "" || jump == "none" {
+		return nil, nil
+	}
+	if depth >= maxJumpDepth {
+		return nil, fmt.Errorf("jump host %q: ProxyJump nested more than %d deep; is there a loop in ssh_config?", jump, maxJumpDepth)
+	}
+	var hops []target
+	for _, spec := range strings.Split(jump, ",") {
+		h, err := resolveJump(strings.TrimSpace(spec), configFile, identities)
+		if err != nil {
+			return nil, fmt.Errorf("jump host %q: %w", spec, err)
+		}
+		hops = append(hops, h)
+	}
+	before, err := resolveJumps(hops[0].proxyJump, configFile, identities, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	return append(before, hops...), nil
+}
+
 // resolveJump parses one ProxyJump hop, "[user@]host[:port]", looking the
-// host up in ssh_config (its own ProxyJump is not followed). A hop with no
-// identity file of its own uses the target's.
+// host up in ssh_config (resolveJumps follows its own ProxyJump). A hop
+// with no identity file of its own uses the target's.
 func resolveJump(spec, configFile string, identities []string) (target, error) {
 	u, hp, ok := strings.Cut(spec, "@")
 	if !ok {
@@ -218,7 +246,7 @@ func resolveJump(spec, configFile string, identities []string) (target, error) {
 	if host == "" {
 		return target{}, errors.New("no host")
 	}
-	e, err := lookupSSHConfig(host, configFile)
+	e, err := lookupSSHConfig(host, u, configFile)
 	if err != nil {
 		return target{}, err
 	}

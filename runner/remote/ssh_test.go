@@ -460,6 +460,16 @@ func testProxyJump(t *testing.T, n *testhosts.Net) {
 		t.Errorf("via jump: reached %s, want %s", got, inner.Addr)
 	}
 
+	// A first hop's own ProxyJump is followed: the plan jumps through
+	// the "inner" alias, which only its ProxyJump bastion reaches, to
+	// inner itself (bastion → inner → inner).
+	nested := config(t, n, inner)
+	nested.Jump, nested.ConfigFile = "inner", n.SSHConfig
+	s = dial(t, nested)
+	if got := serverAddr(t, s); got != inner.Addr {
+		t.Errorf("via a jump host with its own ProxyJump: reached %s, want %s", got, inner.Addr)
+	}
+
 	// The jump host is checked against the same known_hosts and policy.
 	viaJump.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
 	os.WriteFile(viaJump.KnownHosts, nil, 0o600)

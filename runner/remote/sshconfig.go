@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -17,13 +18,15 @@ type sshConfigEntry struct {
 	Port          string
 	IdentityFiles []string
 	ProxyJump     string
+
+	alias, planUser string // what Match host, originalhost and user see
 }
 
 // ResolveHostName returns the HostName that the ssh_config file
 // (configFile, or ~/.ssh/config when "") gives the alias address, or
 // address itself when there is none or the file can't be read.
 func ResolveHostName(address, configFile string) string {
-	e, err := lookupSSHConfig(address, configFile)
+	e, err := lookupSSHConfig(address, "", configFile)
 	if err != nil || e.HostName == "" {
 		return address
 	}
@@ -33,10 +36,13 @@ func ResolveHostName(address, configFile string) string {
 // lookupSSHConfig reads configFile ("" = ~/.ssh/config; a missing file is
 // an empty config) and returns the settings for alias as OpenSSH would:
 // the first value obtained for a keyword wins, IdentityFile accumulates,
-// and Host patterns may use * and ? and negation with !. Match blocks are
-// not evaluated (treated as not matching). Include is followed.
-func lookupSSHConfig(alias, configFile string) (sshConfigEntry, error) {
-	var e sshConfigEntry
+// and Host patterns may use * and ? and negation with !. Include is
+// followed. Match blocks are evaluated as in matchBlock. planUser is the
+// user the plan wrote ("" when none), which Match user sees first.
+// IdentityFile values keep their %-tokens: expandTokens needs the final
+// host, user and port.
+func lookupSSHConfig(alias, planUser, configFile string) (sshConfigEntry, error) {
+	e := sshConfigEntry{alias: alias, planUser: planUser}
 	path := configFile
 	if path == "" {
 		home, err := os.UserHomeDir()
@@ -78,9 +84,7 @@ func readSSHConfig(path, alias string, e *sshConfigEntry, seen map[string]bool, 
 			active = hostMatches(alias, strings.Fields(val))
 			continue
 		case "match":
-			// Match criteria (exec, canonical, ...) are not evaluated; a
-			// block we can't judge is safer skipped than applied.
-			active = false
+			active = matchBlock(e, val)
 			continue
 		}
 		if !active {
@@ -107,7 +111,7 @@ func readSSHConfig(path, alias string, e *sshConfigEntry, seen map[string]bool, 
 			}
 		case "hostname":
 			if e.HostName == "" {
-				e.HostName = strings.ReplaceAll(val, "%h", alias)
+				e.HostName = expandTokens(val, map[byte]string{'h': alias})
 			}
 		case "user":
 			if e.User == "" {
@@ -118,7 +122,7 @@ func readSSHConfig(path, alias string, e *sshConfigEntry, seen map[string]bool, 
 				e.Port = val
 			}
 		case "identityfile":
-			e.IdentityFiles = append(e.IdentityFiles, expandTilde(val))
+			e.IdentityFiles = append(e.IdentityFiles, val)
 		case "proxyjump":
 			if e.ProxyJump == "" {
 				e.ProxyJump = val
@@ -173,20 +177,129 @@ func hostMatches(alias string, patterns []string) bool {
 	return matched
 }
 
+// matchBlock evaluates a Match line as OpenSSH does in its final pass:
+// every criterion must hold. Supported: all, host (the HostName found so
+// far, else the alias), originalhost, user (the plan's user, else the
+// User found so far, else the local user), localuser, and final (true:
+// there is only one pass). canonical never holds (no canonicalisation),
+// and exec is not run: a block whose command we will not run is safer
+// skipped than applied. Each criterion may be negated with "!", and takes
+// a comma-separated pattern list that may itself use "!".
+func matchBlock(e *sshConfigEntry, line string) bool {
+	args := strings.Fields(line)
+	if len(args) == 0 {
+		return false
+	}
+	for i := 0; i < len(args); i++ {
+		crit := strings.ToLower(args[i])
+		neg := strings.HasPrefix(crit, "!")
+		crit = strings.TrimPrefix(crit, "!")
+		var ok bool
+		switch crit {
+		case "all":
+			ok = true
+		case "final":
+			ok = true
+		case "canonical":
+			ok = false
+		case "host", "originalhost", "user", "localuser", "exec":
+			if i+1 >= len(args) {
+				return false // OpenSSH rejects a criterion with no argument
+			}
+			i++
+			arg := unquote(args[i])
+			switch crit {
+			case "host":
+				ok = matchList(firstOf(e.HostName, e.alias), arg)
+			case "originalhost":
+				ok = matchList(e.alias, arg)
+			case "user":
+				ok = matchList(firstOf(e.planUser, e.User, localUserName()), arg)
+			case "localuser":
+				ok = matchList(localUserName(), arg)
+			case "exec":
+				return false
+			}
+		default:
+			return false // unknown criterion: OpenSSH would refuse the file
+		}
+		if ok == neg {
+			return false
+		}
+	}
+	return true
+}
+
+// matchList applies a comma-separated pattern list: some positive pattern
+// must match and no negated one may.
+func matchList(s, list string) bool {
+	return hostMatches(s, strings.Split(list, ","))
+}
+
+func firstOf(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func localUserName() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
+}
+
+// expandTokens replaces ssh_config %-tokens: %% and those in vals. Others
+// are left as written, so a path that needs one we lack fails visibly.
+func expandTokens(s string, vals map[byte]string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		if s[i] == '%' {
+			b.WriteByte('%')
+		} else if v, ok := vals[s[i]]; ok {
+			b.WriteString(v)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// expandIdentity gives an IdentityFile its final path: ~ for the home
+// directory, and the tokens OpenSSH expands there (%d home, %h host name,
+// %i uid, %l local host name, %L its first label, %n the alias as given,
+// %p port, %r remote user, %u local user).
+func expandIdentity(p string, t target, alias string) string {
+	p = expandTilde(p)
+	vals := map[byte]string{'h': t.host, 'n': alias, 'p': strconv.Itoa(t.port), 'r': t.user,
+		'i': strconv.Itoa(os.Getuid()), 'u': localUserName()}
+	if home, err := os.UserHomeDir(); err == nil {
+		vals['d'] = home
+	}
+	if h, err := os.Hostname(); err == nil {
+		vals['l'] = h
+		vals['L'], _, _ = strings.Cut(h, ".")
+	}
+	return expandTokens(p, vals)
+}
+
+// expandTilde expands a leading ~ to the home directory.
 func expandTilde(p string) string {
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		if home, err := os.UserHomeDir(); err == nil {
 			return filepath.Join(home, p[1:])
-		}
-	}
-	if strings.Contains(p, "%d") {
-		if home, err := os.UserHomeDir(); err == nil {
-			p = strings.ReplaceAll(p, "%d", home)
-		}
-	}
-	if strings.Contains(p, "%u") {
-		if u, err := user.Current(); err == nil {
-			p = strings.ReplaceAll(p, "%u", u.Username)
 		}
 	}
 	return p

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -39,12 +41,13 @@ Host *
 		// First value wins; IdentityFile accumulates; Include is read
 		// where it stands.
 		{"lab-1", sshConfigEntry{HostName: "10.1.0.lab-1", User: "included", Port: "2222",
-			IdentityFiles: []string{filepath.Join(home, ".ssh/lab"), "/keys/second", "/keys/default"}, ProxyJump: "gw"}},
+			IdentityFiles: []string{"~/.ssh/lab", "/keys/second", "/keys/default"}, ProxyJump: "gw"}},
 		// Negation excludes lab-3 from the second block only.
 		{"lab-3", sshConfigEntry{User: "included", IdentityFiles: []string{"/keys/default"}}},
 		{"other", sshConfigEntry{User: "fallback", IdentityFiles: []string{"/keys/default"}}},
 	} {
-		got, err := lookupSSHConfig(c.alias, cfg)
+		got, err := lookupSSHConfig(c.alias, "", cfg)
+		got.alias, got.planUser = "", ""
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("lookup %s = %+v, %v\nwant %+v", c.alias, got, err, c.want)
 		}
@@ -69,6 +72,106 @@ func TestResolveTargetPlanWins(t *testing.T) {
 	want = target{host: "10.0.0.1", port: 22, user: "planuser", identities: []string{"/plan/key"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("written plan fields: %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestSSHConfigMatch(t *testing.T) {
+	local := localUserName()
+	cfg := filepath.Join(t.TempDir(), "config")
+	os.WriteFile(cfg, []byte(`Host gpu-*
+  HostName %h.cluster.example
+Match host *.cluster.example user alice
+  Port 2201
+Match originalhost gpu-2 !user bob
+  ProxyJump gw
+Match localuser `+local+` host gpu-*,!gpu-9.cluster.example
+  IdentityFile ~/.ssh/%r@%h-%p
+Match exec "true"
+  User from-exec
+Match canonical
+  User from-canonical
+Match final all
+  User from-final
+`), 0o600)
+	for _, c := range []struct {
+		alias, planUser string
+		want            sshConfigEntry
+	}{
+		// host sees the HostName set before it; user sees the plan's user.
+		{"gpu-1", "alice", sshConfigEntry{HostName: "gpu-1.cluster.example", Port: "2201",
+			IdentityFiles: []string{"~/.ssh/%r@%h-%p"}, User: "from-final"}},
+		{"gpu-2", "", sshConfigEntry{HostName: "gpu-2.cluster.example", ProxyJump: "gw",
+			IdentityFiles: []string{"~/.ssh/%r@%h-%p"}, User: "from-final"}},
+		{"gpu-2", "bob", sshConfigEntry{HostName: "gpu-2.cluster.example",
+			IdentityFiles: []string{"~/.ssh/%r@%h-%p"}, User: "from-final"}},
+		{"gpu-9", "alice", sshConfigEntry{HostName: "gpu-9.cluster.example", Port: "2201", User: "from-final"}},
+		{"login", "", sshConfigEntry{User: "from-final"}},
+	} {
+		got, err := lookupSSHConfig(c.alias, c.planUser, cfg)
+		got.alias, got.planUser = "", ""
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("lookup %s (plan user %q) = %+v, %v\nwant %+v", c.alias, c.planUser, got, err, c.want)
+		}
+	}
+}
+
+func TestIdentityFileTokens(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	e := sshConfigEntry{HostName: "10.0.0.1", User: "alice", Port: "2200",
+		IdentityFiles: []string{"~/.ssh/%r@%h:%p", "%d/keys/%n_%%", "/k/%u-%i", "/k/%x"}}
+	got, err := resolveTarget("lab", "", 0, "", e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{home + "/.ssh/alice@10.0.0.1:2200", home + "/keys/lab_%",
+		"/k/" + localUserName() + "-" + strconv.Itoa(os.Getuid()), "/k/%x"}
+	if !reflect.DeepEqual(got.identities, want) {
+		t.Errorf("identities = %q\nwant %q", got.identities, want)
+	}
+	if got := expandTokens("%h%", map[byte]string{'h': "x"}); got != "x%" {
+		t.Errorf("expandTokens with a trailing %% = %q", got)
+	}
+}
+
+// A first hop's own ProxyJump is followed, as OpenSSH does; later hops
+// are reached through the hop before them, and a loop is an error.
+func TestJumpChain(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config")
+	os.WriteFile(cfg, []byte(`Host inner
+  HostName 10.0.2.1
+  ProxyJump mid
+Host mid
+  HostName 10.0.1.1
+  ProxyJump outer
+Host outer
+  HostName 10.0.0.1
+  User gate
+Host later
+  ProxyJump ignored-because-not-first
+Host loop-a
+  ProxyJump loop-b
+Host loop-b
+  ProxyJump loop-a
+`), 0o600)
+	hops, err := resolveJumps("inner,later", cfg, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range hops {
+		got = append(got, h.user+"@"+h.addr())
+	}
+	local := localUserName()
+	want := []string{"gate@10.0.0.1:22", local + "@10.0.1.1:22", local + "@10.0.2.1:22", local + "@later:22"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("hops = %q\nwant %q", got, want)
+	}
+	if _, err := resolveJumps("loop-a", cfg, nil, 0); err == nil || !strings.Contains(err.Error(), "is there a loop in ssh_config?") {
+		t.Errorf("a ProxyJump loop gave %v", err)
+	}
+	if hops, err := resolveJumps("none", cfg, nil, 0); err != nil || len(hops) != 0 {
+		t.Errorf("ProxyJump none = %v, %v", hops, err)
 	}
 }
 
