@@ -109,10 +109,11 @@ func Write(w io.Writer, format, title string, series []Series) error {
 	}
 	dc := draw.New(c)
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
-	plots := [][]*gplot.Plot{{bw, lat}}
-	canvases := gplot.Align(plots, tiles, dc)
-	bw.Draw(canvases[0][0])
-	lat.Draw(canvases[0][1])
+	// Each panel lays itself out in its own tile: same title and x axis,
+	// so titles and data areas line up. (gplot.Align shifts whole canvases
+	// to align data areas, and the titles then sit at different heights.)
+	bw.Draw(tiles.At(dc, 0, 0))
+	lat.Draw(tiles.At(dc, 1, 0))
 	_, err = c.WriteTo(w)
 	return err
 }
@@ -187,18 +188,36 @@ func addLine(p *gplot.Plot, s Series, col interface{ RGBA() (r, g, b, a uint32) 
 	return nil
 }
 
-// plainTicks are gonum's default ticks, labelled without trailing zeros
-// ("2500", not "2500.00").
+// plainTicks labels a linear axis every 1, 2 or 5 × 10^k, whichever
+// gives 4 to 7 labels, with an unlabelled tick halfway between, and no
+// trailing zeros ("2500", not "2500.00"). gonum's default ticks can leave
+// an axis with two labels.
 type plainTicks struct{}
 
-func (plainTicks) Ticks(min, max float64) []gplot.Tick {
-	ts := gplot.DefaultTicks{}.Ticks(min, max)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+func (plainTicks) Ticks(lo, hi float64) []gplot.Tick {
+	span := hi - lo
+	if !(span > 0) || math.IsInf(span, 0) {
+		return gplot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	mag := math.Pow(10, math.Floor(math.Log10(span)))
+	step := mag
+	for _, m := range []float64{0.1, 0.2, 0.5, 1, 2, 5} {
+		if span/(m*mag) <= 7 {
+			step = m * mag
+			break
 		}
 	}
-	return ts
+	decimals := max(0, -int(math.Floor(math.Log10(step))))
+	var ticks []gplot.Tick
+	for i := math.Ceil(lo / step * 2); i <= math.Floor(hi/step*2); i++ {
+		v := i * step / 2
+		t := gplot.Tick{Value: v}
+		if math.Mod(i, 2) == 0 {
+			t.Label = strconv.FormatFloat(v, 'f', decimals, 64)
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
 }
 
 // pow2Ticks labels every power of two on a log2 block-size axis, thinned

@@ -175,3 +175,26 @@ func TestOneBlockSizeStillDraws(t *testing.T) {
 		t.Fatalf("%v (%d bytes)", err, buf.Len())
 	}
 }
+
+func TestPlainTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   string
+	}{
+		{0, 2700, "0 500 1000 1500 2000 2500"},
+		{0, 3200, "0 500 1000 1500 2000 2500 3000"},
+		{0, 90, "0 20 40 60 80"},
+		{0.1, 0.75, "0.1 0.2 0.3 0.4 0.5 0.6 0.7"},
+		{0, 1e6, "0 200000 400000 600000 800000 1000000"},
+	} {
+		var labels []string
+		for _, tk := range (plainTicks{}).Ticks(c.lo, c.hi) {
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if got := strings.Join(labels, " "); got != c.want {
+			t.Errorf("ticks %v..%v = %q, want %q", c.lo, c.hi, got, c.want)
+		}
+	}
+}
