@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -59,8 +58,11 @@ type SSH struct {
 	client *ssh.Client
 	hops   []*ssh.Client // jump hosts, nearest first; closed after client
 
-	closed   atomic.Bool // Close was called
-	lost     atomic.Bool // the connection died under us
+	closed atomic.Bool // Close was called
+	lost   atomic.Bool // the connection died under us
+	// noise is what the login shell printed on stdout before a command
+	// ran (a string), if it ever did: it garbles SFTP, see Upload.
+	noise    atomic.Value
 	done     chan struct{}
 	doneOnce sync.Once
 }
@@ -426,7 +428,7 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 	stdout := &pidWriter{}
 	var stderr bytes.Buffer
 	sess.Stdout, sess.Stderr = stdout, &stderr
-	if err := sess.Start("echo $$; " + ShellCommand(argv)); err != nil {
+	if err := sess.Start(withPid(argv)); err != nil {
 		return nil, s.waitError(err)
 	}
 	waited := make(chan error, 1)
@@ -435,9 +437,9 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 	case err = <-waited:
 	case <-ctx.Done():
 		sess.Signal(ssh.SIGKILL)
-		if pid := stdout.pidLine(); pid != "" {
+		if pid := stdout.pid(); pid > 0 {
 			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.Run(kctx, []string{"kill", "-KILL", "--", "-" + pid})
+			s.Run(kctx, []string{"kill", "-KILL", "--", "-" + strconv.Itoa(pid)})
 			cancel()
 		}
 		sess.Close()
@@ -448,10 +450,42 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 	if errors.As(err, &ee) {
 		ee.Stderr = stderr.Bytes()
 	}
+	if noise := stdout.noise(); len(noise) > 0 {
+		s.noise.Store(string(noise))
+	}
 	return stdout.output(), err
 }
 
-// pidWriter collects a Run's stdout, whose first line is the pid.
+// pidMarker starts the line the remote shell prints before it execs the
+// command: the marker, then its pid, which the command keeps. Whatever the
+// login shell's startup files print before it is not the command's output
+// and is dropped.
+const pidMarker = "\x1frdmasweep-pid:"
+
+// withPid is the remote command line: print the marker and pid, then exec.
+func withPid(argv []string) string {
+	return `printf '\037rdmasweep-pid:%d\n' $$; ` + ShellCommand(argv)
+}
+
+// cutPid finds the marker line in b: the pid, and what follows the line.
+// ok is false until the whole line is in.
+func cutPid(b []byte) (pid int, rest []byte, ok bool) {
+	i := bytes.Index(b, []byte(pidMarker))
+	if i < 0 {
+		return 0, nil, false
+	}
+	line, rest, ok := bytes.Cut(b[i+len(pidMarker):], []byte("\n"))
+	if !ok {
+		return 0, nil, false
+	}
+	pid, err := strconv.Atoi(string(line))
+	if err != nil || pid <= 1 {
+		return 0, nil, false
+	}
+	return pid, rest, true
+}
+
+// pidWriter collects a Run's stdout, which starts with the pid line.
 type pidWriter struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -463,26 +497,35 @@ func (w *pidWriter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
-// pidLine is the pid once its line is complete, else "".
-func (w *pidWriter) pidLine() string {
+// pid is the command's pid once its line is complete, else 0.
+func (w *pidWriter) pid() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	line, _, ok := bytes.Cut(w.buf.Bytes(), []byte("\n"))
-	if !ok {
-		return ""
-	}
-	if _, err := strconv.Atoi(string(line)); err != nil {
-		return ""
-	}
-	return string(line)
+	pid, _, _ := cutPid(w.buf.Bytes())
+	return pid
 }
 
+// noise is what came before the pid line: the login shell's own output.
+func (w *pidWriter) noise() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.buf.Bytes()
+	if i := bytes.Index(b, []byte(pidMarker)); i > 0 {
+		return bytes.Clone(b[:i])
+	}
+	return nil
+}
+
+// output is the command's stdout: what follows the pid line.
 func (w *pidWriter) output() []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, rest, _ := bytes.Cut(w.buf.Bytes(), []byte("\n"))
+	_, rest, _ := cutPid(w.buf.Bytes())
 	return rest
 }
+
+// maxStartupNoise bounds what a login shell may print before the pid line.
+const maxStartupNoise = 64 << 10
 
 // Start starts argv in a new session, which makes it lead its own
 // process group (sshd gives each session one, and exec keeps the shell's).
@@ -508,19 +551,31 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 		sess.Close()
 		return nil, fmt.Errorf("open session pipes: %w", err)
 	}
-	if err := sess.Start("echo $$; " + ShellCommand(argv)); err != nil {
+	if err := sess.Start(withPid(argv)); err != nil {
 		sess.Close()
 		return nil, s.waitError(err)
 	}
-	br := bufio.NewReader(stdout)
-	p.stdout = br
+	// Read up to the pid line, a byte at a time so nothing of the
+	// command's own output is consumed.
 	got := make(chan error, 1)
 	go func() {
-		line, err := br.ReadString('\n')
-		if err == nil {
-			p.pid, err = strconv.Atoi(strings.TrimSuffix(line, "\n"))
+		var seen []byte
+		one := make([]byte, 1)
+		for len(seen) < maxStartupNoise {
+			if _, err := io.ReadFull(stdout, one); err != nil {
+				got <- err
+				return
+			}
+			seen = append(seen, one[0])
+			if one[0] == '\n' {
+				if pid, _, ok := cutPid(seen); ok {
+					p.pid = pid
+					got <- nil
+					return
+				}
+			}
 		}
-		got <- err
+		got <- fmt.Errorf("the login shell printed %d bytes and no pid line; keep its startup files quiet", len(seen))
 	}()
 	select {
 	case err = <-got:
@@ -528,13 +583,17 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 		sess.Close()
 		return nil, ctx.Err()
 	}
-	if err != nil || p.pid <= 1 {
+	if err != nil {
 		sess.Close()
-		if s.lost.Load() || errors.Is(err, io.EOF) {
-			return nil, ErrConnectionLost
+		if s.lost.Load() || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			if s.lost.Load() {
+				return nil, ErrConnectionLost
+			}
+			return nil, fmt.Errorf("start %s: the session ended before the command ran (is the login shell working?)", argv[0])
 		}
-		return nil, fmt.Errorf("read the remote shell's pid: %v", err)
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
+	p.stdout = stdout
 	return p, nil
 }
 

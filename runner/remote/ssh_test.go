@@ -52,6 +52,47 @@ func TestSSH(t *testing.T) {
 	t.Run("ConnectTimeoutSYNDropped", func(t *testing.T) { testTimeoutSYN(t, n) })
 	t.Run("ConnectTimeoutNoBanner", func(t *testing.T) { testTimeoutBanner(t, n) })
 	t.Run("KeepaliveLostLink", func(t *testing.T) { testKeepalive(t, n) })
+	t.Run("NoisyLoginShell", func(t *testing.T) { testNoisyShell(t, n) })
+}
+
+// A login shell that prints before running the command (cluster startup
+// files do) must not garble Run's output, nor a started node's events.
+func testNoisyShell(t *testing.T, n *testhosts.Net) {
+	cfg := config(t, n, n.Hosts["a"])
+	cfg.User = n.NoisyUser
+	s := dial(t, cfg)
+	ctx := context.Background()
+	// The shell really is noisy: without the runner's framing the
+	// greeting comes first.
+	raw := exec.Command("ssh", "-F", "none", "-i", n.KeyFile, "-o", "UserKnownHostsFile="+n.KnownHosts,
+		"-o", "BatchMode=yes", n.NoisyUser+"@"+n.Hosts["a"].Addr, "echo", "hi")
+	if out, err := raw.Output(); err != nil || string(out) != testhosts.NoisyGreeting+"hi\n" {
+		t.Fatalf("OpenSSH's view of the noisy shell: %q, %v; want the greeting first", out, err)
+	}
+	out, err := s.Run(ctx, []string{"printf", "%s\n", "line one", "line two"})
+	if err != nil || string(out) != "line one\nline two\n" {
+		t.Errorf("Run through a noisy shell = %q, %v", out, err)
+	}
+	p, err := s.Start(ctx, []string{"sh", "-c", `read x; echo "got $x"`})
+	if err != nil {
+		t.Fatalf("Start through a noisy shell: %v", err)
+	}
+	go io.Copy(io.Discard, p.Stderr())
+	io.WriteString(p.Stdin(), "ping\n")
+	p.Stdin().Close()
+	got, _ := io.ReadAll(p.Stdout())
+	if err := p.Wait(); err != nil || string(got) != "got ping\n" {
+		t.Errorf("started process through a noisy shell: stdout %q, %v", got, err)
+	}
+	// sshd runs the sftp subsystem through the login shell too, so the
+	// noise lands in the SFTP stream.
+	src := filepath.Join(t.TempDir(), "src")
+	os.WriteFile(src, []byte("x"), 0o644)
+	_, err = s.Upload(ctx, src, "/tmp/rdmasweep-noisy-upload")
+	var noisy *remote.NoisyShellError
+	if !errors.As(err, &noisy) || noisy.Noise != testhosts.NoisyGreeting || !strings.Contains(noisy.Hint(), "interactive") {
+		t.Errorf("upload through a noisy shell = %v; want a NoisyShellError quoting the greeting", err)
+	}
 }
 
 // config is how a plan would describe host h with the harness's key,

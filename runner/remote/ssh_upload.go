@@ -54,6 +54,9 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 	}
 	c, err := sftp.NewClient(s.client, sftp.UseConcurrentWrites(true))
 	if err != nil {
+		if noise, ok := s.noise.Load().(string); ok && !s.lost.Load() {
+			return UploadResult{}, &NoisyShellError{Err: fmt.Errorf("start sftp: %w", err), User: s.user, Noise: noise}
+		}
 		return UploadResult{}, s.uploadError(fmt.Errorf("start sftp: %w", err))
 	}
 	defer c.Close()
@@ -120,6 +123,30 @@ func (s *SSH) removeTemp(c *sftp.Client, tmp string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.Run(ctx, []string{"rm", "-f", "--", tmp})
+}
+
+// NoisyShellError is an SFTP start that failed on a host whose login shell
+// prints on stdout. sshd runs the sftp subsystem through that shell, so
+// the output lands in the SFTP stream (OpenSSH's sftp fails the same way).
+type NoisyShellError struct {
+	Err   error
+	User  string
+	Noise string // what the shell printed
+}
+
+func (e *NoisyShellError) Error() string {
+	noise := e.Noise
+	if len(noise) > 60 {
+		noise = noise[:60] + "…"
+	}
+	return fmt.Sprintf("%v: the login shell of %s prints %q on stdout before any command", e.Err, e.User, noise)
+}
+
+func (e *NoisyShellError) Unwrap() error { return e.Err }
+
+// Hint says how to quiet the shell.
+func (e *NoisyShellError) Hint() string {
+	return "make the startup files (~/.bashrc, ~/.profile) print only in interactive shells, e.g. guard with: case $- in *i*) ;; *) return;; esac; or set \"Subsystem sftp internal-sftp\" in the host's sshd_config"
 }
 
 func (s *SSH) uploadError(err error) error {

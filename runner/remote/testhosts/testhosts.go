@@ -95,21 +95,37 @@ type Net struct {
 	// session signals only to non-root sessions (it skips post-auth
 	// privilege separation for root).
 	User string
+	// NoisyUser is like User, but its login shell prints a line and a
+	// partial line on stdout before it runs any command, as cluster
+	// startup files often do.
+	NoisyUser string
 }
 
-// User and UserUID name the hosts' unprivileged account.
+// User and UserUID name the hosts' unprivileged account; NoisyUser and
+// NoisyUID the one with a noisy login shell.
 const (
-	User    = "rsw"
-	UserUID = 4242
+	User      = "rsw"
+	UserUID   = 4242
+	NoisyUser = "rswnoisy"
+	NoisyUID  = 4243
 )
 
-// writeAccounts writes copies of /etc/passwd and /etc/group with User
-// added, for the hosts to bind-mount.
+// NoisyGreeting is what NoisyUser's login shell prints first.
+const NoisyGreeting = "Welcome to the test cluster\nno newline here"
+
+// writeAccounts writes copies of /etc/passwd and /etc/group with User and
+// NoisyUser added, for the hosts to bind-mount, and NoisyUser's shell.
 func writeAccounts(t testing.TB, dir string) {
 	t.Helper()
+	noisy := filepath.Join(dir, "noisy-sh")
+	script := fmt.Sprintf("#!/bin/sh\nprintf '%%s' '%s'\nexec /bin/sh \"$@\"\n", NoisyGreeting)
+	if err := os.WriteFile(noisy, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []struct{ name, line string }{
-		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n", User, UserUID, UserUID)},
-		{"group", fmt.Sprintf("%s:x:%d:\n", User, UserUID)},
+		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n",
+			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy)},
+		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID)},
 	} {
 		b, err := os.ReadFile("/etc/" + f.name)
 		if err != nil {
@@ -174,7 +190,7 @@ func Start(t testing.TB, opts Options) *Net {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User}
+	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser}
 	writeAccounts(t, n.Dir)
 	t.Cleanup(func() { n.teardown(t) })
 
