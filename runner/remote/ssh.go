@@ -635,8 +635,9 @@ const signalTimeout = 10 * time.Second
 // a session signal to the group (killpg), but not for root logins: sshd
 // skips post-auth privilege separation for root and then drops the
 // request ("session signalling requires privilege separation") without
-// telling the client. For root, the group is killed by pid over a second
-// session instead; that also works before the process has said anything.
+// telling the client. For root, and for SIGKILL always, the group is
+// signalled by pid over a second session; that also works before the
+// process has said anything.
 func (p *sshProcess) Signal(sig os.Signal) error {
 	name, ok := sshSignals[sig]
 	if !ok {
@@ -646,7 +647,11 @@ func (p *sshProcess) Signal(sig os.Signal) error {
 		if err := p.sess.Signal(name); err != nil {
 			return p.s.waitError(err)
 		}
-		return nil
+		if sig != syscall.SIGKILL {
+			return nil
+		}
+		// SIGKILL is the last resort: also over a second session, which
+		// does not depend on this one's channel or on sshd's signalling.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
 	defer cancel()
