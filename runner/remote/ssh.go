@@ -570,6 +570,9 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 			if one[0] == '\n' {
 				if pid, _, ok := cutPid(seen); ok {
 					p.pid = pid
+					if i := bytes.Index(seen, []byte(pidMarker)); i > 0 {
+						s.noise.Store(string(seen[:i]))
+					}
 					got <- nil
 					return
 				}
@@ -585,11 +588,11 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 	}
 	if err != nil {
 		sess.Close()
-		if s.lost.Load() || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			if s.lost.Load() {
-				return nil, ErrConnectionLost
-			}
-			return nil, fmt.Errorf("start %s: the session ended before the command ran (is the login shell working?)", argv[0])
+		switch {
+		case s.lost.Load():
+			return nil, ErrConnectionLost
+		case errors.Is(err, io.EOF):
+			return nil, fmt.Errorf("start %s: the session ended before the command ran; does the login shell work?", argv[0])
 		}
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
