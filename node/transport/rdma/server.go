@@ -227,12 +227,14 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	if s.l == nil {
 		return st, fmt.Errorf("serve: %w", net.ErrClosed)
 	}
-	region := regionRecord{
-		Addr: uint64(uintptr(unsafe.Pointer(&s.mem[0]))), RKey: uint32(s.mr.rkey), Length: uint64(s.cfg.Region.Size),
-		Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned,
-	}
 	var sess serverSession
 	c, release, err := s.l.Accept(ctx, s.cfg.AcceptTimeout, func(c *net.TCPConn, _ time.Time) error {
+		// Inside Accept, Close waits for us: the region is still there
+		// (after Close, Accept fails before it gets here).
+		region := regionRecord{
+			Addr: uint64(uintptr(unsafe.Pointer(&s.mem[0]))), RKey: uint32(s.mr.rkey), Length: uint64(s.cfg.Region.Size),
+			Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned,
+		}
 		var err error
 		sess, err = serverHandshake(ctx, c, s.cfg.Secret, region, s.prepare)
 		return err

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,7 @@ func Run(t *testing.T, tr transport.Transport, opts ...Option) {
 	t.Run("AcceptTimeout", s.acceptTimeout)
 	t.Run("CancelServe", s.cancelServe)
 	t.Run("CancelRead", s.cancelRead)
+	t.Run("CloseWhileServing", s.closeWhileServing)
 }
 
 type suite struct {
@@ -374,6 +376,30 @@ func (s *suite) cancelServe(t *testing.T) {
 	cancel()
 	if _, err := srv.wait(t, 3*time.Second); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Serve returned %v, want context.Canceled", err)
+	}
+}
+
+// Close while Serve waits for a client ends Serve with an error, and a
+// Serve after Close fails at once: the region is gone, nothing may touch it.
+func (s *suite) closeWhileServing(t *testing.T) {
+	f := file(t, 4*block)
+	srv := s.serve(t, testCtx(t), regionOf(f), nil, time.Minute)
+	time.Sleep(100 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- srv.srv.Close() }()
+	if _, err := srv.wait(t, 3*time.Second); err == nil {
+		t.Errorf("Serve ended by Close returned no error")
+	}
+	select {
+	case <-closed:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if _, err := srv.srv.Serve(testCtx(t)); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Serve after Close = %v, want net.ErrClosed", err)
+	}
+	if err := srv.srv.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
 	}
 }
 
