@@ -241,7 +241,7 @@ func stopReason(ctx context.Context, err error) error {
 }
 
 // sizeValue is a flag holding a size: plain bytes, or a number with KiB,
-// MiB, GiB, TiB (powers of 1024) or KB, MB, GB (powers of 1000).
+// MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000).
 type sizeValue int64
 
 func (s *sizeValue) String() string { return strconv.FormatInt(int64(*s), 10) }
@@ -255,28 +255,12 @@ func (s *sizeValue) Set(v string) error {
 	return nil
 }
 
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-}
-
+// parseSize parses a size as plans write it (results.ParseSize), refusing
+// a negative one.
 func parseSize(v string) (int64, error) {
-	num, mult := v, int64(1)
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(v, u.suffix) {
-			num, mult = strings.TrimSuffix(v, u.suffix), u.mult
-			break
-		}
+	n, err := results.ParseSize(v)
+	if err == nil && n < 0 {
+		err = fmt.Errorf("size %q is negative", v)
 	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a size like 4096, 4KiB or 1GB", v)
-	}
-	if n > (1<<63-1)/mult {
-		return 0, fmt.Errorf("size %q is too large", v)
-	}
-	return n * mult, nil
+	return n, err
 }

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"gopkg.in/yaml.v3"
+
+	"rdmasweep/results"
 )
 
 // maxComboChecks bounds the cross-field checks in Load; a bigger cross
@@ -94,9 +96,9 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 func blockFileProblem(fileSize, blockSize int64) string {
 	switch {
 	case blockSize > fileSize:
-		return "block_size " + FormatSize(blockSize) + " is larger than file_size " + FormatSize(fileSize)
+		return "block_size " + results.FormatSize(blockSize) + " is larger than file_size " + results.FormatSize(fileSize)
 	case fileSize%blockSize != 0:
-		return "file_size " + FormatSize(fileSize) + " is not a multiple of block_size " + FormatSize(blockSize)
+		return "file_size " + results.FormatSize(fileSize) + " is not a multiple of block_size " + results.FormatSize(blockSize)
 	}
 	return ""
 }
@@ -104,7 +106,7 @@ func blockFileProblem(fileSize, blockSize int64) string {
 func totalDurationProblem(total, duration int64) string {
 	if total != 0 && duration != 0 {
 		p := paramByName("duration")
-		return "total " + FormatSize(total) + " and duration " + p.format(value{n: duration}) +
+		return "total " + results.FormatSize(total) + " and duration " + p.format(value{n: duration}) +
 			" are both non-zero; a point reads either total bytes or for a duration"
 	}
 	return ""

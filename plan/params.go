@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"rdmasweep/results"
 )
 
 // kind is how a parameter's value is written and compared.
@@ -125,7 +127,7 @@ func SweepableParams() []string { return slices.Clone(sweepable) }
 func (p *param) format(v value) string {
 	switch p.kind {
 	case kindSize:
-		return FormatSize(v.n)
+		return results.FormatSize(v.n)
 	case kindInt:
 		return strconv.FormatInt(v.n, 10)
 	case kindBool:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rdmasweep/results"
 )
 
 // minimalYAML is the least a valid plan says; tests append to it.
@@ -145,7 +147,7 @@ func TestOrder(t *testing.T) {
 		p := mustParse(t, minimalYAML+body, Options{})
 		var got []string
 		for _, pt := range mustExpand(t, p, ExpandOptions{}) {
-			got = append(got, fmt.Sprintf("%s/%s/%s/%d", pt.Server.Cache, pt.Client.Pattern, FormatSize(pt.Client.BlockSize), pt.Client.QueueDepth))
+			got = append(got, fmt.Sprintf("%s/%s/%s/%d", pt.Server.Cache, pt.Client.Pattern, results.FormatSize(pt.Client.BlockSize), pt.Client.QueueDepth))
 		}
 		want := []string{
 			"cold/sequential/4KiB/1", "cold/sequential/8KiB/2", "cold/random/4KiB/1", "cold/random/8KiB/2",
@@ -387,48 +389,6 @@ func TestKeys(t *testing.T) {
 	remote := strings.Replace(base, "server: {address: local}", "server: {address: alias}", 1)
 	if a, b := keys(remote, Options{}, ExpandOptions{}), keys(remote, Options{}, ExpandOptions{HostName: func(string) string { return "real" }}); slices.Equal(a, b) {
 		t.Error("the resolved data_address is not part of the key")
-	}
-}
-
-func TestSizes(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-	}{
-		{"0", 0}, {"4096", 4096}, {"4KiB", 4096}, {"1MiB", 1 << 20}, {"3GiB", 3 << 30}, {"2TiB", 2 << 40},
-		{"4KB", 4000}, {"1MB", 1e6}, {"5GB", 5e9}, {"2TB", 2e12}, {"-4KiB", -4096}, {"8388607TiB", 8388607 << 40},
-	} {
-		got, err := ParseSize(tc.in)
-		if err != nil || got != tc.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"", "4kb", "4K", "4 KiB", "4k", "KiB", "4.5KiB", "0x10", "4KiBs", "1e3", "+4", "4B", "--4", "8388608TiB", "99999999999999999999"} {
-		if n, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) = %d, want an error", bad, n)
-		} else if !strings.Contains(err.Error(), bad) {
-			t.Errorf("ParseSize(%q): error %q does not quote the input", bad, err)
-		}
-	}
-	for _, tc := range []struct {
-		n    int64
-		want string
-	}{
-		{0, "0"}, {1, "1"}, {1000, "1000"}, {1536, "1536"}, {4096, "4KiB"}, {4 << 20, "4MiB"}, {512 << 10, "512KiB"},
-		{1 << 30, "1GiB"}, {3 << 40, "3TiB"}, {1024 << 40, "1024TiB"}, {1e6, "1000000"}, {-2048, "-2KiB"},
-	} {
-		if got := FormatSize(tc.n); got != tc.want {
-			t.Errorf("FormatSize(%d) = %q, want %q", tc.n, got, tc.want)
-		}
-	}
-	// Round trip over many values, including every power of two and its
-	// neighbours.
-	for shift := 0; shift < 63; shift++ {
-		for _, n := range []int64{1 << shift, 1<<shift - 1, 1<<shift + 1, 3 << max(shift-2, 0), 1000 << min(shift, 50)} {
-			if got, err := ParseSize(FormatSize(n)); err != nil || got != n {
-				t.Errorf("ParseSize(FormatSize(%d) = %q) = %d, %v", n, FormatSize(n), got, err)
-			}
-		}
 	}
 }
 

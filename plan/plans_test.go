@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rdmasweep/results"
 )
 
 // TestCheckedInPlans loads, validates and expands every plan in plans/, so
@@ -60,7 +62,7 @@ func TestLoopbackPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	if first, last := pts[0].Client.BlockSize, pts[len(pts)-1].Client.BlockSize; first != 4<<20 || last != 4<<10 || len(pts) != 11 {
-		t.Errorf("block sizes %s..%s in %d points, want 4MiB..4KiB in 11", FormatSize(first), FormatSize(last), len(pts))
+		t.Errorf("block sizes %s..%s in %d points, want 4MiB..4KiB in 11", results.FormatSize(first), results.FormatSize(last), len(pts))
 	}
 	// "Runs in seconds": bound the bytes moved over loopback.
 	var bytes int64
@@ -68,7 +70,7 @@ func TestLoopbackPlan(t *testing.T) {
 		bytes += pt.Client.Total
 	}
 	if bytes == 0 || bytes > 16<<30 {
-		t.Errorf("loopback reads %s in all; want a bounded, non-zero total", FormatSize(bytes))
+		t.Errorf("loopback reads %s in all; want a bounded, non-zero total", results.FormatSize(bytes))
 	}
 	if p.Output.CSV != "out/loopback.csv" {
 		t.Errorf("output.csv = %q", p.Output.CSV)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"rdmasweep/results"
 )
 
 // This file holds the loader's generic YAML walking: positions, errors,
@@ -365,7 +367,7 @@ func (l *loader) sizeValue(n *yaml.Node, path string, lo int64) (int64, bool) {
 		l.errorf(n, path, "must be a size like 4KiB (got %s)", describe(n))
 		return 0, false
 	}
-	v, err := ParseSize(n.Value)
+	v, err := results.ParseSize(n.Value)
 	if err != nil {
 		l.errorf(n, path, "%v", err)
 		return 0, false

@@ -15,6 +15,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/plans"
+	"rdmasweep/results"
 	"rdmasweep/runner/remote"
 )
 
@@ -202,7 +203,7 @@ func writePointTable(w io.Writer, pts []plan.Point) error {
 			reg = "-"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			pt.Index+1, pt.Key, pt.Transport, plan.FormatSize(s.FileSize), plan.FormatSize(c.BlockSize),
+			pt.Index+1, pt.Key, pt.Transport, results.FormatSize(s.FileSize), results.FormatSize(c.BlockSize),
 			c.QueueDepth, c.QPs, c.Pattern, s.Cache, reg, totalText(pt), c.Duration, c.Warmup, reads)
 	}
 	return tw.Flush()
@@ -213,9 +214,9 @@ func totalText(pt plan.Point) string {
 	case pt.Client.Duration > 0:
 		return "-"
 	case pt.Client.Total == 0:
-		return plan.FormatSize(pt.Server.FileSize)
+		return results.FormatSize(pt.Server.FileSize)
 	}
-	return plan.FormatSize(pt.Client.Total)
+	return results.FormatSize(pt.Client.Total)
 }
 
 // stderrIsTerminal reports whether w is a terminal, for the progress bar.

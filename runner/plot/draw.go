@@ -18,7 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"rdmasweep/plan"
+	"rdmasweep/results"
 )
 
 // ErrFormat is returned for an output name that is neither .png nor .svg.
@@ -239,7 +239,7 @@ func (pow2Ticks) Ticks(min, max float64) []gplot.Tick {
 		}
 		t := gplot.Tick{Value: v}
 		if (e-lo)%step == 0 {
-			t.Label = plan.FormatSize(int64(v))
+			t.Label = results.FormatSize(int64(v))
 		}
 		ticks = append(ticks, t)
 	}

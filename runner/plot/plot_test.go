@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/plan"
 	"rdmasweep/results"
 )
 
@@ -77,7 +76,7 @@ func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
 				{"p99", p.LatP99Us, w.p99, w.p99SD},
 			} {
 				if !near(f.got.Mean, f.mean) || !near(f.got.SD, f.sd) {
-					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, plan.FormatSize(p.BlockSize), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
+					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, results.FormatSize(p.BlockSize), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
 				}
 			}
 		}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"rdmasweep/plan"
 	"rdmasweep/results"
 )
 
@@ -134,14 +133,14 @@ var Params = []Param{
 	{"transport", func(r results.Row) string { return r.Transport }},
 	{"server", func(r results.Row) string { return r.ServerHost }},
 	{"client", func(r results.Row) string { return r.ClientHost }},
-	{"file_size", func(r results.Row) string { return plan.FormatSize(r.FileSizeBytes) }},
-	{"block_size", func(r results.Row) string { return plan.FormatSize(r.BlockSizeBytes) }},
+	{"file_size", func(r results.Row) string { return results.FormatSize(r.FileSizeBytes) }},
+	{"block_size", func(r results.Row) string { return results.FormatSize(r.BlockSizeBytes) }},
 	{"queue_depth", func(r results.Row) string { return strconv.Itoa(r.QueueDepth) }},
 	{"qps", func(r results.Row) string { return strconv.Itoa(r.QPs) }},
 	{"pattern", func(r results.Row) string { return r.Pattern }},
 	{"cache", func(r results.Row) string { return r.Cache }},
 	{"registration", func(r results.Row) string { return r.Registration }},
-	{"total", func(r results.Row) string { return plan.FormatSize(r.TotalBytes) }},
+	{"total", func(r results.Row) string { return results.FormatSize(r.TotalBytes) }},
 	{"duration", func(r results.Row) string { return fmt.Sprintf("%gs", r.DurationS) }},
 	{"warmup", func(r results.Row) string { return fmt.Sprintf("%gs", r.WarmupS) }},
 }
