@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"rdmasweep/internal/atomicfile"
 	"rdmasweep/results"
 )
 
@@ -40,22 +40,9 @@ func WriteFile(path, title string, series []Series) error {
 	if format != "png" && format != "svg" {
 		return fmt.Errorf("%w %q: name the output .png or .svg", ErrFormat, filepath.Ext(path))
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := Write(tmp, format, title, series); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		return Write(w, format, title, series)
+	})
 }
 
 // Write draws series as format ("png" or "svg") to w: bandwidth against

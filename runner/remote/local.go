@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"rdmasweep/internal/atomicfile"
 )
 
 // Local is this machine. Commands run directly, without a shell.
@@ -73,27 +75,11 @@ func (Local) Upload(ctx context.Context, local, remote string) (UploadResult, er
 	if err := os.MkdirAll(filepath.Dir(remote), 0o755); err != nil {
 		return UploadResult{}, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(remote), "."+filepath.Base(remote)+".tmp-*")
+	err = atomicfile.Write(remote, 0o755, func(w io.Writer) error {
+		_, err := w.Write(src)
+		return err
+	})
 	if err != nil {
-		return UploadResult{}, err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(src); err != nil {
-		tmp.Close()
-		return UploadResult{}, err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return UploadResult{}, err
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return UploadResult{}, err
-	}
-	if err := tmp.Close(); err != nil {
-		return UploadResult{}, err
-	}
-	if err := os.Rename(tmp.Name(), remote); err != nil {
 		return UploadResult{}, err
 	}
 	return UploadResult{BytesSent: int64(len(src))}, nil
