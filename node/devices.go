@@ -12,15 +12,10 @@ import (
 	"text/tabwriter"
 
 	"rdmasweep/node/transport/rdma"
+	"rdmasweep/results"
 )
 
 func init() { commands["devices"] = runDevices }
-
-// devicesList is what `node devices --json` prints on one line.
-type devicesList struct {
-	Type    string        `json:"type"` // "devices"
-	Devices []rdma.Device `json:"devices"`
-}
 
 func runDevices(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
@@ -36,7 +31,7 @@ func runDevices(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("list rdma devices: %w", err)
 	}
 	if *asJSON {
-		b, err := json.Marshal(devicesList{Type: "devices", Devices: devs})
+		b, err := json.Marshal(results.DevicesList{Type: results.TypeDevices, Devices: devs})
 		if err != nil {
 			return err
 		}

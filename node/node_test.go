@@ -416,7 +416,7 @@ func TestVersionJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v versionInfo
+	var v results.Version
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatalf("version --json printed %q: %v", out, err)
 	}

@@ -8,18 +8,11 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+
+	"rdmasweep/results"
 )
 
 func init() { commands["version"] = runVersion }
-
-// versionInfo is what `node version --json` prints; the runner checks it
-// against the plan (e.g. that rdma is built in).
-type versionInfo struct {
-	Version    string   `json:"version"`
-	Go         string   `json:"go"`
-	Transports []string `json:"transports"`
-	Arch       string   `json:"arch"`
-}
 
 func runVersion(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
@@ -27,7 +20,7 @@ func runVersion(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	v := versionInfo{Version: version, Go: runtime.Version(), Arch: runtime.GOARCH}
+	v := results.Version{Version: version, Go: runtime.Version(), Arch: runtime.GOARCH}
 	for name := range transports {
 		v.Transports = append(v.Transports, name)
 	}

@@ -135,9 +135,7 @@ func localTransports(binary string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var v struct {
-		Transports []string `json:"transports"`
-	}
+	var v results.Version
 	if err := json.Unmarshal(out, &v); err != nil {
 		return nil, err
 	}

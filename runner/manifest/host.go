@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rdmasweep/results"
 	"rdmasweep/runner/remote"
 )
 
@@ -112,25 +113,13 @@ func Collect(ctx context.Context, h remote.Host, q Query) (Host, error) {
 	return host, nil
 }
 
-// deviceList is the part of `node devices --json` the manifest uses.
-type deviceList struct {
-	Type    string `json:"type"`
-	Devices []struct {
-		Name  string `json:"name"`
-		Ports []struct {
-			Port      int `json:"port"`
-			ActiveMTU int `json:"active_mtu"`
-		} `json:"ports"`
-	} `json:"devices"`
-}
-
 // parse reads the script's output. Unknown lines are ignored, so an older
 // runner reads a newer script's output.
 func parse(out []byte) Host {
 	var h Host
 	var file File
 	hasFile := false
-	var devices deviceList
+	var devices results.DevicesList
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) < 2 {
@@ -185,9 +174,7 @@ func parse(out []byte) Host {
 		case "block_numa":
 			file.NUMANode = numa(v)
 		case "node_version":
-			var ver struct {
-				Version string `json:"version"`
-			}
+			var ver results.Version
 			if json.Unmarshal([]byte(v), &ver) == nil {
 				h.Node.Version = ver.Version
 			}
@@ -198,7 +185,7 @@ func parse(out []byte) Host {
 		}
 	}
 	// node's view of the port adds the active MTU, which sysfs lacks.
-	if devices.Type == "devices" {
+	if devices.Type == results.TypeDevices {
 		for _, d := range devices.Devices {
 			for _, p := range d.Ports {
 				for i := range h.NICs {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rdmasweep/results"
 	"rdmasweep/runner/remote"
 )
 
@@ -52,33 +53,12 @@ type FileFacts struct {
 	SidecarSuffix string
 }
 
-// Device mirrors node's rdma.Device as `node devices --json` prints it.
-type Device struct {
-	Name            string `json:"name"`
-	MaxQPRdAtom     int    `json:"max_qp_rd_atom"`
-	MaxQPInitRdAtom int    `json:"max_qp_init_rd_atom"`
-	ODP             bool   `json:"odp"`
-	Ports           []Port `json:"ports"`
-}
-
-// Port mirrors node's rdma.Port.
-type Port struct {
-	Port      int     `json:"port"`
-	State     string  `json:"state"`
-	LinkLayer string  `json:"link_layer"`
-	ActiveMTU int     `json:"active_mtu"`
-	RateGbps  float64 `json:"rate_gbps"`
-	Width     string  `json:"width"`
-	GIDs      []GID   `json:"gids"`
-}
-
-// GID mirrors node's rdma.GID.
-type GID struct {
-	Index  int    `json:"index"`
-	GID    string `json:"gid"`
-	Type   string `json:"type"`
-	Netdev string `json:"netdev"`
-}
+// Device, Port and GID are node's own types for `node devices --json`.
+type (
+	Device = results.Device
+	Port   = results.Port
+	GID    = results.GID
+)
 
 // SidecarSuffix names the sidecar node writes beside a file it created.
 const SidecarSuffix = ".rdmasweep"
@@ -163,23 +143,20 @@ func parse(out []byte) Facts {
 		case "node_present":
 			f.Node.Present = true
 		case "node_version":
-			var ver struct {
-				Version    string   `json:"version"`
-				Transports []string `json:"transports"`
-			}
+			var ver results.Version
 			if json.Unmarshal([]byte(v), &ver) == nil {
 				f.Node.Version, f.Node.Transports = ver.Version, ver.Transports
 			}
 		case "node_devices":
+			// A DevicesList, or node's Error event when it has none.
 			var d struct {
-				Type    string   `json:"type"`
-				Devices []Device `json:"devices"`
-				Message string   `json:"message"`
+				results.DevicesList
+				Message string `json:"message"`
 			}
 			switch err := json.Unmarshal([]byte(v), &d); {
 			case err != nil:
 				f.DevicesError = v
-			case d.Type == "devices":
+			case d.Type == results.TypeDevices:
 				f.Devices = d.Devices
 			default:
 				f.DevicesError = d.Message

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"rdmasweep/results"
 )
 
 // Problem is one thing that would make the plan fail.
@@ -147,9 +149,8 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 	return cell
 }
 
-// pickGID says which GID node would use, as node's own rule does: the
-// configured index; on the server the GID holding data_address; else an
-// IPv4-mapped GID, then any not link-local, then any, RoCE v2 first.
+// pickGID says which GID node would use: the configured index, else
+// node's own rule (results.ChooseGID), with the server's data_address.
 func pickGID(p *Port, n Need) (*GID, string) {
 	if n.GIDIndex != nil && *n.GIDIndex >= 0 {
 		for i := range p.GIDs {
@@ -167,46 +168,15 @@ func pickGID(p *Port, n Need) (*GID, string) {
 		g := &p.GIDs[0]
 		return g, fmt.Sprintf("%d %s (%s, auto)", g.Index, g.GID, g.Type)
 	}
-	typeRank := func(t string) int {
-		switch t {
-		case "RoCE v2":
-			return 0
-		case "RoCE v1":
-			return 1
-		}
-		return 2
-	}
-	best := -1
+	// The client chooses by its socket's local address, unknown here, so
+	// it is judged as node judges no address.
+	var addr net.IP
 	if n.Role == "server" {
-		if ip := net.ParseIP(n.DataAddress); ip != nil && !ip.IsUnspecified() {
-			for i, g := range p.GIDs {
-				if gip := net.ParseIP(g.GID); gip != nil && gip.Equal(ip) && (best < 0 || typeRank(g.Type) < typeRank(p.GIDs[best].Type)) {
-					best = i
-				}
-			}
-			if best < 0 {
-				return nil, "none matches " + n.DataAddress
-			}
-		}
+		addr = net.ParseIP(n.DataAddress)
 	}
-	if best < 0 {
-		rank := func(g GID) int {
-			r := typeRank(g.Type)
-			ip := net.ParseIP(g.GID)
-			switch {
-			case ip != nil && ip.To4() != nil:
-			case ip != nil && !ip.IsLinkLocalUnicast():
-				r += 10
-			default:
-				r += 20
-			}
-			return r
-		}
-		for i, g := range p.GIDs {
-			if best < 0 || rank(g) < rank(p.GIDs[best]) {
-				best = i
-			}
-		}
+	best, err := results.ChooseGID(p.GIDs, addr)
+	if err != nil {
+		return nil, "none matches " + n.DataAddress
 	}
 	g := &p.GIDs[best]
 	return g, fmt.Sprintf("%d %s (%s, auto)", g.Index, g.GID, g.Type)

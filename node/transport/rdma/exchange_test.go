@@ -146,11 +146,7 @@ func TestDecodeEndpointChecksLengths(t *testing.T) {
 	}
 }
 
-func gidOf(index int, ip, typ string) GID {
-	g := GID{Index: index, GID: ip, Type: typ}
-	copy(g.raw[:], net.ParseIP(ip).To16())
-	return g
-}
+func gidOf(index int, ip, typ string) GID { return GID{Index: index, GID: ip, Type: typ} }
 
 func TestChooseGID(t *testing.T) {
 	gids := []GID{

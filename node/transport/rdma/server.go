@@ -293,7 +293,7 @@ func randomPSN() uint32 {
 
 // local returns d's endpoint for qps, with fresh PSNs.
 func local(d *device, gid GID, q *qpSet) endpoint {
-	e := endpoint{LID: uint16(d.pattr.lid), GID: gid.raw, MTU: uint8(d.pattr.active_mtu), MaxDestRdAtomic: uint8(d.maxRdAtom())}
+	e := endpoint{LID: uint16(d.pattr.lid), GID: gidRaw(gid), MTU: uint8(d.pattr.active_mtu), MaxDestRdAtomic: uint8(d.maxRdAtom())}
 	for _, qp := range q.qps {
 		e.QPs = append(e.QPs, qpAddr{QPN: uint32(C.rs_qp_num(qp)), PSN: randomPSN()})
 	}

@@ -1,0 +1,128 @@
+package results
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// TypeDevices is the type of DevicesList.
+const TypeDevices = "devices"
+
+// DevicesList is what `node devices --json` prints on one line. On failure
+// node prints an Error instead.
+type DevicesList struct {
+	Type    string   `json:"type"` // TypeDevices
+	Devices []Device `json:"devices"`
+}
+
+// Device is one RDMA device as node's rdma transport sees it.
+type Device struct {
+	Name            string `json:"name"`
+	MaxQPRdAtom     int    `json:"max_qp_rd_atom"`      // READs in flight a QP answers (responder)
+	MaxQPInitRdAtom int    `json:"max_qp_init_rd_atom"` // READs in flight a QP issues (requester)
+	// ODP reports on-demand paging for RC RDMA READ: general support and the
+	// RC READ capability, which is what registration: odp needs.
+	ODP   bool   `json:"odp"`
+	Ports []Port `json:"ports"`
+}
+
+// Port is one port of a Device.
+type Port struct {
+	Port      int     `json:"port"`
+	State     string  `json:"state"`      // e.g. "ACTIVE", "DOWN"
+	LinkLayer string  `json:"link_layer"` // "InfiniBand" or "Ethernet"
+	ActiveMTU int     `json:"active_mtu"` // bytes
+	RateGbps  float64 `json:"rate_gbps"`  // signalling rate: lanes × lane speed
+	Width     string  `json:"width"`      // e.g. "4x"
+	LID       int     `json:"lid"`
+	GIDs      []GID   `json:"gids"`
+}
+
+// GID is one populated entry of a port's GID table.
+type GID struct {
+	Index int `json:"index"`
+	// GID in IPv6 notation, as ibv_devinfo writes it (an IPv4-mapped GID
+	// as ::ffff:a.b.c.d); it parses back to the 16 bytes on the wire.
+	GID    string `json:"gid"`
+	Type   string `json:"type"`             // "IB", "RoCE v1" or "RoCE v2"
+	Netdev string `json:"netdev,omitempty"` // the network interface a RoCE GID belongs to
+}
+
+// IP is the GID's 16 bytes, or nil if GID does not parse.
+func (g GID) IP() net.IP { return net.ParseIP(g.GID).To16() }
+
+// Version is what `node version --json` prints.
+type Version struct {
+	Version    string   `json:"version"`
+	Go         string   `json:"go"`
+	Transports []string `json:"transports"`
+	Arch       string   `json:"arch"`
+}
+
+// ChooseGID is node's rule for the GID of a RoCE port when the plan gives
+// no gid_index, kept here so that `runner check` predicts what node will
+// do. With an address it takes the GID equal to it (an IPv4 address
+// appears as ::ffff:a.b.c.d), preferring RoCE v2; none equal is an error.
+// Without one (nil or unspecified) it prefers, as perftest does, an
+// IPv4-mapped GID, then any that is not link-local, then any at all, RoCE
+// v2 first within each. It returns the position in gids.
+func ChooseGID(gids []GID, addr net.IP) (int, error) {
+	if len(gids) == 0 {
+		return -1, errors.New("the port has no populated GID")
+	}
+	best := -1
+	if addr != nil && !addr.IsUnspecified() {
+		for i, g := range gids {
+			if g.IP().Equal(addr) && (best < 0 || typeRank(g.Type) < typeRank(gids[best].Type)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return -1, fmt.Errorf("no GID of the port matches address %s (the GIDs are %s)", addr, ListGIDs(gids))
+		}
+		return best, nil
+	}
+	rank := func(g GID) int {
+		r := typeRank(g.Type)
+		switch ip := g.IP(); {
+		case ip != nil && ip.To4() != nil:
+		case ip != nil && !ip.IsLinkLocalUnicast():
+			r += 10
+		default:
+			r += 20
+		}
+		return r
+	}
+	for i, g := range gids {
+		if best < 0 || rank(g) < rank(gids[best]) {
+			best = i
+		}
+	}
+	return best, nil
+}
+
+// typeRank orders GID types by preference: RoCE v2 (routable, what
+// perftest prefers), then RoCE v1, then IB.
+func typeRank(t string) int {
+	switch t {
+	case "RoCE v2":
+		return 0
+	case "RoCE v1":
+		return 1
+	}
+	return 2
+}
+
+// ListGIDs writes gids for an error message: "index gid (type)", ...
+func ListGIDs(gids []GID) string {
+	var b strings.Builder
+	for i, g := range gids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d %s (%s)", g.Index, g.GID, g.Type)
+	}
+	return b.String()
+}
