@@ -3,11 +3,13 @@
 // the root namespace, where the test (and the runner it drives) runs.
 //
 // Rules it keeps:
-//   - Addresses come only from the documentation subnet 198.51.100.0/24:
-//     198.51.100.0/25 is the main network (the bridge is 198.51.100.1) and
-//     198.51.100.128/25 the bastion's private network, which the root
-//     namespace has no route to. Not 192.0.2.0/24: this kind of machine
-//     has its real uplink (and default gateway 192.0.2.1) there.
+//   - Addresses come only from the documentation subnet 198.51.100.0/24
+//     (or, with RDMASWEEP_TESTNET=N, the benchmarking subnet 198.18.N.0/24):
+//     .0/25 is the main network (the bridge is .1) and .128/25 the
+//     bastion's private network, which the root namespace has no route
+//     to. Not 192.0.2.0/24: this kind of machine has its real uplink (and
+//     default gateway 192.0.2.1) there; nor 203.0.113.0/24, which holds
+//     the package registries' route.
 //   - Each sshd runs in its own mount namespace with a tmpfs on
 //     DeployDir (mode 1777), so hosts never share what the runner deploys
 //     there, and with /etc/passwd and /etc/group bind-mounted to copies
@@ -44,19 +46,40 @@ const (
 	// DeployDir is private to each host (a tmpfs in the host's mount
 	// namespace). The plan's default node.remote_path lies inside it.
 	DeployDir = "/var/tmp/rdmasweep"
-	// LockFile serialises harness instances across test processes.
-	LockFile = "/run/rdmasweep-testhosts.lock"
 
-	prefix     = "rsw-" // namespace names
-	bridge     = "rswbr0"
-	vethPrefix = "rswv" // root-side veth names
-	subnet     = "198.51.100.0/24"
-	dirPrefix  = "rdmasweep-testhosts-"
-	mainNet    = "198.51.100."  // .1 bridge, .10 and up hosts; /25
-	innerNet   = "198.51.100.1" // + "29" bastion, + "30" inner; /25
 	sftpServer = "/usr/lib/openssh/sftp-server"
 	sshd       = "/usr/sbin/sshd"
 )
+
+// The instance's names and addresses. The default instance uses
+// 198.51.100.0/24. RDMASWEEP_TESTNET=N (1..99) selects another, on
+// 198.18.N.0/24 with its own names, lock and records, so several checkouts
+// can run their tests on one machine at once without touching each other.
+// 198.18.0.0/24 is left to the Slurm lab.
+var (
+	// LockFile serialises harness instances across test processes.
+	LockFile   = "/run/rdmasweep-testhosts" + instanceTag + ".lock"
+	prefix     = "rsw" + instanceTag + "-" // namespace names
+	bridge     = "rswbr" + instanceNum
+	vethPrefix = "rsw" + instanceTag + "v" // root-side veth names
+	subnet     = instanceNet + "0/24"
+	dirPrefix  = "rdmasweep-th" + instanceTag + "-"
+	mainNet    = instanceNet       // .1 bridge, .10 and up hosts; /25
+	innerNet   = instanceNet + "1" // + "29" bastion, + "30" inner; /25
+	pidRecord  = "/run/rdmasweep-testhosts" + instanceTag + ".pids"
+
+	instanceNum, instanceTag, instanceNet = instance()
+)
+
+// instance reads RDMASWEEP_TESTNET: "" or "0" is the default instance.
+func instance() (num, tag, net3 string) {
+	v := os.Getenv("RDMASWEEP_TESTNET")
+	n, err := strconv.Atoi(v)
+	if v == "" || v == "0" || err != nil || n < 1 || n > 99 {
+		return "0", "", "198.51.100."
+	}
+	return v, v, "198.18." + v + "."
+}
 
 // Options chooses the hosts.
 type Options struct {
@@ -491,9 +514,8 @@ func (n *Net) teardown(t testing.TB) {
 	os.Remove(pidRecord)
 }
 
-// pidRecord lists the sshd pids of the running instance, so a later run
-// can kill them if this one crashed before teardown.
-const pidRecord = "/run/rdmasweep-testhosts.pids"
+// pidRecord (above) lists the sshd pids of the running instance, so a
+// later run can kill them if this one crashed before teardown.
 
 func recordPid(pid int) {
 	f, err := os.OpenFile(pidRecord, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
