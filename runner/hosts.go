@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,14 +14,16 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/sweep"
+	"rdmasweep/runner/role"
 )
 
-// roles are the two ends of an exec, connected and with node in place.
+// roles are the roles of an exec, connected and with node in place, in
+// the plan's order: the server first.
 type roles struct {
-	server, client sweep.Target
-	hosts          []remote.Host // unique, to close
+	list  []role.Target
+	hosts []remote.Host // unique, to close
 }
 
 func (r *roles) close() {
@@ -29,11 +32,37 @@ func (r *roles) close() {
 	}
 }
 
-func (r *roles) targets() []sweep.Target {
-	if r.server.Host == r.client.Host {
-		return []sweep.Target{r.server}
+// get returns the named role's target.
+func (r *roles) get(name string) role.Target {
+	for _, t := range r.list {
+		if t.Role == name {
+			return t
+		}
 	}
-	return []sweep.Target{r.server, r.client}
+	panic("runner: no role " + name)
+}
+
+// targets are the roles with one per host: deploying, reaping and
+// cleaning node happen once per host.
+func (r *roles) targets() []role.Target {
+	var out []role.Target
+	for _, t := range r.list {
+		if !slices.ContainsFunc(out, func(o role.Target) bool { return o.Host == t.Host }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// planRoles are the plan's roles and their hosts, in order.
+func planRoles(p *plan.Plan) []struct {
+	name string
+	host plan.Host
+} {
+	return []struct {
+		name string
+		host plan.Host
+	}{{"server", p.Hosts.Server}, {"client", p.Hosts.Client}}
 }
 
 // connect reaches both roles' hosts and deploys node once per host.
@@ -61,10 +90,7 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	if err != nil {
 		return nil, err
 	}
-	specs := []struct {
-		role string
-		h    plan.Host
-	}{{"server", p.Hosts.Server}, {"client", p.Hosts.Client}}
+	specs := planRoles(p)
 	type dialed struct {
 		host remote.Host
 		err  error
@@ -75,18 +101,18 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	conns := map[string]*dialed{}
 	var wg sync.WaitGroup
 	for _, s := range specs {
-		k := keyOf(s.h)
+		k := keyOf(s.host)
 		if conns[k] != nil {
 			continue
 		}
 		d := &dialed{}
 		conns[k] = d
-		if s.h.IsLocal() {
+		if s.host.IsLocal() {
 			d.host = remote.Local{}
 			continue
 		}
 		wg.Add(1)
-		go func(role string, h plan.Host) {
+		go func(name string, h plan.Host) {
 			defer wg.Done()
 			d.host, d.err = remote.DialSSH(ctx, remote.SSHConfig{
 				Address:           h.Address,
@@ -98,12 +124,12 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 				HostKeyPolicy:     p.SSH.HostKeyPolicy,
 				ConnectTimeout:    p.SSH.ConnectTimeout,
 				KeepaliveInterval: p.SSH.KeepaliveInterval,
-				Warn:              func(msg string) { ui.warnf("%s (%s): %s", role, h.Address, msg) },
+				Warn:              func(msg string) { ui.warnf("%s (%s): %s", name, h.Address, msg) },
 			})
 			if d.err != nil {
-				d.err = fmt.Errorf("%s (%s): %w", role, h.Address, d.err)
+				d.err = &role.Error{Role: name, Host: h.Address, Label: fmt.Sprintf("%s (%s)", name, h.Address), Phase: role.Connect, Err: d.err}
 			}
-		}(s.role, s.h)
+		}(s.name, s.host)
 	}
 	wg.Wait()
 
@@ -123,16 +149,12 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 		return nil, firstErr
 	}
 	for _, s := range specs {
-		d := conns[keyOf(s.h)]
-		t := sweep.Target{Host: d.host, Label: fmt.Sprintf("%s (%s)", s.role, d.host.Name()), NodePath: local}
-		if !s.h.IsLocal() {
+		d := conns[keyOf(s.host)]
+		t := role.Target{Role: s.name, Host: d.host, Label: fmt.Sprintf("%s (%s)", s.name, d.host.Name()), NodePath: local}
+		if !s.host.IsLocal() {
 			t.NodePath = p.Node.RemotePath
 		}
-		if s.role == "server" {
-			r.server = t
-		} else {
-			r.client = t
-		}
+		r.list = append(r.list, t)
 	}
 	return r, nil
 }
@@ -143,11 +165,12 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 	if err != nil {
 		return err
 	}
+	targets := r.targets()
 	var (
 		wg   sync.WaitGroup
-		errs = make([]error, 2)
+		errs = make([]error, len(targets))
 	)
-	for i, t := range r.targets() {
+	for i, t := range targets {
 		if _, isLocal := t.Host.(remote.Local); isLocal {
 			continue
 		}
@@ -157,7 +180,7 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 			res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath)
 			switch {
 			case err != nil:
-				errs[i] = fmt.Errorf("%s: deploy node to %s: %w", t.Label, t.NodePath, err)
+				errs[i] = t.Errorf(role.Deploy, "deploy node to %s: %w", t.NodePath, err)
 				if hint := diskHint(ctx, t.Host, local, t.NodePath); hint != "" {
 					errs[i] = withHint(errs[i], hint)
 				}
@@ -177,9 +200,10 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 	return nil
 }
 
-// openState opens the state file beside the CSV and reaps leftovers.
-func openState(ctx context.Context, path string, r *roles, ui *voice) (*sweep.State, error) {
-	return sweep.OpenState(ctx, path, r.targets(), func(msg string) { ui.infof("%s", msg) })
+// openLeftovers opens the leftover record beside the CSV and reaps what an
+// earlier exec left running.
+func openLeftovers(ctx context.Context, path string, r *roles, ui *voice) (*leftover.Record, error) {
+	return leftover.Open(ctx, path, r.targets(), func(msg string) { ui.infof("%s", msg) })
 }
 
 // diskHint explains a failed upload when the host lacks the room for node:
