@@ -259,14 +259,6 @@ func formatCell(f reflect.Value) string {
 // held throughout, so a running exec is never rewritten under. A current
 // header is left alone (backup ""); a foreign one is ErrForeignHeader.
 func Upgrade(path string) (backup string, err error) {
-	c, err := OpenCSV(path)
-	switch {
-	case err == nil:
-		c.Close()
-		return "", nil
-	case !errors.Is(err, ErrOlderHeader):
-		return "", err
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -281,6 +273,12 @@ func Upgrade(path string) (backup string, err error) {
 	data, err := io.ReadAll(f)
 	if err != nil {
 		return "", err
+	}
+	switch _, current, older := headerOf(data); {
+	case current:
+		return "", nil
+	case !older:
+		return "", ErrForeignHeader
 	}
 	data = data[:bytes.LastIndexByte(data, '\n')+1] // a crash's partial line is not a row
 	records, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
