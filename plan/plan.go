@@ -6,6 +6,11 @@
 // the sweep into Points, each with a stable key that the runner uses to
 // match CSV rows across runs.
 //
+// The parameters (the fields of server:, client:, rdma: and the top level's
+// transport) are results' schema: their names, types, defaults and limits
+// come from there, and a point holds their values by name (Values). The
+// other fields (hosts, ssh, node, timeouts, output) are this package's.
+//
 // The plan is parsed into a yaml.Node tree and walked by hand: yaml.v3's
 // strict decoding loses positions and field paths, and stops at the first
 // duplicate key.

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,5 +105,23 @@ func TestSSDSweepPlan(t *testing.T) {
 	}
 	if pts[0].Values.Str("cache") != "cold" || pts[13].Values.Str("cache") != "warm" {
 		t.Error("cache is not the outer loop, cold first")
+	}
+}
+
+// TestDocsNameEveryField holds docs/plan.md to the loader: every field a
+// plan may write (the --set vocabulary) is named there.
+func TestDocsNameEveryField(t *testing.T) {
+	doc, err := os.ReadFile("../docs/plan.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range setPaths {
+		name := strings.Replace(strings.Replace(path, "hosts.server.", "hosts.<role>.", 1), "hosts.client.", "hosts.<role>.", 1)
+		if strings.HasSuffix(path, ".data_address") {
+			name = "hosts.server.data_address" // where the client dials; the client's own is unused
+		}
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/plan.md does not name `%s`", name)
+		}
 	}
 }

@@ -93,7 +93,7 @@ func (e *interrupted) Error() string {
 	return "interrupted by SIGINT"
 }
 
-// errSomeFailed is returned by exec when the sweep ran but some points failed.
+// someFailed is returned by exec when the sweep ran but some points failed.
 type someFailed struct{ failed, total int }
 
 func (e *someFailed) Error() string {
@@ -225,7 +225,8 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// newFlagSet makes a FlagSet that reports errors in the runner's voice.
+// newFlagSet makes a FlagSet that prints its errors and usage to stderr
+// and returns them (ContinueOnError), so the command's exit code is 2.
 func newFlagSet(name, argsUsage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
