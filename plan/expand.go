@@ -264,6 +264,21 @@ func keyJSON(planName string, pt Point) []byte {
 	return keyJSONOf(planName, pt, results.Params())
 }
 
+// put sets m[section][name] (m[name] for the top level), making the
+// section's object when it is the first.
+func put(m map[string]any, section, name string, v any) {
+	if section == "" {
+		m[name] = v
+		return
+	}
+	sm, _ := m[section].(map[string]any)
+	if sm == nil {
+		sm = map[string]any{}
+		m[section] = sm
+	}
+	sm[name] = v
+}
+
 // keyJSONOf is keyJSON over the given parameters (a test adds one).
 func keyJSONOf(planName string, pt Point, params []*param) []byte {
 	keyed := func(prm *param, v value) bool {
@@ -282,12 +297,7 @@ func keyJSONOf(planName string, pt Point, params []*param) []byte {
 			if !prm.PerHost || !ok || !keyed(prm, v) {
 				continue
 			}
-			sm, _ := m[prm.Section].(map[string]any)
-			if sm == nil {
-				sm = map[string]any{}
-				m[prm.Section] = sm
-			}
-			sm[prm.Name] = canonical(prm, v)
+			put(m, prm.Section, prm.Name, canonical(prm, v))
 		}
 		return m
 	}
@@ -300,16 +310,7 @@ func keyJSONOf(planName string, pt Point, params []*param) []byte {
 		if prm.PerHost || !keyed(prm, v) {
 			continue // a per-host parameter is keyed under its hosts
 		}
-		if prm.Section == "" {
-			doc[prm.Name] = canonical(prm, v)
-			continue
-		}
-		sec, _ := doc[prm.Section].(map[string]any)
-		if sec == nil {
-			sec = map[string]any{}
-			doc[prm.Section] = sec
-		}
-		sec[prm.Name] = canonical(prm, v)
+		put(doc, prm.Section, prm.Name, canonical(prm, v))
 	}
 	b, err := json.Marshal(doc) // maps marshal with sorted keys
 	if err != nil {

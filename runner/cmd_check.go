@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -87,37 +86,32 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		return fmt.Errorf("node binary: %w", err)
 	}
 	needs := checkNeeds(p, pts, localSum)
-	var wg sync.WaitGroup
-	for i, row := range rows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := r.list[i]
-			rtt, err := roundTrip(ctx, t.Host)
-			if err != nil {
-				row.ssh = "FAIL"
-				row.problems = append(row.problems, preflight.Problem{Check: "ssh", Msg: "run a command: " + err.Error(), Hint: "the host accepts the login but cannot run commands: check the user's shell"})
-				return
-			}
-			kind := "ok"
-			if t.Host.Name() == "local" {
-				kind = "local"
-			}
-			row.ssh = fmt.Sprintf("%s %.2fms", kind, float64(rtt)/float64(time.Millisecond))
-			file := ""
-			if row.role == "server" {
-				file = p.Base.Str("file")
-			}
-			facts, err := preflight.Collect(ctx, t.Host, t.NodePath, file)
-			if err != nil {
-				row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
-				return
-			}
-			row.verdict = preflight.Judge(facts, needs[i])
-			row.problems = append(row.problems, row.verdict.Problems...)
-		}()
-	}
-	wg.Wait()
+	_ = parallel(len(rows), func(i int) error { // each row records its own problems
+		row, t := rows[i], r.list[i]
+		rtt, err := roundTrip(ctx, t.Host)
+		if err != nil {
+			row.ssh = "FAIL"
+			row.problems = append(row.problems, preflight.Problem{Check: "ssh", Msg: "run a command: " + err.Error(), Hint: "the host accepts the login but cannot run commands: check the user's shell"})
+			return nil
+		}
+		kind := "ok"
+		if t.Host.Name() == "local" {
+			kind = "local"
+		}
+		row.ssh = fmt.Sprintf("%s %.2fms", kind, float64(rtt)/float64(time.Millisecond))
+		file := ""
+		if row.role == "server" {
+			file = p.Base.Str("file")
+		}
+		facts, err := preflight.Collect(ctx, t.Host, t.NodePath, file)
+		if err != nil {
+			row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
+			return nil
+		}
+		row.verdict = preflight.Judge(facts, needs[i])
+		row.problems = append(row.problems, row.verdict.Problems...)
+		return nil
+	})
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}

@@ -99,45 +99,37 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	}
 	var todo []removal
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make([]error, len(targets))
-	for i, t := range targets {
+	err = parallel(len(targets), func(i int) error {
 		if len(wanted[i]) == 0 {
-			continue
+			return nil
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var paths []string
-			for _, w := range wanted[i] {
-				paths = append(paths, w.path)
-			}
-			found, err := existing(ctx, t.Host, paths)
-			if err != nil {
-				errs[i] = fmt.Errorf("%s: list files: %w", t.Label, err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			_, hasSidecar := found[file+preflight.SidecarSuffix]
-			for _, w := range wanted[i] {
-				size, ok := found[w.path]
-				switch {
-				case !ok:
-				case w.what == dataFile && !hasSidecar:
-					ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, preflight.SidecarSuffix)
-				default:
-					w.size = size
-					todo = append(todo, w)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+		t := targets[i]
+		var paths []string
+		for _, w := range wanted[i] {
+			paths = append(paths, w.path)
+		}
+		found, err := existing(ctx, t.Host, paths)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: list files: %w", t.Label, err)
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		_, hasSidecar := found[file+preflight.SidecarSuffix]
+		for _, w := range wanted[i] {
+			size, ok := found[w.path]
+			switch {
+			case !ok:
+			case w.what == dataFile && !hasSidecar:
+				ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, preflight.SidecarSuffix)
+			default:
+				w.size = size
+				todo = append(todo, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return firstError(err)
 	}
 	stateFile := csvPath + ".state"
 	if st, err := os.Stat(stateFile); err == nil {

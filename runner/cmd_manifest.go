@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"rdmasweep/plan"
@@ -33,26 +32,17 @@ func writeManifest(ctx context.Context, p *plan.Plan, r *roles, runID, csvPath s
 		}
 		queries = append(queries, q)
 	}
-	errs := make([]error, len(queries))
-	var wg sync.WaitGroup
-	for i, q := range queries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := r.list[i]
-			h, err := manifest.Collect(ctx, t.Host, q)
-			if err != nil {
-				errs[i] = t.Wrap(role.Facts, err)
-				return
-			}
-			m.Hosts[i] = h
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+	err := parallel(len(queries), func(i int) error {
+		t := r.list[i]
+		h, err := manifest.Collect(ctx, t.Host, queries[i])
 		if err != nil {
-			return err
+			return t.Wrap(role.Facts, err)
 		}
+		m.Hosts[i] = h
+		return nil
+	})
+	if err != nil {
+		return firstError(err)
 	}
 	path := manifest.PathFor(csvPath, runID)
 	if err := manifest.Write(path, m); err != nil {

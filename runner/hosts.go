@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -52,6 +53,23 @@ func (r *roles) targets() []role.Target {
 		}
 	}
 	return out
+}
+
+// parallel runs fn(0) … fn(n-1) at once and returns the errors of the
+// ones that failed, in order: what the runner does per role or host
+// (deploy, facts, checks) it does on every one at the same time.
+func parallel(n int, fn func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // planRoles are the plan's roles and their hosts, in order.
@@ -166,38 +184,35 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 		return err
 	}
 	targets := r.targets()
-	var (
-		wg   sync.WaitGroup
-		errs = make([]error, len(targets))
-	)
-	for i, t := range targets {
+	return firstError(parallel(len(targets), func(i int) error {
+		t := targets[i]
 		if _, isLocal := t.Host.(remote.Local); isLocal {
-			continue
+			return nil
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath)
-			switch {
-			case err != nil:
-				errs[i] = t.Errorf(role.Deploy, "deploy node to %s: %w", t.NodePath, err)
-				if hint := diskHint(ctx, t.Host, local, t.NodePath); hint != "" {
-					errs[i] = withHint(errs[i], hint)
-				}
-			case res.UpToDate:
-				ui.infof("%s: node at %s is up to date", t.Label, t.NodePath)
-			default:
-				ui.infof("%s: deployed node to %s (%d bytes sent)", t.Label, t.NodePath, res.BytesSent)
+		res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath)
+		switch {
+		case err != nil:
+			err := error(t.Errorf(role.Deploy, "deploy node to %s: %w", t.NodePath, err))
+			if hint := diskHint(ctx, t.Host, local, t.NodePath); hint != "" {
+				err = withHint(err, hint)
 			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
 			return err
+		case res.UpToDate:
+			ui.infof("%s: node at %s is up to date", t.Label, t.NodePath)
+		default:
+			ui.infof("%s: deployed node to %s (%d bytes sent)", t.Label, t.NodePath, res.BytesSent)
 		}
+		return nil
+	}))
+}
+
+// firstError is the first of errors.Join's errors, or err itself: a
+// command reports one failure, with its own hint.
+func firstError(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()[0]
 	}
-	return nil
+	return err
 }
 
 // openLeftovers opens the leftover record beside the CSV and reaps what an
