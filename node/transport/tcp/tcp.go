@@ -123,8 +123,9 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	}
 	defer release()
 	start := time.Now()
+	cpu := transport.StartCPU()
 	err = s.serveConn(c)
-	st = transport.ServeStats{BytesServed: s.bytes, Requests: s.requests, Seconds: time.Since(start).Seconds()}
+	st = transport.ServeStats{BytesServed: s.bytes, Requests: s.requests, Seconds: time.Since(start).Seconds(), CPU: cpu()}
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -377,7 +378,9 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	}
 	reads := (total + int64(w.BlockSize) - 1) / int64(w.BlockSize)
 	var h latency.Histogram
+	cpu := transport.StartCPU()
 	res, err := p.run(reads, dur, &h)
+	used := cpu()
 	if err != nil {
 		return m, ctxErr(ctx, err)
 	}
@@ -387,6 +390,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		Seconds:  res.seconds,
 		Latency:  h.Summary(),
 		Verified: w.Verify,
+		CPU:      used,
 	}, nil
 }
 
