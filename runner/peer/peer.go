@@ -143,9 +143,9 @@ type Tool struct {
 
 var tools = []Tool{
 	{Name: IBReadBW, Binary: "ib_read_bw", Debian: "perftest", RHEL: "perftest", Version: "4.5",
-		Ignored: []string{"cache", "file", "file_size"}},
+		Ignored: []string{"cache", "file"}},
 	{Name: Iperf3, Binary: "iperf3", Debian: "iperf3", RHEL: "iperf3", Version: "3.12",
-		Ignored: []string{"queue_depth", "cache", "file", "file_size", "rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
+		Ignored: []string{"queue_depth", "cache", "file", "rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
 	{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
 		Ignored: []string{"rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
 }
