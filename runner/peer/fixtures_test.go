@@ -214,3 +214,35 @@ func waitSession(s *ssh.Session, d time.Duration) error {
 		return fmt.Errorf("did not exit within %s", d)
 	}
 }
+
+// TestFixturesCorpus writes the parsers' fuzz seeds from the fixtures: each
+// report whole, cut in half, and without its last bytes.
+//
+//	go test -tags peerfixtures -run TestFixturesCorpus ./runner/peer/
+func TestFixturesCorpus(t *testing.T) {
+	write := func(target, name string, b []byte) {
+		dir := filepath.Join("testdata", "fuzz", target)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		seed := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(seed), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for peer, target := range map[string]string{IBReadBW: "FuzzParseIBReadBW", Iperf3: "FuzzParseIperf3", Fio: "FuzzParseFio"} {
+		paths, _ := filepath.Glob(filepath.Join("testdata", peer, "*.json"))
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := strings.TrimSuffix(filepath.Base(p), ".json")
+			write(target, base, b)
+			write(target, base+"-cut-half", b[:len(b)/2])
+			write(target, base+"-cut-end", b[:len(b)-3])
+		}
+		write(target, "empty", nil)
+		write(target, "brace", []byte("{}"))
+	}
+}
