@@ -184,12 +184,20 @@ func TestServeAndReadVerify(t *testing.T) {
 	if want := float64(res.Bytes) / res.Seconds / 1e6; res.BandwidthMBs < want*0.999 || res.BandwidthMBs > want*1.001 {
 		t.Errorf("bandwidth %v MB/s, but bytes/seconds gives %v", res.BandwidthMBs, want)
 	}
+	// tcp's CPU covers the measured phase: its wall time is the result's
+	// seconds, and a verified read costs the reader some CPU.
+	if res.CPUWallS < res.Seconds*0.9 || res.CPUWallS > res.Seconds+0.5 || res.CPUUserS+res.CPUSysS <= 0 || res.CPUUserS < 0 || res.CPUSysS < 0 {
+		t.Errorf("reader cpu user %v sys %v over %v s, for a measured phase of %v s", res.CPUUserS, res.CPUSysS, res.CPUWallS, res.Seconds)
+	}
 	if code, _ := r.wait(10 * time.Second); code != 0 {
 		t.Fatalf("read exited %d: %s", code, r.stderr.String())
 	}
 	done := mustType[*results.Done](t, s.next(10*time.Second))
 	if done.BytesServed != res.Bytes || done.Requests != res.Reads {
 		t.Errorf("server served %d bytes in %d requests, reader read %d in %d", done.BytesServed, done.Requests, res.Bytes, res.Reads)
+	}
+	if done.CPUWallS < done.Seconds*0.9 || done.CPUWallS > done.Seconds+0.5 || done.CPUUserS < 0 || done.CPUSysS < 0 || done.CPUUserS+done.CPUSysS <= 0 {
+		t.Errorf("server cpu user %v sys %v over %v s, for a session of %v s", done.CPUUserS, done.CPUSysS, done.CPUWallS, done.Seconds)
 	}
 	if code, _ := s.wait(10 * time.Second); code != 0 {
 		t.Fatalf("serve exited %d: %s", code, s.stderr.String())

@@ -84,6 +84,14 @@ type Result struct {
 	LatMaxUs     float64 `json:"lat_max_us"`
 	Verified     bool    `json:"verified"` // true only when verify was on and every byte matched
 	GIDIndex     *int    `json:"gid_index,omitempty"`
+	// CPU the node process used (getrusage: every thread), in seconds of
+	// user and system time, over CPUWallS seconds of wall time: the
+	// measured phase for tcp, warmup and measured phase for rdma (its C
+	// loop runs both in one call). (cpu_user_s + cpu_sys_s) / cpu_wall_s
+	// is CPU seconds per second. cpu_wall_s 0: not measured (older node).
+	CPUUserS float64 `json:"cpu_user_s"`
+	CPUSysS  float64 `json:"cpu_sys_s"`
+	CPUWallS float64 `json:"cpu_wall_s"`
 }
 
 // Done is node serve's last line after a successful run.
@@ -94,6 +102,11 @@ type Done struct {
 	Seconds     float64 `json:"seconds"` // from the client's arrival to its departure
 	MinorFaults int64   `json:"minor_faults"`
 	MajorFaults int64   `json:"major_faults"`
+	// CPU the serving process used over its client's session (the
+	// client's warmup included), as in Result. cpu_wall_s 0: not measured.
+	CPUUserS float64 `json:"cpu_user_s"`
+	CPUSysS  float64 `json:"cpu_sys_s"`
+	CPUWallS float64 `json:"cpu_wall_s"`
 }
 
 // Error is the last line of every failed node run.

@@ -67,6 +67,9 @@ type ServeStats struct {
 	BytesServed int64
 	Requests    int64
 	Seconds     float64
+	// CPU is the process's CPU time over the client's session (its
+	// warmup included: the server cannot tell the client's phases apart).
+	CPU CPUTime
 }
 
 // Server is a prepared, listening server. Listen returns only once the
@@ -128,6 +131,11 @@ type Measurement struct {
 	Latency  Latencies
 	Verified bool // Verify was on and every byte matched
 	GIDIndex *int
+	// CPU is the process's CPU time over the measured phase, where the
+	// transport can isolate it (tcp), or over warmup and measured phase
+	// together (rdma, whose C loop runs both in one call); CPU.WallS says
+	// which span it covers.
+	CPU CPUTime
 }
 
 // Latencies summarises per-read latency, issue to completion, in microseconds.

@@ -221,7 +221,9 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	pinner.Pin(&h.Counts[0])
 	a.hist = (*C.uint64_t)(unsafe.Pointer(&h.Counts[0]))
 	var o C.rs_run_out
+	cpu := transport.StartCPU()
 	C.rs_run(a, &o)
+	used := cpu()
 	pinner.Unpin()
 
 	c.next = int64(o.next)
@@ -252,6 +254,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		Latency:  h.Summary(),
 		Verified: w.Verify,
 		GIDIndex: &gi,
+		CPU:      used,
 	}, nil
 }
 

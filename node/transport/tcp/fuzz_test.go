@@ -35,7 +35,7 @@ func FuzzServeRequests(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out bytes.Buffer
-		s := &server{mem: mem, warn: func(string) {}}
+		s := &server{mem: mem, fd: -1, warn: func(string) {}}
 		s.serveConn(memConn{Reader: bytes.NewReader(in), out: &out})
 		check(t, in, out.Bytes(), mem)
 	})

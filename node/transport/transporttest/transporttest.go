@@ -176,6 +176,9 @@ func (s *suite) readVerify(t *testing.T) {
 	if st.BytesServed < total || st.Requests < total/block || st.Seconds <= 0 {
 		t.Errorf("server stats %+v, want at least %d bytes in %d requests", st, total, total/block)
 	}
+	if c := st.CPU; c.WallS < st.Seconds*0.9 || c.WallS > st.Seconds+1 || c.UserS < 0 || c.SysS < 0 {
+		t.Errorf("server cpu %+v over a session of %v s", c, st.Seconds)
+	}
 }
 
 // checkSane checks the figures a user reads off a result.
@@ -193,6 +196,11 @@ func checkSane(t *testing.T, m transport.Measurement) {
 	}
 	if l.AvgUs > l.MaxUs*1.01 {
 		t.Errorf("average latency %v µs above max %v µs", l.AvgUs, l.MaxUs)
+	}
+	// The CPU covers at least the measured phase (rdma's also covers the
+	// warmup), and some CPU was spent reading.
+	if c := m.CPU; c.WallS < m.Seconds*0.9 || c.UserS < 0 || c.SysS < 0 || c.UserS+c.SysS <= 0 {
+		t.Errorf("cpu %+v over a measured phase of %v s", c, m.Seconds)
 	}
 }
 
