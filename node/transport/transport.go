@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"rdmasweep/results"
 	"time"
 )
 
@@ -138,10 +139,9 @@ type Measurement struct {
 	CPU CPUTime
 }
 
-// Latencies summarises per-read latency, issue to completion, in microseconds.
-type Latencies struct {
-	AvgUs, P50Us, P99Us, P999Us, MaxUs float64
-}
+// Latencies summarises per-read latency, issue to completion, in
+// microseconds.
+type Latencies = results.Latencies
 
 // Client is a connected, authenticated client.
 type Client interface {

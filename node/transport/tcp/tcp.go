@@ -27,6 +27,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"rdmasweep/results"
 	"strconv"
 	"sync"
 	"syscall"
@@ -34,7 +35,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"rdmasweep/node/latency"
 	"rdmasweep/node/pattern"
 	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
@@ -518,7 +518,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		total = c.region.Size
 	}
 	reads := (total + int64(w.BlockSize) - 1) / int64(w.BlockSize)
-	var h latency.Histogram
+	var h results.Histogram
 	cpu := transport.StartCPU()
 	res, err := p.run(reads, dur, &h)
 	used := cpu()
@@ -562,7 +562,7 @@ type phaseResult struct {
 // buffered, so a burst of small replies costs one write. On loopback the
 // profile of the earlier two-goroutine loop (a writer and a reader
 // handing reads over channels) was dominated by the wakeups between them.
-func (p *phase) run(reads int64, dur time.Duration, h *latency.Histogram) (phaseResult, error) {
+func (p *phase) run(reads int64, dur time.Duration, h *results.Histogram) (phaseResult, error) {
 	qd := p.w.QueueDepth
 	bs := p.w.BlockSize
 	c := p.c
