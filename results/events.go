@@ -16,7 +16,6 @@ package results
 // new fields are only added. Units are in the names: _s seconds, _us
 // microseconds, _mb_s 10^6 bytes/s.
 
-
 import (
 	"encoding/json"
 	"errors"

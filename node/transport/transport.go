@@ -80,10 +80,13 @@ type Server interface {
 	// Serve waits up to AcceptTimeout for one client that authenticates,
 	// serves it until it ends the session, and returns. A session that
 	// ends abnormally, as far as the transport can tell (rdma: a client
-	// that aborts or vanishes without its bye), is an error. A connection that fails
-	// the handshake is dropped and logged (through the warn callback given to
-	// Listen), and Serve keeps waiting for a proper client. Cancelling ctx
-	// stops Serve promptly.
+	// that aborts or vanishes without its bye), is an error. A connection
+	// that fails the handshake is dropped and logged (through the warn
+	// callback given to Listen), and Serve keeps waiting for a proper
+	// client. Cancelling ctx stops Serve promptly. Serve may be called
+	// several times at once, one call per client the server expects
+	// (fan-in): the region is shared, each call accepts and serves its
+	// own client and returns that client's stats.
 	Serve(ctx context.Context) (ServeStats, error)
 	// Close releases the listener and every resource; it is safe to call
 	// more than once and after Serve.

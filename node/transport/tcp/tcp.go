@@ -166,9 +166,8 @@ type server struct {
 	fd    int // the region's file, for sendfile; -1 when there is none
 	ready transport.ReadyInfo
 
-	bytes, requests int64
-	closeOnce       sync.Once
-	closeErr        error
+	closeOnce sync.Once
+	closeErr  error
 }
 
 func (s *server) Ready() transport.ReadyInfo { return s.ready }
@@ -196,8 +195,8 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	defer release()
 	start := time.Now()
 	cpu := transport.StartCPU()
-	err = s.serveConn(c)
-	st = transport.ServeStats{BytesServed: s.bytes, Requests: s.requests, Seconds: time.Since(start).Seconds(), CPU: cpu()}
+	err = s.serveConn(c, &st)
+	st.Seconds, st.CPU = time.Since(start).Seconds(), cpu()
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -262,11 +261,12 @@ func mac(secret, nonce, record []byte) []byte {
 	return h.Sum(nil)
 }
 
-// serveConn answers requests until the client closes the connection. A
-// client that breaks the framing (bad magic or version, a truncated
-// request) gets an error reply where possible and ends the session with an
-// error.
-func (s *server) serveConn(c net.Conn) error {
+// serveConn answers requests until the client closes the connection,
+// counting what it served in st. A client that breaks the framing (bad
+// magic or version, a truncated request) gets an error reply where
+// possible and ends the session with an error. Several connections may be
+// served at once: the region is read-only and each has its own buffers.
+func (s *server) serveConn(c net.Conn, st *transport.ServeStats) error {
 	r := bufio.NewReaderSize(c, 64<<10)
 	var req [requestSize]byte
 	var hdr [replySize]byte
@@ -296,8 +296,8 @@ func (s *server) serveConn(c net.Conn) error {
 		if err := send(hdr[:], int64(q.offset), int(q.length)); err != nil {
 			return fmt.Errorf("send %d bytes at %d: %w", q.length, q.offset, err)
 		}
-		s.bytes += int64(q.length)
-		s.requests++
+		st.BytesServed += int64(q.length)
+		st.Requests++
 	}
 }
 
