@@ -216,7 +216,7 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, transport
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = r.server.Host.Run(cctx, []string{"rm", "-f", "--", file, file + preflight.SidecarSuffix})
+		_, _ = r.server.Host.Run(cctx, []string{"rm", "-f", "--", file, file + results.SidecarSuffix})
 	}()
 
 	q := *p

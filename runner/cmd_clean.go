@@ -16,7 +16,6 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
-	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/sweep"
 )
@@ -75,7 +74,7 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	for i, t := range []sweep.Target{r.server, r.client} {
 		var paths []string
 		if i == 0 {
-			paths = append(paths, p.Server.File, p.Server.File+preflight.SidecarSuffix)
+			paths = append(paths, p.Server.File, p.Server.File+results.SidecarSuffix)
 		}
 		if !isLocalRole(p, i) && (i == 0 || r.client.Host != r.server.Host) {
 			paths = append(paths, p.Node.RemotePath)
@@ -95,15 +94,15 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			defer mu.Unlock()
 			if i == 0 {
 				data, hasData := found[p.Server.File]
-				side, hasSide := found[p.Server.File+preflight.SidecarSuffix]
+				side, hasSide := found[p.Server.File+results.SidecarSuffix]
 				switch {
 				case hasSide:
 					if hasData {
 						todo = append(todo, removal{t, p.Server.File, data, "data file"})
 					}
-					todo = append(todo, removal{t, p.Server.File + preflight.SidecarSuffix, side, "sidecar"})
+					todo = append(todo, removal{t, p.Server.File + results.SidecarSuffix, side, "sidecar"})
 				case hasData:
-					ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", t.Label, p.Server.File, preflight.SidecarSuffix)
+					ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", t.Label, p.Server.File, results.SidecarSuffix)
 				}
 			}
 			if size, ok := found[p.Node.RemotePath]; ok && !isLocalRole(p, i) {

@@ -41,16 +41,15 @@ type NodeFacts struct {
 
 // FileFacts describe the server's data file and where it would live.
 type FileFacts struct {
-	Path          string
-	Exists        bool
-	Size          int64
-	Sidecar       bool   // FILE.rdmasweep exists: node made the file
-	DirExists     bool   // the file's directory exists
-	DirWritable   bool   // and this user may create files in it
-	FSType        string // of the nearest existing directory (or the file)
-	AvailBytes    int64  // free space there, -1 when unknown
-	MeasuredAt    string // the path df looked at
-	SidecarSuffix string
+	Path        string
+	Exists      bool
+	Size        int64
+	Sidecar     bool   // FILE + results.SidecarSuffix exists: node made the file
+	DirExists   bool   // the file's directory exists
+	DirWritable bool   // and this user may create files in it
+	FSType      string // of the nearest existing directory (or the file)
+	AvailBytes  int64  // free space there, -1 when unknown
+	MeasuredAt  string // the path df looked at
 }
 
 // Device, Port and GID are node's own types for `node devices --json`.
@@ -60,12 +59,9 @@ type (
 	GID    = results.GID
 )
 
-// SidecarSuffix names the sidecar node writes beside a file it created.
-const SidecarSuffix = ".rdmasweep"
-
 // script prints "key<TAB>value" lines. $1 node path, $2 data file ("" for
-// none). Everything is optional; only builtins and a few tools run.
-const script = `node=$1 file=$2
+// none), $3 the sidecar suffix. Everything is optional; only builtins and a few tools run.
+const script = `node=$1 file=$2 sidecar=$3
 say() { printf '%s\t%s\n' "$1" "$2"; }
 say arch "$(uname -m 2>/dev/null)"
 say kernel "$(uname -r 2>/dev/null)"
@@ -83,7 +79,7 @@ if [ -n "$file" ]; then
     say file_exists yes
     say file_size "$(stat -L -c %s "$file" 2>/dev/null)"
   fi
-  [ -e "$file.rdmasweep" ] && say sidecar yes
+  [ -e "$file$sidecar" ] && say sidecar yes
   dir=${file%/*}; [ -n "$dir" ] || dir=/
   if [ -d "$dir" ]; then
     say dir_exists yes
@@ -100,7 +96,7 @@ fi
 // Collect gathers h's facts with one command. file is the server's data
 // file, or "" for a client.
 func Collect(ctx context.Context, h remote.Host, nodePath, file string) (Facts, error) {
-	out, err := h.Run(ctx, []string{"sh", "-c", script, "sh", nodePath, file})
+	out, err := h.Run(ctx, []string{"sh", "-c", script, "sh", nodePath, file, results.SidecarSuffix})
 	if err != nil {
 		return Facts{}, fmt.Errorf("collect facts: %w", err)
 	}
@@ -119,7 +115,7 @@ func parse(out []byte) Facts {
 	var file *FileFacts
 	fileOf := func() *FileFacts {
 		if file == nil {
-			file = &FileFacts{AvailBytes: -1, SidecarSuffix: SidecarSuffix}
+			file = &FileFacts{AvailBytes: -1}
 		}
 		return file
 	}

@@ -198,7 +198,7 @@ func judgeFile(ff *FileFacts, n Need, add func(check, hint, format string, args 
 	need := n.FileSize
 	switch {
 	case ff.Exists && !ff.Sidecar && n.Create:
-		add("file", "point server.file at a new path, or set server.create: false to serve it as it is", "%s exists and was not made by rdmasweep (no %s sidecar); node will not overwrite it", ff.Path, SidecarSuffix)
+		add("file", "point server.file at a new path, or set server.create: false to serve it as it is", "%s exists and was not made by rdmasweep (no %s sidecar); node will not overwrite it", ff.Path, results.SidecarSuffix)
 		return fmt.Sprintf("exists %s, not ours%s", sizeText(ff.Size), free)
 	case ff.Exists && ff.Size >= need:
 		return fmt.Sprintf("exists %s%s", sizeText(ff.Size), free)
