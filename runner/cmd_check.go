@@ -16,6 +16,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/sweep"
@@ -74,7 +75,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 				msg = msg[i+3:]
 			}
 			row.ssh, blamed = "FAIL", true
-			row.problems = append(row.problems, preflight.Problem{Check: "connect", Msg: msg, Hint: hint})
+			row.problems = append(row.problems, preflight.Problem{Check: "connect", Msg: msg, Hint: hint, Whole: errors.Is(err, hostfacts.ErrNoShell)})
 		}
 		if !blamed {
 			rows[0].ssh = "FAIL"
@@ -113,9 +114,15 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			if row.role == "server" {
 				file = p.Server.File
 			}
-			facts, err := preflight.Collect(ctx, t.Host, t.NodePath, file)
+			facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, File: file})
 			if err != nil {
-				row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
+				hint := "check the host has a POSIX sh"
+				var h hinted
+				if errors.As(err, &h) {
+					hint = h.Hint()
+				}
+				row.verdict.System = "FAIL"
+				row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: hint, Whole: true})
 				return
 			}
 			row.verdict = preflight.Judge(facts, needs[i])
@@ -280,7 +287,11 @@ func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow) error {
 	for _, r := range rows {
 		for _, pr := range r.problems {
 			n++
-			ui.errorf("%s: %s: %s", r.label, pr.Check, pr.Msg)
+			if pr.Whole {
+				ui.errorf("%s: %s", r.label, pr.Msg)
+			} else {
+				ui.errorf("%s: %s: %s", r.label, pr.Check, pr.Msg)
+			}
 			ui.hintf("%s", pr.Hint)
 		}
 	}

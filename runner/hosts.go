@@ -13,6 +13,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/sweep"
 )
@@ -154,7 +155,14 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath)
+			// The first command on the host: it also finds a host where
+			// no shell runs, before anything is uploaded there.
+			facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{})
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", t.Label, err)
+				return
+			}
+			res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath, facts.Arch)
 			switch {
 			case err != nil:
 				errs[i] = fmt.Errorf("%s: deploy node to %s: %w", t.Label, t.NodePath, err)

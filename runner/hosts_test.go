@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -169,5 +170,45 @@ func TestInterruptedSweepLeavesNoNodeOnHosts(t *testing.T) {
 	}
 	if rows := readRows(t, filepath.Join(dir, "out/hosts.csv")); len(rows) != 0 {
 		t.Fatalf("interrupted point got a row")
+	}
+}
+
+// A host where no shell runs fails at once, before node is uploaded there,
+// with one line that says so, in exec and in check alike.
+func TestHostWithoutAWorkingShell(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	dir, env := t.TempDir(), sshEnv(t)
+	plan := twoHostPlan(t, dir, n, "")
+	a := n.Hosts["a"]
+	const says = ": cannot collect facts: no working /bin/sh on the host (exit %d) — the node needs a POSIX shell to be started"
+	for _, tc := range []struct {
+		name, user string
+		breakSh    bool
+		status     int
+		hostSaid   string
+	}{
+		{"login_shell_missing", n.NoShellUser, false, 127, testhosts.MissingShell + ": not found"},
+		{"bin_sh_broken", "root", true, 126, "/bin/sh: Permission denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.breakSh {
+				a.BreakSh(t)
+			}
+			set := []string{"--set", "hosts.server.user=" + tc.user}
+			r := runnerEnv(t, dir, env, append([]string{"exec", plan}, set...)...)
+			want := fmt.Sprintf("runner: error: server (%s@%s:22)"+says, tc.user, a.Addr, tc.status)
+			if r.code != 1 || !strings.Contains(r.stderr, "\n"+want+"\nrunner: hint: the host said ") || !strings.Contains(r.stderr, tc.hostSaid) {
+				t.Fatalf("exec: exit %d, want 1 and the line\n%s\nstderr:\n%s", r.code, want, r.stderr)
+			}
+			if _, err := a.Output("test", "-e", testhosts.DeployDir+"/bin dir/node"); err == nil {
+				t.Errorf("node was uploaded to a host where it cannot start")
+			}
+
+			r = runnerEnv(t, dir, env, append([]string{"check", plan}, set...)...)
+			want = fmt.Sprintf("runner: error: server (%s)"+says, a.Addr, tc.status)
+			if r.code != 1 || !strings.Contains(r.stderr, want+"\n") || !slices.Contains(tableRow(t, r.stdout, "server"), "FAIL") {
+				t.Fatalf("check: exit %d, want 1 and the line\n%s\nstdout:\n%s\nstderr:\n%s", r.code, want, r.stdout, r.stderr)
+			}
+		})
 	}
 }
