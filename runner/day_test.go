@@ -89,50 +89,6 @@ func TestCheckLocalTCPPlan(t *testing.T) {
 	}
 }
 
-func TestCheckFailsWithHintWhenServerDirectoryIsMissing(t *testing.T) {
-	dir := t.TempDir()
-	plan := loopbackPlan(t, dir, "")
-	missing := filepath.Join(dir, "no such dir", "data.dat")
-	r := runner(t, dir, "check", plan, "--set", "file="+missing)
-	if r.code != 1 {
-		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	if f := column(t, r.stdout, tableRow(t, r.stdout, "server"), "FILE"); !strings.Contains(f, "no directory") {
-		t.Errorf("server file cell %q", f)
-	}
-	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	var problem, hint bool
-	for i, l := range lines {
-		if strings.HasPrefix(l, "runner: error: server (local): file: ") && strings.Contains(l, missing) {
-			problem = true
-			hint = i+1 < len(lines) && strings.HasPrefix(lines[i+1], "runner: hint: ")
-		}
-	}
-	if !problem || !hint || lines[len(lines)-1] != "runner: error: 1 problem would make the plan fail" {
-		t.Errorf("stderr:\n%s", r.stderr)
-	}
-
-	// A file that exists without a sidecar is the user's: create: true
-	// would be refused by node, and check says so first.
-	user := filepath.Join(dir, "mine.dat")
-	os.WriteFile(user, make([]byte, 4<<20), 0o644)
-	r = runner(t, dir, "check", plan, "--set", "file="+user)
-	if r.code != 1 || !strings.Contains(r.stderr, "was not made by rdmasweep") {
-		t.Fatalf("user file: exit %d\n%s", r.code, r.stderr)
-	}
-
-	// An rdma plan with the tests' node (built without rdma): the tcp data
-	// path is still proven, the RDMA probe is skipped, and the hint says
-	// how to build the RDMA node.
-	r = runner(t, dir, "check", plan, "--set", "transport=rdma")
-	row := tableRow(t, r.stdout, "client")
-	if r.code != 1 || !strings.Contains(r.stderr, "runner: error: server (local): rdma: node was built without rdma") ||
-		!strings.Contains(r.stderr, "runner: hint: build the RDMA node with: make node-rdma") ||
-		!strings.HasPrefix(column(t, r.stdout, row, "DATA_PATH"), "ok ") || column(t, r.stdout, row, "RDMA_PROBE") != "skipped" {
-		t.Fatalf("rdma plan, tcp-only node: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-}
-
 func TestExecWritesManifestAndSummaryAndPlotReadTheCSV(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "repeat: 2\n")

@@ -16,34 +16,6 @@ import (
 	"rdmasweep/results"
 )
 
-// The CLI is tested as a user runs it: the real runner and node binaries,
-// built once, driven through their command lines, judged by exit codes,
-// stderr, stdout and the CSV they leave.
-
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rdmasweep-runner-test-")
-	if err != nil {
-		panic(err)
-	}
-	binDir = dir
-	for _, b := range [][]string{
-		{"go", "build", "-o", filepath.Join(dir, "runner"), "."},
-		{"go", "build", "-o", filepath.Join(dir, "node"), "../node"},
-	} {
-		cmd := exec.Command(b[0], b[1:]...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "%v: %v\n%s", b, err, out)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
 // loopbackPlan writes a small local tcp plan into dir and returns its path.
 func loopbackPlan(t *testing.T, dir, extra string) string {
 	t.Helper()
@@ -175,31 +147,6 @@ func TestExecWritesRowsSkipsAndReruns(t *testing.T) {
 	}
 }
 
-func TestBadPlanReportsEveryErrorAndExits2(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(path, []byte(`name: bad
-hosts:
-  server: {address: local}
-  client: {address: local}
-server: {file: /tmp/x, file_size: 4kb}
-client: {block_size: 1MiB, pattern: zigzag}
-`), 0o644)
-	for _, cmd := range []string{"validate", "exec", "plan"} {
-		r := runner(t, dir, cmd, path)
-		if r.code != 2 {
-			t.Fatalf("%s: exit %d, want 2\n%s", cmd, r.code, r.stderr)
-		}
-		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-		if len(lines) != 3 ||
-			!strings.HasPrefix(lines[0], path+":5:35: server.file_size: ") ||
-			!strings.HasPrefix(lines[1], path+":6:37: client.pattern: ") ||
-			lines[2] != "runner: error: "+path+": 2 errors" {
-			t.Fatalf("%s stderr:\n%s", cmd, r.stderr)
-		}
-	}
-}
-
 func TestForeignHeaderRefusedBeforeAnyPoint(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
@@ -327,35 +274,6 @@ func TestSignalsStopBothRolesAndKeepCSVWhole(t *testing.T) {
 	}
 }
 
-func TestDryRunAndPlanTable(t *testing.T) {
-	dir := t.TempDir()
-	plan := loopbackPlan(t, dir, "")
-	r := runner(t, dir, "exec", "--dry-run", plan)
-	if r.code != 0 || !strings.Contains(r.stdout, "would run 3 runs of 3 points") {
-		t.Fatalf("dry run: %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
-		t.Fatal("dry run wrote output")
-	}
-	r = runner(t, dir, "plan", plan)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], "#") || !strings.Contains(lines[3], "64KiB") {
-		t.Fatalf("plan table:\n%s", r.stdout)
-	}
-	r = runner(t, dir, "validate", plan)
-	if r.code != 0 || !strings.Contains(r.stdout, "valid") {
-		t.Fatalf("validate: %d %s %s", r.code, r.stdout, r.stderr)
-	}
-	r = runner(t, dir, "exec", plan, "--set", "nosuch=1")
-	if r.code != 2 || !strings.Contains(r.stderr, "nosuch") {
-		t.Fatalf("--set unknown: %d %s", r.code, r.stderr)
-	}
-	r = runner(t, dir, "frobnicate")
-	if r.code != 2 || !strings.Contains(r.stderr, `runner: error: unknown command "frobnicate"`) {
-		t.Fatalf("unknown command: %d %s", r.code, r.stderr)
-	}
-}
-
 func TestExecWithoutPlanRunsBuiltInLoopback(t *testing.T) {
 	dir := t.TempDir()
 	// Points keep plan order (8KiB before 4KiB), whatever order --only names.
@@ -390,26 +308,5 @@ func TestCPUsPinNode(t *testing.T) {
 	clientLogs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.client.log"))
 	if c, _ := os.ReadFile(clientLogs[0]); strings.Contains(string(c), "taskset") {
 		t.Fatalf("client pinned without cpus:\n%s", c)
-	}
-}
-
-func TestValidateWarnsWhenNodeLacksRDMA(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "rdma.yaml")
-	// Remote hosts: validate connects to nothing, but the node it would
-	// upload is node.binary, built here without rdma.
-	os.WriteFile(path, []byte(fmt.Sprintf(`name: rdma-remote
-hosts:
-  server: {address: nodea.example}
-  client: {address: nodeb.example}
-node: {binary: %s}
-transport: rdma
-server: {file: /mnt/x.dat, file_size: 1GiB}
-client: {duration: 5s}
-`, filepath.Join(binDir, "node"))), 0o644)
-	r := runner(t, dir, "validate", path)
-	if r.code != 0 || !strings.Contains(r.stderr, "runner: warning: the plan asks for rdma, but "+filepath.Join(binDir, "node")+" was built without it (transports: tcp)") ||
-		!strings.Contains(r.stderr, "runner: hint: build the RDMA node with: make node-rdma") {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 }
