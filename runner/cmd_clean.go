@@ -32,11 +32,13 @@ type removal struct {
 // hosts, the created data file with its sidecar, the deployed node, and
 // the exec state beside the CSV after reaping the nodes it records. A data
 // file without a sidecar is the user's own and is never removed; neither
-// is the local node binary, which local roles run in place.
+// is the local node binary, which local roles run in place. With
+// --dry-run it lists what it would remove, and removes and stops nothing.
 func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("clean", "[--yes] [flags] [PLAN]", ui.w)
+	fs := newFlagSet("clean", "[--yes | --dry-run] [flags] [PLAN]", ui.w)
 	var o planOptions
 	yes := fs.Bool("yes", false, "remove without asking")
+	dryRun := fs.Bool("dry-run", false, "list what would be removed, and remove nothing")
 	out := fs.String("out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
 	path, p, _, err := planCommand(fs, &o, args)
 	if err != nil {
@@ -131,6 +133,10 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if *dryRun {
+		ui.infof("dry run: %s would be removed; nothing was", plural(len(todo), "file"))
+		return nil
 	}
 	if !*yes {
 		ok, err := confirm(ui, fmt.Sprintf("remove these %s?", plural(len(todo), "file")))
