@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"rdmasweep/internal/clitest"
 )
 
 // The CLI is tested as a user runs it: the runner and node programs,
@@ -45,4 +48,30 @@ func (w withNode) Run() int {
 		return 1
 	}
 	return w.m.Run()
+}
+
+// runner runs the runner in dir, as this process's environment has it,
+// for up to 2 minutes.
+func runner(t *testing.T, dir string, args ...string) clitest.Result {
+	t.Helper()
+	return clitest.Run(t, filepath.Join(binDir, "runner"), dir, nil, 2*time.Minute, args...)
+}
+
+// runnerEnv runs the runner in dir with env (SSH hosts: clitest.SSHEnv),
+// for up to 3 minutes.
+func runnerEnv(t *testing.T, dir string, env []string, args ...string) clitest.Result {
+	t.Helper()
+	return clitest.Run(t, filepath.Join(binDir, "runner"), dir, env, 3*time.Minute, args...)
+}
+
+// startRunner starts the runner in the background, to hurt it mid-point.
+func startRunner(t *testing.T, dir string, env []string, args ...string) *clitest.Proc {
+	t.Helper()
+	return clitest.Start(t, filepath.Join(binDir, "runner"), dir, env, args...)
+}
+
+// localNodes lists the node processes of the tests' node on this machine.
+func localNodes(t *testing.T) []int {
+	t.Helper()
+	return clitest.LocalNodes(t, filepath.Join(binDir, "node"))
 }

@@ -15,33 +15,29 @@ import (
 	"rdmasweep/runner/remote"
 )
 
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestHostJSON records a fake host (one RoCE port with a GID, a data file
 // and node) and pins the JSON keys scripts read: they are a contract, so
 // a key may be added but never renamed or dropped. runner/hostfacts tests
 // the facts themselves.
 func TestHostJSON(t *testing.T) {
 	root := t.TempDir()
-	write(t, root+"/proc/sys/kernel/hostname", "benchbox\n")
-	write(t, root+"/proc/cpuinfo", "model name\t: Xeon\n")
-	ib := root + "/sys/class/infiniband/mlx5_0"
-	write(t, ib+"/ports/1/link_layer", "Ethernet\n")
-	write(t, ib+"/ports/1/gid_attrs/ndevs/0", "ens1f0\n")
-	write(t, ib+"/ports/1/gid_attrs/types/0", "RoCE v2\n")
-	write(t, ib+"/ports/1/gids/0", "fe80:0000:0000:0000:0a00:27ff:fe00:0001\n")
-	write(t, root+"/sys/class/net/ens1f0/mtu", "9000\n")
+	ib := "sys/class/infiniband/mlx5_0/ports/1/"
+	for path, content := range map[string]string{
+		"proc/sys/kernel/hostname": "benchbox\n",
+		"proc/cpuinfo":             "model name\t: Xeon\n",
+		ib + "link_layer":          "Ethernet\n",
+		ib + "gid_attrs/ndevs/0":   "ens1f0\n",
+		ib + "gid_attrs/types/0":   "RoCE v2\n",
+		ib + "gids/0":              "fe80:0000:0000:0000:0a00:27ff:fe00:0001\n",
+		"sys/class/net/ens1f0/mtu": "9000\n",
+		"node":                     "#!/bin/sh\necho '{\"version\":\"v1.2.3-test\"}'\n",
+	} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, path), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	node := filepath.Join(root, "node")
-	write(t, node, "#!/bin/sh\necho '{\"version\":\"v1.2.3-test\"}'\n")
-	os.Chmod(node, 0o755)
 	data := filepath.Join(root, "data.dat")
 
 	h, err := Collect(context.Background(), remote.Local{}, Query{Role: "server", NodePath: node, File: data, CPUs: "0-3", Sysroot: root})
@@ -108,7 +104,7 @@ func TestForPlanAndWrite(t *testing.T) {
 				t.Fatalf("git %v: %v\n%s", args, err, out)
 			}
 		}
-		write(t, filepath.Join(repo, "p.yaml"), string(src)) // untracked: not dirty
+		os.WriteFile(filepath.Join(repo, "p.yaml"), src, 0o644) // untracked: not dirty
 		head, _ := exec.Command("git", "-C", repo, "rev-parse", "--short", "HEAD").Output()
 		pl := ForPlan(context.Background(), filepath.Join(repo, "p.yaml"), "x", src, nil)
 		if pl.GitDescribe != strings.TrimSpace(string(head)) {
