@@ -42,7 +42,7 @@ func (o *readOptions) check() error {
 	switch {
 	case o.server == "":
 		return usagef("read: --server is required")
-	case o.blockSize <= 0 || o.blockSize > 1<<31-1:
+	case o.blockSize <= 0 || o.blockSize > maxBlockFlag:
 		return usagef("read: --block-size must be positive and below 2GiB")
 	case o.queueDepth <= 0:
 		return usagef("read: --queue-depth must be positive")
@@ -64,6 +64,10 @@ func runRead(ctx context.Context, e *env, args []string) error {
 		return read(ctx, e.out, tr, &o, secret)
 	})
 }
+
+// maxBlockFlag is the largest --block-size: a transport's block size is an
+// int32 on its wire and in its buffers.
+const maxBlockFlag = 1<<31 - 1
 
 // shuffleSalt makes the random order differ from the file content's own
 // sequence while staying reproducible for a given file.

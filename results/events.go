@@ -1,9 +1,8 @@
-// Package results is the wire between node and runner.
-//
-// node prints one JSON object per line on stdout, each with a "type". The
-// runner reads those lines, and turns a point's events into one CSV row
-// (see Row). Both programs import this package and nothing else of each
-// other, so the types here are the whole contract:
+package results
+
+// The events node prints, one JSON object per line on stdout, each with a
+// "type". The runner reads those lines and turns a point's events into one
+// CSV row (see Row):
 //
 //   - started: first line of every node subcommand, printed before any slow
 //     work, so the runner can always find (and kill) the process.
@@ -13,9 +12,10 @@
 //   - error:   the last line of any failed node run, before a non-zero exit.
 //   - warning: something a person should know that did not stop the run.
 //
-// Field names are snake_case and frozen: external scripts parse them too.
-// Units are in the names: _s seconds, _us microseconds, _mb_s 10^6 bytes/s.
-package results
+// Field names are snake_case and frozen: external scripts parse them too;
+// new fields are only added. Units are in the names: _s seconds, _us
+// microseconds, _mb_s 10^6 bytes/s.
+
 
 import (
 	"encoding/json"

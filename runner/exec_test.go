@@ -61,7 +61,7 @@ func TestExecWritesRowsSkipsAndReruns(t *testing.T) {
 	keys := map[string]bool{}
 	for i, row := range rows {
 		want := []int64{1 << 20, 256 << 10, 64 << 10}[i]
-		if row.Status != "ok" || row.BlockSizeBytes != want || row.Repetition != 1 || row.Transport != "tcp" {
+		if row.Status != "ok" || row.ParamInt("block_size") != want || row.Repetition != 1 || row.Transport() != "tcp" {
 			t.Errorf("row %d: %+v", i, row)
 		}
 		if row.Bytes == nil || *row.Bytes != 4<<20 || *row.BandwidthMBs <= 0 || *row.IOPS <= 0 || !*row.Verified {
@@ -70,7 +70,7 @@ func TestExecWritesRowsSkipsAndReruns(t *testing.T) {
 		if *row.LatP50Us <= 0 || *row.LatP99Us < *row.LatP50Us || *row.LatMaxUs < *row.LatP99Us {
 			t.Errorf("row %d latency not ordered: p50 %v p99 %v max %v", i, *row.LatP50Us, *row.LatP99Us, *row.LatMaxUs)
 		}
-		if row.RegistrationS != nil || row.Registration != "" {
+		if row.RegistrationS != nil || row.Param("registration") != "" {
 			t.Errorf("tcp row %d has registration figures", i)
 		}
 		if _, err := time.Parse(time.RFC3339, row.StartedAt); err != nil || row.RunID == "" || row.ServerHost != "local" {
@@ -103,7 +103,7 @@ func TestExecWritesRowsSkipsAndReruns(t *testing.T) {
 		t.Fatalf("rerun: exit %d\n%s", r.Code, r.Stderr)
 	}
 	rows = clitest.ReadRows(t, csv)
-	if len(rows) != 5 || rows[3].BlockSizeBytes != 1<<20 || rows[4].BlockSizeBytes != 64<<10 || rows[3].RunID == rows[0].RunID {
+	if len(rows) != 5 || rows[3].ParamInt("block_size") != 1<<20 || rows[4].ParamInt("block_size") != 64<<10 || rows[3].RunID == rows[0].RunID {
 		t.Fatalf("after rerun: %d rows", len(rows))
 	}
 

@@ -72,7 +72,7 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 		return nil, fmt.Errorf("qps %d is over the %d this node supports", cfg.QPs, C.RS_MAX_QP)
 	case cfg.QueueDepth <= 0 || cfg.QueueDepth > C.RS_MAX_QD:
 		return nil, fmt.Errorf("queue_depth %d outside 1..%d", cfg.QueueDepth, C.RS_MAX_QD)
-	case cfg.BlockSize <= 0 || cfg.BlockSize > 1<<30:
+	case cfg.BlockSize <= 0 || cfg.BlockSize > maxBlock:
 		return nil, fmt.Errorf("block size %d outside 1..1GiB (one RDMA READ)", cfg.BlockSize)
 	}
 	perQP := (cfg.QueueDepth + cfg.QPs - 1) / cfg.QPs

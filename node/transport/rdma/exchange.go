@@ -55,6 +55,8 @@ const (
 	maxBody     = 64 << 10
 	// maxQPs bounds the QP list a peer may send; it also bounds client.qps.
 	maxQPs = 1024
+	// maxBlock is the largest RDMA READ the client issues.
+	maxBlock = 1 << 30
 	// handshakeTimeout bounds one handshake, so a client that connects and
 	// stalls cannot hold a server past it.
 	handshakeTimeout = 15 * time.Second

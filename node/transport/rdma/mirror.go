@@ -10,6 +10,12 @@ import "unsafe"
 // These expose the C mirrors of node/latency and node/pattern to the tests
 // that cross-check them (test files cannot use cgo).
 
+// The C loop's bounds on reads in flight and QPs.
+const (
+	cMaxQD = C.RS_MAX_QD
+	cMaxQP = C.RS_MAX_QP
+)
+
 func cBucket(ns uint64) int { return int(C.rs_bucket(C.uint64_t(ns))) }
 
 func cWord(seed, index uint64) uint64 { return uint64(C.rs_word(C.uint64_t(seed), C.uint64_t(index))) }

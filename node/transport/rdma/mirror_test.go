@@ -9,6 +9,7 @@ import (
 
 	"rdmasweep/node/latency"
 	"rdmasweep/node/pattern"
+	"rdmasweep/results"
 )
 
 // The C loop buckets latencies into latency.Histogram.Counts itself, so its
@@ -62,6 +63,24 @@ func TestCCheckMatchesGo(t *testing.T) {
 		cb, cok := cCheck(buf, off, seed)
 		if gok || cok || gb != cb {
 			t.Fatalf("corrupted buffer (off %d len %d): Go (%d,%v), C (%d,%v)", off, len(buf), gb, gok, cb, cok)
+		}
+	}
+}
+
+// TestLimitsAreTheTables holds the limits the C loop and the exchange
+// enforce to the parameter table, which runner validate reads.
+func TestLimitsAreTheTables(t *testing.T) {
+	for _, c := range []struct {
+		param string
+		node  int64
+	}{
+		{"queue_depth", cMaxQD},
+		{"qps", cMaxQP},
+		{"qps", maxQPs},
+		{"block_size", maxBlock},
+	} {
+		if max, _, _ := results.ParamByName(c.param).LimitFor("rdma"); max != c.node {
+			t.Errorf("%s for rdma: table %d, node %d", c.param, max, c.node)
 		}
 	}
 }

@@ -1,35 +1,40 @@
-package sweep
+// Package leftover keeps the record of the nodes an exec has started and
+// not yet seen exit, and stops the ones an earlier exec left behind.
+package leftover
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"rdmasweep/internal/atomicfile"
 	"rdmasweep/results"
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/role"
 )
 
-// State is the small file beside the CSV that records every node the
-// runner started and has not yet seen exit. A runner killed with SIGKILL
+// Record is the small file beside the CSV (CSV.state) that lists every
+// node the runner started and has not yet seen exit. A runner killed with SIGKILL
 // cannot stop its nodes; the next exec reads this file and kills the ones
 // still alive. Pids are reused, so an entry is acted on only when the
 // host's boot_id, the process's start time and its executable all match.
-type State struct {
+type Record struct {
 	path    string
 	mu      sync.Mutex
-	entries []StateEntry
+	entries []Entry
 	hosts   map[string]remote.Host // by Host.Name()
 	bootIDs map[string]string
 }
 
-// StateEntry is one started node.
-type StateEntry struct {
+// Entry is one started node.
+type Entry struct {
 	Host      string `json:"host"`
 	PID       int    `json:"pid"`
 	PGID      int    `json:"pgid"`
@@ -38,12 +43,12 @@ type StateEntry struct {
 	Exe       string `json:"exe"`
 }
 
-// OpenState reads path, kills the leftovers it records on the given
-// targets' hosts, and returns the state for this exec. Entries for hosts
+// Open reads path, kills the leftovers it records on the given targets'
+// hosts, and returns the record for this exec. Entries for hosts
 // this exec does not reach are kept for a later one. report receives one
 // message per leftover killed.
-func OpenState(ctx context.Context, path string, targets []Target, report func(string)) (*State, error) {
-	s := &State{path: path, hosts: map[string]remote.Host{}, bootIDs: map[string]string{}}
+func Open(ctx context.Context, path string, targets []role.Target, report func(string)) (*Record, error) {
+	s := &Record{path: path, hosts: map[string]remote.Host{}, bootIDs: map[string]string{}}
 	for _, t := range targets {
 		s.hosts[t.Host.Name()] = t.Host
 	}
@@ -52,7 +57,7 @@ func OpenState(ctx context.Context, path string, targets []Target, report func(s
 		return nil, fmt.Errorf("read state: %w", err)
 	}
 	if len(data) > 0 {
-		var old []StateEntry
+		var old []Entry
 		if err := json.Unmarshal(data, &old); err != nil {
 			return nil, fmt.Errorf("read state %s: %w (remove it if no runner is running)", path, err)
 		}
@@ -74,7 +79,7 @@ func OpenState(ctx context.Context, path string, targets []Target, report func(s
 }
 
 // reap kills e's process group if e is still that very process.
-func (s *State) reap(ctx context.Context, h remote.Host, e StateEntry) (bool, error) {
+func (s *Record) reap(ctx context.Context, h remote.Host, e Entry) (bool, error) {
 	boot, start, exe, err := s.identify(ctx, h, e.PID)
 	if err != nil {
 		return false, err
@@ -96,7 +101,7 @@ func (s *State) reap(ctx context.Context, h remote.Host, e StateEntry) (bool, er
 
 // identify reads the host's boot_id and pid's start time and executable.
 // A pid that does not exist gives an empty start time and no error.
-func (s *State) identify(ctx context.Context, h remote.Host, pid int) (boot, start, exe string, err error) {
+func (s *Record) identify(ctx context.Context, h remote.Host, pid int) (boot, start, exe string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	p := strconv.Itoa(pid)
@@ -126,20 +131,21 @@ func (s *State) identify(ctx context.Context, h remote.Host, pid int) (boot, sta
 	return boot, start, exe, nil
 }
 
-// Add records a started node. It is the Runner's Started hook. node
+// Add records a started node. It is the point Runner's Started hook. node
 // reports its own start time and boot_id, so this costs no round trip.
-func (s *State) Add(t Target, st *results.Started) {
+func (s *Record) Add(t role.Target, st *results.Started) {
 	if st.StartTime == "" || st.BootID == "" {
 		return // a node too old to say; it still exits on stdin EOF
 	}
 	s.mu.Lock()
-	s.entries = append(s.entries, StateEntry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: st.StartTime, BootID: st.BootID, Exe: t.NodePath})
+	s.entries = append(s.entries, Entry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: st.StartTime, BootID: st.BootID, Exe: t.NodePath})
 	s.mu.Unlock()
 	_ = s.save()
 }
 
-// Remove forgets a node once it is reaped. It is the Runner's Exited hook.
-func (s *State) Remove(t Target, st *results.Started) {
+// Remove forgets a node once it is reaped. It is the point Runner's Exited
+// hook.
+func (s *Record) Remove(t role.Target, st *results.Started) {
 	s.mu.Lock()
 	kept := s.entries[:0]
 	for _, e := range s.entries {
@@ -152,8 +158,9 @@ func (s *State) Remove(t Target, st *results.Started) {
 	_ = s.save()
 }
 
-// save writes the state atomically; an empty state removes the file.
-func (s *State) save() error {
+// save writes the record whole or not at all; an empty one removes the
+// file.
+func (s *Record) save() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.entries) == 0 {
@@ -167,14 +174,12 @@ func (s *State) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := s.path + ".tmp"
-	// A full disk must not leave a partial temporary file beside the CSV.
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write state: %w", err)
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
-		os.Remove(tmp)
+	// A full disk must not leave a partial file beside the CSV.
+	err = atomicfile.Write(s.path, 0o644, func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
 	return nil

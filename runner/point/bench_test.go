@@ -1,6 +1,6 @@
 //go:build bench
 
-package sweep_test
+package point_test
 
 import (
 	"context"
@@ -16,16 +16,17 @@ import (
 	"rdmasweep/results"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/hostfacts"
+	"rdmasweep/runner/point"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/testhosts"
-	"rdmasweep/runner/sweep"
+	"rdmasweep/runner/role"
 )
 
 // TestBenchOverhead measures what the runner adds to each point across two
 // real SSH hosts: a sweep of small points, each phase's median printed
 // beside node's own measured time. It asserts nothing about speed.
 //
-//	go test -tags bench -run TestBenchOverhead -v ./runner/sweep/
+//	go test -tags bench -run TestBenchOverhead -v ./runner/point/
 func TestBenchOverhead(t *testing.T) {
 	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
 	t.Setenv("HOME", t.TempDir())
@@ -81,9 +82,9 @@ sweep:
 		t.Fatal(err)
 	}
 	defer csv.Close()
-	r := &sweep.Runner{Plan: p, RunID: "bench", LogDir: dir,
-		Server: sweep.Target{Host: dial(a), Label: "server", NodePath: p.Node.RemotePath},
-		Client: sweep.Target{Host: dial(b), Label: "client", NodePath: p.Node.RemotePath}}
+	r := &point.Runner{Plan: p, RunID: "bench", LogDir: dir,
+		Server: role.Target{Role: "server", Host: dial(a), Label: "server", NodePath: p.Node.RemotePath},
+		Client: role.Target{Role: "client", Host: dial(b), Label: "client", NodePath: p.Node.RemotePath}}
 
 	var ready, toClient, measured, toRow, overhead []time.Duration
 	for i, pt := range pts {

@@ -1,4 +1,4 @@
-package sweep
+package leftover
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"rdmasweep/results"
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/role"
 )
 
 // sleeper starts a process that stands in for a node left running by a
@@ -36,7 +37,7 @@ func sleeper(t *testing.T) (*exec.Cmd, string) {
 
 func identity(t *testing.T, pid int) (boot, start string) {
 	t.Helper()
-	s := &State{}
+	s := &Record{}
 	boot, start, _, err := s.identify(context.Background(), remote.Local{}, pid)
 	if err != nil || boot == "" || start == "" {
 		t.Fatalf("identify %d: %q %q %v", pid, boot, start, err)
@@ -55,7 +56,7 @@ func alive(cmd *exec.Cmd) bool {
 	}
 }
 
-func writeState(t *testing.T, path string, entries ...StateEntry) {
+func writeState(t *testing.T, path string, entries ...Entry) {
 	t.Helper()
 	b, _ := json.Marshal(entries)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
@@ -64,27 +65,27 @@ func writeState(t *testing.T, path string, entries ...StateEntry) {
 }
 
 func TestOpenStateKillsOnlyTheVerySameProcess(t *testing.T) {
-	local := Target{Host: remote.Local{}, Label: "server (local)"}
+	local := role.Target{Host: remote.Local{}, Label: "server (local)"}
 	for _, tc := range []struct {
 		name     string
-		mangle   func(e *StateEntry)
+		mangle   func(e *Entry)
 		wantKill bool
 	}{
-		{"same boot, start time and executable", func(e *StateEntry) {}, true},
-		{"pid reused: other start time", func(e *StateEntry) { e.StartTime += "1" }, false},
-		{"other boot", func(e *StateEntry) { e.BootID = "00000000-0000-0000-0000-000000000000" }, false},
-		{"other executable", func(e *StateEntry) { e.Exe = "/opt/rdmasweep/node" }, false},
+		{"same boot, start time and executable", func(e *Entry) {}, true},
+		{"pid reused: other start time", func(e *Entry) { e.StartTime += "1" }, false},
+		{"other boot", func(e *Entry) { e.BootID = "00000000-0000-0000-0000-000000000000" }, false},
+		{"other executable", func(e *Entry) { e.Exe = "/opt/rdmasweep/node" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd, bin := sleeper(t)
 			pid := cmd.Process.Pid
 			boot, start := identity(t, pid)
-			e := StateEntry{Host: "local", PID: pid, PGID: pid, StartTime: start, BootID: boot, Exe: bin}
+			e := Entry{Host: "local", PID: pid, PGID: pid, StartTime: start, BootID: boot, Exe: bin}
 			tc.mangle(&e)
 			path := filepath.Join(t.TempDir(), "out.csv.state")
 			writeState(t, path, e)
 			var said []string
-			st, err := OpenState(context.Background(), path, []Target{local}, func(m string) { said = append(said, m) })
+			st, err := Open(context.Background(), path, []role.Target{local}, func(m string) { said = append(said, m) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,16 +105,16 @@ func TestOpenStateKillsOnlyTheVerySameProcess(t *testing.T) {
 
 func TestStateKeepsOtherHostsAndRecordsNodes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.csv.state")
-	other := StateEntry{Host: "alice@10.9.9.9:22", PID: 42, PGID: 42, StartTime: "1", BootID: "b", Exe: "/x/node"}
+	other := Entry{Host: "alice@10.9.9.9:22", PID: 42, PGID: 42, StartTime: "1", BootID: "b", Exe: "/x/node"}
 	writeState(t, path, other)
-	local := Target{Host: remote.Local{}, Label: "server (local)", NodePath: "/bin/node"}
-	st, err := OpenState(context.Background(), path, []Target{local}, func(string) {})
+	local := role.Target{Host: remote.Local{}, Label: "server (local)", NodePath: "/bin/node"}
+	st, err := Open(context.Background(), path, []role.Target{local}, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	started := &results.Started{PID: 7, PGID: 7, StartTime: "99", BootID: "boot"}
 	st.Add(local, started)
-	var got []StateEntry
+	var got []Entry
 	b, _ := os.ReadFile(path)
 	json.Unmarshal(b, &got)
 	if len(got) != 2 || got[0] != other || got[1].PID != 7 || got[1].Exe != "/bin/node" || got[1].Host != "local" {
