@@ -14,6 +14,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/remote"
@@ -63,7 +64,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			hint = h.Hint()
 		}
 		// connect's error names the role that failed first.
-		row, msg := rows[0], err.Error()
+		row, msg, check := rows[0], err.Error(), "connect"
 		if re := role.As(err); re != nil {
 			msg = re.Err.Error()
 			for _, rw := range rows {
@@ -71,9 +72,16 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 					row = rw
 				}
 			}
+			if re.Phase == role.Facts {
+				check = "system" // the login worked; the host could not say what it is
+			}
 		}
-		row.ssh = "FAIL"
-		row.problems = append(row.problems, preflight.Problem{Check: "connect", Msg: msg, Hint: hint})
+		if check == "system" {
+			row.verdict.System = "FAIL"
+		} else {
+			row.ssh = "FAIL"
+		}
+		row.problems = append(row.problems, preflight.Problem{Check: check, Msg: msg, Hint: hint, Whole: errors.Is(err, hostfacts.ErrNoShell)})
 		return reportCheck(stdout, ui, rows)
 	}
 	defer r.close()
@@ -103,9 +111,15 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		if row.role == "server" {
 			file = p.Base.Str("file")
 		}
-		facts, err := preflight.Collect(ctx, t.Host, t.NodePath, file)
+		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, File: file})
 		if err != nil {
-			row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
+			hint := "check the host has a POSIX sh"
+			var h hinted
+			if errors.As(err, &h) {
+				hint = h.Hint()
+			}
+			row.verdict.System = "FAIL"
+			row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: hint, Whole: true})
 			return nil
 		}
 		row.verdict = preflight.Judge(facts, needs[i])
@@ -217,7 +231,7 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, transport
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = r.get("server").Host.Run(cctx, []string{"rm", "-f", "--", file, file + preflight.SidecarSuffix})
+		_, _ = r.get("server").Host.Run(cctx, []string{"rm", "-f", "--", file, file + results.SidecarSuffix})
 	}()
 
 	q := *p
@@ -286,7 +300,11 @@ func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow) error {
 	for _, r := range rows {
 		for _, pr := range r.problems {
 			n++
-			ui.errorf("%s: %s: %s", r.label, pr.Check, pr.Msg)
+			if pr.Whole {
+				ui.errorf("%s: %s", r.label, pr.Msg)
+			} else {
+				ui.errorf("%s: %s: %s", r.label, pr.Check, pr.Msg)
+			}
 			ui.hintf("%s", pr.Hint)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
@@ -189,7 +190,13 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 		if _, isLocal := t.Host.(remote.Local); isLocal {
 			return nil
 		}
-		res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath)
+		// The first command on the host: it also finds a host where no
+		// shell runs, before anything is uploaded there.
+		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{})
+		if err != nil {
+			return t.Wrap(role.Facts, err)
+		}
+		res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath, facts.Arch)
 		switch {
 		case err != nil:
 			err := error(t.Errorf(role.Deploy, "deploy node to %s: %w", t.NodePath, err))

@@ -15,6 +15,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/testhosts"
@@ -67,7 +68,11 @@ sweep:
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { host.Close() })
-		if _, err := deploy.Deploy(ctx, host, node, p.Node.RemotePath); err != nil {
+		facts, err := hostfacts.Collect(ctx, host, hostfacts.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := deploy.Deploy(ctx, host, node, p.Node.RemotePath, facts.Arch); err != nil {
 			t.Fatal(err)
 		}
 		return host

@@ -18,9 +18,6 @@ package tcp
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -213,8 +210,8 @@ func (s *server) handshake(c net.Conn) error {
 	}
 	putHeader(hello[:], flags)
 	nonce := hello[8:40]
-	if _, err := rand.Read(nonce); err != nil {
-		return fmt.Errorf("nonce: %w", err)
+	if err := transport.NewNonce(nonce); err != nil {
+		return err
 	}
 	if _, err := c.Write(hello[:]); err != nil {
 		return fmt.Errorf("send hello: %w", err)
@@ -234,8 +231,7 @@ func (s *server) handshake(c net.Conn) error {
 		return err
 	}
 	if s.cfg.Secret != nil {
-		want := mac(s.cfg.Secret, nonce, auth[8:24])
-		if !hmac.Equal(want, auth[24:56]) {
+		if !transport.Admit(s.cfg.Secret, nonce, auth[8:24], auth[24:56]) {
 			putHeader(welcome[:], statusAuth)
 			c.Write(welcome[:])
 			return fmt.Errorf("%w: wrong or missing secret", transport.ErrAuth)
@@ -252,13 +248,6 @@ func (s *server) handshake(c net.Conn) error {
 		return fmt.Errorf("send welcome: %w", err)
 	}
 	return nil
-}
-
-func mac(secret, nonce, record []byte) []byte {
-	h := hmac.New(sha256.New, secret)
-	h.Write(nonce)
-	h.Write(record)
-	return h.Sum(nil)
 }
 
 // serveConn answers requests until the client closes the connection,
@@ -448,7 +437,7 @@ func (c *client) handshakeIO() error {
 	le.PutUint32(rec[4:], uint32(c.cfg.QueueDepth))
 	le.PutUint32(rec[8:], uint32(c.cfg.QPs))
 	if len(c.cfg.Secret) > 0 {
-		copy(auth[24:], mac(c.cfg.Secret, hello[8:40], rec))
+		copy(auth[24:], transport.Answer(c.cfg.Secret, hello[8:40], rec))
 	}
 	if _, err := c.conn.Write(auth[:]); err != nil {
 		return fmt.Errorf("send answer: %w", err)
