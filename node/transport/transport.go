@@ -125,14 +125,24 @@ type Workload struct {
 	Warmup   time.Duration
 	Verify   bool
 	Seed     uint64 // shuffle seed for "random"
+	// Interval, when > 0, asks for the reads completed in each interval of
+	// the measured phase (Measurement.Intervals).
+	Interval time.Duration
 }
 
 // Measurement is the client's account of a workload, after warmup.
 type Measurement struct {
-	Bytes    int64
-	Reads    int64
-	Seconds  float64 // first read issued to last completed
-	Latency  Latencies
+	Bytes   int64
+	Reads   int64
+	Seconds float64 // first read issued to last completed
+	// Start is the wall-clock time (CLOCK_REALTIME) the first measured
+	// read was issued, so several clients' phases can be lined up.
+	Start     time.Time
+	Latency   Latencies
+	Histogram *results.Histogram // every measured read's latency
+	// Intervals counts the reads completed in each Workload.Interval from
+	// Start; nil when none was asked for or the transport cannot tell.
+	Intervals []int64
 	Verified bool // Verify was on and every byte matched
 	GIDIndex *int
 	// CPU is the process's CPU time over the measured phase, where the

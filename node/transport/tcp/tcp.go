@@ -507,20 +507,23 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		total = c.region.Size
 	}
 	reads := (total + int64(w.BlockSize) - 1) / int64(w.BlockSize)
-	var h results.Histogram
+	h := new(results.Histogram)
 	cpu := transport.StartCPU()
-	res, err := p.run(reads, dur, &h)
+	res, err := p.run(reads, dur, h)
 	used := cpu()
 	if err != nil {
 		return m, ctxErr(ctx, err)
 	}
 	return transport.Measurement{
-		Bytes:    res.reads * int64(w.BlockSize),
-		Reads:    res.reads,
-		Seconds:  res.seconds,
-		Latency:  h.Summary(),
-		Verified: w.Verify,
-		CPU:      used,
+		Bytes:     res.reads * int64(w.BlockSize),
+		Reads:     res.reads,
+		Seconds:   res.seconds,
+		Start:     res.start,
+		Latency:   h.Summary(),
+		Histogram: h,
+		Intervals: res.intervals,
+		Verified:  w.Verify,
+		CPU:       used,
 	}, nil
 }
 
@@ -538,13 +541,16 @@ type phase struct {
 }
 
 type phaseResult struct {
-	reads   int64
-	seconds float64
+	reads     int64
+	seconds   float64
+	start     time.Time // wall clock at the first read issued
+	intervals []int64   // reads completed per Workload.Interval, when asked
 }
 
 // run issues reads (or, when dur > 0, reads until dur has passed) with up
-// to QueueDepth in flight, and waits for all of them. Latencies go to h
-// when it is not nil.
+// to QueueDepth in flight, and waits for all of them. Latencies go to h,
+// and completions to intervals of Workload.Interval, when h is not nil
+// (the measured phase).
 //
 // One goroutine does it all: it reads a reply, and sends the requests
 // that refill the window only when no further whole reply is already
@@ -594,6 +600,7 @@ func (p *phase) run(reads int64, dur time.Duration, h *results.Histogram) (phase
 	if err := send(); err != nil {
 		return phaseResult{}, err
 	}
+	var intervals []int64
 	for done < sent {
 		seq := c.seq - (sent - done) // the oldest read in flight
 		if err := p.receive(r, lw, hdr[:], data, seq); err != nil {
@@ -602,6 +609,13 @@ func (p *phase) run(reads int64, dur time.Duration, h *results.Histogram) (phase
 		last = time.Since(start)
 		if h != nil {
 			h.Record(uint64(last - issued[seq%int64(qd)]))
+			if iv := p.w.Interval; iv > 0 {
+				i := int(last / iv)
+				for len(intervals) <= i {
+					intervals = append(intervals, 0)
+				}
+				intervals[i]++
+			}
 		}
 		done++
 		if r.Buffered() < replySize+bs {
@@ -610,7 +624,7 @@ func (p *phase) run(reads int64, dur time.Duration, h *results.Histogram) (phase
 			}
 		}
 	}
-	return phaseResult{reads: done, seconds: last.Seconds()}, nil
+	return phaseResult{reads: done, seconds: last.Seconds(), start: start, intervals: intervals}, nil
 }
 
 // readBufSize is the client's read buffer for replies of bs bytes. Small
