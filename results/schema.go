@@ -136,6 +136,17 @@ var schema = []Field{
 	{Column: "registration_s", Unit: "seconds", Doc: "RDMA: time to register (and, pinned, fault in) the region; empty for tcp"},
 	{Column: "registration_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ registration_s"},
 	{Column: "cached_fraction", Unit: "0..1", Doc: "share of the region in the page cache (mincore) before registration"},
+
+	// Version 2: several clients per point (fan-in and pairs).
+	{Param: &Param{
+		Name: "topology", Kind: KindEnum, Enum: []string{"fan-in", "pairs"}, Default: "fan-in", Since: 2,
+		Doc: "with several clients: `fan-in`, every client reads the one server's region; `pairs`, server i serves client i, all at once (as many servers as clients)"}},
+	{Column: "scope", Doc: "`client`: one client's reads; `aggregate`: the point's clients together, in their common window (written last, after the clients' rows)"},
+	{Column: "clients", Doc: "how many clients read at once in the point", Param: &Param{
+		Name: "clients", Section: "client", Kind: KindInt, Auto: true, AutoWord: "all", Min: 1, Max: 1024,
+		Sweep: true, Since: 2,
+		Doc: "how many of the listed clients take part in a point, the first k; sweep it to find the knee"}},
+	{Column: "start_skew_s", Unit: "seconds", Doc: "aggregate rows: the spread of the clients' first reads after the start barrier"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a

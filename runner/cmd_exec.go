@@ -61,8 +61,8 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		todo, skipped := pending(pts, p.Repeat, existing, o.rerun)
 		reportSkipped(ui, skipped, csvPath)
 		var on []string
-		for _, s := range planRoles(p) {
-			on = append(on, s.name+" "+s.host.Address)
+		for _, s := range p.Hosts.Roles() {
+			on = append(on, s.Name+" "+s.Host.Address)
 		}
 		fmt.Fprintf(stdout, "would run %s of %s × %d repetition(s) on %s, appending to %s\n",
 			plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
@@ -103,24 +103,27 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	if err != nil {
 		return err
 	}
+	series := &seriesFile{path: seriesPath(csvPath, runID)}
+	defer series.close()
 	r := &point.Runner{
 		Plan:    p,
 		RunID:   runID,
-		Server:  roles.get("server"),
-		Client:  roles.get("client"),
+		Targets: roles.list,
 		LogDir:  logDir,
 		Warn:    func(msg string) { ui.warnOnce("%s", msg) },
 		Started: left.Add,
 		Exited:  left.Remove,
+		Series:  series.add,
 	}
 	prog := newProgress(ui.w, len(todo))
 	var (
 		rows   []results.Row
+		runs   int
 		failed int
 	)
 	for i, j := range todo {
 		prog.begin(i, j)
-		row, tm, err := r.Run(ctx, j.pt, j.rep)
+		ptRows, tm, err := r.Run(ctx, j.pt, j.rep)
 		if err != nil {
 			prog.abort()
 			if cause := context.Cause(ctx); cause != nil {
@@ -128,11 +131,17 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 			}
 			return err
 		}
-		if err := csv.Append(row); err != nil {
-			prog.abort()
-			return withHint(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
+		// The clients' rows, then the aggregate: the last row says whether
+		// the run is done, so a run cut short between them runs again.
+		for _, row := range ptRows {
+			if err := csv.Append(row); err != nil {
+				prog.abort()
+				return withHint(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
+			}
 		}
-		rows = append(rows, row)
+		rows = append(rows, ptRows...)
+		runs++
+		row := ptRows[len(ptRows)-1]
 		prog.end(i, j, row, tm)
 		if row.Status != results.StatusOK {
 			failed++
@@ -144,28 +153,32 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		}
 	}
 	prog.finish()
+	if err := series.close(); err != nil {
+		ui.warnf("the time series is incomplete: %v", err)
+	}
 	if err := summary.Write(stdout, summary.Build(planRows(pts, csv.Rows(), rows))); err != nil {
 		return err
 	}
 	ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), csvPath, runID, logDir)
 	if failed > 0 {
-		return &someFailed{failed: failed, total: len(rows)}
+		return &someFailed{failed: failed, total: runs}
 	}
 	return nil
 }
 
 // pending lists the runs to do: every (point, repetition) without an ok
-// row, or all of them with rerun. skipped counts the others.
+// row that ends its run (the aggregate row, with several clients), or all
+// of them with rerun. skipped counts the others.
 func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (todo []job, skipped int) {
 	ok := map[string]bool{}
 	for _, r := range existing {
 		if r.Status == results.StatusOK {
-			ok[fmt.Sprintf("%s/%d", r.PointKey, r.Repetition)] = true
+			ok[fmt.Sprintf("%s/%t/%d", r.PointKey, r.Scope == results.ScopeAggregate, r.Repetition)] = true
 		}
 	}
 	for _, pt := range pts {
 		for rep := 1; rep <= repeat; rep++ {
-			if !rerun && ok[fmt.Sprintf("%s/%d", pt.Key, rep)] {
+			if !rerun && ok[fmt.Sprintf("%s/%t/%d", pt.Key, pt.Hosts.Several(), rep)] {
 				skipped++
 				continue
 			}

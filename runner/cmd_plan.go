@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -124,7 +125,7 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 			ui.hintf("build the RDMA node with: make node-rdma")
 		}
 	}
-	if p.SSH.HostKeyPolicy == "insecure" && !(p.Hosts.Server.IsLocal() && p.Hosts.Client.IsLocal()) {
+	if p.SSH.HostKeyPolicy == "insecure" && slices.ContainsFunc(p.Hosts.Roles(), func(r plan.Role) bool { return !r.Host.IsLocal() }) {
 		ui.warnf("ssh.host_key_policy is insecure: host keys are not checked, so anyone on the path can pose as the hosts")
 	}
 }
@@ -202,7 +203,7 @@ func writePointTable(w io.Writer, pts []plan.Point) error {
 	for _, pt := range pts {
 		cells := []string{fmt.Sprint(pt.Index + 1), pt.Key}
 		for _, p := range cols {
-			cells = append(cells, p.Display(p.Cell(pt.Transport(), pt.Values)))
+			cells = append(cells, p.Display(pt.Cell(p)))
 		}
 		reads := "-"
 		if n := pt.ExpectedReads(); n > 0 {
