@@ -73,7 +73,6 @@ func parallel(n int, fn func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-
 // connect reaches every role's host and deploys node once per host.
 func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	if _, err := os.Stat(p.Node.Binary); err != nil {

@@ -143,8 +143,8 @@ type Measurement struct {
 	// Intervals counts the reads completed in each Workload.Interval from
 	// Start; nil when none was asked for or the transport cannot tell.
 	Intervals []int64
-	Verified bool // Verify was on and every byte matched
-	GIDIndex *int
+	Verified  bool // Verify was on and every byte matched
+	GIDIndex  *int
 	// CPU is the process's CPU time over the measured phase, where the
 	// transport can isolate it (tcp), or over warmup and measured phase
 	// together (rdma, whose C loop runs both in one call); CPU.WallS says

@@ -36,7 +36,7 @@ type Runner struct {
 	// Hosts.Roles (by name).
 	Targets []role.Target
 	LogDir  string        // this exec's log directory
-	Grace          time.Duration // between the steps of stopping a role; 0 means 2s
+	Grace   time.Duration // between the steps of stopping a role; 0 means 2s
 	// DeadlineSlack is added to timeouts.point for node's own --deadline,
 	// so a node cut off from the runner still exits; 0 means 30s.
 	DeadlineSlack time.Duration
