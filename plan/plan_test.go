@@ -60,7 +60,7 @@ func TestDefaults(t *testing.T) {
 		Name:      "t",
 		Source:    []byte(minimalYAML),
 		Hosts:     Hosts{Server: Host{Address: "local", RDMA: RDMA{IBPort: 1}}, Client: Host{Address: "local", RDMA: RDMA{IBPort: 1}}},
-		SSH:       SSH{KnownHosts: "/home/tester/.ssh/known_hosts", HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second, KeepaliveInterval: 15 * time.Second},
+		SSH:       SSH{HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second},
 		Node:      Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep/node"},
 		Transport: "tcp",
 		RDMA:      RDMA{IBPort: 1},

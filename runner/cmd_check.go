@@ -101,7 +101,11 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			rtt, err := roundTrip(ctx, t.Host)
 			if err != nil {
 				row.ssh = "FAIL"
-				row.problems = append(row.problems, preflight.Problem{Check: "ssh", Msg: "run a command: " + err.Error(), Hint: "the host accepts the login but cannot run commands: check the user's shell"})
+				hint := "the host accepts the login but cannot run commands: check the user's shell"
+				if h := hinted(nil); errors.As(err, &h) {
+					hint = h.Hint() // e.g. sshd's MaxSessions
+				}
+				row.problems = append(row.problems, preflight.Problem{Check: "ssh", Msg: "run a command: " + err.Error(), Hint: hint})
 				return
 			}
 			kind := "ok"

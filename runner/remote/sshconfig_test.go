@@ -14,7 +14,11 @@ func TestLookupSSHConfig(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "extra.conf"), []byte("Host lab-*\n  User included\n"), 0o600)
+	// A relative Include is taken from ~/.ssh, as ssh does, not from the
+	// including file's directory: the copy beside it must not be read.
+	os.Mkdir(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "extra.conf"), []byte("Host lab-*\n  User included\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "extra.conf"), []byte("Host lab-*\n  User wrong-dir\n"), 0o600)
 	cfg := filepath.Join(dir, "config")
 	os.WriteFile(cfg, []byte(`# comment
 Include extra.conf
@@ -47,7 +51,7 @@ Host *
 		{"other", sshConfigEntry{User: "fallback", IdentityFiles: []string{"/keys/default"}}},
 	} {
 		got, err := lookupSSHConfig(c.alias, "", cfg)
-		got.alias, got.planUser = "", ""
+		got.alias, got.planUser, got.proxySet = "", "", false
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("lookup %s = %+v, %v\nwant %+v", c.alias, got, err, c.want)
 		}
@@ -63,13 +67,13 @@ Host *
 func TestResolveTargetPlanWins(t *testing.T) {
 	e := sshConfigEntry{HostName: "10.0.0.1", User: "cfguser", Port: "2200", IdentityFiles: []string{"/cfg/key"}}
 	got, err := resolveTarget("alias", "", 0, "", e)
-	want := target{host: "10.0.0.1", port: 2200, user: "cfguser", identities: []string{"/cfg/key"}}
+	want := target{alias: "alias", host: "10.0.0.1", port: 2200, user: "cfguser", identitySpecs: []string{"/cfg/key"}, identities: []string{"/cfg/key"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("unwritten plan fields: %+v, %v; want %+v", got, err, want)
 	}
 	// Writing the default value (port 22) is not the same as leaving it out.
 	got, err = resolveTarget("alias", "planuser", 22, "/plan/key", e)
-	want = target{host: "10.0.0.1", port: 22, user: "planuser", identities: []string{"/plan/key"}}
+	want = target{alias: "alias", host: "10.0.0.1", port: 22, user: "planuser", identitySpecs: []string{"/plan/key"}, identities: []string{"/plan/key"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("written plan fields: %+v, %v; want %+v", got, err, want)
 	}
@@ -108,7 +112,7 @@ Match final all
 		{"login", "", sshConfigEntry{User: "from-final"}},
 	} {
 		got, err := lookupSSHConfig(c.alias, c.planUser, cfg)
-		got.alias, got.planUser = "", ""
+		got.alias, got.planUser, got.proxySet = "", "", false
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("lookup %s (plan user %q) = %+v, %v\nwant %+v", c.alias, c.planUser, got, err, c.want)
 		}
