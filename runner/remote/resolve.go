@@ -36,6 +36,7 @@ type target struct {
 	// them so); identities are the same, expanded.
 	identitySpecs  []string
 	identities     []string
+	certSpecs      []string // CertificateFile as written
 	certificates   []string
 	identitiesOnly bool
 	proxyJump      string // its own ssh_config ProxyJump; followed for a first hop
@@ -47,6 +48,7 @@ func (t target) addr() string { return net.JoinHostPort(t.host, strconv.Itoa(t.p
 // resolved is everything one dial needs.
 type resolved struct {
 	target
+	jumpSpec         string   // the ProxyJump in force, as written ("" = none)
 	jumps            []target // dialling order; the first may have a proxyCommand
 	userKnownHosts   []string // the first is where accept-new writes
 	globalKnownHosts []string
@@ -75,6 +77,12 @@ func resolve(cfg SSHConfig) (resolved, error) {
 		r.proxyCommand = ""
 	} else {
 		jump = e.ProxyJump
+	}
+	if jump != "none" {
+		r.jumpSpec = jump
+	}
+	if r.proxyCommand == "none" {
+		r.proxyCommand = ""
 	}
 	r.jumps, err = resolveJumps(jump, cfg.ConfigFile, r.identities, 0)
 	if err != nil {
@@ -169,6 +177,7 @@ func resolveTarget(address, planUser string, planPort int, planIdentity string, 
 	for _, id := range t.identitySpecs {
 		t.identities = append(t.identities, expandIdentity(id, t, address))
 	}
+	t.certSpecs = e.CertificateFiles
 	for _, c := range e.CertificateFiles {
 		t.certificates = append(t.certificates, expandIdentity(c, t, address))
 	}
