@@ -150,7 +150,7 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 		sess.Signal(ssh.SIGKILL)
 		if pid := stdout.pid(); pid > 0 {
 			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.Run(kctx, []string{"kill", "-KILL", "--", "-" + strconv.Itoa(pid)})
+			s.Run(kctx, killGroup("KILL", pid))
 			cancel()
 		}
 		sess.Close()
@@ -371,7 +371,7 @@ func (p *sshProcess) Signal(sig os.Signal) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
 	defer cancel()
-	if _, err := p.s.Run(ctx, []string{"kill", "-" + string(name), "--", "-" + strconv.Itoa(p.pid)}); err != nil {
+	if _, err := p.s.Run(ctx, killGroup(string(name), p.pid)); err != nil {
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Status == 1 {
 			return nil // already gone: kill(1) found no such group
@@ -385,6 +385,14 @@ func (p *sshProcess) Wait() error {
 	err := p.sess.Wait()
 	p.sess.Close()
 	return p.s.waitError(err)
+}
+
+// killGroup is the remote command that sends sig to the process group pid
+// leads, or to pid alone where the server did not make it a group leader
+// (Dropbear runs a command without setsid). It exits 1 when neither exists.
+func killGroup(sig string, pid int) []string {
+	p := strconv.Itoa(pid)
+	return []string{"sh", "-c", "kill -" + sig + " -- -" + p + " 2>/dev/null || kill -" + sig + " " + p + " 2>/dev/null"}
 }
 
 var sshSignals = map[os.Signal]ssh.Signal{

@@ -306,18 +306,23 @@ func (e *KeepaliveError) Error() string {
 func (e *KeepaliveError) Unwrap() error { return ErrConnectionLost }
 
 // keepalive sends keepalive@openssh.com every interval and closes the
-// host's connections once nothing has been heard for count intervals
-// (and a quarter interval more, the last keepalive's round trip).
-// SendRequest runs in its own goroutine: on a dead link it blocks for as
-// long as TCP retries, which is minutes.
+// host's connections once nothing has been heard for count intervals, so
+// a link that goes silent is found within interval × count of its last
+// answer. With count 1 the one keepalive gets half an interval more for
+// its round trip, or every answer would race the deadline. SendRequest
+// runs in its own goroutine: on a dead link it blocks for as long as TCP
+// retries, which is minutes.
 func (s *SSH) keepalive(interval time.Duration, count int) {
-	limit := time.Duration(count)*interval + interval/4
+	limit := time.Duration(count) * interval
+	if count == 1 {
+		limit += interval / 2
+	}
 	var last atomic.Int64
 	last.Store(time.Now().UnixNano())
 	send := time.NewTicker(interval)
 	defer send.Stop()
-	check := time.NewTicker(interval / 4)
-	defer check.Stop()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
 	for {
 		select {
 		case <-s.done:
@@ -329,11 +334,13 @@ func (s *SSH) keepalive(interval time.Duration, count int) {
 					last.Store(time.Now().UnixNano())
 				}
 			}()
-		case <-check.C:
-		}
-		if silent := time.Since(time.Unix(0, last.Load())); silent > limit {
-			s.lose(&KeepaliveError{Interval: interval, Count: count, Silent: silent})
-			return
+		case <-deadline.C:
+			silent := time.Since(time.Unix(0, last.Load()))
+			if silent >= limit {
+				s.lose(&KeepaliveError{Interval: interval, Count: count, Silent: silent})
+				return
+			}
+			deadline.Reset(limit - silent) // an answer came: wait from it
 		}
 	}
 }
@@ -386,11 +393,13 @@ func (e *SessionLimitError) Hint() string {
 	return "the host's sshd allows few sessions per connection (MaxSessions in sshd_config; a run needs up to 4 at once per host), and more connections were refused too (MaxStartups, or a per-user limit); ask for MaxSessions 10, the default"
 }
 
-// refused reports a session open the server turned down on purpose
-// ("administratively prohibited": sshd's MaxSessions).
+// refused reports a session open the server turned down on a live
+// connection: sshd's MaxSessions answers "open failed" (connect failed),
+// others "administratively prohibited"; a session channel connects to
+// nothing, so either means "not on this connection".
 func refused(err error) bool {
 	var oce *ssh.OpenChannelError
-	return errors.As(err, &oce) && oce.Reason == ssh.Prohibited
+	return errors.As(err, &oce)
 }
 
 // newSession opens a session on the first connection that takes one.

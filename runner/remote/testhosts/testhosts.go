@@ -27,6 +27,8 @@ package testhosts
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -106,6 +108,10 @@ type Options struct {
 	// Dropbear adds "dropbear", a Dropbear server (not OpenSSH) that takes
 	// KeyFile for root and serves SFTP with OpenSSH's sftp-server.
 	Dropbear bool
+	// GSSAPIHost adds "gss", an OpenSSH host that takes only
+	// gssapi-with-mic (Kerberos). Its keytab holds one made-up key: enough
+	// for sshd to start the GSS-API exchange, never to complete it.
+	GSSAPIHost bool
 	// SSHDConfig adds sshd_config lines to the named hosts, before the
 	// harness's own (sshd takes a keyword's first value), e.g.
 	// {"a": "MaxSessions 1"}.
@@ -290,6 +296,14 @@ func Start(t testing.TB, opts Options) *Net {
 	if opts.Dropbear {
 		names = append(names, "dropbear")
 	}
+	if opts.GSSAPIHost {
+		names = append(names, "gss")
+		writeKeytab(t, filepath.Join(n.Dir, "krb5.keytab"))
+		if opts.SSHDConfig == nil {
+			opts.SSHDConfig = map[string]string{}
+		}
+		opts.SSHDConfig["gss"] = "GSSAPIAuthentication yes\nGSSAPIStrictAcceptorCheck no\nAuthenticationMethods gssapi-with-mic"
+	}
 	if opts.Bastion {
 		names = append(names, "bastion")
 	}
@@ -422,7 +436,21 @@ LogLevel VERBOSE
 Match User %s
   AuthorizedKeysFile none
 `, authorized, pidFile, sftpServer, CertUser)
-	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
+	text := b.String()
+	if extra != "" {
+		// Most keywords take their first value, but MaxStartups its
+		// last: the harness's own limits go when the extra lines set them.
+		var keep []string
+		for _, l := range strings.Split(text, "\n") {
+			if (l == "MaxSessions 64" && strings.Contains(extra, "MaxSessions")) ||
+				(l == "MaxStartups 64" && strings.Contains(extra, "MaxStartups")) {
+				continue
+			}
+			keep = append(keep, l)
+		}
+		text = strings.Join(keep, "\n")
+	}
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// unshare -m makes mounts private by default, so the tmpfs stays in
@@ -430,7 +458,7 @@ Match User %s
 	script := "mount --bind " + filepath.Join(n.Dir, "passwd") + " /etc/passwd" +
 		" && mount --bind " + filepath.Join(n.Dir, "group") + " /etc/group" +
 		" && mount -t tmpfs -o mode=1777 tmpfs " + DeployDir +
-		" && exec " + sshd + " -f " + cfg + " -E " + h.Log
+		" && KRB5_KTNAME=" + filepath.Join(n.Dir, "krb5.keytab") + " exec " + sshd + " -f " + cfg + " -E " + h.Log
 	nsRun(t, h.NS, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
 	h.SSHDPid = waitPid(t, h, pidFile)
 }
@@ -802,4 +830,35 @@ func (h *Host) Blackhole(t testing.TB) {
 func (h *Host) Unblackhole(t testing.TB) {
 	t.Helper()
 	nsRun(t, h.NS, "nft", "delete", "table", "inet", "rswhole")
+}
+
+// writeKeytab writes a Kerberos keytab (format 0x502) holding one random
+// aes256 key for host/gss@RDMASWEEP.TEST: sshd's GSS-API acceptor needs a
+// keytab with something in it before it answers a gssapi-with-mic request.
+func writeKeytab(t testing.TB, path string) {
+	t.Helper()
+	var e bytes.Buffer
+	str := func(s string) {
+		binary.Write(&e, binary.BigEndian, uint16(len(s)))
+		e.WriteString(s)
+	}
+	binary.Write(&e, binary.BigEndian, uint16(2)) // components
+	str("RDMASWEEP.TEST")
+	str("host")
+	str("gss")
+	binary.Write(&e, binary.BigEndian, uint32(3)) // KRB5_NT_SRV_HST
+	binary.Write(&e, binary.BigEndian, uint32(time.Now().Unix()))
+	e.WriteByte(1)                                 // kvno
+	binary.Write(&e, binary.BigEndian, uint16(18)) // aes256-cts-hmac-sha1-96
+	key := make([]byte, 32)
+	crand.Read(key)
+	binary.Write(&e, binary.BigEndian, uint16(len(key)))
+	e.Write(key)
+	var f bytes.Buffer
+	f.Write([]byte{0x05, 0x02})
+	binary.Write(&f, binary.BigEndian, int32(e.Len()))
+	f.Write(e.Bytes())
+	if err := os.WriteFile(path, f.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
