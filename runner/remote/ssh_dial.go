@@ -384,13 +384,13 @@ type SessionLimitError struct {
 }
 
 func (e *SessionLimitError) Error() string {
-	return fmt.Sprintf("open ssh session: the host refused it on each of %d connections (sshd's MaxSessions?): %v", e.Conns, e.Err)
+	return fmt.Sprintf("open ssh session: the host refused it on each of %d connections, a new one included (sshd's MaxSessions?): %v", e.Conns, e.Err)
 }
 
 func (e *SessionLimitError) Unwrap() []error { return []error{ErrSessionLimit, e.Err} }
 
 func (e *SessionLimitError) Hint() string {
-	return "the host's sshd allows few sessions per connection (MaxSessions in sshd_config; a run needs up to 4 at once per host), and more connections were refused too (MaxStartups, or a per-user limit); ask for MaxSessions 10, the default"
+	return "the host's sshd limits sessions per connection (MaxSessions in sshd_config); the runner opens more connections when refused, but the host refused those too; ask its administrators for MaxSessions 10, the default"
 }
 
 // refused reports a session open the server turned down on a live
