@@ -404,7 +404,8 @@ func TestFaultsAcrossSSHHosts(t *testing.T) {
 			t.Fatalf("exit %d, want 1\n%s", code, r.stderr.String())
 		}
 		rows := checkWholeCSV(t, filepath.Join(dir, "out/faults.csv"))
-		if len(rows) != 1 || rows[0].Status != results.StatusFailed || !strings.HasPrefix(rows[0].Error, hostLabel("server", a)+": connection lost") {
+		if len(rows) != 1 || rows[0].Status != results.StatusFailed || !strings.HasPrefix(rows[0].Error, hostLabel("server", a)+": connection lost") ||
+			!strings.Contains(rows[0].Error, "no answer to keepalives") {
 			t.Fatalf("rows: %+v\n%s", rows, r.stderr.String())
 		}
 		// Cut off, node serve runs on; the state file remembers it.

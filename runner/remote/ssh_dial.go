@@ -84,11 +84,9 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 	}
 	// More connections to the host go the way the first went: through the
 	// same last hop, or by running the ProxyCommand again.
-	via := prev
+	var via *ssh.Client
 	if len(s.hops) > 0 {
 		via = s.hops[len(s.hops)-1]
-	} else {
-		via = nil
 	}
 	s.redial = func(ctx context.Context) (*ssh.Client, error) { return d.dialHop(ctx, via, tgt) }
 	go func() {
