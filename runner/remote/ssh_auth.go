@@ -225,7 +225,13 @@ func loadKeys(o keyOptions) (*keyring, error) {
 			continue
 		}
 		if o.identitiesOnly {
-			if _, isCert := s.PublicKey().(*ssh.Certificate); !isCert || signerFor(s.PublicKey().(*ssh.Certificate).Key) == nil {
+			// Only an agent certificate for a configured key may follow.
+			cert, isCert := s.PublicKey().(*ssh.Certificate)
+			ofFile := false
+			for _, f := range files {
+				ofFile = ofFile || isCert && keysEqual(cert.Key, f.pub)
+			}
+			if !ofFile {
 				continue
 			}
 		}
