@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLookupSSHConfig(t *testing.T) {
@@ -193,5 +194,49 @@ func TestShellCommand(t *testing.T) {
 	}
 	if string(out) != want {
 		t.Errorf("sh -c %q printed %q, want %q", ShellCommand(args), out, want)
+	}
+}
+
+// TestPrecedence: a plan field wins over ssh_config, which wins over the
+// defaults; the plan's known_hosts replaces the user files, never the
+// global ones.
+func TestPrecedence(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	cfg := filepath.Join(t.TempDir(), "config")
+	os.WriteFile(cfg, []byte(`Host lab
+  ServerAliveInterval 60
+  ServerAliveCountMax 5
+  UserKnownHostsFile ~/cfg_known_hosts
+  GlobalKnownHostsFile /etc/ssh/site_known_hosts
+  ProxyCommand ssh -W %h:%p login
+`), 0o600)
+	r, err := resolve(SSHConfig{Address: "lab", ConfigFile: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.keepalive != time.Minute || r.keepaliveMax != 5 || !reflect.DeepEqual(r.userKnownHosts, []string{home + "/cfg_known_hosts"}) ||
+		r.proxyCommand == "" {
+		t.Errorf("ssh_config over the defaults: keepalive %v × %d, user files %q, proxy %q", r.keepalive, r.keepaliveMax, r.userKnownHosts, r.proxyCommand)
+	}
+	r, err = resolve(SSHConfig{Address: "lab", ConfigFile: cfg, KeepaliveInterval: 5 * time.Second, KnownHosts: "~/plan_known_hosts", Jump: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.keepalive != 5*time.Second || r.keepaliveMax != 5 || !reflect.DeepEqual(r.userKnownHosts, []string{home + "/plan_known_hosts"}) ||
+		!reflect.DeepEqual(r.globalKnownHosts, []string{"/etc/ssh/site_known_hosts"}) || r.proxyCommand != "" || r.jumpSpec != "gw" {
+		t.Errorf("the plan over ssh_config: keepalive %v × %d, user files %q, global %q, proxy %q, jump %q",
+			r.keepalive, r.keepaliveMax, r.userKnownHosts, r.globalKnownHosts, r.proxyCommand, r.jumpSpec)
+	}
+	r, err = resolve(SSHConfig{Address: "other", ConfigFile: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.keepalive != DefaultKeepaliveInterval || r.keepaliveMax != DefaultKeepaliveCountMax ||
+		!reflect.DeepEqual(r.globalKnownHosts, DefaultGlobalKnownHosts) || len(r.userKnownHosts) != 2 {
+		t.Errorf("defaults: keepalive %v × %d, user %q, global %q", r.keepalive, r.keepaliveMax, r.userKnownHosts, r.globalKnownHosts)
+	}
+	if r, err := resolve(SSHConfig{Address: "lab", KeepaliveInterval: -1, ConfigFile: cfg}); err != nil || r.keepalive != 0 {
+		t.Errorf("KeepaliveInterval < 0: keepalive %v, %v; want none", r.keepalive, err)
 	}
 }
