@@ -138,9 +138,7 @@ func (d *dialer) dialHop(ctx context.Context, via *ssh.Client, t target) (*ssh.C
 		case <-ctx.Done():
 			return nil, fmt.Errorf("ssh handshake with %s: %w", t.addr(), ctx.Err())
 		}
-		if backoff < time.Second {
-			backoff *= 2
-		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
