@@ -126,8 +126,8 @@ func (d *dialer) dialHop(ctx context.Context, via *ssh.Client, t target) (*ssh.C
 		if !early || ctx.Err() != nil {
 			return nil, err
 		}
-		// Full jitter: MaxStartups drops whoever comes in a crowd, so the
-		// retries must not arrive in one.
+		// Jittered (half to one and a half times the backoff): MaxStartups
+		// drops whoever comes in a crowd, so retries must not come in one.
 		wait := time.Duration(rand.Int64N(int64(backoff))) + backoff/2
 		if time.Now().Add(wait).After(deadline) {
 			return nil, &MaxStartupsError{Addr: t.addr(), Attempts: attempt, Timeout: d.timeout, Err: err}
