@@ -20,8 +20,11 @@
 //     in parallel and several packages use the harness. Whatever a crashed
 //     earlier run left (namespaces, bridge, processes) is removed at Start,
 //     found by name prefix and `ip netns pids`, never by process name.
-//   - It needs root, sshd, ip and nft: without them the test skips (fails
-//     under CI=true) through internal/testenv.
+//   - It needs root, sshd, ip and nft (and dropbear for Options.Dropbear):
+//     without them the test skips (fails under CI=true) through
+//     internal/testenv.
+//   - Only the hosts a test asks for are built: each costs a namespace, key
+//     generation and a server start.
 package testhosts
 
 import (
