@@ -31,7 +31,6 @@ var (
 // Defaults that are not parameters.
 const (
 	defaultRemotePath = "/var/tmp/rdmasweep/node"
-	defaultKnownHosts = "~/.ssh/known_hosts"
 	defaultLogs       = "out/logs"
 )
 
@@ -280,13 +279,9 @@ func validCPUList(s string) bool {
 }
 
 func (l *loader) ssh(n *yaml.Node, p *Plan) {
-	p.SSH = SSH{HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second, KeepaliveInterval: 15 * time.Second}
-	p.SSH.KnownHosts = defaultKnownHosts
-	if home, err := os.UserHomeDir(); err == nil {
-		// Not an error when unknown: the default is only a default, and
-		// the ssh layer reports a missing known_hosts with context.
-		p.SSH.KnownHosts = home + defaultKnownHosts[1:]
-	}
+	// known_hosts and keepalive_interval stay unset unless written: the
+	// ssh layer then takes ssh_config's, then its defaults (docs/ssh.md).
+	p.SSH = SSH{HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second}
 	f, ok := l.mapping(n, "ssh", sshKeys)
 	if !ok {
 		return

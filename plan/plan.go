@@ -125,10 +125,10 @@ const localAddress = "local"
 
 // SSH settings shared by both hosts.
 type SSH struct {
-	KnownHosts        string        // default ~/.ssh/known_hosts, expanded
+	KnownHosts        string        // "" = ssh_config's UserKnownHostsFile, else ~/.ssh/known_hosts; ~ expanded
 	HostKeyPolicy     string        // strict | accept-new (default) | insecure
 	ConnectTimeout    time.Duration // default 10s
-	KeepaliveInterval time.Duration // default 15s
+	KeepaliveInterval time.Duration // 0 = ssh_config's ServerAliveInterval, else 15s
 }
 
 // Node is the deployed binary.

@@ -99,7 +99,11 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		rtt, err := roundTrip(ctx, t.Host)
 		if err != nil {
 			row.ssh = "FAIL"
-			row.problems = append(row.problems, preflight.Problem{Check: "ssh", Msg: "run a command: " + err.Error(), Hint: "the host accepts the login but cannot run commands: check the user's shell"})
+			hint := "the host accepts the login but cannot run commands: check the user's shell"
+			if h := hinted(nil); errors.As(err, &h) {
+				hint = h.Hint() // e.g. sshd's MaxSessions
+			}
+			row.problems = append(row.problems, preflight.Problem{Check: "ssh", Msg: "run a command: " + err.Error(), Hint: hint})
 			return nil
 		}
 		kind := "ok"
@@ -108,7 +112,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		}
 		row.ssh = fmt.Sprintf("%s %.2fms", kind, float64(rtt)/float64(time.Millisecond))
 		file := ""
-		if row.role == "server" {
+		if needs[i].Role == "server" {
 			file = p.Base.Str("file")
 		}
 		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, File: file})

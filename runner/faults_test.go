@@ -293,7 +293,8 @@ func linkDown() fault {
 		},
 		check: func(f *faultRun) {
 			rows := clitest.WholeCSV(f, f.csv)
-			if len(rows) != 1 || rows[0].Status != results.StatusFailed || !strings.HasPrefix(rows[0].Error, hostLabel("server", f.a)+": connection lost") {
+			if len(rows) != 1 || rows[0].Status != results.StatusFailed || !strings.HasPrefix(rows[0].Error, hostLabel("server", f.a)+": connection lost") ||
+				!strings.Contains(rows[0].Error, "no answer to keepalives") {
 				f.Fatalf("rows: %+v\n%s", rows, f.r.Stderr())
 			}
 			// Cut off, node serve runs on; the state file remembers it.

@@ -107,6 +107,13 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 		return fmt.Sprintf("%s|%d|%s|%s|%s", h.Address, h.Port, h.User, h.IdentityFile, h.Jump)
 	}
 	conns := map[string]*dialed{}
+	// Asked once for both hosts: a key's passphrase is prompted for on
+	// the terminal, once; with none, ssh-agent must hold it.
+	passphrase := remote.TerminalPassphrase()
+	debug := func(string) {}
+	if os.Getenv("RDMASWEEP_SSH_DEBUG") != "" {
+		debug = func(msg string) { ui.infof("ssh: %s", msg) }
+	}
 	var wg sync.WaitGroup
 	for _, s := range specs {
 		k := keyOf(s.Host)
@@ -133,6 +140,8 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 				ConnectTimeout:    p.SSH.ConnectTimeout,
 				KeepaliveInterval: p.SSH.KeepaliveInterval,
 				Warn:              func(msg string) { ui.warnf("%s (%s): %s", name, h.Address, msg) },
+				Debug:             func(msg string) { debug(name + " (" + h.Address + "): " + msg) },
+				Passphrase:        passphrase,
 			})
 			if d.err != nil {
 				d.err = &role.Error{Role: name, Host: h.Address, Label: fmt.Sprintf("%s (%s)", name, h.Address), Phase: role.Connect, Err: d.err}

@@ -157,7 +157,7 @@ func exitDescription(err error) string {
 	case errors.As(err, &ee):
 		return "node " + ee.Error()
 	case errors.Is(err, remote.ErrConnectionLost):
-		return "connection lost"
+		return err.Error() // "connection lost", or why (unanswered keepalives)
 	default:
 		return err.Error()
 	}

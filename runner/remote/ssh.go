@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/user"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,29 +19,43 @@ import (
 )
 
 // SSHConfig is how to reach one host, as a plan writes it. Zero values
-// mean "not written": ssh_config then decides, then the defaults.
+// mean "not written": ssh_config then decides, then the defaults (see
+// resolve.go and docs/ssh.md).
 type SSHConfig struct {
 	// Address is the host name, IP or ssh_config alias.
 	Address, User, IdentityFile string
 	// Jump is "[user@]host[:port]" (or a comma-separated chain), as
-	// OpenSSH's ProxyJump; it may be an ssh_config alias.
+	// OpenSSH's ProxyJump; it may be an ssh_config alias. It replaces
+	// ssh_config's ProxyJump and ProxyCommand.
 	Jump string
 	Port int
-	// KnownHosts is the known_hosts file ("" = ~/.ssh/known_hosts).
+	// KnownHosts is the user known_hosts file; "" takes ssh_config's
+	// UserKnownHostsFile, else ~/.ssh/known_hosts and known_hosts2. The
+	// global files (GlobalKnownHostsFile) are read as well either way.
 	KnownHosts string
 	// HostKeyPolicy is "strict", "accept-new" ("" means this) or "insecure".
 	HostKeyPolicy string
 	// ConnectTimeout bounds the TCP connect and the SSH handshake of each
-	// hop (0 = DefaultConnectTimeout). KeepaliveInterval is the time
-	// between keepalives (0 = none); a reply not come by the next one
-	// closes the connection.
-	ConnectTimeout, KeepaliveInterval time.Duration
-	// ConfigFile is the ssh_config to read ("" = ~/.ssh/config; missing
-	// is fine).
+	// hop, retries included (0 = DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// KeepaliveInterval is the time between keepalives: 0 takes
+	// ssh_config's ServerAliveInterval, else DefaultKeepaliveInterval; < 0
+	// sends none. ServerAliveCountMax unanswered intervals close the
+	// connection.
+	KeepaliveInterval time.Duration
+	// ConfigFile is the one ssh_config to read, as ssh -F; "" reads
+	// ~/.ssh/config and then /etc/ssh/ssh_config. Missing is fine.
 	ConfigFile string
 	// Warn receives messages for a person (a host key added, checking
 	// turned off). nil drops them.
 	Warn func(msg string)
+	// Debug receives what ssh -v would say (an identity file skipped, a
+	// retried handshake). nil drops it.
+	Debug func(msg string)
+	// Passphrase asks for a key's passphrase; nil means there is no
+	// terminal, and protected keys ssh-agent lacks are not offered. See
+	// TerminalPassphrase.
+	Passphrase func(keyFile string) ([]byte, error)
 	// Ciphers overrides the cipher list (for benchmarks); nil = defaults.
 	Ciphers []string
 }
@@ -51,15 +64,24 @@ type SSHConfig struct {
 const DefaultConnectTimeout = 30 * time.Second
 
 // SSH is a host reached over one SSH connection, reused for every command
-// and upload. It is safe for concurrent use.
+// and upload (and more connections only when the host limits sessions per
+// connection). It is safe for concurrent use.
 type SSH struct {
 	name   string
 	user   string // the login user, resolved
 	client *ssh.Client
 	hops   []*ssh.Client // jump hosts, nearest first; closed after client
 
+	// redial opens another connection to the host; extras are those
+	// opened because the others refused a session (MaxSessions).
+	redial func(ctx context.Context) (*ssh.Client, error)
+	mu     sync.Mutex // guards extras
+	extras []*ssh.Client
+	dialMu sync.Mutex // one redial at a time
+
 	closed atomic.Bool // Close was called
 	lost   atomic.Bool // the connection died under us
+	cause  atomic.Pointer[error]
 	// noise is what the login shell printed on stdout before a command
 	// ran (a string), if it ever did: it garbles SFTP, see Upload.
 	noise    atomic.Value
@@ -69,314 +91,11 @@ type SSH struct {
 
 var _ Host = (*SSH)(nil)
 
-// target is one hop after ssh_config and the plan are merged.
-type target struct {
-	host       string // what to connect to
-	port       int
-	user       string
-	identities []string
-	proxyJump  string // its own ssh_config ProxyJump; followed for a first hop
-}
-
-func (t target) addr() string { return net.JoinHostPort(t.host, strconv.Itoa(t.port)) }
-
-// DialSSH connects to the host cfg describes, through any jump hosts, and
-// authenticates. ctx bounds the whole dial; the connection then lives
-// until Close whatever happens to ctx.
-func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
-	if cfg.Address == "" {
-		return nil, errors.New("ssh: no address")
-	}
-	e, err := lookupSSHConfig(cfg.Address, cfg.User, cfg.ConfigFile)
-	if err != nil {
-		return nil, err
-	}
-	tgt, err := resolveTarget(cfg.Address, cfg.User, cfg.Port, cfg.IdentityFile, e)
-	if err != nil {
-		return nil, err
-	}
-	name := fmt.Sprintf("%s@%s:%d", tgt.user, cfg.Address, tgt.port)
-	warn := cfg.Warn
-	if warn == nil {
-		warn = func(string) {}
-	}
-	jump := cfg.Jump
-	if jump == "" {
-		jump = e.ProxyJump
-	}
-	hops, err := resolveJumps(jump, cfg.ConfigFile, tgt.identities, 0)
-	if err != nil {
-		return nil, err
-	}
-
-	known := cfg.KnownHosts
-	if known == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return nil, fmt.Errorf("find known_hosts: %w", err)
-		}
-		known = home + "/.ssh/known_hosts"
-	}
-	known = expandTilde(known)
-	hk, err := newHostKeys(known, cfg.HostKeyPolicy, warn)
-	if err != nil {
-		return nil, err
-	}
-	if hk.policy == PolicyInsecure {
-		warn(fmt.Sprintf("host key checking is OFF for %s (host_key_policy: insecure): anyone on the network path can impersonate it", name))
-	}
-	timeout := cfg.ConnectTimeout
-	if timeout <= 0 {
-		timeout = DefaultConnectTimeout
-	}
-
-	s := &SSH{name: name, user: tgt.user, done: make(chan struct{})}
-	var prev *ssh.Client
-	for i, t := range append(hops, tgt) {
-		c, err := dialHop(ctx, prev, t, hk, timeout, cfg.Ciphers)
-		if err != nil {
-			for j := len(s.hops) - 1; j >= 0; j-- {
-				s.hops[j].Close()
-			}
-			if i < len(hops) {
-				return nil, fmt.Errorf("jump host %s@%s: %w", t.user, t.addr(), err)
-			}
-			return nil, err
-		}
-		if i < len(hops) {
-			s.hops = append(s.hops, c)
-		} else {
-			s.client = c
-		}
-		prev = c
-	}
-	go func() {
-		s.client.Wait()
-		s.gone()
-	}()
-	if cfg.KeepaliveInterval > 0 {
-		go s.keepalive(cfg.KeepaliveInterval)
-	}
-	return s, nil
-}
-
-// resolveTarget merges the plan's fields over ssh_config's: a field the
-// plan wrote wins, one it left out takes ssh_config's, then the default.
-func resolveTarget(address, planUser string, planPort int, planIdentity string, e sshConfigEntry) (target, error) {
-	t := target{host: address, port: 22, user: planUser}
-	if e.HostName != "" {
-		t.host = e.HostName
-	}
-	switch {
-	case planPort != 0:
-		t.port = planPort
-	case e.Port != "":
-		p, err := strconv.Atoi(e.Port)
-		if err != nil || p <= 0 || p > 65535 {
-			return t, fmt.Errorf("ssh_config Port %q for %s: not a port", e.Port, address)
-		}
-		t.port = p
-	}
-	if t.user == "" {
-		t.user = e.User
-	}
-	if t.user == "" {
-		u, err := user.Current()
-		if err != nil {
-			return t, fmt.Errorf("find the local user name: %w", err)
-		}
-		t.user = u.Username
-	}
-	if planIdentity != "" {
-		t.identities = []string{expandTilde(planIdentity)}
-	} else {
-		for _, id := range e.IdentityFiles {
-			t.identities = append(t.identities, expandIdentity(id, t, address))
-		}
-	}
-	t.proxyJump = e.ProxyJump
-	return t, nil
-}
-
-// maxJumpDepth bounds how deep first hops' own ProxyJumps are followed,
-// so a loop in ssh_config ends in an error rather than forever.
-const maxJumpDepth = 8
-
-// resolveJumps turns a ProxyJump value (a comma-separated chain, or
-// "none") into hops, in dialling order. As with OpenSSH, the first hop is
-// reached by its own ssh_config ProxyJump, if it has one; the later hops
-// are reached through the hop before them.
-func resolveJumps(jump, configFile string, identities []string, depth int) ([]target, error) {
-	if jump == "" || jump == "none" {
-		return nil, nil
-	}
-	if depth >= maxJumpDepth {
-		return nil, fmt.Errorf("jump host %q: ProxyJump nested more than %d deep; is there a loop in ssh_config?", jump, maxJumpDepth)
-	}
-	var hops []target
-	for _, spec := range strings.Split(jump, ",") {
-		h, err := resolveJump(strings.TrimSpace(spec), configFile, identities)
-		if err != nil {
-			return nil, fmt.Errorf("jump host %q: %w", spec, err)
-		}
-		hops = append(hops, h)
-	}
-	before, err := resolveJumps(hops[0].proxyJump, configFile, identities, depth+1)
-	if err != nil {
-		return nil, err
-	}
-	return append(before, hops...), nil
-}
-
-// resolveJump parses one ProxyJump hop, "[user@]host[:port]", looking the
-// host up in ssh_config (resolveJumps follows its own ProxyJump). A hop
-// with no identity file of its own uses the target's.
-func resolveJump(spec, configFile string, identities []string) (target, error) {
-	u, hp, ok := strings.Cut(spec, "@")
-	if !ok {
-		hp, u = u, ""
-	}
-	host, port := hp, 0
-	if h, p, err := net.SplitHostPort(hp); err == nil {
-		host = h
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return target{}, fmt.Errorf("port %q: not a number", p)
-		}
-		port = n
-	}
-	if host == "" {
-		return target{}, errors.New("no host")
-	}
-	e, err := lookupSSHConfig(host, u, configFile)
-	if err != nil {
-		return target{}, err
-	}
-	t, err := resolveTarget(host, u, port, "", e)
-	if err != nil {
-		return target{}, err
-	}
-	if len(t.identities) == 0 {
-		t.identities = identities
-	}
-	return t, nil
-}
-
-// dialHop connects to t, directly or through via, and completes the SSH
-// handshake, all within timeout and ctx.
-func dialHop(ctx context.Context, via *ssh.Client, t target, hk *hostKeys, timeout time.Duration, ciphers []string) (*ssh.Client, error) {
-	addr := t.addr()
-	keys, err := loadKeys(t.identities)
-	if err != nil {
-		return nil, err
-	}
-	defer keys.close()
-	algos, err := hk.algorithms(addr)
-	if err != nil {
-		return nil, err
-	}
-	cc := &ssh.ClientConfig{
-		User:              t.user,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeys(keys.signers...)},
-		HostKeyCallback:   hk.check,
-		HostKeyAlgorithms: algos,
-		Timeout:           timeout,
-	}
-	cc.Ciphers = ciphers
-
-	start := time.Now()
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var conn net.Conn
-	if via == nil {
-		conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", addr)
-	} else {
-		conn, err = via.DialContext(dctx, "tcp", addr)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("connect to %s: %w", addr, ctx.Err())
-		}
-		var ne net.Error
-		if dctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
-			return nil, fmt.Errorf("connect to %s: timed out after %v", addr, timeout)
-		}
-		return nil, fmt.Errorf("connect to %s: %w", addr, err)
-	}
-
-	// The handshake gets what is left of the timeout. Closing the conn is
-	// the one way to stop it that works for direct and jumped conns alike
-	// (an ssh channel has no deadlines); why records the first reason.
-	var why atomic.Pointer[error]
-	stopTimer := time.AfterFunc(timeout-time.Since(start), func() {
-		e := fmt.Errorf("ssh handshake with %s: timed out after %v (no SSH server answering?)", addr, timeout)
-		why.CompareAndSwap(nil, &e)
-		conn.Close()
-	})
-	stopCtx := context.AfterFunc(ctx, func() {
-		e := fmt.Errorf("ssh handshake with %s: %w", addr, ctx.Err())
-		why.CompareAndSwap(nil, &e)
-		conn.Close()
-	})
-	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cc)
-	stopTimer.Stop()
-	stopCtx()
-	if w := why.Load(); w != nil {
-		if err == nil {
-			c.Close()
-		}
-		return nil, *w
-	}
-	if err != nil {
-		conn.Close()
-		var changed *HostKeyChangedError
-		var unknown *UnknownHostError
-		switch {
-		case errors.As(err, &changed):
-			return nil, changed
-		case errors.As(err, &unknown):
-			return nil, unknown
-		case strings.Contains(err.Error(), "unable to authenticate"):
-			return nil, fmt.Errorf("%w as %s: the host accepted none of the keys tried (%s)", ErrAuth, t.user, strings.Join(keys.tried, ", "))
-		}
-		return nil, fmt.Errorf("ssh handshake with %s: %w", addr, err)
-	}
-	return ssh.NewClient(c, chans, reqs), nil
-}
-
-// keepalive sends keepalive@openssh.com every interval and closes the
-// connection when the previous one has not been answered by the next
-// tick. SendRequest runs in its own goroutine: on a dead link it blocks for
-// as long as TCP retries, which is minutes.
-func (s *SSH) keepalive(interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var waiting atomic.Bool
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-t.C:
-		}
-		if waiting.Load() {
-			s.lost.Store(true)
-			s.client.Close()
-			return
-		}
-		waiting.Store(true)
-		go func() {
-			// OpenSSH answers with a failure; any answer means alive.
-			if _, _, err := s.client.SendRequest("keepalive@openssh.com", true, nil); err == nil {
-				waiting.Store(false)
-			}
-		}()
-	}
-}
-
-// gone records that the connection ended; unless Close ended it, it was lost.
+// gone records that the connection ended; unless Close ended it, it was
+// lost, and the other connections to the host go with it.
 func (s *SSH) gone() {
 	if !s.closed.Load() {
-		s.lost.Store(true)
+		s.lose(ErrConnectionLost)
 	}
 	s.doneOnce.Do(func() { close(s.done) })
 }
@@ -384,9 +103,15 @@ func (s *SSH) gone() {
 // Name is "user@address:port", the address as the plan wrote it.
 func (s *SSH) Name() string { return s.name }
 
-// Close ends the connection and those to jump hosts.
+// Close ends the connections to the host and those to jump hosts.
 func (s *SSH) Close() error {
 	s.closed.Store(true)
+	s.mu.Lock()
+	for _, c := range s.extras {
+		c.Close()
+	}
+	s.extras = nil
+	s.mu.Unlock()
 	err := s.client.Close()
 	for i := len(s.hops) - 1; i >= 0; i-- {
 		s.hops[i].Close()
@@ -398,20 +123,6 @@ func (s *SSH) Close() error {
 	return err
 }
 
-func (s *SSH) newSession() (*ssh.Session, error) {
-	if s.lost.Load() {
-		return nil, ErrConnectionLost
-	}
-	sess, err := s.client.NewSession()
-	if err != nil {
-		if s.lost.Load() || errors.Is(err, io.EOF) {
-			return nil, ErrConnectionLost
-		}
-		return nil, fmt.Errorf("open ssh session: %w", err)
-	}
-	return sess, nil
-}
-
 // Run runs argv to completion. Cancelling ctx kills the command's process
 // group and returns ctx's error. The shell first prints its pid (which exec
 // hands to the command), so the kill works for root logins too, where
@@ -420,7 +131,7 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sess, err := s.newSession()
+	sess, err := s.newSession(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -439,7 +150,7 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 		sess.Signal(ssh.SIGKILL)
 		if pid := stdout.pid(); pid > 0 {
 			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.Run(kctx, []string{"kill", "-KILL", "--", "-" + strconv.Itoa(pid)})
+			s.Run(kctx, killGroup("KILL", pid))
 			cancel()
 		}
 		sess.Close()
@@ -536,7 +247,7 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sess, err := s.newSession()
+	sess, err := s.newSession(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -590,7 +301,7 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 		sess.Close()
 		switch {
 		case s.lost.Load():
-			return nil, ErrConnectionLost
+			return nil, s.lostErr()
 		case errors.Is(err, io.EOF):
 			return nil, fmt.Errorf("start %s: the session ended before the command ran; does the login shell work?", argv[0])
 		}
@@ -612,7 +323,9 @@ func (s *SSH) waitError(err error) error {
 			return &ExitError{Status: -1, Signal: strings.TrimPrefix(sig, "SIG")}
 		}
 		return &ExitError{Status: ee.ExitStatus()}
-	case errors.As(err, &missing), s.lost.Load(), errors.Is(err, io.EOF):
+	case s.lost.Load():
+		return s.lostErr()
+	case errors.As(err, &missing), errors.Is(err, io.EOF):
 		return ErrConnectionLost
 	}
 	return err
@@ -658,7 +371,7 @@ func (p *sshProcess) Signal(sig os.Signal) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
 	defer cancel()
-	if _, err := p.s.Run(ctx, []string{"kill", "-" + string(name), "--", "-" + strconv.Itoa(p.pid)}); err != nil {
+	if _, err := p.s.Run(ctx, killGroup(string(name), p.pid)); err != nil {
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Status == 1 {
 			return nil // already gone: kill(1) found no such group
@@ -672,6 +385,14 @@ func (p *sshProcess) Wait() error {
 	err := p.sess.Wait()
 	p.sess.Close()
 	return p.s.waitError(err)
+}
+
+// killGroup is the remote command that sends sig to the process group pid
+// leads, or to pid alone where the server did not make it a group leader
+// (Dropbear runs a command without setsid). It exits 1 when neither exists.
+func killGroup(sig string, pid int) []string {
+	p := strconv.Itoa(pid)
+	return []string{"sh", "-c", "kill -" + sig + " -- -" + p + " 2>/dev/null || kill -" + sig + " " + p + " 2>/dev/null"}
 }
 
 var sshSignals = map[os.Signal]ssh.Signal{

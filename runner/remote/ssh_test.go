@@ -34,7 +34,17 @@ const slack = 1500 * time.Millisecond
 // TestSSH runs every SSH behaviour against real sshd hosts. They share one
 // harness instance: building it costs seconds.
 func TestSSH(t *testing.T) {
-	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}, Bastion: true, RSAHost: true})
+	n := testhosts.Start(t, testhosts.Options{
+		Hosts: []string{"a", "b", "one", "two", "busy", "nosess"}, Bastion: true, RSAHost: true,
+		CertHost: true, Dropbear: true, GSSAPIHost: true,
+		SSHDConfig: map[string]string{
+			"b":      "MaxAuthTries 3",
+			"rsa":    "Port 2222", // and 22: the port-22 fallback
+			"one":    "MaxSessions 1",
+			"two":    "MaxSessions 2",
+			"nosess": "MaxSessions 0",
+			"busy":   "MaxStartups 1:100:1",
+		}})
 	// No agent and no ~/.ssh: only the keys a test names are offered.
 	t.Setenv("SSH_AUTH_SOCK", "")
 	t.Setenv("HOME", t.TempDir())
@@ -53,6 +63,21 @@ func TestSSH(t *testing.T) {
 	t.Run("ConnectTimeoutNoBanner", func(t *testing.T) { testTimeoutBanner(t, n) })
 	t.Run("KeepaliveLostLink", func(t *testing.T) { testKeepalive(t, n) })
 	t.Run("NoisyLoginShell", func(t *testing.T) { testNoisyShell(t, n) })
+	// Issue 12: SSH as OpenSSH users have it (ssh_servers_test.go).
+	t.Run("HostCertificate", func(t *testing.T) { testHostCert(t, n) })
+	t.Run("RevokedHostKey", func(t *testing.T) { testRevokedKey(t, n) })
+	t.Run("UserCertificate", func(t *testing.T) { testUserCert(t, n) })
+	t.Run("ProxyCommand", func(t *testing.T) { testProxyCommand(t, n) })
+	t.Run("MissingIdentityFile", func(t *testing.T) { testMissingIdentity(t, n) })
+	t.Run("IdentitiesOnlyMaxAuthTries", func(t *testing.T) { testIdentitiesOnly(t, n) })
+	t.Run("PassphraseKeys", func(t *testing.T) { testPassphraseKeys(t, n) })
+	t.Run("HashKnownHosts", func(t *testing.T) { testHashKnownHosts(t, n) })
+	t.Run("Port22Fallback", func(t *testing.T) { testPort22Fallback(t, n) })
+	t.Run("MaxSessions", func(t *testing.T) { testMaxSessions(t, n) })
+	t.Run("MaxStartups", func(t *testing.T) { testMaxStartups(t, n) })
+	t.Run("KeepaliveFromSSHConfig", func(t *testing.T) { testKeepaliveSSHConfig(t, n) })
+	t.Run("GSSAPIOnly", func(t *testing.T) { testGSSAPIOnly(t, n) })
+	t.Run("Dropbear", func(t *testing.T) { testDropbear(t, n) })
 }
 
 // A login shell that prints before running the command (cluster startup
@@ -666,16 +691,19 @@ func testKeepalive(t *testing.T, n *testhosts.Net) {
 	if _, err := s.Run(ctx, []string{"true"}); err != nil {
 		t.Fatalf("Run before the link goes down: %v", err)
 	}
-	b.SetLink(t, false)
-	defer b.SetLink(t, true)
+	b.Blackhole(t)
+	defer b.Unblackhole(t)
 	start := time.Now()
 	waited := make(chan error, 1)
 	go func() { waited <- p.Wait() }()
+	// The plan's interval with ssh_config silent: the default count, 3.
 	bound := 3*cfg.KeepaliveInterval + slack
 	select {
 	case err := <-waited:
-		if !errors.Is(err, remote.ErrConnectionLost) {
-			t.Errorf("Wait after the link went down = %v, want ErrConnectionLost", err)
+		var ke *remote.KeepaliveError
+		if !errors.Is(err, remote.ErrConnectionLost) || !errors.As(err, &ke) || ke.Count != remote.DefaultKeepaliveCountMax ||
+			!strings.Contains(err.Error(), "no answer to keepalives") {
+			t.Errorf("Wait after the link went silent = %v, want a KeepaliveError saying so", err)
 		}
 		if el := time.Since(start); el > bound {
 			t.Errorf("connection loss seen after %v, want within %v", el, bound)
@@ -683,7 +711,8 @@ func testKeepalive(t *testing.T, n *testhosts.Net) {
 	case <-time.After(bound + 5*time.Second):
 		t.Fatalf("Wait still blocked %v after the link went down", bound+5*time.Second)
 	}
-	if _, err := s.Run(ctx, []string{"true"}); !errors.Is(err, remote.ErrConnectionLost) {
-		t.Errorf("Run on a lost connection = %v, want ErrConnectionLost", err)
+	var ke *remote.KeepaliveError
+	if _, err := s.Run(ctx, []string{"true"}); !errors.Is(err, remote.ErrConnectionLost) || !errors.As(err, &ke) {
+		t.Errorf("Run on a lost connection = %v, want the KeepaliveError", err)
 	}
 }

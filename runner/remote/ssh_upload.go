@@ -50,9 +50,9 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 	}
 
 	if s.lost.Load() {
-		return UploadResult{}, ErrConnectionLost
+		return UploadResult{}, s.lostErr()
 	}
-	c, err := sftp.NewClient(s.client, sftp.UseConcurrentWrites(true))
+	c, err := s.sftpClient(ctx)
 	if err != nil {
 		if noise, ok := s.noise.Load().(string); ok && !s.lost.Load() {
 			return UploadResult{}, &NoisyShellError{Err: fmt.Errorf("start sftp: %w", err), User: s.user, Noise: noise}
@@ -151,7 +151,41 @@ func (e *NoisyShellError) Hint() string {
 
 func (s *SSH) uploadError(err error) error {
 	if s.lost.Load() {
-		return ErrConnectionLost
+		return s.lostErr()
 	}
 	return err
+}
+
+// sftpClient starts the sftp subsystem on a session from newSession, so
+// a host that limits sessions per connection gets one on another
+// connection. Closing the client ends the session.
+func (s *SSH) sftpClient(ctx context.Context) (*sftp.Client, error) {
+	sess, err := s.newSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	r, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	if err := sess.RequestSubsystem("sftp"); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	c, err := sftp.NewClientPipe(r, w, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	go func() {
+		c.Wait()
+		sess.Close()
+	}()
+	return c, nil
 }

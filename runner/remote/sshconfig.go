@@ -10,17 +10,34 @@ import (
 	"strings"
 )
 
-// sshConfigEntry is what an ssh_config file says about one host alias.
-// Only the keywords the runner honours are kept; the rest are ignored.
+// sshConfigEntry is what ssh_config says about one host alias. Only the
+// keywords the runner honours are kept (docs/ssh.md has the table); the
+// rest are ignored. Values keep their %-tokens; "" means not set.
 type sshConfigEntry struct {
 	HostName      string
 	User          string
 	Port          string
 	IdentityFiles []string
-	ProxyJump     string
+	// ProxyJump and ProxyCommand compete: whichever comes first wins,
+	// "none" included, and the other is then ignored (ssh_config(5)).
+	ProxyJump        string
+	ProxyCommand     string
+	CertificateFiles []string
+	IdentitiesOnly   string // "yes", "no" or ""
+	HashKnownHosts   string
+	// UserKnownHostsFiles and GlobalKnownHostsFiles are nil when not set.
+	UserKnownHostsFiles   []string
+	GlobalKnownHostsFiles []string
+	ServerAliveInterval   string
+	ServerAliveCountMax   string
 
 	alias, planUser string // what Match host, originalhost and user see
+	proxySet        bool   // ProxyJump or ProxyCommand was seen
 }
+
+// SystemSSHConfig is the system-wide ssh_config, read after the user's as
+// ssh reads it (unless a config file is named, as with ssh -F).
+const SystemSSHConfig = "/etc/ssh/ssh_config"
 
 // ResolveHostName returns the HostName that the ssh_config file
 // (configFile, or ~/.ssh/config when "") gives the alias address, or
@@ -33,32 +50,38 @@ func ResolveHostName(address, configFile string) string {
 	return e.HostName
 }
 
-// lookupSSHConfig reads configFile ("" = ~/.ssh/config; a missing file is
-// an empty config) and returns the settings for alias as OpenSSH would:
-// the first value obtained for a keyword wins, IdentityFile accumulates,
-// and Host patterns may use * and ? and negation with !. Include is
-// followed. Match blocks are evaluated as in matchBlock. planUser is the
-// user the plan wrote ("" when none), which Match user sees first.
-// IdentityFile values keep their %-tokens: expandTokens needs the final
-// host, user and port.
+// lookupSSHConfig returns the settings for alias as ssh would: from
+// configFile alone when it is set (as ssh -F), else from ~/.ssh/config and
+// then SystemSSHConfig. The first value obtained for a keyword wins,
+// IdentityFile and CertificateFile accumulate, and Host patterns may use
+// * and ? and negation with !. Include is followed: a relative path is
+// taken from ~/.ssh in a user file and from /etc/ssh in the system file,
+// whatever directory the including file is in. Match blocks are evaluated
+// as in matchBlock. planUser is the user the plan wrote ("" when none),
+// which Match user sees first. A missing file is an empty one.
 func lookupSSHConfig(alias, planUser, configFile string) (sshConfigEntry, error) {
 	e := sshConfigEntry{alias: alias, planUser: planUser}
-	path := configFile
-	if path == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return e, nil
+	home, _ := os.UserHomeDir()
+	userDir := filepath.Join(home, ".ssh")
+	type file struct{ path, includeDir string }
+	var files []file
+	if configFile != "" {
+		files = []file{{expandTilde(configFile), userDir}}
+	} else {
+		if home != "" {
+			files = append(files, file{filepath.Join(userDir, "config"), userDir})
 		}
-		path = filepath.Join(home, ".ssh", "config")
+		files = append(files, file{SystemSSHConfig, filepath.Dir(SystemSSHConfig)})
 	}
-	seen := map[string]bool{}
-	if err := readSSHConfig(path, alias, &e, seen, 0, true); err != nil {
-		return e, err
+	for _, f := range files {
+		if err := readSSHConfig(f.path, f.includeDir, alias, &e, map[string]bool{}, 0); err != nil {
+			return e, err
+		}
 	}
 	return e, nil
 }
 
-func readSSHConfig(path, alias string, e *sshConfigEntry, seen map[string]bool, depth int, top bool) error {
+func readSSHConfig(path, includeDir, alias string, e *sshConfigEntry, seen map[string]bool, depth int) error {
 	if depth > 16 {
 		return fmt.Errorf("%s: include nested too deeply", path)
 	}
@@ -90,13 +113,19 @@ func readSSHConfig(path, alias string, e *sshConfigEntry, seen map[string]bool, 
 		if !active {
 			continue
 		}
+		args := configArgs(val)
 		val = unquote(val)
+		first := func(dst *string) {
+			if *dst == "" && len(args) > 0 {
+				*dst = args[0]
+			}
+		}
 		switch key {
 		case "include":
-			for _, pat := range strings.Fields(val) {
+			for _, pat := range args {
 				pat = expandTilde(pat)
 				if !filepath.IsAbs(pat) {
-					pat = filepath.Join(filepath.Dir(path), pat)
+					pat = filepath.Join(includeDir, pat)
 				}
 				matches, _ := filepath.Glob(pat)
 				for _, m := range matches {
@@ -104,35 +133,84 @@ func readSSHConfig(path, alias string, e *sshConfigEntry, seen map[string]bool, 
 						continue
 					}
 					seen[m] = true
-					if err := readSSHConfig(m, alias, e, seen, depth+1, false); err != nil {
+					if err := readSSHConfig(m, includeDir, alias, e, seen, depth+1); err != nil {
 						return err
 					}
 				}
 			}
 		case "hostname":
-			if e.HostName == "" {
-				e.HostName = expandTokens(val, map[byte]string{'h': alias})
+			if e.HostName == "" && len(args) > 0 {
+				e.HostName = expandTokens(args[0], map[byte]string{'h': alias})
 			}
 		case "user":
-			if e.User == "" {
-				e.User = val
-			}
+			first(&e.User)
 		case "port":
-			if e.Port == "" {
-				e.Port = val
-			}
+			first(&e.Port)
 		case "identityfile":
-			e.IdentityFiles = append(e.IdentityFiles, val)
+			e.IdentityFiles = append(e.IdentityFiles, args...)
+		case "certificatefile":
+			e.CertificateFiles = append(e.CertificateFiles, args...)
 		case "proxyjump":
-			if e.ProxyJump == "" {
+			if !e.proxySet {
+				e.proxySet = true
 				e.ProxyJump = val
 			}
+		case "proxycommand":
+			// The rest of the line, as written, is the command.
+			if !e.proxySet {
+				e.proxySet = true
+				e.ProxyCommand = val
+			}
+		case "identitiesonly":
+			first(&e.IdentitiesOnly)
+		case "hashknownhosts":
+			first(&e.HashKnownHosts)
+		case "userknownhostsfile":
+			if e.UserKnownHostsFiles == nil {
+				e.UserKnownHostsFiles = append([]string{}, args...)
+			}
+		case "globalknownhostsfile":
+			if e.GlobalKnownHostsFiles == nil {
+				e.GlobalKnownHostsFiles = append([]string{}, args...)
+			}
+		case "serveraliveinterval":
+			first(&e.ServerAliveInterval)
+		case "serveralivecountmax":
+			first(&e.ServerAliveCountMax)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read ssh config %s:%d: %w", path, line, err)
 	}
 	return nil
+}
+
+// configArgs splits a value into words as ssh does: on white space,
+// with double quotes grouping.
+func configArgs(s string) []string {
+	var out []string
+	var cur strings.Builder
+	inQuote, have := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inQuote = !inQuote
+			have = true
+		case (r == ' ' || r == '\t') && !inQuote:
+			if have {
+				out = append(out, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteRune(r)
+			have = true
+		}
+	}
+	if have {
+		out = append(out, cur.String())
+	}
+	return out
 }
 
 // splitConfigLine splits "Keyword value" or "Keyword=value"; the keyword

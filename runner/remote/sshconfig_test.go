@@ -8,13 +8,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLookupSSHConfig(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "extra.conf"), []byte("Host lab-*\n  User included\n"), 0o600)
+	// A relative Include is taken from ~/.ssh, as ssh does, not from the
+	// including file's directory: the copy beside it must not be read.
+	os.Mkdir(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "extra.conf"), []byte("Host lab-*\n  User included\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "extra.conf"), []byte("Host lab-*\n  User wrong-dir\n"), 0o600)
 	cfg := filepath.Join(dir, "config")
 	os.WriteFile(cfg, []byte(`# comment
 Include extra.conf
@@ -47,7 +52,7 @@ Host *
 		{"other", sshConfigEntry{User: "fallback", IdentityFiles: []string{"/keys/default"}}},
 	} {
 		got, err := lookupSSHConfig(c.alias, "", cfg)
-		got.alias, got.planUser = "", ""
+		got.alias, got.planUser, got.proxySet = "", "", false
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("lookup %s = %+v, %v\nwant %+v", c.alias, got, err, c.want)
 		}
@@ -63,13 +68,13 @@ Host *
 func TestResolveTargetPlanWins(t *testing.T) {
 	e := sshConfigEntry{HostName: "10.0.0.1", User: "cfguser", Port: "2200", IdentityFiles: []string{"/cfg/key"}}
 	got, err := resolveTarget("alias", "", 0, "", e)
-	want := target{host: "10.0.0.1", port: 2200, user: "cfguser", identities: []string{"/cfg/key"}}
+	want := target{alias: "alias", host: "10.0.0.1", port: 2200, user: "cfguser", identitySpecs: []string{"/cfg/key"}, identities: []string{"/cfg/key"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("unwritten plan fields: %+v, %v; want %+v", got, err, want)
 	}
 	// Writing the default value (port 22) is not the same as leaving it out.
 	got, err = resolveTarget("alias", "planuser", 22, "/plan/key", e)
-	want = target{host: "10.0.0.1", port: 22, user: "planuser", identities: []string{"/plan/key"}}
+	want = target{alias: "alias", host: "10.0.0.1", port: 22, user: "planuser", identitySpecs: []string{"/plan/key"}, identities: []string{"/plan/key"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("written plan fields: %+v, %v; want %+v", got, err, want)
 	}
@@ -108,7 +113,7 @@ Match final all
 		{"login", "", sshConfigEntry{User: "from-final"}},
 	} {
 		got, err := lookupSSHConfig(c.alias, c.planUser, cfg)
-		got.alias, got.planUser = "", ""
+		got.alias, got.planUser, got.proxySet = "", "", false
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("lookup %s (plan user %q) = %+v, %v\nwant %+v", c.alias, c.planUser, got, err, c.want)
 		}
@@ -189,5 +194,49 @@ func TestShellCommand(t *testing.T) {
 	}
 	if string(out) != want {
 		t.Errorf("sh -c %q printed %q, want %q", ShellCommand(args), out, want)
+	}
+}
+
+// TestPrecedence: a plan field wins over ssh_config, which wins over the
+// defaults; the plan's known_hosts replaces the user files, never the
+// global ones.
+func TestPrecedence(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	cfg := filepath.Join(t.TempDir(), "config")
+	os.WriteFile(cfg, []byte(`Host lab
+  ServerAliveInterval 60
+  ServerAliveCountMax 5
+  UserKnownHostsFile ~/cfg_known_hosts
+  GlobalKnownHostsFile /etc/ssh/site_known_hosts
+  ProxyCommand ssh -W %h:%p login
+`), 0o600)
+	r, err := resolve(SSHConfig{Address: "lab", ConfigFile: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.keepalive != time.Minute || r.keepaliveMax != 5 || !reflect.DeepEqual(r.userKnownHosts, []string{home + "/cfg_known_hosts"}) ||
+		r.proxyCommand == "" {
+		t.Errorf("ssh_config over the defaults: keepalive %v × %d, user files %q, proxy %q", r.keepalive, r.keepaliveMax, r.userKnownHosts, r.proxyCommand)
+	}
+	r, err = resolve(SSHConfig{Address: "lab", ConfigFile: cfg, KeepaliveInterval: 5 * time.Second, KnownHosts: "~/plan_known_hosts", Jump: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.keepalive != 5*time.Second || r.keepaliveMax != 5 || !reflect.DeepEqual(r.userKnownHosts, []string{home + "/plan_known_hosts"}) ||
+		!reflect.DeepEqual(r.globalKnownHosts, []string{"/etc/ssh/site_known_hosts"}) || r.proxyCommand != "" || r.jumpSpec != "gw" {
+		t.Errorf("the plan over ssh_config: keepalive %v × %d, user files %q, global %q, proxy %q, jump %q",
+			r.keepalive, r.keepaliveMax, r.userKnownHosts, r.globalKnownHosts, r.proxyCommand, r.jumpSpec)
+	}
+	r, err = resolve(SSHConfig{Address: "other", ConfigFile: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.keepalive != DefaultKeepaliveInterval || r.keepaliveMax != DefaultKeepaliveCountMax ||
+		!reflect.DeepEqual(r.globalKnownHosts, DefaultGlobalKnownHosts) || len(r.userKnownHosts) != 2 {
+		t.Errorf("defaults: keepalive %v × %d, user %q, global %q", r.keepalive, r.keepaliveMax, r.userKnownHosts, r.globalKnownHosts)
+	}
+	if r, err := resolve(SSHConfig{Address: "lab", KeepaliveInterval: -1, ConfigFile: cfg}); err != nil || r.keepalive != 0 {
+		t.Errorf("KeepaliveInterval < 0: keepalive %v, %v; want none", r.keepalive, err)
 	}
 }

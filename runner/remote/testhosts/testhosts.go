@@ -20,13 +20,18 @@
 //     in parallel and several packages use the harness. Whatever a crashed
 //     earlier run left (namespaces, bridge, processes) is removed at Start,
 //     found by name prefix and `ip netns pids`, never by process name.
-//   - It needs root, sshd, ip and nft: without them the test skips (fails
-//     under CI=true) through internal/testenv.
+//   - It needs root, sshd, ip and nft (and dropbear for Options.Dropbear):
+//     without them the test skips (fails under CI=true) through
+//     internal/testenv.
+//   - Only the hosts a test asks for are built: each costs a namespace, key
+//     generation and a server start.
 package testhosts
 
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -49,6 +54,10 @@ const (
 
 	sftpServer = "/usr/lib/openssh/sftp-server"
 	sshd       = "/usr/sbin/sshd"
+	// dropbear runs this path for the sftp subsystem (Debian's build);
+	// openssh-sftp-server links it to its own sftp-server.
+	dropbear     = "/usr/sbin/dropbear"
+	dropbearSFTP = "/usr/lib/sftp-server"
 )
 
 // The instance's names and addresses. The default instance uses
@@ -95,6 +104,21 @@ type Options struct {
 	// pick its host key algorithms from known_hosts, and offer RSA as
 	// rsa-sha2-*, or the key it is shown will not match.
 	RSAHost bool
+	// CertHost adds "cert", whose ed25519 host key is certified by the
+	// harness's host CA (HostCAKey, `ssh-keygen -s CA -h`) for its
+	// address; KnownHosts lists its plain key too. SignHostCert re-signs it.
+	CertHost bool
+	// Dropbear adds "dropbear", a Dropbear server (not OpenSSH) that takes
+	// KeyFile for root and serves SFTP with OpenSSH's sftp-server.
+	Dropbear bool
+	// GSSAPIHost adds "gss", an OpenSSH host that takes only
+	// gssapi-with-mic (Kerberos). Its keytab holds one made-up key: enough
+	// for sshd to start the GSS-API exchange, never to complete it.
+	GSSAPIHost bool
+	// SSHDConfig adds sshd_config lines to the named hosts, before the
+	// harness's own (sshd takes a keyword's first value), e.g.
+	// {"a": "MaxSessions 1"}.
+	SSHDConfig map[string]string
 }
 
 // Net is a running set of hosts. Everything is torn down by t.Cleanup.
@@ -127,6 +151,13 @@ type Net struct {
 	// an unmounted software tree does. sshd lets it log in; a user whose
 	// shell path does not exist at all is refused at authentication.
 	NoShellUser string
+	// CertUser is an account that takes only user certificates signed by
+	// UserCAKey (TrustedUserCAKeys; no authorized_keys), on every OpenSSH
+	// host. SignUserCert makes one.
+	CertUser string
+	// HostCAKey and UserCAKey are the CAs' private keys (ed25519, no
+	// passphrase); their public halves are beside them (.pub).
+	HostCAKey, UserCAKey string
 }
 
 // User and UserUID name the hosts' unprivileged account; NoisyUser and
@@ -139,6 +170,8 @@ const (
 	NoisyUID    = 4243
 	NoShellUser = "rswnosh"
 	NoShellUID  = 4244
+	CertUser    = "rswcert"
+	CertUID     = 4245
 )
 
 // MissingShell is the shell NoShellUser's login shell execs; it does not
@@ -163,9 +196,9 @@ func writeAccounts(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	for _, f := range []struct{ name, line string }{
-		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n",
-			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell)},
-		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID, NoShellUser, NoShellUID)},
+		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n%s:x:%d:%d:rdmasweep cert test:/:/bin/sh\n",
+			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell, CertUser, CertUID, CertUID)},
+		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID, NoShellUser, NoShellUID, CertUser, CertUID)},
 	} {
 		b, err := os.ReadFile("/etc/" + f.name)
 		if err != nil {
@@ -196,8 +229,11 @@ type Host struct {
 	// Log is sshd's log file (-E).
 	Log string
 
-	veth string // root-side veth; "" for inner
-	dir  string
+	veth     string // root-side veth; "" for inner
+	dir      string
+	hostKeys []string // private host key files
+	certFile string   // the host certificate, for "cert"
+	n        *Net
 }
 
 // Start builds the hosts and returns when every sshd accepts connections.
@@ -230,7 +266,7 @@ func Start(t testing.TB, opts Options) *Net {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser, NoShellUser: NoShellUser}
+	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser, NoShellUser: NoShellUser, CertUser: CertUser}
 	writeAccounts(t, n.Dir)
 	t.Cleanup(func() { n.teardown(t) })
 
@@ -243,6 +279,17 @@ func Start(t testing.TB, opts Options) *Net {
 	}
 	if err := os.WriteFile(authorized, pub, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	n.HostCAKey = filepath.Join(n.Dir, "host_ca")
+	n.UserCAKey = filepath.Join(n.Dir, "user_ca")
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep host CA", "-f", n.HostCAKey)
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep user CA", "-f", n.UserCAKey)
+	if opts.Dropbear {
+		testenv.NeedTool(t, "dropbear", "dropbear-bin")
+		testenv.NeedTool(t, "dropbearconvert", "dropbear-bin")
+		if _, err := os.Stat(dropbearSFTP); err != nil {
+			testenv.Skip(t, dropbearSFTP+" not found (apt-get install openssh-sftp-server)")
+		}
 	}
 
 	mustRun(t, "ip", "link", "add", bridge, "type", "bridge")
@@ -263,11 +310,25 @@ func Start(t testing.TB, opts Options) *Net {
 	if opts.RSAHost {
 		names = append(names, "rsa")
 	}
+	if opts.CertHost {
+		names = append(names, "cert")
+	}
+	if opts.Dropbear {
+		names = append(names, "dropbear")
+	}
+	if opts.GSSAPIHost {
+		names = append(names, "gss")
+		writeKeytab(t, filepath.Join(n.Dir, "krb5.keytab"))
+		if opts.SSHDConfig == nil {
+			opts.SSHDConfig = map[string]string{}
+		}
+		opts.SSHDConfig["gss"] = "GSSAPIAuthentication yes\nGSSAPIStrictAcceptorCheck no\nAuthenticationMethods gssapi-with-mic"
+	}
 	if opts.Bastion {
 		names = append(names, "bastion")
 	}
 	for i, name := range names {
-		h := &Host{Name: name, Addr: mainNet + strconv.Itoa(10+i), Port: 22, NS: prefix + name, veth: vethPrefix + strconv.Itoa(i)}
+		h := &Host{Name: name, Addr: mainNet + strconv.Itoa(10+i), Port: 22, NS: prefix + name, veth: vethPrefix + strconv.Itoa(i), n: n}
 		if _, dup := n.Hosts[name]; dup || name == "inner" {
 			t.Fatalf("testhosts: host name %q used twice or reserved", name)
 		}
@@ -282,7 +343,7 @@ func Start(t testing.TB, opts Options) *Net {
 	}
 	if opts.Bastion {
 		b := n.Hosts["bastion"]
-		in := &Host{Name: "inner", Addr: innerNet + "30", Port: 22, NS: prefix + "inner"}
+		in := &Host{Name: "inner", Addr: innerNet + "30", Port: 22, NS: prefix + "inner", n: n}
 		n.Hosts["inner"] = in
 		mustRun(t, "ip", "netns", "add", in.NS)
 		nsRun(t, b.NS, "ip", "link", "add", "priv0", "type", "veth", "peer", "name", "eth0", "netns", in.NS)
@@ -326,7 +387,16 @@ func Start(t testing.TB, opts Options) *Net {
 		if name == "inner" {
 			config.WriteString("  ProxyJump bastion\n")
 		}
-		n.startSSHD(t, h, hostKeys, authorized)
+		h.hostKeys = hostKeys
+		if name == "cert" {
+			h.certFile = hostKeys[0] + "-cert.pub"
+			n.signHostCert(t, h, []string{h.Addr}, "always:forever")
+		}
+		if name == "dropbear" {
+			n.startDropbear(t, h, hostKeys[0], pub)
+			continue
+		}
+		n.startSSHD(t, h, hostKeys, authorized, opts.SSHDConfig[name])
 	}
 	n.KnownHosts = filepath.Join(n.Dir, "known_hosts")
 	n.SSHConfig = filepath.Join(n.Dir, "ssh_config")
@@ -354,16 +424,23 @@ func (n *Net) names() []string {
 	return s
 }
 
-func (n *Net) startSSHD(t testing.TB, h *Host, hostKeys []string, authorized string) {
+func (n *Net) startSSHD(t testing.TB, h *Host, hostKeys []string, authorized, extra string) {
 	t.Helper()
 	cfg := filepath.Join(h.dir, "sshd_config")
 	pidFile := filepath.Join(h.dir, "sshd.pid")
 	h.Log = filepath.Join(h.dir, "sshd.log")
 	var b strings.Builder
+	if extra != "" {
+		b.WriteString(strings.TrimSpace(extra) + "\n")
+	}
 	fmt.Fprintf(&b, "Port 22\nListenAddress %s\n", h.Addr)
 	for _, k := range hostKeys {
 		fmt.Fprintf(&b, "HostKey %s\n", k)
 	}
+	if h.certFile != "" {
+		fmt.Fprintf(&b, "HostCertificate %s\n", h.certFile)
+	}
+	fmt.Fprintf(&b, "TrustedUserCAKeys %s.pub\n", n.UserCAKey)
 	fmt.Fprintf(&b, `AuthorizedKeysFile %s
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -376,8 +453,24 @@ MaxSessions 64
 MaxStartups 64
 AllowTcpForwarding yes
 LogLevel VERBOSE
-`, authorized, pidFile, sftpServer)
-	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
+Match User %s
+  AuthorizedKeysFile none
+`, authorized, pidFile, sftpServer, CertUser)
+	text := b.String()
+	if extra != "" {
+		// Most keywords take their first value, but MaxStartups its
+		// last: the harness's own limits go when the extra lines set them.
+		var keep []string
+		for _, l := range strings.Split(text, "\n") {
+			if (l == "MaxSessions 64" && strings.Contains(extra, "MaxSessions")) ||
+				(l == "MaxStartups 64" && strings.Contains(extra, "MaxStartups")) {
+				continue
+			}
+			keep = append(keep, l)
+		}
+		text = strings.Join(keep, "\n")
+	}
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// unshare -m makes mounts private by default, so the tmpfs stays in
@@ -385,24 +478,9 @@ LogLevel VERBOSE
 	script := "mount --bind " + filepath.Join(n.Dir, "passwd") + " /etc/passwd" +
 		" && mount --bind " + filepath.Join(n.Dir, "group") + " /etc/group" +
 		" && mount -t tmpfs -o mode=1777 tmpfs " + DeployDir +
-		" && exec " + sshd + " -f " + cfg + " -E " + h.Log
+		" && KRB5_KTNAME=" + filepath.Join(n.Dir, "krb5.keytab") + " exec " + sshd + " -f " + cfg + " -E " + h.Log
 	nsRun(t, h.NS, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p, err := os.ReadFile(pidFile)
-		if err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(p))); err == nil && pid > 0 {
-				h.SSHDPid = pid
-				recordPid(pid)
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(h.Log)
-			t.Fatalf("testhosts: sshd on %s wrote no pid file: %s", h.Name, log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.SSHDPid = waitPid(t, h, pidFile)
 }
 
 // waitBanner waits until the host's sshd sends its banner. Hosts not
@@ -643,7 +721,7 @@ func checkSubnetFree(t testing.TB) {
 // still running sshd is ours.
 func isSSHD(pid int) bool {
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	return err == nil && exe == sshd
+	return err == nil && (exe == sshd || exe == dropbear)
 }
 
 // killNS kills every process in the namespace and waits for them to go.
@@ -686,4 +764,136 @@ func mustRun(t testing.TB, name string, args ...string) {
 func nsRun(t testing.TB, ns string, args ...string) {
 	t.Helper()
 	mustRun(t, "ip", append([]string{"netns", "exec", ns}, args...)...)
+}
+
+// signHostCert certifies h's first host key with the host CA.
+func (n *Net) signHostCert(t testing.TB, h *Host, principals []string, validity string) {
+	t.Helper()
+	os.Remove(h.certFile)
+	mustRun(t, "ssh-keygen", "-q", "-s", n.HostCAKey, "-h", "-I", h.Name+"-host", "-n", strings.Join(principals, ","),
+		"-V", validity, h.hostKeys[0]+".pub")
+}
+
+// SignHostCert re-signs the "cert" host's certificate for principals and
+// validity (ssh-keygen -V, e.g. "-2d:-1d" for one that has expired) and
+// restarts its sshd on it (SIGHUP: sshd re-executes itself, same pid).
+func (h *Host) SignHostCert(t testing.TB, principals []string, validity string) {
+	t.Helper()
+	if h.certFile == "" {
+		t.Fatalf("testhosts: %s has no host certificate (Options.CertHost)", h.Name)
+	}
+	h.n.signHostCert(t, h, principals, validity)
+	if err := syscall.Kill(h.SSHDPid, syscall.SIGHUP); err != nil {
+		t.Fatalf("testhosts: SIGHUP sshd on %s: %v", h.Name, err)
+	}
+	// The old listener closes and the new one opens: wait for a banner
+	// from the new one.
+	time.Sleep(200 * time.Millisecond)
+	waitBanner(t, h)
+}
+
+// SignUserCert certifies a new ed25519 key for principals with the user
+// CA, valid for validity (ssh-keygen -V), and returns the private key's
+// path; the certificate is beside it as KEY-cert.pub, where ssh looks.
+func (n *Net) SignUserCert(t testing.TB, dir string, principals []string, validity string) string {
+	t.Helper()
+	key := filepath.Join(dir, "id_ed25519")
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cert user", "-f", key)
+	mustRun(t, "ssh-keygen", "-q", "-s", n.UserCAKey, "-I", "rdmasweep-user", "-n", strings.Join(principals, ","),
+		"-V", validity, key+".pub")
+	return key
+}
+
+// startDropbear runs Dropbear on h, in a mount namespace like sshd's, with
+// /root bind-mounted to a directory holding root's authorized_keys (so the
+// machine's /root is never touched).
+func (n *Net) startDropbear(t testing.TB, h *Host, hostKey string, authorized []byte) {
+	t.Helper()
+	dbKey := filepath.Join(h.dir, "dropbear_ed25519_host_key")
+	mustRun(t, "dropbearconvert", "openssh", "dropbear", hostKey, dbKey)
+	home := filepath.Join(h.dir, "root")
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(h.dir, 0o755)
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "authorized_keys"), authorized, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(h.dir, "dropbear.pid")
+	h.Log = filepath.Join(h.dir, "dropbear.log")
+	script := "mount --bind " + home + " /root" +
+		" && mount -t tmpfs -o mode=1777 tmpfs " + DeployDir +
+		" && exec " + dropbear + " -E -r " + dbKey + " -p " + h.Addr + ":22 -P " + pidFile + " </dev/null >/dev/null 2>" + h.Log
+	nsRun(t, h.NS, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	h.SSHDPid = waitPid(t, h, pidFile)
+}
+
+// waitPid waits for a daemon's pid file and records the pid.
+func waitPid(t testing.TB, h *Host, pidFile string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := os.ReadFile(pidFile)
+		if err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(p))); err == nil && pid > 0 {
+				recordPid(pid)
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(h.Log)
+			t.Fatalf("testhosts: the server on %s wrote no pid file: %s", h.Name, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Blackhole makes the host drop every packet in and out (an nftables
+// rule in its namespace), as when a link or a host goes silent: nothing
+// is refused, nothing answers. Undone by Unblackhole.
+func (h *Host) Blackhole(t testing.TB) {
+	t.Helper()
+	rules := "table inet rswhole {\n chain input {\n  type filter hook input priority 0; policy drop;\n }\n chain output {\n  type filter hook output priority 0; policy drop;\n }\n}\n"
+	cmd := exec.Command("ip", "netns", "exec", h.NS, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("testhosts: blackhole %s: %v: %s", h.Name, err, out)
+	}
+}
+
+// Unblackhole undoes Blackhole.
+func (h *Host) Unblackhole(t testing.TB) {
+	t.Helper()
+	nsRun(t, h.NS, "nft", "delete", "table", "inet", "rswhole")
+}
+
+// writeKeytab writes a Kerberos keytab (format 0x502) holding one random
+// aes256 key for host/gss@RDMASWEEP.TEST: sshd's GSS-API acceptor needs a
+// keytab with something in it before it answers a gssapi-with-mic request.
+func writeKeytab(t testing.TB, path string) {
+	t.Helper()
+	var e bytes.Buffer
+	str := func(s string) {
+		binary.Write(&e, binary.BigEndian, uint16(len(s)))
+		e.WriteString(s)
+	}
+	binary.Write(&e, binary.BigEndian, uint16(2)) // components
+	str("RDMASWEEP.TEST")
+	str("host")
+	str("gss")
+	binary.Write(&e, binary.BigEndian, uint32(3)) // KRB5_NT_SRV_HST
+	binary.Write(&e, binary.BigEndian, uint32(time.Now().Unix()))
+	e.WriteByte(1)                                 // kvno
+	binary.Write(&e, binary.BigEndian, uint16(18)) // aes256-cts-hmac-sha1-96
+	key := make([]byte, 32)
+	crand.Read(key)
+	binary.Write(&e, binary.BigEndian, uint16(len(key)))
+	e.Write(key)
+	var f bytes.Buffer
+	f.Write([]byte{0x05, 0x02})
+	binary.Write(&f, binary.BigEndian, int32(e.Len()))
+	f.Write(e.Bytes())
+	if err := os.WriteFile(path, f.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
