@@ -207,7 +207,7 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 			}
 			// In their common window the clients read at about their
 			// rates added up; never more than 1.2 × that.
-			if bw := *row.BandwidthMBs; bw <= 0 || bw > 1.2*sum || *row.Seconds > shortest || *row.Seconds < 0.5 || *row.LatP99Us < *row.LatP50Us {
+			if bw := *row.BandwidthMBs; bw <= 0 || bw > 1.2*sum || *row.Seconds > shortest*(1+1e-9) || *row.Seconds < 0.5 || *row.LatP99Us < *row.LatP50Us {
 				t.Errorf("aggregate %.1f MB/s over %.3f s, the clients' sum %.1f", bw, *row.Seconds, sum)
 			}
 		}
