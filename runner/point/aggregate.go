@@ -22,25 +22,32 @@ func aggregate(row *results.Row, clients []*Report) error {
 	if len(clients) == 0 {
 		return errors.New("no client took part")
 	}
+	// Times are seconds since the first client's first read: seconds
+	// since the epoch in a float64 would keep only about 0.2 µs.
+	var base int64
+	for i, c := range clients {
+		res := c.Result
+		if res == nil || res.StartUnixNs == 0 || res.Histogram == nil {
+			return fmt.Errorf("%s: its node reports no start time or histogram (an older node?): nothing to aggregate", c.Target.Label)
+		}
+		if i == 0 || res.StartUnixNs < base {
+			base = res.StartUnixNs
+		}
+	}
 	var (
-		winStart, winEnd = math.Inf(-1), math.Inf(1) // seconds since the epoch
-		firstMin         = math.Inf(1)
+		winStart, winEnd = math.Inf(-1), math.Inf(1)
 		hist             results.Histogram
 		verified         = true
 	)
 	for _, c := range clients {
 		res := c.Result
-		if res == nil || res.StartUnixNs == 0 || res.Histogram == nil {
-			return fmt.Errorf("%s: its node reports no start time or histogram (an older node?): nothing to aggregate", c.Target.Label)
-		}
-		start := float64(res.StartUnixNs) / 1e9
+		start := since(base, res.StartUnixNs)
 		winStart = max(winStart, start)
 		winEnd = min(winEnd, start+res.Seconds)
-		firstMin = min(firstMin, start)
 		hist.Merge(res.Histogram)
 		verified = verified && res.Verified
 	}
-	skew := winStart - firstMin
+	skew := winStart // the first read of all is at 0
 	row.StartSkewS = &skew
 	seconds := winEnd - winStart
 	if seconds <= 0 {
@@ -48,7 +55,7 @@ func aggregate(row *results.Row, clients []*Report) error {
 	}
 	var bytes, reads float64
 	for _, c := range clients {
-		b, n := inWindow(c, winStart, winEnd)
+		b, n := inWindow(c, base, winStart, winEnd)
 		bytes += b
 		reads += n
 	}
@@ -61,19 +68,22 @@ func aggregate(row *results.Row, clients []*Report) error {
 	return nil
 }
 
+// since is the seconds from base to t, both in nanoseconds since the epoch.
+func since(base, t int64) float64 { return float64(t-base) / 1e9 }
+
 // inWindow is the bytes and reads client c completed between from and to
-// (seconds since the epoch).
-func inWindow(c *Report, from, to float64) (bytes, reads float64) {
+// (seconds since base).
+func inWindow(c *Report, base int64, from, to float64) (bytes, reads float64) {
 	res := c.Result
+	start := since(base, res.StartUnixNs)
 	if len(c.Intervals) == 0 {
-		start := float64(res.StartUnixNs) / 1e9
 		share := (min(to, start+res.Seconds) - max(from, start)) / res.Seconds
 		return float64(res.Bytes) * share, float64(res.Reads) * share
 	}
 	for _, iv := range c.Intervals {
-		s := float64(iv.StartUnixNs) / 1e9
+		s := since(base, iv.StartUnixNs)
 		e := s + iv.Seconds
-		if last := float64(res.StartUnixNs)/1e9 + res.Seconds; e > last {
+		if last := start + res.Seconds; e > last {
 			e = last // the last interval ends with the phase
 		}
 		if e <= s {
