@@ -92,7 +92,8 @@ type Cluster struct {
 	Env []string
 	// Nodes by name.
 	Nodes map[string]*Node
-	// Up is how long Start took, from taking the lock to every node idle.
+	// Up is how long Start took, from holding the lock to every node
+	// idle.
 	Up time.Duration
 
 	daemons []*daemon // munged, slurmctld, then the slurmd
@@ -132,8 +133,8 @@ func Start(t testing.TB) *Cluster {
 		}
 	}
 
-	start := time.Now()
 	lock(t)
+	start := time.Now()
 	cleanStale(t)
 	checkSubnetFree(t)
 
