@@ -25,9 +25,22 @@ type flight struct {
 	err  error
 }
 
+// sent is what the last broadcast to a path did on the nodes whose Host
+// has not yet reported it.
+type sent struct {
+	sum        string
+	unreported map[string]remote.UploadResult
+}
+
 // Upload puts local at the absolute path remotePath on every node of the
 // allocation (see Broadcast) and reports for this Host's node: up to date
-// when its copy already had the same sha256, else the bytes sent to it.
+// when its copy already had the same sha256, and the bytes sent to it.
+//
+// The runner deploys to each host, while sbcast sends to every node at
+// once: the first Host's Upload broadcasts, and the other Hosts' Uploads of
+// the same file to the same path, whether at the same time or after it,
+// report what that broadcast did on their node, once, instead of finding
+// the file already there and calling it up to date.
 func (h *Host) Upload(ctx context.Context, local, remotePath string) (remote.UploadResult, error) {
 	h.mu.Lock()
 	closed := h.closed
@@ -35,7 +48,24 @@ func (h *Host) Upload(ctx context.Context, local, remotePath string) (remote.Upl
 	if closed {
 		return remote.UploadResult{}, ErrClosed
 	}
-	res, err := h.a.Broadcast(ctx, local, remotePath)
+	if !path.IsAbs(remotePath) {
+		return remote.UploadResult{}, fmt.Errorf("remote path %q is not absolute", remotePath)
+	}
+	sum, size, err := hashFile(local)
+	if err != nil {
+		return remote.UploadResult{}, err
+	}
+	a := h.a
+	a.mu.Lock()
+	if s := a.sent[remotePath]; s != nil && s.sum == sum {
+		if r, ok := s.unreported[h.node]; ok {
+			delete(s.unreported, h.node)
+			a.mu.Unlock()
+			return r, nil
+		}
+	}
+	a.mu.Unlock()
+	res, err := a.broadcastOnce(ctx, local, remotePath, sum, size)
 	if err != nil {
 		return remote.UploadResult{}, err
 	}
@@ -43,6 +73,11 @@ func (h *Host) Upload(ctx context.Context, local, remotePath string) (remote.Upl
 	if !ok {
 		return remote.UploadResult{}, fmt.Errorf("broadcast of %s: no result from %s", local, h.node)
 	}
+	a.mu.Lock()
+	if s := a.sent[remotePath]; s != nil && s.sum == sum {
+		delete(s.unreported, h.node)
+	}
+	a.mu.Unlock()
 	return r, nil
 }
 
@@ -62,6 +97,12 @@ func (a *Allocation) Broadcast(ctx context.Context, local, remotePath string) (m
 	if err != nil {
 		return nil, err
 	}
+	return a.broadcastOnce(ctx, local, remotePath, sum, size)
+}
+
+// broadcastOnce is Broadcast after hashing: it joins a broadcast of the
+// same file to the same path under way, or runs one.
+func (a *Allocation) broadcastOnce(ctx context.Context, local, remotePath, sum string, size int64) (map[string]remote.UploadResult, error) {
 	a.mu.Lock()
 	for {
 		f := a.flights[remotePath]
@@ -86,6 +127,14 @@ func (a *Allocation) Broadcast(ctx context.Context, local, remotePath string) (m
 	f.res, f.err = a.broadcast(ctx, local, remotePath, sum, size)
 	a.mu.Lock()
 	delete(a.flights, remotePath)
+	delete(a.sent, remotePath)
+	if f.err == nil && f.res[a.nodes[0]].BytesSent > 0 {
+		s := &sent{sum: sum, unreported: map[string]remote.UploadResult{}}
+		for n, r := range f.res {
+			s.unreported[n] = r
+		}
+		a.sent[remotePath] = s
+	}
 	a.mu.Unlock()
 	close(f.done)
 	return f.res, f.err

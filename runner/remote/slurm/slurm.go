@@ -75,6 +75,7 @@ type Allocation struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight // broadcasts under way, by remote path
+	sent    map[string]*sent   // the last broadcast that sent, by remote path
 }
 
 // FromEnv returns the allocation that env (an os.Environ()-style list)
@@ -96,7 +97,7 @@ func FromEnv(ctx context.Context, env []string) (*Allocation, error) {
 			return nil, fmt.Errorf("slurm job %s: %s not found on PATH: run the runner where Slurm's client commands are", job, tool)
 		}
 	}
-	a := &Allocation{JobID: job, env: append([]string(nil), env...), flights: map[string]*flight{}}
+	a := &Allocation{JobID: job, env: append([]string(nil), env...), flights: map[string]*flight{}, sent: map[string]*sent{}}
 	out, err := a.output(ctx, "scontrol", "show", "hostnames", list)
 	if err != nil {
 		return nil, fmt.Errorf("slurm job %s: expand node list %q: %w", job, list, err)

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/hosttest"
 	"rdmasweep/runner/remote/slurm"
@@ -129,6 +130,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("Interrupt", func(t *testing.T) { testInterrupt(t, l) })
 	t.Run("RunnerKilled", func(t *testing.T) { testRunnerKilled(t, l) })
 	t.Run("Deploy", func(t *testing.T) { testDeploy(t, l) })
+	t.Run("DeployNode", func(t *testing.T) { testDeployNode(t, l) })
 	t.Run("CPUBind", func(t *testing.T) { testCPUBind(t, l) })
 	t.Run("LaunchFailure", func(t *testing.T) { testLaunchFailure(t, l) })
 	t.Run("StartCancelled", func(t *testing.T) { testStartCancelled(t, l) })
@@ -269,8 +271,8 @@ func testRunnerKilled(t *testing.T, l *lab) {
 
 // Deploy to a node-local path: every node gets the file (checked outside
 // Slurm, in each node's own mount namespace), the login side does not,
-// one node's stale copy is found and replaced, and Hosts uploading at once
-// share the broadcast.
+// each Host reports for its own node, one node's stale copy is found and
+// replaced, and Hosts uploading at once share the broadcast.
 func testDeploy(t *testing.T, l *lab) {
 	ctx := ctxFor(t)
 	local := filepath.Join(t.TempDir(), "node")
@@ -309,7 +311,12 @@ func testDeploy(t *testing.T, l *lab) {
 	if _, err := os.Stat(target); err == nil {
 		t.Errorf("%s exists on the login side too: the node-local directory is shared", target)
 	}
-	// Every node has it now: n2's Upload sends nothing.
+	// n2's own Upload, after n1's, reports what n1's broadcast sent it;
+	// the next one finds every node up to date and sends nothing.
+	res, err = hosts["n2"].Upload(ctx, local, target)
+	if err != nil || res.UpToDate || res.BytesSent != int64(len(data)) {
+		t.Errorf("n2's Upload after n1's broadcast = %+v, %v; want the %d bytes that broadcast sent it", res, err, len(data))
+	}
 	res, err = hosts["n2"].Upload(ctx, local, target)
 	if err != nil || !res.UpToDate || res.BytesSent != 0 {
 		t.Errorf("Upload when every node has the file = %+v, %v", res, err)
@@ -344,6 +351,41 @@ func testDeploy(t *testing.T, l *lab) {
 		}
 	}
 	check("after n2's stale copy was replaced")
+}
+
+// The runner's own deploy (architecture check, then Upload) puts the real
+// node binary on every node at once, and it runs there.
+func testDeployNode(t *testing.T, l *lab) {
+	ctx := ctxFor(t)
+	bin := filepath.Join(t.TempDir(), "node")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "rdmasweep/node")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build node: %v: %s", err, out)
+	}
+	target := slurmlab.LocalDir + "/bin/node"
+	var wg sync.WaitGroup
+	for _, n := range slurmlab.NodeNames {
+		h, err := l.a.Host(n, slurm.HostOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := deploy.Deploy(ctx, h, bin, target)
+			if err != nil || res.UpToDate {
+				t.Errorf("deploy node to %s: %+v, %v", n, res, err)
+				return
+			}
+			out, err := h.Run(ctx, []string{target, "version"})
+			if err != nil || !strings.HasPrefix(string(out), "node ") {
+				t.Errorf("node version on %s: %q, %v", n, out, err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // --cpu-bind from a CPU list pins the task where the node's kernel says.
