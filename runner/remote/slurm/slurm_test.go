@@ -199,7 +199,9 @@ func testInterrupt(t *testing.T, l *lab) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := h.Start(ctx, []string{"sh", "-c", `trap "" TERM; sleep 300 & sleep 300 & echo ready; wait`})
+	// The ignored TERM is inherited by both sleeps; the leader execs one,
+	// so it ends by KILL whichever process Slurm kills first.
+	p, err := h.Start(ctx, []string{"sh", "-c", `trap "" TERM; sleep 300 & echo ready; exec sleep 301`})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -36,11 +36,16 @@ func TestCluster(t *testing.T) {
 			t.Errorf("%s's node-local mark = %q, %v", n, got, err)
 		}
 	}
-	if steps := j.Steps(t); len(steps) != 0 {
-		t.Errorf("steps left after srun ended: %q", steps)
-	}
-	if left := c.Leftovers(t); len(left) != 0 {
-		t.Errorf("processes left on the nodes: %q", left)
+	// slurmstepd outlives srun by a moment.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		steps, left := j.Steps(t), c.Leftovers(t)
+		if len(steps) == 0 && len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("10s after srun ended: steps %q, processes on the nodes %q", steps, left)
+			break
+		}
 	}
 	// salloc runs a command inside an allocation of its own.
 	out, err = c.Salloc(ctx, 2, "sh", "-c", `echo "$SLURM_NNODES $SLURM_JOB_NODELIST"`).Output()
