@@ -35,7 +35,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +49,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rdmasweep/internal/testenv"
+	"rdmasweep/runner/remote/internal/netns"
 )
 
 const (
@@ -133,10 +133,10 @@ func Start(t testing.TB) *Cluster {
 		}
 	}
 
-	lock(t)
+	netns.Lock(t, "slurmlab", LockFile)
 	start := time.Now()
 	cleanStale(t)
-	checkSubnetFree(t)
+	netns.CheckSubnetFree(t, "slurmlab", subnet)
 
 	// Not t.TempDir: munged refuses a socket below a directory others
 	// cannot search, and t.TempDir's parent is 0700.
@@ -328,7 +328,7 @@ func (c *Cluster) startDaemon(t testing.TB, name string, cmd *exec.Cmd) *daemon 
 // gracefully: slurmd alone takes seconds to exit on SIGTERM.
 func (c *Cluster) teardown() {
 	for _, n := range c.Nodes {
-		killNS(n.NS)
+		netns.Kill(n.NS)
 	}
 	for i := len(c.daemons) - 1; i >= 0; i-- {
 		d := c.daemons[i]
@@ -449,7 +449,7 @@ func (c *Cluster) Salloc(ctx context.Context, nodes int, argv ...string) *exec.C
 // included.
 func (n *Node) Pids(t testing.TB) []int {
 	t.Helper()
-	pids, err := nsPids(n.NS)
+	pids, err := netns.Pids(n.NS)
 	if err != nil {
 		t.Fatalf("slurmlab: pids of %s: %v", n.Name, err)
 	}
@@ -494,30 +494,6 @@ func (n *Node) Output(argv ...string) (string, error) {
 	return string(out), nil
 }
 
-// lock holds LockFile until the test ends. The lock dies with the
-// process, so a crashed run never blocks the next.
-func lock(t testing.TB) {
-	t.Helper()
-	f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatalf("slurmlab: open lock: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("slurmlab: lock %s: %v", LockFile, err)
-		}
-	case <-time.After(10 * time.Minute):
-		t.Fatalf("slurmlab: another cluster held %s for 10 minutes", LockFile)
-	}
-	t.Cleanup(func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	})
-}
-
 var recordMu sync.Mutex
 
 // recordPgid notes a daemon's process group in pidRecord, so a later run
@@ -560,28 +536,7 @@ func cleanStale(t testing.TB) {
 			os.RemoveAll(d)
 		}
 	}
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], nsPrefix) {
-			continue
-		}
-		t.Logf("slurmlab: removing stale namespace %s", f[0])
-		killNS(f[0])
-		exec.Command("ip", "netns", "delete", f[0]).Run()
-	}
-	exec.Command("ip", "link", "delete", bridge).Run()
-	links, _ := exec.Command("ip", "-o", "link", "show").Output()
-	for _, line := range strings.Split(string(links), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-		if strings.HasPrefix(name, vethPrefix) {
-			exec.Command("ip", "link", "delete", name).Run()
-		}
-	}
+	netns.RemoveStale(t, "slurmlab", nsPrefix, bridge, vethPrefix)
 }
 
 func pgidOf(pid int) int {
@@ -607,50 +562,6 @@ func isDaemon(pid int) bool {
 	return err == nil && (exe == slurmctld || exe == munged || exe == slurmd)
 }
 
-// checkSubnetFree refuses to build the network on a machine that already
-// uses the subnet: adding our addresses would hijack its traffic.
-func checkSubnetFree(t testing.TB) {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatalf("slurmlab: list addresses: %v", err)
-	}
-	_, ours, _ := net.ParseCIDR(subnet)
-	for _, a := range addrs {
-		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ours.Contains(ip) {
-			t.Fatalf("slurmlab: this machine already has %s, in the cluster's subnet %s", a, ours)
-		}
-	}
-}
-
-// killNS kills every process in the namespace and waits for them to go.
-func killNS(ns string) {
-	for i := 0; i < 250; i++ {
-		pids, err := nsPids(ns)
-		if err != nil || len(pids) == 0 {
-			return
-		}
-		for _, p := range pids {
-			syscall.Kill(p, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func nsPids(ns string) ([]int, error) {
-	out, err := exec.Command("ip", "netns", "pids", ns).Output()
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, p)
-		}
-	}
-	return pids, nil
-}
-
 // waitFor polls cond until it returns nil, or fails the test with its
 // last error and the log's tail.
 func waitFor(t testing.TB, what string, limit time.Duration, cond func() error, log string) {
@@ -674,9 +585,5 @@ func waitFor(t testing.TB, what string, limit time.Duration, cond func() error, 
 
 func mustRun(t testing.TB, name string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("slurmlab: %s %s: %v: %s", name, strings.Join(args, " "), err, out)
-	}
+	netns.MustRun(t, "slurmlab", name, args...)
 }
