@@ -21,13 +21,11 @@ func TestConformanceLocal(t *testing.T) {
 	})
 }
 
-// TestConformanceSSH runs the remote.Host suite against a real sshd host,
-// logged in as root (signals go by pid over a second session) and as an
-// unprivileged user (sshd delivers session signals).
-func TestConformanceSSH(t *testing.T) {
-	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a"}})
-	t.Setenv("SSH_AUTH_SOCK", "")
-	t.Setenv("HOME", t.TempDir())
+// testConformanceSSH runs the remote.Host suite against a real sshd host
+// (part of TestSSH, which builds the hosts once), logged in as root
+// (signals go by pid over a second session) and as an unprivileged user
+// (sshd delivers session signals).
+func testConformanceSSH(t *testing.T, n *testhosts.Net) {
 	a := n.Hosts["a"]
 	for _, user := range []string{"root", n.User} {
 		t.Run(user, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ func TestSSH(t *testing.T) {
 	t.Setenv("SSH_AUTH_SOCK", "")
 	t.Setenv("HOME", t.TempDir())
 
+	t.Run("Conformance", func(t *testing.T) { testConformanceSSH(t, n) })
 	t.Run("RunStartUpload", func(t *testing.T) { testRunStartUpload(t, n) })
 	t.Run("StrictUnknownHost", func(t *testing.T) { testStrictUnknown(t, n) })
 	t.Run("AcceptNew", func(t *testing.T) { testAcceptNew(t, n) })
@@ -164,13 +166,13 @@ func testRunStartUpload(t *testing.T, n *testhosts.Net) {
 	data := make([]byte, 64<<20)
 	rand.Read(data)
 	os.WriteFile(big, data, 0o644)
-	target := testhosts.DeployDir + "/node"
+	target := testhosts.DeployDir + "/big/node"
 	res, err := s.Upload(ctx, big, target)
 	if err != nil || res.UpToDate || res.BytesSent != int64(len(data)) {
 		t.Fatalf("Upload 64 MiB = %+v, %v; want %d bytes sent", res, err, len(data))
 	}
 	sum := sha256.Sum256(data)
-	got := a.Run(t, "sh", "-c", "sha256sum "+target+" && stat -c %a "+target+" && ls -A "+testhosts.DeployDir)
+	got := a.Run(t, "sh", "-c", "sha256sum "+target+" && stat -c %a "+target+" && ls -A "+path.Dir(target))
 	want := hex.EncodeToString(sum[:]) + "  " + target + "\n755\nnode\n"
 	if got != want {
 		t.Errorf("on the host after upload:\n%s\nwant:\n%s", got, want)
