@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/hosttest"
@@ -33,6 +34,9 @@ func testConformanceSSH(t *testing.T, n *testhosts.Net) {
 				New: func(t *testing.T) remote.Host {
 					cfg := config(t, n, a)
 					cfg.User = user
+					// 24 dials: on a loaded machine one handshake can
+					// take over config's 5 s.
+					cfg.ConnectTimeout = 30 * time.Second
 					return dial(t, cfg)
 				},
 				Dir:       testhosts.DeployDir + "/hosttest-" + user,
