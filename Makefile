@@ -80,7 +80,9 @@ bench: build
 # Fuzz one target at a time for FUZZTIME each; `make test` already runs
 # every committed corpus as ordinary tests.
 FUZZ_TARGETS := FuzzLoad:./plan/ FuzzDecode:./results/ FuzzServeRequests:./node/transport/tcp/ \
-	FuzzDecodeEndpoint:./node/transport/rdma/ FuzzServerHandshake:./node/transport/rdma/
+	FuzzDecodeEndpoint:./node/transport/rdma/ FuzzServerHandshake:./node/transport/rdma/ \
+	FuzzParseIBReadBW:./runner/peer/ FuzzParseIperf3:./runner/peer/ FuzzParseFio:./runner/peer/ \
+	FuzzListening:./runner/peer/
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		name=$${t%%:*}; pkg=$${t#*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \

@@ -22,13 +22,13 @@ type source struct {
 func (l *loader) source(p *Plan, base map[string]baseValue, name string) source {
 	for _, a := range p.sweep.axes {
 		for _, e := range a.entries {
-			if e.p.name == name {
+			if e.p.Name == name {
 				return source{path: "sweep." + e.group + "." + name, axis: a, values: e.values, nodes: e.nodes}
 			}
 		}
 	}
 	b := base[name]
-	return source{path: paramByName(name).section + "." + name, values: []value{b.v}, nodes: []*yaml.Node{b.node}}
+	return source{path: paramByName(name).Path(), values: []value{b.v}, nodes: []*yaml.Node{b.node}}
 }
 
 // pairs calls fn for every combination of a's and b's values that some
@@ -90,6 +90,28 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 		}
 		return true
 	})
+	// What a transport takes: the limits node enforces, per transport, for
+	// every value a point will have, reported where the value was written.
+	tr := l.source(p, base, "transport")
+	for _, prm := range results.Params() {
+		if len(prm.Limits) == 0 && (prm.Kind != results.KindSize || prm.Max == 0) {
+			continue // ints are held to Max as they are read
+		}
+		src := l.source(p, base, prm.Name)
+		pairs(tr, src, func(i, j int) bool {
+			transport, v := tr.values[i].s, src.values[j].n
+			max, why, ok := prm.LimitFor(transport)
+			if !ok || v <= max || !prm.AppliesTo(transport) {
+				return true
+			}
+			if why == "" {
+				why = "node's largest"
+			}
+			l.errorf(at(src, j), src.path, "%s is more than the %s transport takes: at most %s (%s)",
+				format(prm, src.values[j]), transport, format(prm, value{n: max}), why)
+			return false
+		})
+	}
 }
 
 // blockFileProblem states what is wrong with a block size for a file size.
@@ -105,8 +127,7 @@ func blockFileProblem(fileSize, blockSize int64) string {
 
 func totalDurationProblem(total, duration int64) string {
 	if total != 0 && duration != 0 {
-		p := paramByName("duration")
-		return "total " + results.FormatSize(total) + " and duration " + p.format(value{n: duration}) +
+		return "total " + results.FormatSize(total) + " and duration " + format(paramByName("duration"), value{n: duration}) +
 			" are both non-zero; a point reads either total bytes or for a duration"
 	}
 	return ""

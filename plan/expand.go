@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"rdmasweep/results"
 )
 
 // DefaultMaxPoints is the expansion limit when ExpandOptions.MaxPoints is 0.
@@ -37,30 +39,38 @@ type ExpandOptions struct {
 // Point is one combination of parameter values. Repetitions of a point
 // share its Key.
 type Point struct {
-	Index     int    // 0-based place in the returned slice (after --only), in expansion order
-	Key       string // 16 hex digits; see Expand
-	Transport string
-	Hosts     Hosts // with the server's DataAddress resolved
-	Server    ServerParams
-	Client    ClientParams
-	Swept     []Param // this point's swept parameters, in the order the plan's sweep section lists them
+	Index  int     // 0-based place in the returned slice (after --only), in expansion order
+	Key    string  // 16 hex digits; see Expand
+	Hosts  Hosts   // with the server's DataAddress resolved
+	Values Values  // every parameter; per-host ones at the plan's value (see For)
+	Swept  []Param // this point's swept parameters, in the order the plan's sweep section lists them
 }
 
 // Param is a parameter's name and its value formatted for people.
 type Param struct{ Name, Value string }
 
-// ExpectedReads is how many blocks the point reads: total (file_size when
-// total is 0) divided by block_size. It is 0 for duration-based points,
-// whose count is not known in advance.
+// Transport is the point's transport.
+func (pt Point) Transport() string { return pt.Values.Str("transport") }
+
+// For is the point's values as role ("server" or "client") has them: with
+// its host's per-host parameters.
+func (pt Point) For(role string) Values {
+	h := pt.Hosts.Server
+	if role == "client" {
+		h = pt.Hosts.Client
+	}
+	return pt.Values.with(h.Params)
+}
+
+// ExpectedReads is how many blocks the point reads: results.EffectiveTotal
+// divided by block_size. It is 0 for duration-based points, whose count is
+// not known in advance.
 func (pt Point) ExpectedReads() int64 {
-	if pt.Client.Duration > 0 || pt.Client.BlockSize <= 0 {
+	bs := pt.Values.Int("block_size")
+	if bs <= 0 {
 		return 0
 	}
-	total := pt.Client.Total
-	if total == 0 {
-		total = pt.Server.FileSize
-	}
-	return total / pt.Client.BlockSize
+	return results.EffectiveTotal(pt.Values) / bs
 }
 
 // Expand returns p's points in order: sweep.matrix parameters outermost,
@@ -133,19 +143,20 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 	points := make([]Point, 0, count)
 	pos := make([]int, len(axes)) // odometer over axes, last fastest
 	for n := 0; n < count; n++ {
-		pt := Point{Index: n, Transport: p.Transport, Hosts: hosts, Server: p.Server, Client: p.Client}
+		pt := Point{Index: n, Hosts: hosts, Values: p.Base.clone()}
 		for ai, a := range p.sweep.axes {
 			j := axes[ai][pos[ai]]
 			for _, e := range a.entries {
-				e.p.set(&pt.Server, &pt.Client, e.values[j])
+				pt.Values.set(e.p.Name, e.values[j])
 			}
 		}
 		for _, sp := range p.sweep.order {
-			pt.Swept = append(pt.Swept, Param{sp.name, sp.format(sp.get(&pt.Server, &pt.Client))})
+			pt.Swept = append(pt.Swept, Param{sp.Name, format(sp, pt.Values.get(sp.Name))})
 		}
+		v := pt.Values
 		for _, msg := range []string{
-			blockFileProblem(pt.Server.FileSize, pt.Client.BlockSize),
-			totalDurationProblem(pt.Client.Total, int64(pt.Client.Duration)),
+			blockFileProblem(v.Int("file_size"), v.Int("block_size")),
+			totalDurationProblem(v.Int("total"), v.Int("duration")),
 		} {
 			if msg != "" {
 				l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)
@@ -179,8 +190,8 @@ func (l *loader) applyOnly(p *Plan, f string, axes [][]int) {
 	prm := paramByName(name)
 	if prm == nil {
 		var names []string
-		for _, q := range params {
-			names = append(names, q.name)
+		for _, q := range results.Params() {
+			names = append(names, q.Name)
 		}
 		l.errs = append(l.errs, &Error{File: "--only", Path: name, Msg: "unknown parameter" + suggest(name, names)})
 		return
@@ -221,7 +232,7 @@ func (l *loader) applyOnly(p *Plan, f string, axes [][]int) {
 				if match(e.values[j]) {
 					kept = append(kept, j)
 				}
-				have = append(have, prm.format(e.values[j]))
+				have = append(have, format(prm, e.values[j]))
 			}
 			if len(kept) == 0 {
 				l.errs = append(l.errs, &Error{File: "--only", Path: name, Msg: fmt.Sprintf("no point has %s (values: %s)", list, strings.Join(have, ", "))})
@@ -230,9 +241,9 @@ func (l *loader) applyOnly(p *Plan, f string, axes [][]int) {
 			return
 		}
 	}
-	v := prm.get(&p.Server, &p.Client)
+	v := p.Base.get(prm.Name)
 	if !match(v) {
-		l.errs = append(l.errs, &Error{File: "--only", Path: name, Msg: fmt.Sprintf("no point has %s (%s is not swept; every point has %s)", list, name, prm.format(v))})
+		l.errs = append(l.errs, &Error{File: "--only", Path: name, Msg: fmt.Sprintf("no point has %s (%s is not swept; every point has %s)", list, name, format(prm, v))})
 	}
 }
 
@@ -242,36 +253,64 @@ func pointKey(planName string, pt Point) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-// keyJSON is the canonical JSON a point's key hashes.
+// keyJSON is the canonical JSON a point's key hashes. Its shape is
+// version 1's: the plan name, the transport, each host (address, port,
+// data_address, cpus and its per-host parameters by section), and every
+// server: and client: parameter. A parameter added later (Since > 1)
+// enters it only when it differs from its default, in its section's
+// object (top-level ones at the top), so the keys of points that leave it
+// alone stay as they were.
 func keyJSON(planName string, pt Point) []byte {
+	return keyJSONOf(planName, pt, results.Params())
+}
+
+// put sets m[section][name] (m[name] for the top level), making the
+// section's object when it is the first.
+func put(m map[string]any, section, name string, v any) {
+	if section == "" {
+		m[name] = v
+		return
+	}
+	sm, _ := m[section].(map[string]any)
+	if sm == nil {
+		sm = map[string]any{}
+		m[section] = sm
+	}
+	sm[name] = v
+}
+
+// keyJSONOf is keyJSON over the given parameters (a test adds one).
+func keyJSONOf(planName string, pt Point, params []*param) []byte {
+	keyed := func(prm *param, v value) bool {
+		def, _ := parseDefault(prm)
+		return prm.Since <= 1 || v != def
+	}
 	host := func(h Host) map[string]any {
-		var gid any
-		if h.RDMA.GIDIndex != nil {
-			gid = *h.RDMA.GIDIndex
-		}
-		return map[string]any{
+		m := map[string]any{
 			"address":      h.Address,
 			"port":         h.Port,
 			"data_address": h.DataAddress,
-			"rdma":         map[string]any{"device": h.RDMA.Device, "ib_port": h.RDMA.IBPort, "gid_index": gid},
 			"cpus":         h.CPUs,
 		}
-	}
-	server, client := map[string]any{}, map[string]any{}
-	for _, prm := range params {
-		v := prm.canonical(prm.get(&pt.Server, &pt.Client))
-		if prm.section == "server" {
-			server[prm.name] = v
-		} else {
-			client[prm.name] = v
+		for _, prm := range params {
+			v, ok := h.Params.m[prm.Name]
+			if !prm.PerHost || !ok || !keyed(prm, v) {
+				continue
+			}
+			put(m, prm.Section, prm.Name, canonical(prm, v))
 		}
+		return m
 	}
 	doc := map[string]any{
-		"plan":      planName,
-		"transport": pt.Transport,
-		"hosts":     map[string]any{"server": host(pt.Hosts.Server), "client": host(pt.Hosts.Client)},
-		"server":    server,
-		"client":    client,
+		"plan":  planName,
+		"hosts": map[string]any{"server": host(pt.Hosts.Server), "client": host(pt.Hosts.Client)},
+	}
+	for _, prm := range params {
+		v := pt.Values.m[prm.Name]
+		if prm.PerHost || !keyed(prm, v) {
+			continue // a per-host parameter is keyed under its hosts
+		}
+		put(doc, prm.Section, prm.Name, canonical(prm, v))
 	}
 	b, err := json.Marshal(doc) // maps marshal with sorted keys
 	if err != nil {

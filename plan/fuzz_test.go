@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"rdmasweep/results"
+
 	"errors"
 	"fmt"
 	"os"
@@ -40,17 +42,26 @@ func FuzzLoad(f *testing.F) {
 				t.Fatalf("point %d: index %d, key %q (duplicate: %v)", i, pt.Index, pt.Key, keys[pt.Key])
 			}
 			keys[pt.Key] = true
-			s, c := pt.Server, pt.Client
-			if c.BlockSize <= 0 || s.FileSize < c.BlockSize || s.FileSize%c.BlockSize != 0 {
-				t.Fatalf("point %d: block_size %d, file_size %d accepted", i, c.BlockSize, s.FileSize)
+			v := pt.Values
+			bs, fs := v.Int("block_size"), v.Int("file_size")
+			if bs <= 0 || fs < bs || fs%bs != 0 {
+				t.Fatalf("point %d: block_size %d, file_size %d accepted", i, bs, fs)
 			}
-			if c.Total < 0 || c.Duration < 0 || c.Warmup < 0 || (c.Total != 0 && c.Duration != 0) {
-				t.Fatalf("point %d: total %d, duration %v, warmup %v accepted", i, c.Total, c.Duration, c.Warmup)
+			if total, dur := v.Int("total"), v.Duration("duration"); total < 0 || dur < 0 || v.Duration("warmup") < 0 || (total != 0 && dur != 0) {
+				t.Fatalf("point %d: total %d, duration %v, warmup %v accepted", i, total, dur, v.Duration("warmup"))
 			}
-			if c.QueueDepth < 1 || c.QPs < 1 || !strings.HasPrefix(s.File, "/") ||
-				!slices.Contains([]string{"cold", "warm"}, s.Cache) || !slices.Contains([]string{"pinned", "odp"}, s.Registration) ||
-				!slices.Contains([]string{"sequential", "random"}, c.Pattern) || !slices.Contains(transports, pt.Transport) {
-				t.Fatalf("point %d: invalid values accepted: %+v %+v %s", i, s, c, pt.Transport)
+			for _, prm := range results.Params() {
+				max, _, limited := prm.LimitFor(pt.Transport())
+				if n := v.Int(prm.Name); (prm.Kind == results.KindSize || prm.Kind == results.KindInt) && !(prm.Auto && n == -1) &&
+					(n < prm.Min || limited && n > max) {
+					t.Fatalf("point %d: %s %d accepted, outside %d..%d for %s", i, prm.Name, n, prm.Min, max, pt.Transport())
+				}
+				if prm.Kind == results.KindEnum && !slices.Contains(prm.Enum, v.Str(prm.Name)) {
+					t.Fatalf("point %d: %s %q accepted", i, prm.Name, v.Str(prm.Name))
+				}
+			}
+			if !strings.HasPrefix(v.Str("file"), "/") {
+				t.Fatalf("point %d: file %q accepted", i, v.Str("file"))
 			}
 		}
 		if p.Timeouts.Ready >= p.Timeouts.Point || p.Repeat < 1 || !nameRe.MatchString(p.Name) || !strings.HasPrefix(p.Node.RemotePath, "/") {

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"os"
+	"rdmasweep/results"
 	"strings"
 	"testing"
 )
@@ -45,5 +46,50 @@ func TestKeysGolden(t *testing.T) {
 	}
 	if b.String() != string(want) {
 		t.Errorf("point keys changed; CSV rows written before will no longer match.\ngot:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestKeyOfALaterParameter holds the rule that keeps keys stable as
+// parameters are added: one with Since > 1 enters the key only when a
+// point sets it away from its default, wherever it lives (top level, a
+// section, or per host).
+func TestKeyOfALaterParameter(t *testing.T) {
+	p, err := Load("../plans/loopback.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := Expand(p, ExpandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := pts[0]
+	for _, later := range []*param{
+		{Name: "later_top", Kind: results.KindInt, Default: "7", Since: 2},
+		{Name: "later_client", Section: "client", Kind: results.KindEnum, Enum: []string{"a", "b"}, Default: "a", Since: 2},
+		{Name: "later_rdma", Section: "rdma", Kind: results.KindInt, Default: "0", Since: 2},
+		{Name: "later_host", Section: "rdma", Kind: results.KindInt, Default: "3", PerHost: true, Since: 2},
+	} {
+		params := append(results.Params(), later)
+		def, _ := parseDefault(later)
+		at := pt
+		at.Values = pt.Values.clone()
+		at.Hosts.Client.Params = pt.Hosts.Client.Params.clone()
+		set := func(v value) {
+			if later.PerHost {
+				at.Hosts.Client.Params.set(later.Name, v)
+			} else {
+				at.Values.set(later.Name, v)
+			}
+		}
+		set(def)
+		if got, want := string(keyJSONOf(p.Name, at, params)), string(keyJSON(p.Name, pt)); got != want {
+			t.Errorf("%s at its default changed the key's JSON:\n got %s\nwant %s", later.Name, got, want)
+		}
+		other := value{n: 9, s: "b"}
+		set(other)
+		got := string(keyJSONOf(p.Name, at, params))
+		if got == string(keyJSON(p.Name, pt)) || !strings.Contains(got, `"`+later.Name+`":`) {
+			t.Errorf("%s away from its default is not in the key: %s", later.Name, got)
+		}
 	}
 }

@@ -9,21 +9,21 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"rdmasweep/results"
 )
 
 // The keys each mapping may hold. They double as the --set vocabulary.
 var (
-	topKeys     = []string{"name", "description", "hosts", "ssh", "node", "transport", "rdma", "server", "client", "sweep", "repeat", "timeouts", "output"}
+	topKeys     = append([]string{"name", "description", "hosts", "ssh", "node", "server", "client", "rdma", "sweep", "repeat", "timeouts", "output"}, sectionKeys("", false)...)
 	roleKeys    = []string{"server", "client"}
-	hostKeys    = []string{"address", "port", "user", "identity_file", "jump", "data_address", "rdma", "cpus"}
-	rdmaKeys    = []string{"device", "ib_port", "gid_index"}
+	hostKeys    = append([]string{"address", "port", "user", "identity_file", "jump", "data_address", "cpus"}, hostSections...)
 	sshKeys     = []string{"known_hosts", "host_key_policy", "connect_timeout", "keepalive_interval"}
 	nodeKeys    = []string{"binary", "remote_path"}
 	timeoutKeys = []string{"ready", "accept", "point"}
 	outputKeys  = []string{"csv", "logs"}
 	sweepKeys   = []string{"zip", "matrix"}
 
-	transports      = []string{"tcp", "rdma"}
 	hostKeyPolicies = []string{"strict", "accept-new", "insecure"}
 )
 
@@ -85,18 +85,10 @@ func (l *loader) plan(root *yaml.Node, p *Plan, opts Options, unswept map[string
 	}
 	p.Description, _, _ = l.str(f, "description", "")
 
-	p.Transport = "tcp"
-	if t, ok := l.enum(f, "transport", "", transports); ok {
-		p.Transport = t
-	}
-
-	planRDMA := l.rdma(f["rdma"].val, "rdma", RDMA{IBPort: 1})
-	p.RDMA = planRDMA
-	l.hosts(root, f, p, planRDMA)
+	base := l.params(f, p)
+	l.hosts(root, f, p)
 	l.ssh(f["ssh"].val, p)
 	l.node(f["node"].val, p, opts)
-
-	base := l.params(root, f, p)
 
 	p.Repeat = 1
 	if r, _, ok := l.integer(f, "repeat", "", 1, 1<<20); ok {
@@ -108,30 +100,11 @@ func (l *loader) plan(root *yaml.Node, p *Plan, opts Options, unswept map[string
 	if sf, ok := f["sweep"]; ok {
 		p.sweep = l.sweep(sf, unswept)
 	}
+	l.required(root, f, p, base)
 	l.checkCombos(root, p, base)
 }
 
-// rdma reads an rdma mapping over inherited values, so hosts.<role>.rdma
-// overrides the plan-level rdma field by field.
-func (l *loader) rdma(n *yaml.Node, path string, r RDMA) RDMA {
-	f, ok := l.mapping(n, path, rdmaKeys)
-	if !ok {
-		return r
-	}
-	if d, _, ok := l.str(f, "device", path); ok {
-		r.Device = d
-	}
-	if v, _, ok := l.integer(f, "ib_port", path, 1, 255); ok {
-		r.IBPort = int(v)
-	}
-	if v, _, ok := l.integer(f, "gid_index", path, 0, 255); ok {
-		g := int(v)
-		r.GIDIndex = &g
-	}
-	return r
-}
-
-func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan, planRDMA RDMA) {
+func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan) {
 	hf, ok := top["hosts"]
 	if !ok {
 		l.errorf(root, "hosts", "required (hosts.server and hosts.client)")
@@ -152,7 +125,7 @@ func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan, planRDMA 
 			l.errorf(at, path, "required")
 			continue
 		}
-		h := l.host(rf, path, planRDMA)
+		h := l.host(rf, path, p.Base)
 		if role == "server" {
 			p.Hosts.Server = h
 		} else {
@@ -161,8 +134,13 @@ func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan, planRDMA 
 	}
 }
 
-func (l *loader) host(hf field, path string, planRDMA RDMA) Host {
-	h := Host{RDMA: planRDMA}
+func (l *loader) host(hf field, path string, base Values) Host {
+	h := Host{Params: Values{map[string]value{}}}
+	for _, sec := range hostSections {
+		for _, name := range sectionKeys(sec, true) {
+			h.Params.set(name, base.get(name))
+		}
+	}
 	f, ok := l.mapping(hf.val, path, hostKeys)
 	if !ok {
 		return h
@@ -205,8 +183,19 @@ func (l *loader) host(hf field, path string, planRDMA RDMA) Host {
 		}
 		h.CPUs = v
 	}
-	if rf, ok := f["rdma"]; ok {
-		h.RDMA = l.rdma(rf.val, path+".rdma", planRDMA)
+	for _, sec := range hostSections {
+		sf, ok := l.mapping(f[sec].val, path+"."+sec, sectionKeys(sec, true))
+		if !ok {
+			continue
+		}
+		for name, fld := range sf {
+			if isNull(fld.val) {
+				continue
+			}
+			if v, ok := l.paramValue(paramByName(name), fld.val, path+"."+sec+"."+name, false); ok {
+				h.Params.set(name, v)
+			}
+		}
 	}
 	return h
 }
@@ -382,34 +371,47 @@ type baseValue struct {
 	node *yaml.Node
 }
 
-// params reads server: and client: into p, with defaults, and returns each
-// parameter's base value and position for the cross-field checks.
-func (l *loader) params(root *yaml.Node, top map[string]field, p *Plan) map[string]baseValue {
-	p.Server = ServerParams{Cache: "cold", Registration: "pinned"}
-	p.Client = ClientParams{BlockSize: 1 << 20, QueueDepth: 16, QPs: 1, Pattern: "sequential"}
+// params reads the parameters of the top level and of every section into
+// p.Base, over their defaults, and returns each one's base value and
+// position for the cross-field checks.
+func (l *loader) params(top map[string]field, p *Plan) map[string]baseValue {
+	p.Base = defaults.clone()
 	base := map[string]baseValue{}
-	for _, section := range roleKeys {
-		sf, written := top[section]
-		f, ok := l.mapping(sf.val, section, sectionParams(section))
-		for _, prm := range params {
-			if prm.section != section {
-				continue
+	for _, section := range append([]string{""}, paramSections...) {
+		f := top
+		if section != "" {
+			var ok bool
+			if f, ok = l.mapping(top[section].val, section, sectionKeys(section, false)); !ok {
+				f = nil
 			}
-			fld, has := f[prm.name]
-			path := section + "." + prm.name
+		}
+		for _, prm := range results.SectionParams(section) {
+			fld, has := f[prm.Name]
 			if has && !isNull(fld.val) {
-				if v, ok := l.paramValue(prm, fld.val, path, false); ok {
-					prm.set(&p.Server, &p.Client, v)
+				if v, ok := l.paramValue(prm, fld.val, prm.Path(), false); ok {
+					p.Base.set(prm.Name, v)
 				}
-			} else if section == "server" && (prm.name == "file" || prm.name == "file_size") && ok {
-				at := root
-				if written {
-					at = sf.key
-				}
-				l.errorf(at, path, "required")
 			}
-			base[prm.name] = baseValue{prm.get(&p.Server, &p.Client), resolve(fld.val)}
+			base[prm.Name] = baseValue{p.Base.get(prm.Name), resolve(fld.val)}
 		}
 	}
 	return base
+}
+
+// required reports each required parameter that is neither written nor
+// swept: a swept one needs no base value.
+func (l *loader) required(root *yaml.Node, top map[string]field, p *Plan, base map[string]baseValue) {
+	for _, prm := range results.Params() {
+		if !prm.Required || base[prm.Name].node != nil || p.sweep.has(prm.Name) {
+			continue
+		}
+		at := root
+		if sf, ok := top[prm.Section]; ok && prm.Section != "" {
+			if n := resolve(sf.val); !isNull(n) && n.Kind != yaml.MappingNode {
+				continue // the section itself is wrong, and reported
+			}
+			at = sf.key
+		}
+		l.errorf(at, prm.Path(), "required")
+	}
 }

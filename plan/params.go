@@ -1,155 +1,221 @@
 package plan
 
 import (
-	"slices"
+	"fmt"
 	"strconv"
 	"time"
 
 	"rdmasweep/results"
 )
 
-// kind is how a parameter's value is written and compared.
-type kind int
+// The parameters are results' table (results/schema.go): their names,
+// sections, kinds, defaults, limits, columns and node flags. This file
+// holds how plan stores and compares their values.
 
-const (
-	kindSize     kind = iota // bytes, written "4KiB" or 4096
-	kindInt                  // a plain integer
-	kindEnum                 // one of param.enum
-	kindBool                 // true | false
-	kindDuration             // a Go duration, "5s"
-	kindAbsPath              // an absolute path on the host that uses it
-)
+type param = results.Param
 
 // value holds one parameter value; which field is meaningful depends on
-// the parameter's kind (n for sizes, ints and durations).
+// the parameter's kind: n for sizes, ints (-1: auto) and durations, s for
+// enums, paths and strings, b for bools.
 type value struct {
 	n int64
 	s string
 	b bool
 }
 
-// param describes one field of server: or client:. Its name is unique
-// across both sections and is the name used by sweep, --set, --only and
-// the CSV column stem.
-type param struct {
-	name      string
-	section   string // "server" | "client"
-	kind      kind
-	enum      []string
-	min       int64 // least value for sizes, ints and durations
-	max       int64 // greatest value for ints; 0 = none
-	sweepable bool  // has a CSV column
-	get       func(*ServerParams, *ClientParams) value
-	set       func(*ServerParams, *ClientParams, value)
-}
+// Values are parameter values by name: a plan's base values, a point's, or
+// one host's overrides. They implement results.Values.
+type Values struct{ m map[string]value }
 
-// params lists server: then client: fields, in the order the plan schema
-// documents them. A param is sweepable exactly when it is in sweepable
-// (TestSweepableParams holds the two together).
-var params = []*param{
-	{name: "file", section: "server", kind: kindAbsPath,
-		get: func(s *ServerParams, _ *ClientParams) value { return value{s: s.File} },
-		set: func(s *ServerParams, _ *ClientParams, v value) { s.File = v.s }},
-	{name: "file_size", section: "server", kind: kindSize, min: 1, sweepable: true,
-		get: func(s *ServerParams, _ *ClientParams) value { return value{n: s.FileSize} },
-		set: func(s *ServerParams, _ *ClientParams, v value) { s.FileSize = v.n }},
-	{name: "create", section: "server", kind: kindBool,
-		get: func(s *ServerParams, _ *ClientParams) value { return value{b: s.Create} },
-		set: func(s *ServerParams, _ *ClientParams, v value) { s.Create = v.b }},
-	{name: "cache", section: "server", kind: kindEnum, enum: []string{"cold", "warm"}, sweepable: true,
-		get: func(s *ServerParams, _ *ClientParams) value { return value{s: s.Cache} },
-		set: func(s *ServerParams, _ *ClientParams, v value) { s.Cache = v.s }},
-	{name: "registration", section: "server", kind: kindEnum, enum: []string{"pinned", "odp"}, sweepable: true,
-		get: func(s *ServerParams, _ *ClientParams) value { return value{s: s.Registration} },
-		set: func(s *ServerParams, _ *ClientParams, v value) { s.Registration = v.s }},
-	{name: "port", section: "server", kind: kindInt, min: 0, max: 65535,
-		get: func(s *ServerParams, _ *ClientParams) value { return value{n: int64(s.Port)} },
-		set: func(s *ServerParams, _ *ClientParams, v value) { s.Port = int(v.n) }},
+// Int is a size in bytes, an integer (-1 for auto) or a duration in
+// nanoseconds.
+func (v Values) Int(name string) int64 { return v.get(name).n }
 
-	{name: "block_size", section: "client", kind: kindSize, min: 1, sweepable: true,
-		get: func(_ *ServerParams, c *ClientParams) value { return value{n: c.BlockSize} },
-		set: func(_ *ServerParams, c *ClientParams, v value) { c.BlockSize = v.n }},
-	{name: "queue_depth", section: "client", kind: kindInt, min: 1, max: 1 << 20, sweepable: true,
-		get: func(_ *ServerParams, c *ClientParams) value { return value{n: int64(c.QueueDepth)} },
-		set: func(_ *ServerParams, c *ClientParams, v value) { c.QueueDepth = int(v.n) }},
-	{name: "qps", section: "client", kind: kindInt, min: 1, max: 1 << 16, sweepable: true,
-		get: func(_ *ServerParams, c *ClientParams) value { return value{n: int64(c.QPs)} },
-		set: func(_ *ServerParams, c *ClientParams, v value) { c.QPs = int(v.n) }},
-	{name: "pattern", section: "client", kind: kindEnum, enum: []string{"sequential", "random"}, sweepable: true,
-		get: func(_ *ServerParams, c *ClientParams) value { return value{s: c.Pattern} },
-		set: func(_ *ServerParams, c *ClientParams, v value) { c.Pattern = v.s }},
-	{name: "total", section: "client", kind: kindSize, min: 0, sweepable: true,
-		get: func(_ *ServerParams, c *ClientParams) value { return value{n: c.Total} },
-		set: func(_ *ServerParams, c *ClientParams, v value) { c.Total = v.n }},
-	{name: "duration", section: "client", kind: kindDuration, min: 0, sweepable: true,
-		get: func(_ *ServerParams, c *ClientParams) value { return value{n: int64(c.Duration)} },
-		set: func(_ *ServerParams, c *ClientParams, v value) { c.Duration = time.Duration(v.n) }},
-	{name: "warmup", section: "client", kind: kindDuration, min: 0, sweepable: true,
-		get: func(_ *ServerParams, c *ClientParams) value { return value{n: int64(c.Warmup)} },
-		set: func(_ *ServerParams, c *ClientParams, v value) { c.Warmup = time.Duration(v.n) }},
-	{name: "verify", section: "client", kind: kindBool,
-		get: func(_ *ServerParams, c *ClientParams) value { return value{b: c.Verify} },
-		set: func(_ *ServerParams, c *ClientParams, v value) { c.Verify = v.b }},
-}
+// Str is an enum, path or string value.
+func (v Values) Str(name string) string { return v.get(name).s }
 
-// paramByName finds a server: or client: field by its name.
-func paramByName(name string) *param {
-	for _, p := range params {
-		if p.name == name {
-			return p
-		}
+// Bool is a bool value.
+func (v Values) Bool(name string) bool { return v.get(name).b }
+
+// Duration is a duration value.
+func (v Values) Duration(name string) time.Duration { return time.Duration(v.get(name).n) }
+
+// get panics on a name that is no parameter: that is a typo in the code,
+// which every test that touches the call finds.
+func (v Values) get(name string) value {
+	x, ok := v.m[name]
+	if !ok && results.ParamByName(name) == nil {
+		panic("plan: no parameter " + strconv.Quote(name))
 	}
-	return nil
+	return x
 }
 
-// sectionParams returns the fields of one section, in table order.
-func sectionParams(section string) []string {
+func (v Values) set(name string, x value) { v.m[name] = x }
+
+func (v Values) clone() Values {
+	m := make(map[string]value, len(v.m))
+	for k, x := range v.m {
+		m[k] = x
+	}
+	return Values{m}
+}
+
+// with returns v with each of over's values laid over it.
+func (v Values) with(over Values) Values {
+	out := v.clone()
+	for k, x := range over.m {
+		out.m[k] = x
+	}
+	return out
+}
+
+// one is a single value seen as results.Values, to format it.
+type one struct {
+	name string
+	v    value
+}
+
+func (o one) Int(string) int64        { return o.v.n }
+func (o one) Str(string) string       { return o.v.s }
+func (o one) Bool(string) bool        { return o.v.b }
+func format(p *param, v value) string { return p.Format(one{p.Name, v}) }
+
+// defaults holds every parameter's default value; required ones are zero
+// until a plan gives them.
+var defaults = func() Values {
+	d := Values{map[string]value{}}
+	for _, p := range results.Params() {
+		v, err := parseDefault(p)
+		if err != nil {
+			panic(fmt.Sprintf("plan: parameter %s: default %q: %v", p.Name, p.Default, err))
+		}
+		d.m[p.Name] = v
+	}
+	return d
+}()
+
+// parseDefault reads a parameter's default as a plan would write it.
+func parseDefault(p *param) (value, error) {
+	if p.Required || p.Default == "" {
+		if p.Auto {
+			return value{n: -1}, nil
+		}
+		return value{}, nil
+	}
+	switch p.Kind {
+	case results.KindSize:
+		n, err := results.ParseSize(p.Default)
+		return value{n: n}, err
+	case results.KindInt:
+		n, err := strconv.ParseInt(p.Default, 10, 64)
+		return value{n: n}, err
+	case results.KindDuration:
+		d, err := time.ParseDuration(p.Default)
+		return value{n: int64(d)}, err
+	case results.KindBool:
+		b, err := strconv.ParseBool(p.Default)
+		return value{b: b}, err
+	}
+	return value{s: p.Default}, nil
+}
+
+// canonical is v as it appears in a point key's JSON: sizes and ints as
+// numbers (auto as null), durations as Go duration strings.
+func canonical(p *param, v value) any {
+	switch p.Kind {
+	case results.KindSize, results.KindInt:
+		if p.Auto && v.n < 0 {
+			return nil
+		}
+		return v.n
+	case results.KindBool:
+		return v.b
+	case results.KindDuration:
+		return time.Duration(v.n).String()
+	}
+	return v.s
+}
+
+// paramByName finds a parameter by its name.
+func paramByName(name string) *param { return results.ParamByName(name) }
+
+// sectionKeys names the fields of a plan section that are parameters.
+func sectionKeys(section string, perHostOnly bool) []string {
 	var names []string
-	for _, p := range params {
-		if p.section == section {
-			names = append(names, p.name)
+	for _, p := range results.SectionParams(section) {
+		if !perHostOnly || p.PerHost {
+			names = append(names, p.Name)
 		}
 	}
 	return names
 }
 
-// sweepable is SweepableParams' list: the parameters with a CSV column, in
-// the CSV's column order.
-var sweepable = []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup"}
+// paramSections are the plan sections that hold parameters, besides the
+// top level.
+var paramSections = []string{"server", "client", "rdma"}
 
-// SweepableParams lists the parameter names that have a CSV column, in CSV
-// order (file_size_bytes, block_size_bytes, queue_depth, ...). Only these
-// may appear in sweep.zip and sweep.matrix.
-func SweepableParams() []string { return slices.Clone(sweepable) }
-
-// format renders v for people: sizes in exact binary units, durations as
-// Go strings.
-func (p *param) format(v value) string {
-	switch p.kind {
-	case kindSize:
-		return results.FormatSize(v.n)
-	case kindInt:
-		return strconv.FormatInt(v.n, 10)
-	case kindBool:
-		return strconv.FormatBool(v.b)
-	case kindDuration:
-		return time.Duration(v.n).String()
-	default:
-		return v.s
+// hostSections are the sections a host may override.
+var hostSections = func() []string {
+	var out []string
+	for _, s := range paramSections {
+		if len(sectionKeys(s, true)) > 0 {
+			out = append(out, s)
+		}
 	}
+	return out
+}()
+
+// isInt reports whether p's value is read and compared as a number.
+func isInt(p *param) bool {
+	return p.Kind == results.KindSize || p.Kind == results.KindInt
 }
 
-// canonical is v as it appears in a point key's JSON: sizes as integer
-// bytes, durations as Go duration strings.
-func (p *param) canonical(v value) any {
-	switch p.kind {
-	case kindSize, kindInt:
-		return v.n
-	case kindBool:
-		return v.b
-	case kindDuration:
-		return time.Duration(v.n).String()
-	default:
-		return v.s
+func unitWord(p *param) string {
+	if p.Kind == results.KindSize {
+		return " of bytes"
 	}
+	return ""
+}
+
+// With returns a copy of v with parameter name set to x: an int or int64
+// for sizes and ints, a time.Duration for durations, a string for enums,
+// paths and strings, a bool for bools. It panics when name or x's type
+// does not fit the parameter: that is a bug in the caller. Values it
+// makes are not validated; runner check uses it for its probe point.
+func (v Values) With(name string, x any) Values {
+	p := paramByName(name)
+	var val value
+	switch x := x.(type) {
+	case int:
+		val.n = int64(x)
+	case int64:
+		val.n = x
+	case time.Duration:
+		val.n = int64(x)
+	case string:
+		val.s = x
+	case bool:
+		val.b = x
+	}
+	ok := p != nil
+	if ok {
+		switch x.(type) {
+		case int, int64:
+			ok = isInt(p)
+		case time.Duration:
+			ok = p.Kind == results.KindDuration
+		case string:
+			ok = p.Kind == results.KindEnum || p.Kind == results.KindPath || p.Kind == results.KindString
+		case bool:
+			ok = p.Kind == results.KindBool
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		panic(fmt.Sprintf("plan: Values.With(%q, %T) does not fit the parameter", name, x))
+	}
+	out := v.clone()
+	out.set(name, val)
+	return out
 }

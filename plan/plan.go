@@ -6,6 +6,11 @@
 // the sweep into Points, each with a stable key that the runner uses to
 // match CSV rows across runs.
 //
+// The parameters (the fields of server:, client:, rdma: and the top level's
+// transport) are results' schema: their names, types, defaults and limits
+// come from there, and a point holds their values by name (Values). The
+// other fields (hosts, ssh, node, timeouts, output) are this package's.
+//
 // The plan is parsed into a yaml.Node tree and walked by hand: yaml.v3's
 // strict decoding loses positions and field paths, and stops at the first
 // duplicate key.
@@ -32,24 +37,25 @@ type Options struct {
 	NodeBinary string
 }
 
-// Plan is a loaded, validated plan with defaults filled in. Server and
-// Client hold the base values; Expand applies the sweep over them.
+// Plan is a loaded, validated plan with defaults filled in. Base holds
+// the parameters' values before the sweep; Expand applies the sweep over
+// them.
 type Plan struct {
 	Path, Name, Description string
 	Source                  []byte // the raw file bytes
 	Hosts                   Hosts
 	SSH                     SSH
 	Node                    Node
-	Transport               string // "tcp" | "rdma"
-	RDMA                    RDMA   // plan-level rdma: defaults, before host overrides
-	Server                  ServerParams
-	Client                  ClientParams
+	Base                    Values // every parameter; a swept one holds its default
 	Repeat                  int
 	Timeouts                Timeouts
 	Output                  Output
 
 	sweep sweep
 }
+
+// Transport is the plan's transport.
+func (p *Plan) Transport() string { return p.Base.Str("transport") }
 
 // Hosts are the two roles.
 type Hosts struct{ Server, Client Host }
@@ -62,8 +68,10 @@ type Host struct {
 	IdentityFile string // "~" expanded; "" = not written
 	Jump         string // "[user@]host[:port]"; "" = none
 	DataAddress  string // "" = not written; resolved in Point.Hosts
-	RDMA         RDMA   // hosts.<role>.rdma merged over the plan-level rdma
 	CPUs         string // taskset-style list "0-3,8"; "" = no pinning
+	// Params are the per-host parameters (hosts.<role>.rdma.device, …),
+	// the plan's values with this host's overrides laid over them.
+	Params Values
 }
 
 // IsLocal reports whether the role runs on this machine, without SSH.
@@ -83,35 +91,6 @@ type SSH struct {
 type Node struct {
 	Binary     string // local path; see Options.NodeBinary
 	RemotePath string // absolute; default /var/tmp/rdmasweep/node
-}
-
-// RDMA selects the device; all fields optional.
-type RDMA struct {
-	Device   string // "" = first device
-	IBPort   int    // default 1
-	GIDIndex *int   // nil = auto
-}
-
-// ServerParams are the server: fields.
-type ServerParams struct {
-	File         string // absolute path on the server host (required)
-	FileSize     int64  // bytes, > 0 (required)
-	Create       bool   // default false
-	Cache        string // cold (default) | warm
-	Registration string // pinned (default) | odp
-	Port         int    // 0 (default: any free port) .. 65535
-}
-
-// ClientParams are the client: fields.
-type ClientParams struct {
-	BlockSize  int64         // bytes, default 1MiB
-	QueueDepth int           // default 16
-	QPs        int           // default 1
-	Pattern    string        // sequential (default) | random
-	Total      int64         // bytes per point; 0 (default) = file_size
-	Duration   time.Duration // > 0 reads for this long instead of Total
-	Warmup     time.Duration // default 0
-	Verify     bool          // default false
 }
 
 // Timeouts bound each point.

@@ -56,19 +56,26 @@ func TestDefaults(t *testing.T) {
 	t.Setenv("HOME", "/home/tester")
 	p := mustParse(t, minimalYAML, Options{NodeBinary: "/opt/bin/node"})
 	want := &Plan{
-		Path:      "t.yaml",
-		Name:      "t",
-		Source:    []byte(minimalYAML),
-		Hosts:     Hosts{Server: Host{Address: "local", RDMA: RDMA{IBPort: 1}}, Client: Host{Address: "local", RDMA: RDMA{IBPort: 1}}},
-		SSH:       SSH{KnownHosts: "/home/tester/.ssh/known_hosts", HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second, KeepaliveInterval: 15 * time.Second},
-		Node:      Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep/node"},
-		Transport: "tcp",
-		RDMA:      RDMA{IBPort: 1},
-		Server:    ServerParams{File: "/tmp/t.dat", FileSize: 64 << 20, Cache: "cold", Registration: "pinned"},
-		Client:    ClientParams{BlockSize: 1 << 20, QueueDepth: 16, QPs: 1, Pattern: "sequential"},
-		Repeat:    1,
-		Timeouts:  Timeouts{Ready: 2 * time.Minute, Accept: time.Minute, Point: 10 * time.Minute},
-		Output:    Output{CSV: "out/t.csv", Logs: "out/logs"},
+		Path:     "t.yaml",
+		Name:     "t",
+		Source:   []byte(minimalYAML),
+		Hosts:    Hosts{Server: Host{Address: "local", Params: hostDefaults()}, Client: Host{Address: "local", Params: hostDefaults()}},
+		SSH:      SSH{KnownHosts: "/home/tester/.ssh/known_hosts", HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second, KeepaliveInterval: 15 * time.Second},
+		Node:     Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep/node"},
+		Base:     withValues(defaults, map[string]value{"file": {s: "/tmp/t.dat"}, "file_size": {n: 64 << 20}}),
+		Repeat:   1,
+		Timeouts: Timeouts{Ready: 2 * time.Minute, Accept: time.Minute, Point: 10 * time.Minute},
+		Output:   Output{CSV: "out/t.csv", Logs: "out/logs"},
+	}
+	// The defaults, spelled out as a user reads them in docs/plan.md.
+	for name, want := range map[string]string{
+		"transport": "tcp", "cache": "cold", "registration": "pinned", "create": "false", "port": "0",
+		"block_size": "1MiB", "queue_depth": "16", "qps": "1", "pattern": "sequential", "total": "0",
+		"duration": "0s", "warmup": "0s", "verify": "false", "device": "", "ib_port": "1", "gid_index": "auto",
+	} {
+		if got := format(paramByName(name), defaults.get(name)); got != want {
+			t.Errorf("default %s = %q, want %q", name, got, want)
+		}
 	}
 	p.sweep = sweep{}
 	if !reflect.DeepEqual(p, want) {
@@ -95,10 +102,11 @@ func TestFullSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gid := 3
 	wantServer := Host{Address: "10.0.0.1", Port: 22, User: "alice", IdentityFile: "/home/alice/.ssh/id_ed25519",
-		Jump: "alice@bastion:22", DataAddress: "192.168.100.1", RDMA: RDMA{Device: "mlx5_1", IBPort: 1, GIDIndex: &gid}, CPUs: "0-3,8"}
-	wantClient := Host{Address: "10.0.0.2", User: "alice", RDMA: RDMA{Device: "mlx5_0", IBPort: 1, GIDIndex: &gid}}
+		Jump: "alice@bastion:22", DataAddress: "192.168.100.1", CPUs: "0-3,8",
+		Params: withValues(hostDefaults(), map[string]value{"device": {s: "mlx5_1"}, "gid_index": {n: 3}})}
+	wantClient := Host{Address: "10.0.0.2", User: "alice",
+		Params: withValues(hostDefaults(), map[string]value{"device": {s: "mlx5_0"}, "gid_index": {n: 3}})}
 	if !reflect.DeepEqual(p.Hosts.Server, wantServer) {
 		t.Errorf("server host:\ngot  %+v\nwant %+v", p.Hosts.Server, wantServer)
 	}
@@ -111,8 +119,8 @@ func TestFullSchema(t *testing.T) {
 	if p.Node != (Node{Binary: "bin/node", RemotePath: "/opt/rdmasweep/node"}) {
 		t.Errorf("node = %+v; a written node.binary must win over Options.NodeBinary", p.Node)
 	}
-	if p.Transport != "rdma" || p.Description != "free text" || p.Name != "ssd-sweep" {
-		t.Errorf("transport, description, name = %q, %q, %q", p.Transport, p.Description, p.Name)
+	if p.Transport() != "rdma" || p.Description != "free text" || p.Name != "ssd-sweep" {
+		t.Errorf("transport, description, name = %q, %q, %q", p.Transport(), p.Description, p.Name)
 	}
 	if p.SSH.KnownHosts != "/home/alice/.ssh/known_hosts" {
 		t.Errorf("known_hosts = %q, want ~ expanded", p.SSH.KnownHosts)
@@ -122,10 +130,10 @@ func TestFullSchema(t *testing.T) {
 		t.Fatalf("got %d points, want 2 caches x 13 block sizes", len(pts))
 	}
 	first, last := pts[0], pts[25]
-	if first.Server.Cache != "cold" || first.Client.BlockSize != 16<<20 || first.Server.FileSize != 4<<30 {
+	if first.Values.Str("cache") != "cold" || first.Values.Int("block_size") != 16<<20 || first.Values.Int("file_size") != 4<<30 {
 		t.Errorf("first point = %v, want cold, 16MiB, 4GiB", swept(pts[:1]))
 	}
-	if last.Server.Cache != "warm" || last.Client.BlockSize != 4<<10 || last.Server.FileSize != 1<<20 {
+	if last.Values.Str("cache") != "warm" || last.Values.Int("block_size") != 4<<10 || last.Values.Int("file_size") != 1<<20 {
 		t.Errorf("last point = %v, want warm, 4KiB, 1MiB", swept(pts[25:]))
 	}
 	if got := first.Hosts.Server.DataAddress; got != "192.168.100.1" {
@@ -147,7 +155,7 @@ func TestOrder(t *testing.T) {
 		p := mustParse(t, minimalYAML+body, Options{})
 		var got []string
 		for _, pt := range mustExpand(t, p, ExpandOptions{}) {
-			got = append(got, fmt.Sprintf("%s/%s/%s/%d", pt.Server.Cache, pt.Client.Pattern, results.FormatSize(pt.Client.BlockSize), pt.Client.QueueDepth))
+			got = append(got, fmt.Sprintf("%s/%s/%s/%d", pt.Values.Str("cache"), pt.Values.Str("pattern"), results.FormatSize(pt.Values.Int("block_size")), pt.Values.Int("queue_depth")))
 		}
 		want := []string{
 			"cold/sequential/4KiB/1", "cold/sequential/8KiB/2", "cold/random/4KiB/1", "cold/random/8KiB/2",
@@ -234,33 +242,33 @@ sweep:
 		check func(*Plan, []Point) string
 	}{
 		{"parameter", []string{"queue_depth=32"}, func(p *Plan, pts []Point) string {
-			if p.Client.QueueDepth != 32 || pts[0].Client.QueueDepth != 32 {
-				return fmt.Sprint("queue_depth ", p.Client.QueueDepth)
+			if p.Base.Int("queue_depth") != 32 || pts[0].Values.Int("queue_depth") != 32 {
+				return fmt.Sprint("queue_depth ", p.Base.Int("queue_depth"))
 			}
 			return ""
 		}},
 		{"section path", []string{"client.queue_depth=8", "server.create=true"}, func(p *Plan, _ []Point) string {
-			if p.Client.QueueDepth != 8 || !p.Server.Create {
-				return fmt.Sprintf("%+v %+v", p.Client, p.Server)
+			if p.Base.Int("queue_depth") != 8 || !p.Base.Bool("create") {
+				return fmt.Sprintf("%+v", p.Base)
 			}
 			return ""
 		}},
 		{"swept matrix parameter replaces its sweep", []string{"cache=warm"}, func(p *Plan, pts []Point) string {
-			if got := swept(pts); len(pts) != 3 || pts[0].Server.Cache != "warm" || strings.Contains(strings.Join(got, " "), "cache") {
+			if got := swept(pts); len(pts) != 3 || pts[0].Values.Str("cache") != "warm" || strings.Contains(strings.Join(got, " "), "cache") {
 				return fmt.Sprint(got)
 			}
 			return ""
 		}},
 		{"swept size in bytes", []string{"total=1048576", "block_size=64KiB"}, func(p *Plan, pts []Point) string {
-			if len(pts) != 2 || pts[0].Client.BlockSize != 64<<10 || pts[0].Client.Total != 1<<20 {
+			if len(pts) != 2 || pts[0].Values.Int("block_size") != 64<<10 || pts[0].Values.Int("total") != 1<<20 {
 				return fmt.Sprint(swept(pts))
 			}
 			return ""
 		}},
 		{"dotted paths", []string{"ssh.connect_timeout=5s", "hosts.server.address=10.1.1.1", "hosts.server.port=2222", "hosts.client.rdma.gid_index=1", "timeouts.point=20m", "verify=true", "description=a b"}, func(p *Plan, _ []Point) string {
 			if p.SSH.ConnectTimeout != 5*time.Second || p.Hosts.Server.Address != "10.1.1.1" || p.Hosts.Server.Port != 2222 ||
-				p.Hosts.Client.RDMA.GIDIndex == nil || *p.Hosts.Client.RDMA.GIDIndex != 1 || p.Hosts.Server.RDMA.GIDIndex != nil ||
-				p.Timeouts.Point != 20*time.Minute || !p.Client.Verify || p.Description != "a b" {
+				p.Hosts.Client.Params.Int("gid_index") != 1 || p.Hosts.Server.Params.Int("gid_index") != -1 ||
+				p.Timeouts.Point != 20*time.Minute || !p.Base.Bool("verify") || p.Description != "a b" {
 				return fmt.Sprintf("%+v", p)
 			}
 			return ""
@@ -272,8 +280,8 @@ sweep:
 			return ""
 		}},
 		{"creates missing sections", []string{"rdma.device=mlx5_2", "output.csv=~/r.csv"}, func(p *Plan, _ []Point) string {
-			if p.Hosts.Server.RDMA.Device != "mlx5_2" || p.Output.CSV != "/home/setter/r.csv" {
-				return fmt.Sprintf("%+v %+v", p.Hosts.Server.RDMA, p.Output)
+			if p.Hosts.Server.Params.Str("device") != "mlx5_2" || p.Output.CSV != "/home/setter/r.csv" {
+				return fmt.Sprintf("%+v %+v", p.Hosts.Server.Params, p.Output)
 			}
 			return ""
 		}},
@@ -394,20 +402,27 @@ func TestKeys(t *testing.T) {
 
 func TestSweepableParams(t *testing.T) {
 	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup"}
-	if got := SweepableParams(); !slices.Equal(got, want) {
+	if got := results.SweepableParams(); !slices.Equal(got, want) {
 		t.Errorf("SweepableParams = %v, want the CSV order %v", got, want)
 	}
-	var flagged []string
-	for _, p := range params {
-		if p.sweepable {
-			flagged = append(flagged, p.name)
-		}
+}
+
+// withValues is v with some values replaced.
+func withValues(v Values, set map[string]value) Values {
+	out := v.clone()
+	for k, x := range set {
+		out.set(k, x)
 	}
-	slices.Sort(flagged)
-	slices.Sort(want)
-	if !slices.Equal(flagged, want) {
-		t.Errorf("params marked sweepable %v, want %v", flagged, want)
+	return out
+}
+
+// hostDefaults are a host's per-host parameters at their defaults.
+func hostDefaults() Values {
+	h := Values{map[string]value{}}
+	for _, name := range sectionKeys("rdma", true) {
+		h.set(name, defaults.get(name))
 	}
+	return h
 }
 
 func TestErrorFormat(t *testing.T) {
@@ -506,8 +521,8 @@ func TestSetThenOnly(t *testing.T) {
 		t.Fatalf("--set queue_depth=4 --only block_size=2MiB: %v", got)
 	}
 	for _, pt := range pts {
-		if pt.Client.QueueDepth != 4 {
-			t.Errorf("point %v: queue_depth %d, want the --set 4", pt.Swept, pt.Client.QueueDepth)
+		if pt.Values.Int("queue_depth") != 4 {
+			t.Errorf("point %v: queue_depth %d, want the --set 4", pt.Swept, pt.Values.Int("queue_depth"))
 		}
 	}
 	// --set a swept parameter: it leaves the sweep, so --only on it matches

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func TestCheckedInPlans(t *testing.T) {
 					t.Errorf("points %d and %d share key %s", j, pt.Index, pt.Key)
 				}
 				keys[pt.Key] = pt.Index
-				if pt.Client.Duration == 0 && pt.ExpectedReads() < 1000 {
+				if pt.Values.Duration("duration") == 0 && pt.ExpectedReads() < 1000 {
 					t.Errorf("point %d %v makes %d reads; the runner warns below 1000", pt.Index, pt.Swept, pt.ExpectedReads())
 				}
 			}
@@ -51,23 +52,23 @@ func TestLoopbackPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.Hosts.Server.IsLocal() || !p.Hosts.Client.IsLocal() || p.Transport != "tcp" {
-		t.Errorf("loopback must be two local roles over tcp: %+v, %s", p.Hosts, p.Transport)
+	if !p.Hosts.Server.IsLocal() || !p.Hosts.Client.IsLocal() || p.Transport() != "tcp" {
+		t.Errorf("loopback must be two local roles over tcp: %+v, %s", p.Hosts, p.Transport())
 	}
-	if !strings.HasPrefix(p.Server.File, "/tmp/") || !p.Server.Create {
-		t.Errorf("loopback file %q (create %v): want a created file under /tmp", p.Server.File, p.Server.Create)
+	if !strings.HasPrefix(p.Base.Str("file"), "/tmp/") || !p.Base.Bool("create") {
+		t.Errorf("loopback file %q (create %v): want a created file under /tmp", p.Base.Str("file"), p.Base.Bool("create"))
 	}
 	pts, err := Expand(p, ExpandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first, last := pts[0].Client.BlockSize, pts[len(pts)-1].Client.BlockSize; first != 4<<20 || last != 4<<10 || len(pts) != 11 {
+	if first, last := pts[0].Values.Int("block_size"), pts[len(pts)-1].Values.Int("block_size"); first != 4<<20 || last != 4<<10 || len(pts) != 11 {
 		t.Errorf("block sizes %s..%s in %d points, want 4MiB..4KiB in 11", results.FormatSize(first), results.FormatSize(last), len(pts))
 	}
 	// "Runs in seconds": bound the bytes moved over loopback.
 	var bytes int64
 	for _, pt := range pts {
-		bytes += pt.Client.Total
+		bytes += pt.Values.Int("total")
 	}
 	if bytes == 0 || bytes > 16<<30 {
 		t.Errorf("loopback reads %s in all; want a bounded, non-zero total", results.FormatSize(bytes))
@@ -82,8 +83,8 @@ func TestSSDSweepPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Transport != "rdma" || !strings.Contains(string(p.Source), "EDIT") {
-		t.Errorf("ssd-sweep: transport %s; placeholders marked EDIT: %v", p.Transport, strings.Contains(string(p.Source), "EDIT"))
+	if p.Transport() != "rdma" || !strings.Contains(string(p.Source), "EDIT") {
+		t.Errorf("ssd-sweep: transport %s; placeholders marked EDIT: %v", p.Transport(), strings.Contains(string(p.Source), "EDIT"))
 	}
 	pts, err := Expand(p, ExpandOptions{})
 	if err != nil {
@@ -91,18 +92,36 @@ func TestSSDSweepPlan(t *testing.T) {
 	}
 	var prev Point
 	for i, pt := range pts {
-		if pt.Client.Duration == 0 && pt.ExpectedReads() < 4096 {
+		if pt.Values.Duration("duration") == 0 && pt.ExpectedReads() < 4096 {
 			t.Errorf("point %v reads only %d blocks", pt.Swept, pt.ExpectedReads())
 		}
-		if i%13 != 0 && (pt.Client.BlockSize*2 != prev.Client.BlockSize || pt.Server.FileSize*2 != prev.Server.FileSize) {
+		if i%13 != 0 && (pt.Values.Int("block_size")*2 != prev.Values.Int("block_size") || pt.Values.Int("file_size")*2 != prev.Values.Int("file_size")) {
 			t.Errorf("point %v does not halve block_size and file_size in step after %v", pt.Swept, prev.Swept)
 		}
 		prev = pt
 	}
-	if len(pts) != 26 || pts[0].Client.BlockSize != 16<<20 || pts[12].Client.BlockSize != 4<<10 || pts[0].Server.FileSize != 4<<30 {
+	if len(pts) != 26 || pts[0].Values.Int("block_size") != 16<<20 || pts[12].Values.Int("block_size") != 4<<10 || pts[0].Values.Int("file_size") != 4<<30 {
 		t.Errorf("got %d points from %v to %v; want 2 caches x 16MiB..4KiB zipped with 4GiB halving", len(pts), pts[0].Swept, pts[len(pts)-1].Swept)
 	}
-	if pts[0].Server.Cache != "cold" || pts[13].Server.Cache != "warm" {
+	if pts[0].Values.Str("cache") != "cold" || pts[13].Values.Str("cache") != "warm" {
 		t.Error("cache is not the outer loop, cold first")
+	}
+}
+
+// TestDocsNameEveryField holds docs/plan.md to the loader: every field a
+// plan may write (the --set vocabulary) is named there.
+func TestDocsNameEveryField(t *testing.T) {
+	doc, err := os.ReadFile("../docs/plan.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range setPaths {
+		name := strings.Replace(strings.Replace(path, "hosts.server.", "hosts.<role>.", 1), "hosts.client.", "hosts.<role>.", 1)
+		if strings.HasSuffix(path, ".data_address") {
+			name = "hosts.server.data_address" // where the client dials; the client's own is unused
+		}
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/plan.md does not name `%s`", name)
+		}
 	}
 }

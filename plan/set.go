@@ -5,27 +5,26 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"rdmasweep/results"
 )
 
 // setPaths lists every dotted path --set accepts besides bare parameter
 // names. Sweep itself is not settable: --set picks one value, it does not
 // describe a sweep.
 var setPaths = func() []string {
-	paths := []string{"name", "description", "transport", "repeat"}
+	paths := []string{"name", "description", "repeat"}
 	for _, k := range sshKeys {
 		paths = append(paths, "ssh."+k)
 	}
 	for _, k := range nodeKeys {
 		paths = append(paths, "node."+k)
 	}
-	for _, k := range rdmaKeys {
-		paths = append(paths, "rdma."+k)
-	}
 	for _, role := range roleKeys {
 		for _, k := range hostKeys {
-			if k == "rdma" {
-				for _, r := range rdmaKeys {
-					paths = append(paths, "hosts."+role+".rdma."+r)
+			if slices.Contains(hostSections, k) {
+				for _, name := range sectionKeys(k, true) {
+					paths = append(paths, "hosts."+role+"."+k+"."+name)
 				}
 				continue
 			}
@@ -38,8 +37,8 @@ var setPaths = func() []string {
 	for _, k := range outputKeys {
 		paths = append(paths, "output."+k)
 	}
-	for _, p := range params {
-		paths = append(paths, p.section+"."+p.name)
+	for _, p := range results.Params() {
+		paths = append(paths, p.Path())
 	}
 	return paths
 }()
@@ -59,11 +58,11 @@ func (l *loader) applySets(root *yaml.Node, sets []string) map[string]bool {
 		path := name
 		p := paramByName(name)
 		if p != nil {
-			path = p.section + "." + name
+			path = p.Path()
 		} else if !slices.Contains(setPaths, name) {
 			l.errs = append(l.errs, &Error{File: "--set", Path: name, Msg: "unknown parameter or field" + setSuggest(name)})
 			continue
-		} else if sec, pname, ok := strings.Cut(name, "."); ok && (sec == "server" || sec == "client") {
+		} else if sec, pname, ok := strings.Cut(name, "."); ok && slices.Contains(paramSections, sec) {
 			p = paramByName(pname)
 		}
 		var doc yaml.Node
@@ -76,8 +75,8 @@ func (l *loader) applySets(root *yaml.Node, sets []string) map[string]bool {
 			vn = doc.Content[0]
 		}
 		l.origin[vn] = origin{"--set", name}
-		if p != nil && unsweep(root, p.name) {
-			unswept[p.name] = true // only zip matters: see fitZip
+		if p != nil && unsweep(root, p.Name) {
+			unswept[p.Name] = true // only zip matters: see fitZip
 		}
 		setIn(root, strings.Split(path, "."), vn)
 	}
@@ -89,8 +88,8 @@ func (l *loader) applySets(root *yaml.Node, sets []string) map[string]bool {
 func setSuggest(name string) string {
 	names := slices.Clone(setPaths)
 	var pnames []string
-	for _, p := range params {
-		pnames = append(pnames, p.name)
+	for _, p := range results.Params() {
+		pnames = append(pnames, p.Name)
 	}
 	names = append(names, pnames...)
 	if s := suggest(name, names); strings.HasPrefix(s, " (did you mean") {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"rdmasweep/results"
 )
 
 // Sweep rules: sweep.matrix parameters are crossed with each other in the
@@ -34,6 +36,16 @@ type axis struct {
 }
 
 func (a *axis) len() int { return len(a.entries[0].values) }
+
+// has reports whether the sweep varies parameter name.
+func (s sweep) has(name string) bool {
+	for _, p := range s.order {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
 
 // sweepEntry is one swept parameter and its values. nodes[i] is where
 // values[i] was written (the list item, or the range).
@@ -132,22 +144,22 @@ func (l *loader) sweepGroup(n *yaml.Node, group string, seen map[string]*sweepEn
 		p := paramByName(k.Value)
 		switch {
 		case p == nil:
-			l.errorf(k, ppath, "unknown parameter%s", suggest(k.Value, SweepableParams()))
+			l.errorf(k, ppath, "unknown parameter%s", suggest(k.Value, results.SweepableParams()))
 			continue
-		case !p.sweepable:
-			l.errorf(k, ppath, "%s cannot be swept: it has no CSV column (sweepable: %s)", p.name, strings.Join(SweepableParams(), ", "))
+		case !p.Sweep:
+			l.errorf(k, ppath, "%s cannot be swept: it has no CSV column (sweepable: %s)", p.Name, strings.Join(results.SweepableParams(), ", "))
 			continue
 		}
-		if prev, dup := seen[p.name]; dup {
+		if prev, dup := seen[p.Name]; dup {
 			if prev.group == group {
 				l.errorf(k, ppath, "duplicate key (first at line %d)", prev.key.Line)
 			} else {
-				l.errorf(k, ppath, "%s is swept in both sweep.zip and sweep.matrix", p.name)
+				l.errorf(k, ppath, "%s is swept in both sweep.zip and sweep.matrix", p.Name)
 			}
 			continue
 		}
 		e := &sweepEntry{p: p, group: group, key: k}
-		seen[p.name] = e
+		seen[p.Name] = e
 		if l.sweepValues(e, v, ppath) {
 			entries = append(entries, e)
 		}
@@ -175,7 +187,7 @@ func (l *loader) sweepValues(e *sweepEntry, n *yaml.Node, path string) bool {
 	case yaml.MappingNode:
 		return l.rangeValues(e, n, path)
 	default:
-		l.errorf(n, path, "must be a list of values or a range {from, to, factor} (got %s); a single value belongs in %s:", describe(n), e.p.section)
+		l.errorf(n, path, "must be a list of values or a range {from, to, factor} (got %s); a single value belongs in %s:", describe(n), e.p.Section)
 		return false
 	}
 }
@@ -184,15 +196,15 @@ func (l *loader) sweepValues(e *sweepEntry, n *yaml.Node, path string) bool {
 // so "lands on to" and "whole number" mean exactly that.
 func (l *loader) rangeValues(e *sweepEntry, n *yaml.Node, path string) bool {
 	p := e.p
-	if p.kind != kindSize && p.kind != kindInt {
-		l.errorf(n, path, "a range needs a size or integer parameter; list the values of %s instead", p.name)
+	if !isInt(p) {
+		l.errorf(n, path, "a range needs a size or integer parameter; list the values of %s instead", p.Name)
 		return false
 	}
 	f, ok := l.mapping(n, path, []string{"from", "to", "factor"})
 	if !ok {
 		return false
 	}
-	lo := max(p.min, 1) // a range of zeros would never move
+	lo := max(p.Min, 1) // a range of zeros would never move
 	read := func(key string) (int64, *yaml.Node, bool) {
 		fn, ok := l.scalar(f[key].val, path+"."+key, "a single value")
 		if !ok {
@@ -207,11 +219,11 @@ func (l *loader) rangeValues(e *sweepEntry, n *yaml.Node, path string) bool {
 			}
 			return 0, nil, false
 		}
-		if p.kind == kindSize {
+		if p.Kind == results.KindSize {
 			v, ok := l.sizeValue(fn, path+"."+key, lo)
 			return v, fn, ok
 		}
-		v, ok := l.intValue(fn, path+"."+key, lo, p.max)
+		v, ok := l.intValue(fn, path+"."+key, lo, p.Max)
 		return v, fn, ok
 	}
 	from, fromNode, okFrom := read("from")
@@ -235,7 +247,7 @@ func (l *loader) rangeValues(e *sweepEntry, n *yaml.Node, path string) bool {
 	}
 	up := factor.Cmp(big.NewRat(1, 1)) > 0
 	if (up && from > to) || (!up && from < to) {
-		l.errorf(factorNode, path+".factor", "factor %s moves from %s away from to %s", factorNode.Value, p.format(value{n: from}), p.format(value{n: to}))
+		l.errorf(factorNode, path+".factor", "factor %s moves from %s away from to %s", factorNode.Value, format(p, value{n: from}), format(p, value{n: to}))
 		return false
 	}
 	cur := new(big.Rat).SetInt64(from)
@@ -247,12 +259,12 @@ func (l *loader) rangeValues(e *sweepEntry, n *yaml.Node, path string) bool {
 		cur.Mul(cur, factor)
 		if !cur.IsInt() {
 			l.errorf(factorNode, path+".factor", "%s × %s is %s, not a whole number%s; the range must land on whole values",
-				p.format(value{n: prev}), factorNode.Value, cur.FloatString(3), p.unitWord())
+				format(p, value{n: prev}), factorNode.Value, cur.FloatString(3), unitWord(p))
 			return false
 		}
 		if (up && cur.Cmp(want) > 0) || (!up && cur.Cmp(want) < 0) {
 			l.errorf(toNode, path+".to", "range does not land on to: from %s by factor %s goes %s then %s",
-				p.format(value{n: from}), factorNode.Value, p.format(value{n: prev}), ratFormat(p, cur))
+				format(p, value{n: from}), factorNode.Value, format(p, value{n: prev}), ratFormat(p, cur))
 			return false
 		}
 		if len(e.values) >= maxRangeValues {
@@ -265,17 +277,10 @@ func (l *loader) rangeValues(e *sweepEntry, n *yaml.Node, path string) bool {
 	return true
 }
 
-func (p *param) unitWord() string {
-	if p.kind == kindSize {
-		return " of bytes"
-	}
-	return ""
-}
-
 // ratFormat formats a whole rational that may not fit in an int64.
 func ratFormat(p *param, r *big.Rat) string {
 	if r.Num().IsInt64() {
-		return p.format(value{n: r.Num().Int64()})
+		return format(p, value{n: r.Num().Int64()})
 	}
 	return r.Num().String()
 }
@@ -336,8 +341,8 @@ func (l *loader) fitZip(zip *axis, unswept map[string]bool) {
 			continue
 		}
 		if len(e.values) != len(ref.values) {
-			l.errorf(e.key, "sweep.zip."+e.p.name, "has %d values, but sweep.zip.%s has %d; zip parameters advance together, so their lengths must match",
-				len(e.values), ref.p.name, len(ref.values))
+			l.errorf(e.key, "sweep.zip."+e.p.Name, "has %d values, but sweep.zip.%s has %d; zip parameters advance together, so their lengths must match",
+				len(e.values), ref.p.Name, len(ref.values))
 		}
 	}
 	var keep []*sweepEntry
@@ -353,7 +358,7 @@ func (l *loader) fitZip(zip *axis, unswept map[string]bool) {
 			if len(unswept) > 0 {
 				why = fmt.Sprintf(" (--set replaced the sweep of %s)", strings.Join(sortedKeys(unswept), ", "))
 			}
-			l.errorf(e.open.node, "sweep.zip."+e.p.name, "a range without to takes its length from the other zip parameters, but none has a length%s", why)
+			l.errorf(e.open.node, "sweep.zip."+e.p.Name, "a range without to takes its length from the other zip parameters, but none has a length%s", why)
 			continue
 		}
 		if l.fillOpen(e, len(ref.values)) {
@@ -366,11 +371,11 @@ func (l *loader) fitZip(zip *axis, unswept map[string]bool) {
 // fillOpen generates n values of an open range.
 func (l *loader) fillOpen(e *sweepEntry, n int) bool {
 	o, p := e.open, e.p
-	path := "sweep.zip." + p.name
+	path := "sweep.zip." + p.Name
 	cur := new(big.Rat).SetInt64(o.from)
 	limit := new(big.Rat).SetInt64(math.MaxInt64)
-	if p.max > 0 {
-		limit.SetInt64(p.max)
+	if p.Max > 0 {
+		limit.SetInt64(p.Max)
 	}
 	for i := 0; i < n; i++ {
 		if i > 0 {
@@ -378,11 +383,11 @@ func (l *loader) fillOpen(e *sweepEntry, n int) bool {
 			cur.Mul(cur, o.factor)
 			if !cur.IsInt() {
 				l.errorf(o.factorNode, path+".factor", "%s × %s is %s, not a whole number%s; the range must give whole values for all %d zip positions",
-					p.format(value{n: prev}), o.factorNode.Value, cur.FloatString(3), p.unitWord(), n)
+					format(p, value{n: prev}), o.factorNode.Value, cur.FloatString(3), unitWord(p), n)
 				return false
 			}
 			if cur.Cmp(limit) > 0 {
-				l.errorf(o.factorNode, path+".factor", "the range grows past %s within the %d zip positions", p.format(value{n: limit.Num().Int64()}), n)
+				l.errorf(o.factorNode, path+".factor", "the range grows past %s within the %d zip positions", format(p, value{n: limit.Num().Int64()}), n)
 				return false
 			}
 		}
@@ -400,14 +405,14 @@ func (l *loader) checkDistinct(a *axis) {
 	for i := 0; i < a.len(); i++ {
 		var parts []string
 		for _, e := range a.entries {
-			parts = append(parts, e.p.format(e.values[i]))
+			parts = append(parts, format(e.p, e.values[i]))
 		}
 		k := strings.Join(parts, ", ")
 		if j, dup := seen[k]; dup {
 			e := a.entries[0]
 			path := "sweep." + e.group
 			if e.group == "matrix" {
-				path += "." + e.p.name
+				path += "." + e.p.Name
 				l.errorf(e.nodes[i], path, "value %s is listed twice", k)
 			} else {
 				l.errorf(e.key, path, "positions %d and %d are the same point (%s)", j+1, i+1, k)

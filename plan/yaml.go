@@ -392,7 +392,7 @@ func (l *loader) paramValue(p *param, n *yaml.Node, path string, inSweep bool) (
 		if inSweep {
 			l.errorf(n, path, "must be a single value (got %s)", describe(n))
 		} else {
-			l.errorf(n, path, "must be a single value (got %s); only sweep sweeps: to vary %s, use sweep.matrix.%s or sweep.zip.%s", describe(n), p.name, p.name, p.name)
+			l.errorf(n, path, "must be a single value (got %s); only sweep sweeps: to vary %s, use sweep.matrix.%s or sweep.zip.%s", describe(n), p.Name, p.Name, p.Name)
 		}
 		return value{}, false
 	}
@@ -400,27 +400,34 @@ func (l *loader) paramValue(p *param, n *yaml.Node, path string, inSweep bool) (
 		l.errorf(n, path, "must have a value")
 		return value{}, false
 	}
-	switch p.kind {
-	case kindSize:
-		v, ok := l.sizeValue(n, path, p.min)
+	switch p.Kind {
+	case results.KindSize:
+		// Max and the transports' limits are checked with the transport
+		// known, in checkCombos.
+		v, ok := l.sizeValue(n, path, p.Min)
 		return value{n: v}, ok
-	case kindInt:
-		v, ok := l.intValue(n, path, p.min, p.max)
+	case results.KindInt:
+		if p.Auto && n.Value == "auto" {
+			return value{n: -1}, true
+		}
+		v, ok := l.intValue(n, path, p.Min, p.Max)
 		return value{n: v}, ok
-	case kindEnum:
-		v, ok := l.enumValue(n, path, p.enum)
+	case results.KindEnum:
+		v, ok := l.enumValue(n, path, p.Enum)
 		return value{s: v}, ok
-	case kindBool:
+	case results.KindBool:
 		v, ok := l.boolValue(n, path)
 		return value{b: v}, ok
-	case kindDuration:
-		v, ok := l.durationValue(n, path, p.min)
+	case results.KindDuration:
+		v, ok := l.durationValue(n, path, p.Min)
 		return value{n: v}, ok
-	case kindAbsPath:
+	case results.KindPath:
 		if !strings.HasPrefix(n.Value, "/") {
-			l.errorf(n, path, "must be an absolute path on the %s host (got %s)", p.section, describe(n))
+			l.errorf(n, path, "must be an absolute path on the %s host (got %s)", p.Section, describe(n))
 			return value{}, false
 		}
+		return value{s: n.Value}, true
+	case results.KindString:
 		return value{s: n.Value}, true
 	}
 	panic("plan: unknown parameter kind")

@@ -13,8 +13,8 @@ func TestDecodeRoundTrip(t *testing.T) {
 	for _, ev := range []any{
 		&Started{Type: TypeStarted, PID: 42, PGID: 42, Role: "serve", Version: "v1"},
 		&Ready{Type: TypeReady, Transport: "rdma", Port: 18515, RegistrationS: &reg, RegistrationMBs: &reg, CachedFraction: 0.25, GIDIndex: &gid},
-		&Result{Type: TypeResult, Bytes: 1 << 20, Seconds: 0.5, BandwidthMBs: 2.097152, Verified: true},
-		&Done{Type: TypeDone, BytesServed: 1 << 20, Requests: 256},
+		&Result{Type: TypeResult, Bytes: 1 << 20, Seconds: 0.5, BandwidthMBs: 2.097152, Verified: true, CPUUserS: 0.25, CPUSysS: 0.125, CPUWallS: 0.5},
+		&Done{Type: TypeDone, BytesServed: 1 << 20, Requests: 256, CPUUserS: 0.5, CPUSysS: 1, CPUWallS: 2},
 		&Error{Type: TypeError, Message: "boom"},
 		&Warning{Type: TypeWarning, Message: "careful"},
 	} {
@@ -27,6 +27,18 @@ func TestDecodeRoundTrip(t *testing.T) {
 		if string(again) != string(line) {
 			t.Fatalf("round trip:\n got %s\nwant %s", again, line)
 		}
+	}
+}
+
+// A result or done line from a node older than the cpu fields still
+// decodes; cpu_wall_s 0 says its CPU was not measured.
+func TestDecodeWithoutCPU(t *testing.T) {
+	ev, err := Decode([]byte(`{"type":"done","bytes_served":1,"requests":1,"seconds":1,"minor_faults":0,"major_faults":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ev.(*Done); d.CPUWallS != 0 || d.CPUUserS != 0 {
+		t.Errorf("done without cpu fields decoded as %+v", d)
 	}
 }
 

@@ -1,14 +1,8 @@
 package results
 
-// Columns is the CSV header, in order. It is frozen: notebooks and scripts
-// index these names, so later work fills columns but never adds, removes or
-// reorders them. A test pins Row's gocsv tags to this list.
-var Columns = []string{
-	"run_id", "plan", "point_key", "repetition", "started_at", "status", "error", "transport", "server_host", "client_host",
-	"file_size_bytes", "block_size_bytes", "queue_depth", "qps", "pattern", "cache", "registration", "total_bytes", "duration_s", "warmup_s",
-	"bytes", "seconds", "bandwidth_mb_s", "iops", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p999_us", "lat_max_us",
-	"verified", "registration_s", "registration_mb_s", "cached_fraction",
-}
+import (
+	"strconv"
+)
 
 // Status values.
 const (
@@ -16,8 +10,10 @@ const (
 	StatusFailed = "failed"
 )
 
-// Row is one run of one point. Pointer fields are empty in the CSV when nil:
-// measurements of a failed run, registration figures of tcp.
+// Row is one run of one point: the run's own fields and its measurements
+// as typed fields, tagged with their columns, and the point's parameters
+// in Params. Pointer fields are empty in the CSV when nil: measurements of
+// a failed run, registration figures of tcp.
 type Row struct {
 	RunID      string `csv:"run_id"`
 	Plan       string `csv:"plan"`
@@ -26,20 +22,13 @@ type Row struct {
 	StartedAt  string `csv:"started_at"` // RFC 3339, UTC
 	Status     string `csv:"status"`     // ok | failed
 	Error      string `csv:"error"`      // one line; the full stderr is in the log file
-	Transport  string `csv:"transport"`
 	ServerHost string `csv:"server_host"`
 	ClientHost string `csv:"client_host"`
 
-	FileSizeBytes  int64   `csv:"file_size_bytes"`
-	BlockSizeBytes int64   `csv:"block_size_bytes"`
-	QueueDepth     int     `csv:"queue_depth"`
-	QPs            int     `csv:"qps"`
-	Pattern        string  `csv:"pattern"`
-	Cache          string  `csv:"cache"`
-	Registration   string  `csv:"registration"` // empty for tcp
-	TotalBytes     int64   `csv:"total_bytes"`
-	DurationS      float64 `csv:"duration_s"`
-	WarmupS        float64 `csv:"warmup_s"`
+	// Params holds each parameter column's cell by parameter name
+	// ("block_size" → "4096"), as the CSV has it (see Param.Cell); a
+	// missing name is an empty cell.
+	Params map[string]string `csv:"-"`
 
 	Bytes        *int64   `csv:"bytes"`
 	Seconds      *float64 `csv:"seconds"`
@@ -56,6 +45,30 @@ type Row struct {
 	RegistrationMBs *float64 `csv:"registration_mb_s"`
 	CachedFraction  *float64 `csv:"cached_fraction"`
 }
+
+// SetParams records a point's parameters: every param with a column, as
+// Param.Cell writes it for transport.
+func (r *Row) SetParams(transport string, v Values) {
+	r.Params = map[string]string{}
+	for _, p := range params {
+		if ParamColumn(p.Name) != "" {
+			r.Params[p.Name] = p.Cell(transport, v)
+		}
+	}
+}
+
+// Param is the row's cell for param name ("" when empty).
+func (r Row) Param(name string) string { return r.Params[name] }
+
+// ParamInt is the row's cell for param name as a number (sizes in bytes);
+// 0 when empty or not a number.
+func (r Row) ParamInt(name string) int64 {
+	n, _ := strconv.ParseInt(r.Params[name], 10, 64)
+	return n
+}
+
+// Transport is the row's transport column.
+func (r Row) Transport() string { return r.Params["transport"] }
 
 // SetResult copies a client's measurement into the row.
 func (r *Row) SetResult(res *Result) {

@@ -27,7 +27,8 @@ commands:
   plot CSV -o F   draw bandwidth and p50/p99 latency against block size
                   (F ends in .png or .svg)
   clean [PLAN]    remove the created data file and sidecar, the deployed
-                  node and leftover state
+                  node and leftover state (--dry-run: only list them)
+  csv upgrade CSV give a CSV written by an older rdmasweep today's columns
   version         print the runner's version
 
 Without PLAN, the built-in plans/loopback.yaml is used: both roles on this
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runPlot(ctx, rest, stdout, ui)
 	case "clean":
 		return runClean(ctx, rest, stdout, ui)
+	case "csv":
+		return runCSV(ctx, rest, stdout, ui)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "runner %s\n", version)
 		return nil
@@ -90,7 +93,7 @@ func (e *interrupted) Error() string {
 	return "interrupted by SIGINT"
 }
 
-// errSomeFailed is returned by exec when the sweep ran but some points failed.
+// someFailed is returned by exec when the sweep ran but some points failed.
 type someFailed struct{ failed, total int }
 
 func (e *someFailed) Error() string {
@@ -98,8 +101,9 @@ func (e *someFailed) Error() string {
 }
 
 // exitCode says what err means to the shell and prints it in the runner's
-// voice: 0 ok, 1 failure, 2 bad usage or plan or foreign CSV, 128+signal
-// when interrupted.
+// voice: 0 ok, 1 failure, 2 bad usage or plan or a CSV exec cannot append
+// to (foreign, or older and not yet upgraded), 128+signal when
+// interrupted.
 func exitCode(err error, stderr io.Writer) int {
 	ui := &voice{w: stderr}
 	var (
@@ -125,9 +129,13 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &intr):
 		ui.errorf("%s", intr.Error())
 		return 128 + int(intr.sig)
-	case errors.Is(err, results.ErrForeignHeader):
+	case errors.Is(err, results.ErrForeignHeader), errors.Is(err, results.ErrOlderHeader):
 		ui.errorf("%s", err)
-		ui.hintf("the CSV was written by something else or an incompatible version; pass another --out")
+		hint := "the CSV was written by something else or an incompatible version; pass another --out"
+		if h := (hinted)(nil); errors.As(err, &h) {
+			hint = h.Hint()
+		}
+		ui.hintf("%s", hint)
 		return 2
 	case errors.As(err, &failed):
 		ui.errorf("%s", err)
@@ -217,7 +225,8 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// newFlagSet makes a FlagSet that reports errors in the runner's voice.
+// newFlagSet makes a FlagSet that prints its errors and usage to stderr
+// and returns them (ContinueOnError), so the command's exit code is 2.
 func newFlagSet(name, argsUsage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -9,16 +9,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/hostfacts"
+	"rdmasweep/runner/point"
 	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/sweep"
+	"rdmasweep/runner/role"
 )
 
 // checkRow is one line of the check table: one role on its host.
@@ -45,84 +45,87 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	}
 	planWarnings(ui, p, pts)
 
-	rows := []*checkRow{
-		{role: "server", host: p.Hosts.Server.Address, label: "server (" + p.Hosts.Server.Address + ")"},
-		{role: "client", host: p.Hosts.Client.Address, label: "client (" + p.Hosts.Client.Address + ")"},
-	}
-	for _, row := range rows {
-		row.ssh, row.dataPath, row.probe = "-", "-", "-"
-		row.verdict = preflight.Verdict{System: "-", Node: "-", RDMA: "-", File: "-", Memlock: "-"}
+	var rows []*checkRow
+	for _, s := range planRoles(p) {
+		rows = append(rows, &checkRow{
+			role: s.name, host: s.host.Address, label: s.name + " (" + s.host.Address + ")",
+			ssh: "-", dataPath: "-", probe: "-",
+			verdict: preflight.Verdict{System: "-", Node: "-", RDMA: "-", File: "-", Memlock: "-"},
+		})
 	}
 	r, err := connect(ctx, p, ui)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return cause
 		}
-		// connect names the role that failed first in its error.
 		hint := "check the address, user and key with: ssh -v HOST; ssh.connect_timeout bounds the wait"
 		var h hinted
 		if errors.As(err, &h) {
 			hint = h.Hint()
 		}
-		blamed := false
-		for _, row := range rows {
-			msg := err.Error()
-			if !strings.HasPrefix(msg, row.role+" (") {
-				continue
+		// connect's error names the role that failed first.
+		row, msg, check := rows[0], err.Error(), "connect"
+		if re := role.As(err); re != nil {
+			msg = re.Err.Error()
+			for _, rw := range rows {
+				if rw.role == re.Role {
+					row = rw
+				}
 			}
-			if i := strings.Index(msg, "): "); i >= 0 {
-				msg = msg[i+3:]
+			if re.Phase == role.Facts {
+				check = "system" // the login worked; the host could not say what it is
 			}
-			row.ssh, blamed = "FAIL", true
-			row.problems = append(row.problems, preflight.Problem{Check: "connect", Msg: msg, Hint: hint})
 		}
-		if !blamed {
-			rows[0].ssh = "FAIL"
-			rows[0].problems = append(rows[0].problems, preflight.Problem{Check: "connect", Msg: err.Error(), Hint: hint})
+		if check == "system" {
+			row.verdict.System = "FAIL"
+		} else {
+			row.ssh = "FAIL"
 		}
+		row.problems = append(row.problems, preflight.Problem{Check: check, Msg: msg, Hint: hint, Whole: errors.Is(err, hostfacts.ErrNoShell)})
 		return reportCheck(stdout, ui, rows)
 	}
 	defer r.close()
-	rows[0].host, rows[0].label = r.server.Host.Name(), r.server.Label
-	rows[1].host, rows[1].label = r.client.Host.Name(), r.client.Label
+	for i, row := range rows {
+		row.host, row.label = r.list[i].Host.Name(), r.list[i].Label
+	}
 
 	localSum, err := fileSHA256(p.Node.Binary)
 	if err != nil {
 		return fmt.Errorf("node binary: %w", err)
 	}
 	needs := checkNeeds(p, pts, localSum)
-	targets := []sweep.Target{r.server, r.client}
-	var wg sync.WaitGroup
-	for i, row := range rows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := targets[i]
-			rtt, err := roundTrip(ctx, t.Host)
-			if err != nil {
-				row.ssh = "FAIL"
-				row.problems = append(row.problems, preflight.Problem{Check: "ssh", Msg: "run a command: " + err.Error(), Hint: "the host accepts the login but cannot run commands: check the user's shell"})
-				return
+	_ = parallel(len(rows), func(i int) error { // each row records its own problems
+		row, t := rows[i], r.list[i]
+		rtt, err := roundTrip(ctx, t.Host)
+		if err != nil {
+			row.ssh = "FAIL"
+			row.problems = append(row.problems, preflight.Problem{Check: "ssh", Msg: "run a command: " + err.Error(), Hint: "the host accepts the login but cannot run commands: check the user's shell"})
+			return nil
+		}
+		kind := "ok"
+		if t.Host.Name() == "local" {
+			kind = "local"
+		}
+		row.ssh = fmt.Sprintf("%s %.2fms", kind, float64(rtt)/float64(time.Millisecond))
+		file := ""
+		if row.role == "server" {
+			file = p.Base.Str("file")
+		}
+		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, File: file})
+		if err != nil {
+			hint := "check the host has a POSIX sh"
+			var h hinted
+			if errors.As(err, &h) {
+				hint = h.Hint()
 			}
-			kind := "ok"
-			if t.Host.Name() == "local" {
-				kind = "local"
-			}
-			row.ssh = fmt.Sprintf("%s %.2fms", kind, float64(rtt)/float64(time.Millisecond))
-			file := ""
-			if row.role == "server" {
-				file = p.Server.File
-			}
-			facts, err := preflight.Collect(ctx, t.Host, t.NodePath, file)
-			if err != nil {
-				row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
-				return
-			}
-			row.verdict = preflight.Judge(facts, needs[i])
-			row.problems = append(row.problems, row.verdict.Problems...)
-		}()
-	}
-	wg.Wait()
+			row.verdict.System = "FAIL"
+			row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: hint, Whole: true})
+			return nil
+		}
+		row.verdict = preflight.Judge(facts, needs[i])
+		row.problems = append(row.problems, row.verdict.Problems...)
+		return nil
+	})
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
@@ -141,7 +144,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	}
 	keepLogs := false
 	probes := []string{"tcp"}
-	if p.Transport == "rdma" {
+	if p.Transport() == "rdma" {
 		probes = append(probes, "rdma")
 	}
 	for _, transport := range probes {
@@ -157,7 +160,11 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		}
 		if pr != nil {
 			keepLogs = true
-			rows[1].problems = append(rows[1].problems, *pr)
+			for _, row := range rows {
+				if row.role == "client" { // the client reads: its row holds what failed
+					row.problems = append(row.problems, *pr)
+				}
+			}
 		}
 		for _, row := range rows {
 			if transport == "tcp" {
@@ -175,23 +182,31 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	return reportCheck(stdout, ui, rows)
 }
 
-// checkNeeds says what the plan asks of each role's host, over all points.
+// checkNeeds says what the plan asks of each role's host, over all
+// points, in the plan's role order.
 func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSum string) []preflight.Need {
-	srv := preflight.Need{Role: "server", Transport: p.Transport, NodeSHA256: nodeSum, Create: p.Server.Create}
-	cli := preflight.Need{Role: "client", Transport: p.Transport, NodeSHA256: nodeSum}
-	for _, pt := range pts {
-		srv.FileSize = max(srv.FileSize, pt.Server.FileSize)
-		srv.Pinned = srv.Pinned || pt.Server.Registration == "pinned"
-		srv.ODP = srv.ODP || pt.Server.Registration == "odp"
-		srv.DataAddress = pt.Hosts.Server.DataAddress
+	var needs []preflight.Need
+	for _, s := range planRoles(p) {
+		n := preflight.Need{Role: s.name, Transport: p.Transport(), NodeSHA256: nodeSum, DataAddress: p.Hosts.Server.DataAddress}
+		h := s.host.Params
+		n.Device, n.IBPort = h.Str("device"), int(h.Int("ib_port"))
+		if g := int(h.Int("gid_index")); g >= 0 {
+			n.GIDIndex = &g
+		}
+		for _, pt := range pts {
+			n.DataAddress = pt.Hosts.Server.DataAddress // resolved by Expand
+			if s.name != "server" {
+				continue
+			}
+			v := pt.Values
+			n.Create = v.Bool("create")
+			n.FileSize = max(n.FileSize, v.Int("file_size"))
+			n.Pinned = n.Pinned || v.Str("registration") == "pinned"
+			n.ODP = n.ODP || v.Str("registration") == "odp"
+		}
+		needs = append(needs, n)
 	}
-	set := func(n *preflight.Need, rd plan.RDMA) {
-		n.Device, n.IBPort, n.GIDIndex = rd.Device, rd.IBPort, rd.GIDIndex
-	}
-	set(&srv, p.Hosts.Server.RDMA)
-	set(&cli, p.Hosts.Client.RDMA)
-	cli.DataAddress = srv.DataAddress
-	return []preflight.Need{srv, cli}
+	return needs
 }
 
 func rdmaBlocked(rows []*checkRow) bool {
@@ -216,7 +231,7 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, transport
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = r.server.Host.Run(cctx, []string{"rm", "-f", "--", file, file + preflight.SidecarSuffix})
+		_, _ = r.get("server").Host.Run(cctx, []string{"rm", "-f", "--", file, file + results.SidecarSuffix})
 	}()
 
 	q := *p
@@ -224,11 +239,16 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, transport
 	if q.Timeouts.Ready >= q.Timeouts.Point {
 		q.Timeouts.Ready = q.Timeouts.Point / 2
 	}
-	pt.Index, pt.Key, pt.Transport = 0, "check-"+transport, transport
-	pt.Server.File, pt.Server.FileSize, pt.Server.Create, pt.Server.Cache = file, 64<<10, true, "warm"
-	pt.Client = plan.ClientParams{BlockSize: 4 << 10, QueueDepth: 1, QPs: 1, Pattern: "sequential", Total: 4 << 10, Verify: true}
-	sr := &sweep.Runner{
-		Plan: &q, RunID: "check", Server: r.server, Client: r.client, LogDir: logDir,
+	pt.Index, pt.Key = 0, "check-"+transport
+	for name, v := range map[string]any{
+		"transport": transport, "file": file, "file_size": 64 << 10, "create": true, "cache": "warm",
+		"block_size": 4 << 10, "queue_depth": 1, "qps": 1, "pattern": "sequential", "total": 4 << 10,
+		"duration": time.Duration(0), "warmup": time.Duration(0), "verify": true,
+	} {
+		pt.Values = pt.Values.With(name, v)
+	}
+	sr := &point.Runner{
+		Plan: &q, RunID: "check", Server: r.get("server"), Client: r.get("client"), LogDir: logDir,
 		Warn: func(msg string) { ui.warnOnce("%s", msg) },
 	}
 	row, _, err := sr.Run(ctx, pt, 1)
@@ -280,7 +300,11 @@ func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow) error {
 	for _, r := range rows {
 		for _, pr := range r.problems {
 			n++
-			ui.errorf("%s: %s: %s", r.label, pr.Check, pr.Msg)
+			if pr.Whole {
+				ui.errorf("%s: %s", r.label, pr.Msg)
+			} else {
+				ui.errorf("%s: %s: %s", r.label, pr.Check, pr.Msg)
+			}
 			ui.hintf("%s", pr.Hint)
 		}
 	}

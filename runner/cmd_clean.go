@@ -14,30 +14,44 @@ import (
 
 	"golang.org/x/term"
 
-	"rdmasweep/plan"
 	"rdmasweep/results"
-	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/sweep"
+	"rdmasweep/runner/role"
 )
+
+// removable is a kind of thing clean removes.
+type removable int
+
+const (
+	dataFile   removable = iota // the server's file, only with its sidecar
+	sidecar                     // FILE.rdmasweep: node made the file
+	nodeBinary                  // node.remote_path on a remote host
+	leftovers                   // the CSV's leftover record, after its nodes are stopped
+)
+
+func (w removable) String() string {
+	return [...]string{"data file", "sidecar", "node binary", "state (its leftover nodes are stopped first)"}[w]
+}
 
 // removal is one file clean would remove.
 type removal struct {
-	target sweep.Target
+	target role.Target
 	path   string
 	size   int64
-	what   string // "data file", "sidecar", "node binary", "state"
+	what   removable
 }
 
 // runClean is `runner clean PLAN`: it removes what the plan put on its
 // hosts, the created data file with its sidecar, the deployed node, and
 // the exec state beside the CSV after reaping the nodes it records. A data
 // file without a sidecar is the user's own and is never removed; neither
-// is the local node binary, which local roles run in place.
+// is the local node binary, which local roles run in place. With
+// --dry-run it lists what it would remove, and removes and stops nothing.
 func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("clean", "[--yes] [flags] [PLAN]", ui.w)
+	fs := newFlagSet("clean", "[--yes | --dry-run] [flags] [PLAN]", ui.w)
 	var o planOptions
 	yes := fs.Bool("yes", false, "remove without asking")
+	dryRun := fs.Bool("dry-run", false, "list what would be removed, and remove nothing")
 	out := fs.String("out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
 	path, p, _, err := planCommand(fs, &o, args)
 	if err != nil {
@@ -54,7 +68,7 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		switch {
 		case errors.Is(err, results.ErrLocked):
 			return withHint(fmt.Errorf("%s: %w", csvPath, err), "wait for the exec to finish, then clean")
-		case err != nil && !errors.Is(err, results.ErrForeignHeader):
+		case err != nil && !errors.Is(err, results.ErrForeignHeader) && !errors.Is(err, results.ErrOlderHeader):
 			return fmt.Errorf("open %s: %w", csvPath, err)
 		case err == nil:
 			defer csv.Close()
@@ -68,58 +82,59 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	}
 	defer r.close()
 
+	// What each host may hold: the server's data file and sidecar, and
+	// node on every remote host (once per host).
+	file := p.Base.Str("file")
+	targets := r.targets()
+	wanted := make([][]removal, len(targets))
+	for i, t := range targets {
+		for _, rt := range r.list {
+			if rt.Host == t.Host && rt.Role == "server" {
+				wanted[i] = append(wanted[i], removal{target: rt, path: file, what: dataFile},
+					removal{target: rt, path: file + results.SidecarSuffix, what: sidecar})
+			}
+		}
+		if _, local := t.Host.(remote.Local); !local {
+			wanted[i] = append(wanted[i], removal{target: t, path: p.Node.RemotePath, what: nodeBinary})
+		}
+	}
 	var todo []removal
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, t := range []sweep.Target{r.server, r.client} {
+	err = parallel(len(targets), func(i int) error {
+		if len(wanted[i]) == 0 {
+			return nil
+		}
+		t := targets[i]
 		var paths []string
-		if i == 0 {
-			paths = append(paths, p.Server.File, p.Server.File+preflight.SidecarSuffix)
+		for _, w := range wanted[i] {
+			paths = append(paths, w.path)
 		}
-		if !isLocalRole(p, i) && (i == 0 || r.client.Host != r.server.Host) {
-			paths = append(paths, p.Node.RemotePath)
-		}
-		if len(paths) == 0 {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			found, err := existing(ctx, t.Host, paths)
-			if err != nil {
-				errs[i] = fmt.Errorf("%s: list files: %w", t.Label, err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if i == 0 {
-				data, hasData := found[p.Server.File]
-				side, hasSide := found[p.Server.File+preflight.SidecarSuffix]
-				switch {
-				case hasSide:
-					if hasData {
-						todo = append(todo, removal{t, p.Server.File, data, "data file"})
-					}
-					todo = append(todo, removal{t, p.Server.File + preflight.SidecarSuffix, side, "sidecar"})
-				case hasData:
-					ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", t.Label, p.Server.File, preflight.SidecarSuffix)
-				}
-			}
-			if size, ok := found[p.Node.RemotePath]; ok && !isLocalRole(p, i) {
-				todo = append(todo, removal{t, p.Node.RemotePath, size, "node binary"})
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+		found, err := existing(ctx, t.Host, paths)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: list files: %w", t.Label, err)
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		_, hasSidecar := found[file+results.SidecarSuffix]
+		for _, w := range wanted[i] {
+			size, ok := found[w.path]
+			switch {
+			case !ok:
+			case w.what == dataFile && !hasSidecar:
+				ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, results.SidecarSuffix)
+			default:
+				w.size = size
+				todo = append(todo, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return firstError(err)
 	}
 	stateFile := csvPath + ".state"
 	if st, err := os.Stat(stateFile); err == nil {
-		todo = append(todo, removal{sweep.Target{Host: remote.Local{}, Label: "local"}, stateFile, st.Size(), "state (its leftover nodes are stopped first)"})
+		todo = append(todo, removal{role.Target{Host: remote.Local{}, Label: "local"}, stateFile, st.Size(), leftovers})
 	}
 
 	if len(todo) == 0 {
@@ -132,6 +147,10 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if *dryRun {
+		ui.infof("dry run: %s would be removed; nothing was", plural(len(todo), "file"))
+		return nil
 	}
 	if !*yes {
 		ok, err := confirm(ui, fmt.Sprintf("remove these %s?", plural(len(todo), "file")))
@@ -146,9 +165,9 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 
 	removed := 0
 	for _, x := range todo {
-		if strings.HasPrefix(x.what, "state") {
-			// Reaping rewrites the state; it is gone once nothing is left.
-			if _, err := sweep.OpenState(ctx, stateFile, r.targets(), func(msg string) { ui.infof("%s", msg) }); err != nil {
+		if x.what == leftovers {
+			// Reaping rewrites the record; it is gone once nothing is left.
+			if _, err := openLeftovers(ctx, stateFile, r, ui); err != nil {
 				return fmt.Errorf("reap leftovers: %w", err)
 			}
 			if _, err := os.Stat(stateFile); err == nil {
@@ -165,13 +184,6 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	}
 	ui.infof("removed %s", plural(removed, "file"))
 	return nil
-}
-
-func isLocalRole(p *plan.Plan, i int) bool {
-	if i == 0 {
-		return p.Hosts.Server.IsLocal()
-	}
-	return p.Hosts.Client.IsLocal()
 }
 
 // existing returns which of paths exist on h, with their sizes, in one

@@ -9,13 +9,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
+	"rdmasweep/runner/point"
 	"rdmasweep/runner/summary"
-	"rdmasweep/runner/sweep"
 )
 
 type execOptions struct {
@@ -59,8 +60,12 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		}
 		todo, skipped := pending(pts, p.Repeat, existing, o.rerun)
 		reportSkipped(ui, skipped, csvPath)
-		fmt.Fprintf(stdout, "would run %s of %s × %d repetition(s) on server %s, client %s, appending to %s\n",
-			plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, p.Hosts.Server.Address, p.Hosts.Client.Address, csvPath)
+		var on []string
+		for _, s := range planRoles(p) {
+			on = append(on, s.name+" "+s.host.Address)
+		}
+		fmt.Fprintf(stdout, "would run %s of %s × %d repetition(s) on %s, appending to %s\n",
+			plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
 		return writePointTable(stdout, uniquePoints(todo))
 	}
 
@@ -68,6 +73,8 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	switch {
 	case errors.Is(err, results.ErrLocked):
 		return withHint(fmt.Errorf("%s: %w", csvPath, err), "wait for it to finish, or pass another --out")
+	case errors.Is(err, results.ErrOlderHeader):
+		return withHint(fmt.Errorf("%s: %w", csvPath, err), "add the new columns with: runner csv upgrade "+csvPath+" (it keeps the old file as a backup), or pass another --out")
 	case err != nil:
 		return fmt.Errorf("open %s: %w", csvPath, err)
 	}
@@ -92,19 +99,19 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		return err
 	}
 
-	state, err := openState(ctx, csvPath+".state", roles, ui)
+	left, err := openLeftovers(ctx, csvPath+".state", roles, ui)
 	if err != nil {
 		return err
 	}
-	r := &sweep.Runner{
+	r := &point.Runner{
 		Plan:    p,
 		RunID:   runID,
-		Server:  roles.server,
-		Client:  roles.client,
+		Server:  roles.get("server"),
+		Client:  roles.get("client"),
 		LogDir:  logDir,
 		Warn:    func(msg string) { ui.warnOnce("%s", msg) },
-		Started: state.Add,
-		Exited:  state.Remove,
+		Started: left.Add,
+		Exited:  left.Remove,
 	}
 	prog := newProgress(ui.w, len(todo))
 	var (

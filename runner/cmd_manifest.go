@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/runner/manifest"
-	"rdmasweep/runner/sweep"
+	"rdmasweep/runner/role"
 )
 
 // writeManifest records the exec's provenance as RUN_ID.json beside the
@@ -23,34 +22,27 @@ func writeManifest(ctx context.Context, p *plan.Plan, r *roles, runID, csvPath s
 		CreatedAt:     time.Now().UTC().Format(time.RFC3339),
 		RunnerVersion: version,
 		Plan:          manifest.ForPlan(ctx, p.Path, p.Name, p.Source, set),
-		Hosts:         make([]manifest.Host, 2),
+		Hosts:         make([]manifest.Host, len(r.list)),
 	}
-	queries := []struct {
-		t sweep.Target
-		q manifest.Query
-	}{
-		{r.server, manifest.Query{Role: "server", NodePath: r.server.NodePath, File: p.Server.File, CPUs: p.Hosts.Server.CPUs}},
-		{r.client, manifest.Query{Role: "client", NodePath: r.client.NodePath, CPUs: p.Hosts.Client.CPUs}},
-	}
-	errs := make([]error, len(queries))
-	var wg sync.WaitGroup
-	for i, q := range queries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h, err := manifest.Collect(ctx, q.t.Host, q.q)
-			if err != nil {
-				errs[i] = fmt.Errorf("%s: %w", q.t.Label, err)
-				return
-			}
-			m.Hosts[i] = h
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+	var queries []manifest.Query
+	for i, s := range planRoles(p) {
+		q := manifest.Query{Role: s.name, NodePath: r.list[i].NodePath, CPUs: s.host.CPUs}
+		if s.name == "server" {
+			q.File = p.Base.Str("file")
 		}
+		queries = append(queries, q)
+	}
+	err := parallel(len(queries), func(i int) error {
+		t := r.list[i]
+		h, err := manifest.Collect(ctx, t.Host, queries[i])
+		if err != nil {
+			return t.Wrap(role.Facts, err)
+		}
+		m.Hosts[i] = h
+		return nil
+	})
+	if err != nil {
+		return firstError(err)
 	}
 	path := manifest.PathFor(csvPath, runID)
 	if err := manifest.Write(path, m); err != nil {

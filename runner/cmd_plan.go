@@ -118,7 +118,7 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 		ui.hintf("raise client.total, or read for a time with client.duration")
 	}
 	// The node that runs here or is uploaded is node.binary either way.
-	if p.Transport == "rdma" {
+	if p.Transport() == "rdma" {
 		if built, err := localTransports(p.Node.Binary); err == nil && !contains(built, "rdma") {
 			ui.warnf("the plan asks for rdma, but %s was built without it (transports: %s)", p.Node.Binary, strings.Join(built, ", "))
 			ui.hintf("build the RDMA node with: make node-rdma")
@@ -171,7 +171,7 @@ func runValidate(ctx context.Context, args []string, stdout io.Writer, ui *voice
 		return err
 	}
 	planWarnings(ui, p, pts)
-	fmt.Fprintf(stdout, "%s: valid: %s × %d repetition(s), transport %s\n", planName(path), plural(len(pts), "point"), p.Repeat, p.Transport)
+	fmt.Fprintf(stdout, "%s: valid: %s × %d repetition(s), transport %s\n", planName(path), plural(len(pts), "point"), p.Repeat, p.Transport())
 	return nil
 }
 
@@ -186,35 +186,31 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	return writePointTable(stdout, pts)
 }
 
-// writePointTable prints every point with its key and all its parameters.
+// writePointTable prints every point with its key and every parameter
+// that has a CSV column, as the summary shows them.
 func writePointTable(w io.Writer, pts []plan.Point) error {
+	var cols []*results.Param
+	head := []string{"#", "KEY"}
+	for _, c := range results.Columns {
+		if p := results.ColumnParam(c); p != nil {
+			cols = append(cols, p)
+			head = append(head, strings.ToUpper(p.Name))
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tKEY\tTRANSPORT\tFILE_SIZE\tBLOCK_SIZE\tQUEUE_DEPTH\tQPS\tPATTERN\tCACHE\tREGISTRATION\tTOTAL\tDURATION\tWARMUP\tREADS")
+	fmt.Fprintln(tw, strings.Join(append(head, "READS"), "\t"))
 	for _, pt := range pts {
+		cells := []string{fmt.Sprint(pt.Index + 1), pt.Key}
+		for _, p := range cols {
+			cells = append(cells, p.Display(p.Cell(pt.Transport(), pt.Values)))
+		}
 		reads := "-"
 		if n := pt.ExpectedReads(); n > 0 {
 			reads = fmt.Sprint(n)
 		}
-		s, c := pt.Server, pt.Client
-		reg := s.Registration
-		if pt.Transport != "rdma" {
-			reg = "-"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			pt.Index+1, pt.Key, pt.Transport, results.FormatSize(s.FileSize), results.FormatSize(c.BlockSize),
-			c.QueueDepth, c.QPs, c.Pattern, s.Cache, reg, totalText(pt), c.Duration, c.Warmup, reads)
+		fmt.Fprintln(tw, strings.Join(append(cells, reads), "\t"))
 	}
 	return tw.Flush()
-}
-
-func totalText(pt plan.Point) string {
-	switch {
-	case pt.Client.Duration > 0:
-		return "-"
-	case pt.Client.Total == 0:
-		return results.FormatSize(pt.Server.FileSize)
-	}
-	return results.FormatSize(pt.Client.Total)
 }
 
 // stderrIsTerminal reports whether w is a terminal, for the progress bar.

@@ -14,24 +14,16 @@ import (
 func runPlot(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("plot", "-o FILE.png|FILE.svg [--run RUN_ID] CSV", ui.w)
 	out := fs.String("o", "", "write the chart to this `FILE` (.png or .svg)")
-	runID := fs.String("run", "", "only the rows of this `RUN_ID` (default: every ok row)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return errUsage
-	}
-	path, err := oneArg(fs, pos, "CSV file")
-	if err != nil {
-		return err
-	}
-	switch strings.ToLower(filepath.Ext(*out)) {
-	case ".png", ".svg":
-	case "":
-		fs.Usage()
-		return usageErrorf("plot needs -o FILE.png or -o FILE.svg")
-	default:
+	path, rows, err := csvCommand(fs, args, func() error {
+		switch strings.ToLower(filepath.Ext(*out)) {
+		case ".png", ".svg":
+			return nil
+		case "":
+			fs.Usage()
+			return usageErrorf("plot needs -o FILE.png or -o FILE.svg")
+		}
 		return usageErrorf("plot writes .png or .svg (got -o %s)", *out)
-	}
-	rows, err := readRunRows(path, *runID)
+	})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 
@@ -11,20 +12,33 @@ import (
 
 func runSummary(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("summary", "[--run RUN_ID] CSV", ui.w)
-	runID := fs.String("run", "", "only the rows of this `RUN_ID` (default: every row)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return errUsage
-	}
-	path, err := oneArg(fs, pos, "CSV file")
-	if err != nil {
-		return err
-	}
-	rows, err := readRunRows(path, *runID)
+	_, rows, err := csvCommand(fs, args, nil)
 	if err != nil {
 		return err
 	}
 	return summary.Write(stdout, summary.Build(rows))
+}
+
+// csvCommand adds --run to fs (which holds the command's own flags),
+// parses args, runs check (the command's own checks of its flags; may be
+// nil), and reads the rows of the one CSV argument: all of them, or run
+// --run's.
+func csvCommand(fs *flag.FlagSet, args []string, check func() error) (path string, rows []results.Row, err error) {
+	runID := fs.String("run", "", "only the rows of this `RUN_ID` (default: every row)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return "", nil, errUsage
+	}
+	if path, err = oneArg(fs, pos, "CSV file"); err != nil {
+		return "", nil, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return "", nil, err
+		}
+	}
+	rows, err = readRunRows(path, *runID)
+	return path, rows, err
 }
 
 // readRunRows reads a results CSV, keeping only run runID's rows unless it

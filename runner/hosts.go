@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,14 +15,17 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hostfacts"
+	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/sweep"
+	"rdmasweep/runner/role"
 )
 
-// roles are the two ends of an exec, connected and with node in place.
+// roles are the roles of an exec, connected and with node in place, in
+// the plan's order: the server first.
 type roles struct {
-	server, client sweep.Target
-	hosts          []remote.Host // unique, to close
+	list  []role.Target
+	hosts []remote.Host // unique, to close
 }
 
 func (r *roles) close() {
@@ -29,11 +34,54 @@ func (r *roles) close() {
 	}
 }
 
-func (r *roles) targets() []sweep.Target {
-	if r.server.Host == r.client.Host {
-		return []sweep.Target{r.server}
+// get returns the named role's target.
+func (r *roles) get(name string) role.Target {
+	for _, t := range r.list {
+		if t.Role == name {
+			return t
+		}
 	}
-	return []sweep.Target{r.server, r.client}
+	panic("runner: no role " + name)
+}
+
+// targets are the roles with one per host: deploying, reaping and
+// cleaning node happen once per host.
+func (r *roles) targets() []role.Target {
+	var out []role.Target
+	for _, t := range r.list {
+		if !slices.ContainsFunc(out, func(o role.Target) bool { return o.Host == t.Host }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// parallel runs fn(0) … fn(n-1) at once and returns the errors of the
+// ones that failed, in order: what the runner does per role or host
+// (deploy, facts, checks) it does on every one at the same time.
+func parallel(n int, fn func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// planRoles are the plan's roles and their hosts, in order.
+func planRoles(p *plan.Plan) []struct {
+	name string
+	host plan.Host
+} {
+	return []struct {
+		name string
+		host plan.Host
+	}{{"server", p.Hosts.Server}, {"client", p.Hosts.Client}}
 }
 
 // connect reaches both roles' hosts and deploys node once per host.
@@ -61,10 +109,7 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	if err != nil {
 		return nil, err
 	}
-	specs := []struct {
-		role string
-		h    plan.Host
-	}{{"server", p.Hosts.Server}, {"client", p.Hosts.Client}}
+	specs := planRoles(p)
 	type dialed struct {
 		host remote.Host
 		err  error
@@ -75,18 +120,18 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	conns := map[string]*dialed{}
 	var wg sync.WaitGroup
 	for _, s := range specs {
-		k := keyOf(s.h)
+		k := keyOf(s.host)
 		if conns[k] != nil {
 			continue
 		}
 		d := &dialed{}
 		conns[k] = d
-		if s.h.IsLocal() {
+		if s.host.IsLocal() {
 			d.host = remote.Local{}
 			continue
 		}
 		wg.Add(1)
-		go func(role string, h plan.Host) {
+		go func(name string, h plan.Host) {
 			defer wg.Done()
 			d.host, d.err = remote.DialSSH(ctx, remote.SSHConfig{
 				Address:           h.Address,
@@ -98,12 +143,12 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 				HostKeyPolicy:     p.SSH.HostKeyPolicy,
 				ConnectTimeout:    p.SSH.ConnectTimeout,
 				KeepaliveInterval: p.SSH.KeepaliveInterval,
-				Warn:              func(msg string) { ui.warnf("%s (%s): %s", role, h.Address, msg) },
+				Warn:              func(msg string) { ui.warnf("%s (%s): %s", name, h.Address, msg) },
 			})
 			if d.err != nil {
-				d.err = fmt.Errorf("%s (%s): %w", role, h.Address, d.err)
+				d.err = &role.Error{Role: name, Host: h.Address, Label: fmt.Sprintf("%s (%s)", name, h.Address), Phase: role.Connect, Err: d.err}
 			}
-		}(s.role, s.h)
+		}(s.name, s.host)
 	}
 	wg.Wait()
 
@@ -123,16 +168,12 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 		return nil, firstErr
 	}
 	for _, s := range specs {
-		d := conns[keyOf(s.h)]
-		t := sweep.Target{Host: d.host, Label: fmt.Sprintf("%s (%s)", s.role, d.host.Name()), NodePath: local}
-		if !s.h.IsLocal() {
+		d := conns[keyOf(s.host)]
+		t := role.Target{Role: s.name, Host: d.host, Label: fmt.Sprintf("%s (%s)", s.name, d.host.Name()), NodePath: local}
+		if !s.host.IsLocal() {
 			t.NodePath = p.Node.RemotePath
 		}
-		if s.role == "server" {
-			r.server = t
-		} else {
-			r.client = t
-		}
+		r.list = append(r.list, t)
 	}
 	return r, nil
 }
@@ -143,43 +184,48 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 	if err != nil {
 		return err
 	}
-	var (
-		wg   sync.WaitGroup
-		errs = make([]error, 2)
-	)
-	for i, t := range r.targets() {
+	targets := r.targets()
+	return firstError(parallel(len(targets), func(i int) error {
+		t := targets[i]
 		if _, isLocal := t.Host.(remote.Local); isLocal {
-			continue
+			return nil
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath)
-			switch {
-			case err != nil:
-				errs[i] = fmt.Errorf("%s: deploy node to %s: %w", t.Label, t.NodePath, err)
-				if hint := diskHint(ctx, t.Host, local, t.NodePath); hint != "" {
-					errs[i] = withHint(errs[i], hint)
-				}
-			case res.UpToDate:
-				ui.infof("%s: node at %s is up to date", t.Label, t.NodePath)
-			default:
-				ui.infof("%s: deployed node to %s (%d bytes sent)", t.Label, t.NodePath, res.BytesSent)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+		// The first command on the host: it also finds a host where no
+		// shell runs, before anything is uploaded there.
+		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{})
 		if err != nil {
-			return err
+			return t.Wrap(role.Facts, err)
 		}
-	}
-	return nil
+		res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath, facts.Arch)
+		switch {
+		case err != nil:
+			err := error(t.Errorf(role.Deploy, "deploy node to %s: %w", t.NodePath, err))
+			if hint := diskHint(ctx, t.Host, local, t.NodePath); hint != "" {
+				err = withHint(err, hint)
+			}
+			return err
+		case res.UpToDate:
+			ui.infof("%s: node at %s is up to date", t.Label, t.NodePath)
+		default:
+			ui.infof("%s: deployed node to %s (%d bytes sent)", t.Label, t.NodePath, res.BytesSent)
+		}
+		return nil
+	}))
 }
 
-// openState opens the state file beside the CSV and reaps leftovers.
-func openState(ctx context.Context, path string, r *roles, ui *voice) (*sweep.State, error) {
-	return sweep.OpenState(ctx, path, r.targets(), func(msg string) { ui.infof("%s", msg) })
+// firstError is the first of errors.Join's errors, or err itself: a
+// command reports one failure, with its own hint.
+func firstError(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()[0]
+	}
+	return err
+}
+
+// openLeftovers opens the leftover record beside the CSV and reaps what an
+// earlier exec left running.
+func openLeftovers(ctx context.Context, path string, r *roles, ui *voice) (*leftover.Record, error) {
+	return leftover.Open(ctx, path, r.targets(), func(msg string) { ui.infof("%s", msg) })
 }
 
 // diskHint explains a failed upload when the host lacks the room for node:

@@ -8,7 +8,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/sweep"
+	"rdmasweep/runner/point"
 )
 
 // progress shows the sweep on stderr: a bar with i/N, the point's
@@ -42,7 +42,7 @@ func (p *progress) begin(i int, j job) {
 	}
 }
 
-func (p *progress) end(i int, j job, row results.Row, tm sweep.Timing) {
+func (p *progress) end(i int, j job, row results.Row, tm point.Timing) {
 	line := fmt.Sprintf("[%*d/%d] %s r%d: %s", p.width, i+1, p.n, paramsText(j.pt), j.rep, rowText(row, tm))
 	if p.bar == nil {
 		fmt.Fprintln(p.w, line)
@@ -55,7 +55,7 @@ func (p *progress) end(i int, j job, row results.Row, tm sweep.Timing) {
 	_ = p.bar.Add(1)
 }
 
-func rowText(row results.Row, tm sweep.Timing) string {
+func rowText(row results.Row, tm point.Timing) string {
 	if row.Status != results.StatusOK {
 		return "failed: " + row.Error
 	}

@@ -3,6 +3,7 @@ package plot
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"image/png"
 	"math"
 	"os"
@@ -86,7 +87,7 @@ func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
 func TestSplitOnlyByParametersIndependentOfBlockSize(t *testing.T) {
 	ok := func(bs int64, qd int, total int64) results.Row {
 		bw := 1.0
-		return results.Row{Status: results.StatusOK, Transport: "tcp", BlockSizeBytes: bs, QueueDepth: qd, TotalBytes: total, BandwidthMBs: &bw}
+		return results.Row{Status: results.StatusOK, Params: map[string]string{"transport": "tcp", "block_size": fmt.Sprint(bs), "queue_depth": fmt.Sprint(qd), "total": fmt.Sprint(total)}, BandwidthMBs: &bw}
 	}
 	cases := []struct {
 		name   string
@@ -168,7 +169,7 @@ func TestWriteFileRefusesWhatItCannotDraw(t *testing.T) {
 
 func TestOneBlockSizeStillDraws(t *testing.T) {
 	bw, lat := 10.0, 5.0
-	rows := []results.Row{{Status: results.StatusOK, BlockSizeBytes: 4096, BandwidthMBs: &bw, LatP50Us: &lat, LatP99Us: &lat}}
+	rows := []results.Row{{Status: results.StatusOK, Params: map[string]string{"block_size": "4096"}, BandwidthMBs: &bw, LatP50Us: &lat, LatP99Us: &lat}}
 	var buf bytes.Buffer
 	if err := Write(&buf, "svg", "", Build(rows)); err != nil || buf.Len() == 0 {
 		t.Fatalf("%v (%d bytes)", err, buf.Len())

@@ -93,7 +93,7 @@ func Build(rows []results.Row) []Series {
 			groups[key] = g
 			order = append(order, key)
 		}
-		g.byBS[r.BlockSizeBytes] = append(g.byBS[r.BlockSizeBytes], r)
+		g.byBS[r.ParamInt("block_size")] = append(g.byBS[r.ParamInt("block_size")], r)
 	}
 
 	var out []Series
@@ -133,10 +133,10 @@ func splitting(rows []results.Row) []summary.Param {
 		for _, r := range rows {
 			v := p.Value(r)
 			seen[v] = true
-			if prev, ok := atBS[r.BlockSizeBytes]; ok && prev != v {
+			if prev, ok := atBS[r.ParamInt("block_size")]; ok && prev != v {
 				independent = true
 			}
-			atBS[r.BlockSizeBytes] = v
+			atBS[r.ParamInt("block_size")] = v
 		}
 		if len(seen) > 1 && independent {
 			out = append(out, p)

@@ -125,25 +125,24 @@ type Param struct {
 	Value func(r results.Row) string
 }
 
-// Params are the columns that tell points apart, in display order. The
-// summary shows those that vary between points; runner plot splits series
-// by them.
-var Params = []Param{
-	{"plan", func(r results.Row) string { return r.Plan }},
-	{"transport", func(r results.Row) string { return r.Transport }},
-	{"server", func(r results.Row) string { return r.ServerHost }},
-	{"client", func(r results.Row) string { return r.ClientHost }},
-	{"file_size", func(r results.Row) string { return results.FormatSize(r.FileSizeBytes) }},
-	{"block_size", func(r results.Row) string { return results.FormatSize(r.BlockSizeBytes) }},
-	{"queue_depth", func(r results.Row) string { return strconv.Itoa(r.QueueDepth) }},
-	{"qps", func(r results.Row) string { return strconv.Itoa(r.QPs) }},
-	{"pattern", func(r results.Row) string { return r.Pattern }},
-	{"cache", func(r results.Row) string { return r.Cache }},
-	{"registration", func(r results.Row) string { return r.Registration }},
-	{"total", func(r results.Row) string { return results.FormatSize(r.TotalBytes) }},
-	{"duration", func(r results.Row) string { return fmt.Sprintf("%gs", r.DurationS) }},
-	{"warmup", func(r results.Row) string { return fmt.Sprintf("%gs", r.WarmupS) }},
-}
+// Params are the columns that tell points apart, in CSV order: the plan,
+// the hosts, and every parameter column (results' schema), as people read
+// them. The summary shows those that vary between points; runner plot
+// splits series by them.
+var Params = func() []Param {
+	ps := []Param{{"plan", func(r results.Row) string { return r.Plan }}}
+	for _, col := range results.Columns {
+		switch p := results.ColumnParam(col); {
+		case col == "server_host":
+			ps = append(ps, Param{"server", func(r results.Row) string { return r.ServerHost }})
+		case col == "client_host":
+			ps = append(ps, Param{"client", func(r results.Row) string { return r.ClientHost }})
+		case p != nil:
+			ps = append(ps, Param{p.Name, func(r results.Row) string { return p.Display(r.Param(p.Name)) }})
+		}
+	}
+	return ps
+}()
 
 // Write prints the table. The parameter columns are those that differ
 // between the groups (block_size when none do).
@@ -165,7 +164,11 @@ func Write(w io.Writer, groups []Group) error {
 		}
 	}
 	if len(shown) == 0 {
-		shown = []Param{Params[5]} // block_size
+		for _, p := range Params {
+			if p.Name == "block_size" {
+				shown = []Param{p}
+			}
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var head []string

@@ -2,6 +2,7 @@ package summary
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -48,7 +49,7 @@ func TestStat(t *testing.T) {
 }
 
 func row(key string, rep int, bs int64, bw, p99 float64, status string) results.Row {
-	r := results.Row{PointKey: key, Repetition: rep, Status: status, BlockSizeBytes: bs, Transport: "tcp", QueueDepth: 16}
+	r := results.Row{PointKey: key, Repetition: rep, Status: status, Params: map[string]string{"block_size": fmt.Sprint(bs), "transport": "tcp", "queue_depth": "16"}}
 	if status == results.StatusOK {
 		p50, iops := p99/2, bw
 		r.BandwidthMBs, r.LatP99Us, r.LatP50Us, r.IOPS = &bw, &p99, &p50, &iops

@@ -11,23 +11,23 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"rdmasweep/results"
 	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
-	"rdmasweep/node/latency"
 	"rdmasweep/node/transport"
 	"rdmasweep/node/workload"
 )
 
-// The C loop fills latency.Histogram.Counts directly, so the two must agree.
+// The C loop fills results.Histogram.Counts directly, so the two must agree.
 var (
-	_ [latency.NumBuckets - C.RS_NUM_BUCKETS]struct{}
-	_ [C.RS_NUM_BUCKETS - latency.NumBuckets]struct{}
-	_ [latency.SubBucketBits - C.RS_SUB_BUCKET_BITS]struct{}
-	_ [C.RS_SUB_BUCKET_BITS - latency.SubBucketBits]struct{}
+	_ [results.NumBuckets - C.RS_NUM_BUCKETS]struct{}
+	_ [C.RS_NUM_BUCKETS - results.NumBuckets]struct{}
+	_ [results.SubBucketBits - C.RS_SUB_BUCKET_BITS]struct{}
+	_ [C.RS_SUB_BUCKET_BITS - results.SubBucketBits]struct{}
 )
 
 // stallTimeout bounds how long the loop waits with reads in flight and
@@ -72,7 +72,7 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 		return nil, fmt.Errorf("qps %d is over the %d this node supports", cfg.QPs, C.RS_MAX_QP)
 	case cfg.QueueDepth <= 0 || cfg.QueueDepth > C.RS_MAX_QD:
 		return nil, fmt.Errorf("queue_depth %d outside 1..%d", cfg.QueueDepth, C.RS_MAX_QD)
-	case cfg.BlockSize <= 0 || cfg.BlockSize > 1<<30:
+	case cfg.BlockSize <= 0 || cfg.BlockSize > maxBlock:
 		return nil, fmt.Errorf("block size %d outside 1..1GiB (one RDMA READ)", cfg.BlockSize)
 	}
 	perQP := (cfg.QueueDepth + cfg.QPs - 1) / cfg.QPs
@@ -193,7 +193,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		return m, ctx.Err()
 	}
 
-	var h latency.Histogram
+	var h results.Histogram
 	// The arguments live in C memory: they hold pointers (the QP array,
 	// the buffer) that cgo would not let Go memory carry into C.
 	a := (*C.rs_run_args)(C.calloc(1, C.size_t(unsafe.Sizeof(C.rs_run_args{}))))
@@ -221,7 +221,9 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	pinner.Pin(&h.Counts[0])
 	a.hist = (*C.uint64_t)(unsafe.Pointer(&h.Counts[0]))
 	var o C.rs_run_out
+	cpu := transport.StartCPU()
 	C.rs_run(a, &o)
+	used := cpu()
 	pinner.Unpin()
 
 	c.next = int64(o.next)
@@ -252,6 +254,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		Latency:  h.Summary(),
 		Verified: w.Verify,
 		GIDIndex: &gi,
+		CPU:      used,
 	}, nil
 }
 

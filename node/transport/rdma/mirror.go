@@ -7,8 +7,14 @@ import "C"
 
 import "unsafe"
 
-// These expose the C mirrors of node/latency and node/pattern to the tests
+// These expose the C mirrors of results.Bucket and node/pattern to the tests
 // that cross-check them (test files cannot use cgo).
+
+// The C loop's bounds on reads in flight and QPs.
+const (
+	cMaxQD = C.RS_MAX_QD
+	cMaxQP = C.RS_MAX_QP
+)
 
 func cBucket(ns uint64) int { return int(C.rs_bucket(C.uint64_t(ns))) }
 

@@ -7,11 +7,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"rdmasweep/node/latency"
 	"rdmasweep/node/pattern"
+	"rdmasweep/results"
 )
 
-// The C loop buckets latencies into latency.Histogram.Counts itself, so its
+// The C loop buckets latencies into results.Histogram.Counts itself, so its
 // bucket must be Go's for every value, around every power of two especially.
 func TestCBucketMatchesGo(t *testing.T) {
 	vals := []uint64{0, 1, 127, 128, 129, 255, 256, math.MaxUint64, math.MaxUint64 - 1}
@@ -24,7 +24,7 @@ func TestCBucketMatchesGo(t *testing.T) {
 		vals = append(vals, r.Uint64()>>r.IntN(64))
 	}
 	for _, v := range vals {
-		if c, g := cBucket(v), latency.Bucket(v); c != g {
+		if c, g := cBucket(v), results.Bucket(v); c != g {
 			t.Fatalf("bucket(%d): C %d, Go %d", v, c, g)
 		}
 	}
@@ -62,6 +62,24 @@ func TestCCheckMatchesGo(t *testing.T) {
 		cb, cok := cCheck(buf, off, seed)
 		if gok || cok || gb != cb {
 			t.Fatalf("corrupted buffer (off %d len %d): Go (%d,%v), C (%d,%v)", off, len(buf), gb, gok, cb, cok)
+		}
+	}
+}
+
+// TestLimitsAreTheTables holds the limits the C loop and the exchange
+// enforce to the parameter table, which runner validate reads.
+func TestLimitsAreTheTables(t *testing.T) {
+	for _, c := range []struct {
+		param string
+		node  int64
+	}{
+		{"queue_depth", cMaxQD},
+		{"qps", cMaxQP},
+		{"qps", maxQPs},
+		{"block_size", maxBlock},
+	} {
+		if max, _, _ := results.ParamByName(c.param).LimitFor("rdma"); max != c.node {
+			t.Errorf("%s for rdma: table %d, node %d", c.param, max, c.node)
 		}
 	}
 }

@@ -247,8 +247,9 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	defer release()
 	defer sess.close() // before release: Close frees the device once released
 	start := time.Now()
+	cpu := transport.StartCPU()
 	n, reads, err := readEnd(c)
-	st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds()}
+	st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds(), CPU: cpu()}
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/hosttest"
 	"rdmasweep/runner/remote/slurm"
@@ -355,8 +356,9 @@ func testDeploy(t *testing.T, l *lab) {
 	check("after n2's stale copy was replaced")
 }
 
-// The runner's own deploy (architecture check, then Upload) puts the real
-// node binary on every node at once, and it runs there.
+// The runner's own facts and deploy work through Slurm steps: each node's
+// facts come from that node, and the real node binary, checked against the
+// architecture they report, goes to every node and runs there.
 func testDeployNode(t *testing.T, l *lab) {
 	ctx := ctxFor(t)
 	bin := filepath.Join(t.TempDir(), "node")
@@ -365,6 +367,11 @@ func testDeployNode(t *testing.T, l *lab) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build node: %v: %s", err, out)
 	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
 	target := slurmlab.LocalDir + "/bin/node"
 	var wg sync.WaitGroup
 	for _, n := range slurmlab.NodeNames {
@@ -376,14 +383,19 @@ func testDeployNode(t *testing.T, l *lab) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := deploy.Deploy(ctx, h, bin, target)
+			f, err := hostfacts.Collect(ctx, h, hostfacts.Query{})
+			if err != nil || f.Hostname != n || f.Arch == "" {
+				t.Errorf("facts of %s: hostname %q, arch %q, %v", n, f.Hostname, f.Arch, err)
+				return
+			}
+			res, err := deploy.Deploy(ctx, h, bin, target, f.Arch)
 			if err != nil || res.UpToDate {
 				t.Errorf("deploy node to %s: %+v, %v", n, res, err)
 				return
 			}
-			out, err := h.Run(ctx, []string{target, "version"})
-			if err != nil || !strings.HasPrefix(string(out), "node ") {
-				t.Errorf("node version on %s: %q, %v", n, out, err)
+			f, err = hostfacts.Collect(ctx, h, hostfacts.Query{NodePath: target})
+			if err != nil || !f.Node.Present || f.Node.SHA256 != hex.EncodeToString(sum[:]) || !slices.Contains(f.Node.Transports, "tcp") {
+				t.Errorf("facts of %s after the deploy: node %+v, %v", n, f.Node, err)
 			}
 		}()
 	}

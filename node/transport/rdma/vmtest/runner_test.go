@@ -149,15 +149,15 @@ output: {csv: out/rxe.csv, logs: out/logs}
 	}
 	for i, r := range rows {
 		p := sweepPoints[i]
-		t.Logf("row %d: %s %s, %d B blocks, %s, %.1f MB/s, p50 %.0f µs, registration %s s (%s MB/s)", i+1, r.Status, r.Transport,
-			r.BlockSizeBytes, r.Registration, deref(r.BandwidthMBs), deref(r.LatP50Us), fmtPtr(r.RegistrationS), fmtPtr(r.RegistrationMBs))
+		t.Logf("row %d: %s %s, %d B blocks, %s, %.1f MB/s, p50 %.0f µs, registration %s s (%s MB/s)", i+1, r.Status, r.Transport(),
+			r.ParamInt("block_size"), r.Param("registration"), deref(r.BandwidthMBs), deref(r.LatP50Us), fmtPtr(r.RegistrationS), fmtPtr(r.RegistrationMBs))
 		if r.Status != results.StatusOK || r.Error != "" {
 			t.Errorf("row %d: status %q, error %q", i+1, r.Status, r.Error)
 			continue
 		}
-		if r.Transport != "rdma" || r.Registration != "pinned" || r.BlockSizeBytes != p.bs || r.TotalBytes != p.bytes {
+		if r.Transport() != "rdma" || r.Param("registration") != "pinned" || r.ParamInt("block_size") != p.bs || r.ParamInt("total") != p.bytes {
 			t.Errorf("row %d: transport %q, registration %q, block %d, total %d; want rdma, pinned, %d, %d",
-				i+1, r.Transport, r.Registration, r.BlockSizeBytes, r.TotalBytes, p.bs, p.bytes)
+				i+1, r.Transport(), r.Param("registration"), r.ParamInt("block_size"), r.ParamInt("total"), p.bs, p.bytes)
 		}
 		if r.RegistrationS == nil || *r.RegistrationS <= 0 || r.RegistrationMBs == nil || *r.RegistrationMBs <= 0 {
 			t.Errorf("row %d: registration_s %s, registration_mb_s %s; want both measured", i+1, fmtPtr(r.RegistrationS), fmtPtr(r.RegistrationMBs))

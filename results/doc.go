@@ -1,0 +1,14 @@
+// Package results is the contract between node and runner: both import it
+// and nothing else of each other.
+//
+//   - schema.go and params.go: every parameter of an experiment (its plan
+//     field, type, default, limits per transport, node flag) and every CSV
+//     column, declared once.
+//   - events.go: the JSON-lines events node prints and the runner reads.
+//   - devices.go: `node devices` and `node version` output, and the rule
+//     that picks a GID for an address.
+//   - size.go: the size syntax plans and node flags share (4KiB, 1GB).
+//   - row.go and csvfile.go: the CSV row and the file that holds only whole
+//     rows, reads every header rdmasweep has written, and upgrades older
+//     ones.
+package results

@@ -1,0 +1,185 @@
+package results
+
+// The schema: every CSV column and every parameter, declared once.
+//
+// Rules (TestSchema and TestHeaderHistory hold them):
+//   - The CSV's columns are the entries with a Column, in table order. New
+//     columns are only ever appended at the end of the table; none is
+//     renamed, reordered or removed, because notebooks index them.
+//   - A param is swept only if it has a column, so every row says its
+//     value.
+//   - A param added after version 1 has Since > 1: it enters point keys
+//     only when it differs from its default.
+//   - A column that is not a param is a field of Row with that csv tag.
+//   - Entries without a column (plan-only params) may sit anywhere; they
+//     are placed beside their relatives.
+//
+// docs/plan.md's parameter tables and docs/csv.md are generated from this
+// table (go generate ./results/...); a test fails when they drift.
+
+//go:generate go run ../internal/gendocs -docs ../docs
+
+// Field is one entry of the schema: a CSV column, a param, or a param
+// recorded in its own column.
+type Field struct {
+	Column string // the CSV column; "" for a param without one
+	Unit   string // of the column's figures
+	Doc    string // what the column records
+	Param  *Param // the param, or nil for a column that is not one
+}
+
+// FirstHeaderLen is the length of the first header, version 1's: every
+// rdmasweep CSV starts with those columns.
+const FirstHeaderLen = 33
+
+var schema = []Field{
+	{Column: "run_id", Doc: "one `runner exec`, e.g. `20261202T150405Z-1a2b3c`; `RUN_ID.json` beside the CSV is its manifest"},
+	{Column: "plan", Doc: "the plan's name"},
+	{Column: "point_key", Doc: "the point's key: rows are matched on (point_key, repetition), which is how a second exec knows what is done"},
+	{Column: "repetition", Doc: "1..repeat"},
+	{Column: "started_at", Unit: "RFC 3339 UTC", Doc: "when the server was started"},
+	{Column: "status", Doc: "`ok` or `failed`"},
+	{Column: "error", Doc: "one line; the full stderr is in the log file"},
+	{Column: "transport", Doc: "`tcp` or `rdma`", Param: &Param{
+		Name: "transport", Kind: KindEnum, Enum: []string{"tcp", "rdma"}, Default: "tcp",
+		Flag: "transport", Role: "both", Since: 1,
+		Doc: "how the client reads the server's region: `rdma` READs, or `tcp` requests (every plan can run without RDMA hardware)"}},
+	{Column: "server_host", Doc: "`local` or `user@address:port`"},
+	{Column: "client_host", Doc: "`local` or `user@address:port`"},
+
+	{Param: &Param{
+		Name: "file", Section: "server", Kind: KindPath, Required: true,
+		Flag: "file", Role: "serve", Since: 1,
+		Doc: "absolute path of the file on the server host"}},
+	{Column: "file_size_bytes", Unit: "bytes", Doc: "the region served: the file's first file_size bytes", Param: &Param{
+		Name: "file_size", Section: "server", Kind: KindSize, Required: true, Min: 1, Sweep: true,
+		Flag: "file-size", Role: "serve", Since: 1,
+		Doc: "node serves the first `file_size` bytes of the file; a multiple of block_size"}},
+	{Param: &Param{
+		Name: "create", Section: "server", Kind: KindBool, Default: "false",
+		Flag: "create", Role: "serve", Since: 1,
+		Doc: "make the file (and its sidecar) if needed; never overwrites a file it did not make"}},
+	{Column: "block_size_bytes", Unit: "bytes", Doc: "bytes per read", Param: &Param{
+		Name: "block_size", Section: "client", Kind: KindSize, Default: "1MiB", Min: 1, Max: 1<<31 - 1,
+		Limits: []Limit{
+			{Transport: "tcp", Max: 256 << 20, Why: "the tcp wire's largest reply"},
+			{Transport: "rdma", Max: 1 << 30, Why: "node's largest RDMA READ"},
+		},
+		Sweep: true, Flag: "block-size", Role: "read", Since: 1,
+		Doc: "bytes per read"}},
+	{Column: "queue_depth", Doc: "reads in flight", Param: &Param{
+		Name: "queue_depth", Section: "client", Kind: KindInt, Default: "16", Min: 1, Max: 1 << 20,
+		Limits: []Limit{{Transport: "rdma", Max: 4096, Why: "node's RDMA read loop holds 4096 reads in flight"}},
+		Sweep:  true, Flag: "queue-depth", Role: "read", Since: 1,
+		Doc: "reads in flight in total, spread evenly over the QPs"}},
+	{Column: "qps", Doc: "RDMA queue pairs", Param: &Param{
+		Name: "qps", Section: "client", Kind: KindInt, Default: "1", Min: 1, Max: 1 << 16,
+		Limits: []Limit{{Transport: "rdma", Max: 1024, Why: "node connects at most 1024 QPs"}},
+		Sweep:  true, Flag: "qps", Role: "read", Since: 1,
+		Doc: "RDMA queue pairs (tcp uses one connection)"}},
+	{Column: "pattern", Doc: "`sequential` or `random`", Param: &Param{
+		Name: "pattern", Section: "client", Kind: KindEnum, Enum: []string{"sequential", "random"}, Default: "sequential",
+		Sweep: true, Flag: "pattern", Role: "read", Since: 1,
+		Doc: "`sequential`, or `random`: a seeded shuffled permutation of the blocks, each block once per pass"}},
+	{Column: "cache", Doc: "`cold` or `warm`", Param: &Param{
+		Name: "cache", Section: "server", Kind: KindEnum, Enum: []string{"cold", "warm"}, Default: "cold",
+		Sweep: true, Flag: "cache", Role: "serve", Since: 1,
+		Doc: "`cold` drops the file's pages before the point; `warm` reads it once"}},
+	{Column: "registration", Doc: "`pinned` or `odp`; empty for tcp", Param: &Param{
+		Name: "registration", Section: "server", Kind: KindEnum, Enum: []string{"pinned", "odp"}, Default: "pinned",
+		Transports: []string{"rdma"}, Sweep: true, Flag: "registration", Role: "serve", Since: 1,
+		Doc: "`pinned` registers and pins the whole region; `odp` uses on-demand paging"}},
+	{Column: "total_bytes", Unit: "bytes", Doc: "what the point was set to read: `total`, or file_size when total is 0; 0 when it reads for a duration", Param: &Param{
+		Name: "total", Section: "client", Kind: KindSize, Default: "0", Min: 0,
+		Sweep: true, Flag: "total", Role: "read", Since: 1,
+		Doc:  "bytes read per point; 0 reads file_size; may exceed file_size (several passes)",
+		cell: func(v Values) string { return formatInt(EffectiveTotal(v)) }, none: "0"}},
+	{Column: "duration_s", Unit: "seconds", Doc: "the point's duration; 0 when it reads a total", Param: &Param{
+		Name: "duration", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
+		Sweep: true, Flag: "duration", Role: "read", Since: 1,
+		Doc: "when > 0, read for this long instead of `total`"}},
+	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it", Param: &Param{
+		Name: "warmup", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
+		Sweep: true, Flag: "warmup", Role: "read", Since: 1,
+		Doc: "read this long first, unmeasured"}},
+	{Param: &Param{
+		Name: "verify", Section: "client", Kind: KindBool, Default: "false",
+		Flag: "verify", Role: "read", Since: 1,
+		Doc: "check every byte read against the file's pattern"}},
+	{Param: &Param{
+		Name: "port", Section: "server", Kind: KindInt, Default: "0", Min: 0, Max: 65535,
+		Flag: "port", Role: "serve", Since: 1,
+		Doc: "the server's TCP port, 0 for any free one (the RDMA handshake runs over it too)"}},
+	{Param: &Param{
+		Name: "device", Section: "rdma", Kind: KindString, PerHost: true,
+		Transports: []string{"rdma"}, Flag: "rdma-device", Role: "both", Since: 1,
+		Doc: "the verbs device, e.g. `mlx5_0` or `rxe0`; default the first active one"}},
+	{Param: &Param{
+		Name: "ib_port", Section: "rdma", Kind: KindInt, Default: "1", Min: 1, Max: 255, PerHost: true,
+		Transports: []string{"rdma"}, Flag: "ib-port", Role: "both", Since: 1,
+		Doc: "the device's port"}},
+	{Param: &Param{
+		Name: "gid_index", Section: "rdma", Kind: KindInt, Auto: true, Min: 0, Max: 255, PerHost: true,
+		Transports: []string{"rdma"}, Flag: "gid-index", Role: "both", Since: 1,
+		Doc: "the GID table entry for RoCE; auto picks the GID of the address in use, preferring RoCE v2"}},
+
+	{Column: "bytes", Unit: "bytes", Doc: "read in the measured phase"},
+	{Column: "seconds", Unit: "seconds", Doc: "first read issued to last read completed, after warmup"},
+	{Column: "bandwidth_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "bytes ÷ seconds"},
+	{Column: "iops", Unit: "reads/s", Doc: "reads ÷ seconds"},
+	{Column: "lat_avg_us", Unit: "µs", Doc: "mean latency per read, issue to completion"},
+	{Column: "lat_p50_us", Unit: "µs", Doc: "median latency per read"},
+	{Column: "lat_p99_us", Unit: "µs", Doc: "99th percentile latency per read"},
+	{Column: "lat_p999_us", Unit: "µs", Doc: "99.9th percentile latency per read"},
+	{Column: "lat_max_us", Unit: "µs", Doc: "the slowest read"},
+	{Column: "verified", Doc: "true only when verify was on and every byte matched"},
+	{Column: "registration_s", Unit: "seconds", Doc: "RDMA: time to register (and, pinned, fault in) the region; empty for tcp"},
+	{Column: "registration_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ registration_s"},
+	{Column: "cached_fraction", Unit: "0..1", Doc: "share of the region in the page cache (mincore) before registration"},
+}
+
+// Columns is the CSV header, in order: the schema's entries that have a
+// column. It only ever grows at its end.
+var Columns = func() []string {
+	var cols []string
+	for _, f := range schema {
+		if f.Column != "" {
+			cols = append(cols, f.Column)
+		}
+	}
+	return cols
+}()
+
+// params is every param, in table order.
+var params = func() []*Param {
+	var ps []*Param
+	for _, f := range schema {
+		if f.Param != nil {
+			ps = append(ps, f.Param)
+		}
+	}
+	return ps
+}()
+
+// Schema returns the table, for generated docs and tests.
+func Schema() []Field { return append([]Field(nil), schema...) }
+
+// ColumnParam returns the param recorded in column, or nil.
+func ColumnParam(column string) *Param {
+	for _, f := range schema {
+		if f.Column == column {
+			return f.Param
+		}
+	}
+	return nil
+}
+
+// ParamColumn returns the column that records param name, or "".
+func ParamColumn(name string) string {
+	for _, f := range schema {
+		if f.Param != nil && f.Param.Name == name {
+			return f.Column
+		}
+	}
+	return ""
+}

@@ -1,0 +1,186 @@
+// Package leftover keeps the record of the nodes an exec has started and
+// not yet seen exit, and stops the ones an earlier exec left behind.
+package leftover
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"rdmasweep/internal/atomicfile"
+	"rdmasweep/results"
+	"rdmasweep/runner/remote"
+	"rdmasweep/runner/role"
+)
+
+// Record is the small file beside the CSV (CSV.state) that lists every
+// node the runner started and has not yet seen exit. A runner killed with SIGKILL
+// cannot stop its nodes; the next exec reads this file and kills the ones
+// still alive. Pids are reused, so an entry is acted on only when the
+// host's boot_id, the process's start time and its executable all match.
+type Record struct {
+	path    string
+	mu      sync.Mutex
+	entries []Entry
+	hosts   map[string]remote.Host // by Host.Name()
+	bootIDs map[string]string
+}
+
+// Entry is one started node.
+type Entry struct {
+	Host      string `json:"host"`
+	PID       int    `json:"pid"`
+	PGID      int    `json:"pgid"`
+	StartTime string `json:"start_time"` // /proc/PID/stat field 22, clock ticks since boot
+	BootID    string `json:"boot_id"`
+	Exe       string `json:"exe"`
+}
+
+// Open reads path, kills the leftovers it records on the given targets'
+// hosts, and returns the record for this exec. Entries for hosts
+// this exec does not reach are kept for a later one. report receives one
+// message per leftover killed.
+func Open(ctx context.Context, path string, targets []role.Target, report func(string)) (*Record, error) {
+	s := &Record{path: path, hosts: map[string]remote.Host{}, bootIDs: map[string]string{}}
+	for _, t := range targets {
+		s.hosts[t.Host.Name()] = t.Host
+	}
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read state: %w", err)
+	}
+	if len(data) > 0 {
+		var old []Entry
+		if err := json.Unmarshal(data, &old); err != nil {
+			return nil, fmt.Errorf("read state %s: %w (remove it if no runner is running)", path, err)
+		}
+		for _, e := range old {
+			h, ok := s.hosts[e.Host]
+			if !ok {
+				s.entries = append(s.entries, e) // another exec's host; keep
+				continue
+			}
+			if killed, err := s.reap(ctx, h, e); err != nil {
+				report(fmt.Sprintf("%s: could not check leftover node pid %d: %v", e.Host, e.PID, err))
+				s.entries = append(s.entries, e)
+			} else if killed {
+				report(fmt.Sprintf("%s: killed leftover node pid %d from an earlier exec", e.Host, e.PID))
+			}
+		}
+	}
+	return s, s.save()
+}
+
+// reap kills e's process group if e is still that very process.
+func (s *Record) reap(ctx context.Context, h remote.Host, e Entry) (bool, error) {
+	boot, start, exe, err := s.identify(ctx, h, e.PID)
+	if err != nil {
+		return false, err
+	}
+	if start == "" || boot != e.BootID || start != e.StartTime || exe != e.Exe {
+		return false, nil // gone, or the pid now belongs to someone else
+	}
+	// Group and pid in two commands: kill(1) given both exits 1 when the
+	// group's SIGKILL let the parent reap the pid before its own turn.
+	var groupErr error = errors.New("no process group recorded")
+	if e.PGID > 0 {
+		_, groupErr = h.Run(ctx, []string{"kill", "-KILL", "--", "-" + strconv.Itoa(e.PGID)})
+	}
+	if _, err := h.Run(ctx, []string{"kill", "-KILL", strconv.Itoa(e.PID)}); err != nil && groupErr != nil {
+		return false, fmt.Errorf("kill: %w", err)
+	}
+	return true, nil
+}
+
+// identify reads the host's boot_id and pid's start time and executable.
+// A pid that does not exist gives an empty start time and no error.
+func (s *Record) identify(ctx context.Context, h remote.Host, pid int) (boot, start, exe string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	p := strconv.Itoa(pid)
+	// One command, so a remote host costs one round trip. Missing files
+	// just leave their lines out.
+	out, err := h.Run(ctx, []string{"sh", "-c", `cat /proc/sys/kernel/random/boot_id; cat /proc/$1/stat 2>/dev/null || echo; readlink /proc/$1/exe 2>/dev/null || echo`, "sh", p})
+	if err != nil {
+		return "", "", "", err
+	}
+	lines := strings.Split(string(out), "\n")
+	for len(lines) < 3 {
+		lines = append(lines, "")
+	}
+	boot = strings.TrimSpace(lines[0])
+	if stat := lines[1]; stat != "" {
+		// Field 2 (comm) may hold spaces; fields after it follow ") ".
+		if i := strings.LastIndex(stat, ") "); i >= 0 {
+			f := strings.Fields(stat[i+2:])
+			if len(f) > 19 {
+				start = f[19] // field 22 overall
+			}
+		}
+	}
+	// A binary replaced by a newer deploy reads "PATH (deleted)"; the
+	// process is still ours to reap.
+	exe = strings.TrimSuffix(strings.TrimSpace(lines[2]), " (deleted)")
+	return boot, start, exe, nil
+}
+
+// Add records a started node. It is the point Runner's Started hook. node
+// reports its own start time and boot_id, so this costs no round trip.
+func (s *Record) Add(t role.Target, st *results.Started) {
+	if st.StartTime == "" || st.BootID == "" {
+		return // a node too old to say; it still exits on stdin EOF
+	}
+	s.mu.Lock()
+	s.entries = append(s.entries, Entry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: st.StartTime, BootID: st.BootID, Exe: t.NodePath})
+	s.mu.Unlock()
+	_ = s.save()
+}
+
+// Remove forgets a node once it is reaped. It is the point Runner's Exited
+// hook.
+func (s *Record) Remove(t role.Target, st *results.Started) {
+	s.mu.Lock()
+	kept := s.entries[:0]
+	for _, e := range s.entries {
+		if !(e.Host == t.Host.Name() && e.PID == st.PID) {
+			kept = append(kept, e)
+		}
+	}
+	s.entries = kept
+	s.mu.Unlock()
+	_ = s.save()
+}
+
+// save writes the record whole or not at all; an empty one removes the
+// file.
+func (s *Record) save() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.entries) == 0 {
+		err := os.Remove(s.path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	data, err := json.MarshalIndent(s.entries, "", "  ")
+	if err != nil {
+		return err
+	}
+	// A full disk must not leave a partial file beside the CSV.
+	err = atomicfile.Write(s.path, 0o644, func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}

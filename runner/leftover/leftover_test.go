@@ -1,0 +1,129 @@
+package leftover
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/remote"
+	"rdmasweep/runner/role"
+)
+
+// sleeper starts a process that stands in for a node left running by a
+// runner that was killed: its own process group, like node under sshd.
+func sleeper(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	bin, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, _ = filepath.EvalSymlinks(bin)
+	cmd := exec.Command(bin, "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, bin
+}
+
+func identity(t *testing.T, pid int) (boot, start string) {
+	t.Helper()
+	s := &Record{}
+	boot, start, _, err := s.identify(context.Background(), remote.Local{}, pid)
+	if err != nil || boot == "" || start == "" {
+		t.Fatalf("identify %d: %q %q %v", pid, boot, start, err)
+	}
+	return boot, start
+}
+
+func alive(cmd *exec.Cmd) bool {
+	done := make(chan struct{})
+	go func() { cmd.Process.Wait(); close(done) }()
+	select {
+	case <-done:
+		return false
+	case <-time.After(500 * time.Millisecond):
+		return true
+	}
+}
+
+func writeState(t *testing.T, path string, entries ...Entry) {
+	t.Helper()
+	b, _ := json.Marshal(entries)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenStateKillsOnlyTheVerySameProcess(t *testing.T) {
+	local := role.Target{Host: remote.Local{}, Label: "server (local)"}
+	for _, tc := range []struct {
+		name     string
+		mangle   func(e *Entry)
+		wantKill bool
+	}{
+		{"same boot, start time and executable", func(e *Entry) {}, true},
+		{"pid reused: other start time", func(e *Entry) { e.StartTime += "1" }, false},
+		{"other boot", func(e *Entry) { e.BootID = "00000000-0000-0000-0000-000000000000" }, false},
+		{"other executable", func(e *Entry) { e.Exe = "/opt/rdmasweep/node" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd, bin := sleeper(t)
+			pid := cmd.Process.Pid
+			boot, start := identity(t, pid)
+			e := Entry{Host: "local", PID: pid, PGID: pid, StartTime: start, BootID: boot, Exe: bin}
+			tc.mangle(&e)
+			path := filepath.Join(t.TempDir(), "out.csv.state")
+			writeState(t, path, e)
+			var said []string
+			st, err := Open(context.Background(), path, []role.Target{local}, func(m string) { said = append(said, m) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := !alive(cmd); got != tc.wantKill {
+				t.Fatalf("killed %v, want %v (messages %v)", got, tc.wantKill, said)
+			}
+			if tc.wantKill && (len(said) != 1 || !strings.Contains(said[0], "killed leftover node pid "+strconv.Itoa(pid))) {
+				t.Fatalf("messages: %v", said)
+			}
+			// Either way the entry is settled: the file is gone.
+			if _, err := os.Stat(path); !os.IsNotExist(err) || len(st.entries) != 0 {
+				t.Fatalf("state left: %v, %d entries", err, len(st.entries))
+			}
+		})
+	}
+}
+
+func TestStateKeepsOtherHostsAndRecordsNodes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.csv.state")
+	other := Entry{Host: "alice@10.9.9.9:22", PID: 42, PGID: 42, StartTime: "1", BootID: "b", Exe: "/x/node"}
+	writeState(t, path, other)
+	local := role.Target{Host: remote.Local{}, Label: "server (local)", NodePath: "/bin/node"}
+	st, err := Open(context.Background(), path, []role.Target{local}, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := &results.Started{PID: 7, PGID: 7, StartTime: "99", BootID: "boot"}
+	st.Add(local, started)
+	var got []Entry
+	b, _ := os.ReadFile(path)
+	json.Unmarshal(b, &got)
+	if len(got) != 2 || got[0] != other || got[1].PID != 7 || got[1].Exe != "/bin/node" || got[1].Host != "local" {
+		t.Fatalf("state: %s", b)
+	}
+	st.Remove(local, started)
+	b, _ = os.ReadFile(path)
+	json.Unmarshal(b, &got)
+	if len(got) != 1 || got[0] != other {
+		t.Fatalf("after remove: %s", b)
+	}
+}

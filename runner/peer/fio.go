@@ -1,0 +1,163 @@
+package peer
+
+// fio (3.33), run on the server's host against the server's own file: one
+// job, no server process. The mapping:
+//
+//	file -> --filename, --readonly     file_size -> --size (the served bytes)
+//	block_size -> --bs                 queue_depth -> --iodepth
+//	pattern sequential|random -> --rw=read|randread
+//	duration -> --runtime, --time_based
+//	total (no duration) -> --io_size (fio wraps around --size as node does)
+//	warmup -> --ramp_time
+//	cache warm -> --invalidate=0; cold -> fio's default (invalidate=1),
+//	              after the node's own cold-cache step
+//	direct -> --direct=1 (a field of its own: O_DIRECT is not "cold")
+//
+// --ioengine=io_uring: the node reads through the page cache, and so does
+// fio without --direct. libaio is asynchronous only with O_DIRECT: on a
+// buffered file each io_submit blocks until its read is done, so iodepth
+// would do nothing. io_uring keeps iodepth reads in flight either way.
+// --lat_percentiles=1 gives percentiles of the whole latency (submission
+// to completion), which is what node measures, not only of completion.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+func checkFio(p Params) []*ParamError {
+	c := &paramErrs{peer: Fio}
+	c.common(p)
+	if p.Verify {
+		c.add("verify", "fio checks only data it wrote itself, and --readonly writes none")
+	}
+	if p.Registration == "odp" {
+		c.add("registration", "fio registers no memory")
+	}
+	if p.qps() > 1 {
+		c.add("qps", "fio reads the file in one job; qps > 1 has no fio mapping")
+	}
+	if p.File == "" {
+		c.add("file", "fio reads the server's file, and the point names none")
+	}
+	if p.FileSize <= 0 {
+		c.add("file_size", "fio needs the served size (got %d)", p.FileSize)
+	} else if p.BlockSize > p.FileSize {
+		c.add("block_size", "a block of %d bytes does not fit in file_size %d", p.BlockSize, p.FileSize)
+	}
+	if p.Duration%time.Millisecond != 0 || p.Warmup%time.Millisecond != 0 {
+		c.add("duration", "fio takes whole milliseconds (duration %s, warmup %s)", p.Duration, p.Warmup)
+	}
+	return c.errs
+}
+
+func buildFio(p Params) Commands {
+	rw := "read"
+	if p.Pattern == "random" {
+		rw = "randread"
+	}
+	args := []string{"fio", "--name=rdmasweep", "--filename=" + p.File, "--readonly",
+		"--ioengine=io_uring", "--rw=" + rw,
+		"--bs=" + strconv.FormatInt(p.BlockSize, 10),
+		"--iodepth=" + strconv.Itoa(max(p.QueueDepth, 1)),
+		"--size=" + strconv.FormatInt(p.FileSize, 10)}
+	if p.Duration > 0 {
+		args = append(args, fmt.Sprintf("--runtime=%dms", p.Duration.Milliseconds()), "--time_based")
+	} else {
+		args = append(args, "--io_size="+strconv.FormatInt(p.total(), 10))
+	}
+	if p.Warmup > 0 {
+		args = append(args, fmt.Sprintf("--ramp_time=%dms", p.Warmup.Milliseconds()))
+	}
+	if p.Cache == "warm" {
+		args = append(args, "--invalidate=0")
+	}
+	if p.Direct {
+		args = append(args, "--direct=1")
+	}
+	args = append(args, "--lat_percentiles=1", "--output-format=json")
+	return Commands{Client: args, ClientHost: "server"}
+}
+
+// fioReport is the part of fio's JSON that Parse reads.
+type fioReport struct {
+	Jobs []struct {
+		Error int `json:"error"`
+		Read  struct {
+			IOBytes int64   `json:"io_bytes"`
+			Runtime int64   `json:"runtime"` // ms
+			IOPS    float64 `json:"iops"`
+			TotalIO int64   `json:"total_ios"`
+			Lat     struct {
+				Max        float64            `json:"max"`
+				Mean       float64            `json:"mean"`
+				N          int64              `json:"N"`
+				Percentile map[string]float64 `json:"percentile"`
+			} `json:"lat_ns"`
+		} `json:"read"`
+		UsrCPU float64 `json:"usr_cpu"`
+		SysCPU float64 `json:"sys_cpu"`
+	} `json:"jobs"`
+}
+
+func parseFio(b []byte) (Result, error) {
+	// fio may print notes (e.g. "note: both iodepth >= 1 and
+	// synchronous I/O engine are selected") before the JSON.
+	if i := indexJSON(b); i > 0 {
+		b = b[i:]
+	}
+	var rep fioReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return Result{}, err
+	}
+	if len(rep.Jobs) != 1 {
+		return Result{}, fmt.Errorf("%d jobs, want the one job rdmasweep runs", len(rep.Jobs))
+	}
+	j := rep.Jobs[0]
+	if j.Error != 0 {
+		return Result{}, fmt.Errorf("fio's job failed with error %d", j.Error)
+	}
+	rd := j.Read
+	if rd.IOBytes <= 0 || rd.Runtime <= 0 {
+		return Result{}, fmt.Errorf("the job read nothing (io_bytes %d in %d ms)", rd.IOBytes, rd.Runtime)
+	}
+	r := Result{Bytes: rd.IOBytes, Seconds: float64(rd.Runtime) / 1e3}
+	r.BandwidthMBs = float64(r.Bytes) / r.Seconds / 1e6
+	if rd.IOPS > 0 && finite(rd.IOPS) {
+		r.IOPS = ptr(rd.IOPS)
+	}
+	pc := rd.Lat.Percentile
+	p50, ok50 := pc["50.000000"]
+	p99, ok99 := pc["99.000000"]
+	p999, ok999 := pc["99.900000"]
+	if rd.Lat.N > 0 && ok50 && ok99 && ok999 && p50 >= 0 && p99 >= 0 && p999 >= 0 && rd.Lat.Mean >= 0 && rd.Lat.Max >= 0 {
+		// fio's percentiles are its histogram buckets' values, which can
+		// sit a little above the exact maximum; cap them there, as node's
+		// own histogram summary does.
+		mx := rd.Lat.Max
+		r.Latency = &Latency{AvgUs: rd.Lat.Mean / 1e3, P50Us: min(p50, mx) / 1e3, P99Us: min(p99, mx) / 1e3, P999Us: min(p999, mx) / 1e3, MaxUs: mx / 1e3}
+	}
+	// usr_cpu and sys_cpu are the job's own getrusage times over its
+	// runtime, 100 = one CPU. fio is the reading side: cpu_client.
+	if cpu := j.UsrCPU + j.SysCPU; cpu >= 0 && finite(cpu) {
+		r.CPUClient = ptr(cpu / 100)
+	}
+	return r, nil
+}
+
+// indexJSON returns where the first line that opens a JSON object starts.
+func indexJSON(b []byte) int {
+	for i := 0; i < len(b); {
+		if b[i] == '{' {
+			return i
+		}
+		j := i
+		for j < len(b) && b[j] != '\n' {
+			j++
+		}
+		i = j + 1
+	}
+	return -1
+}

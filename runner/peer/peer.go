@@ -1,0 +1,295 @@
+// Package peer runs the established tools a node figure is compared with
+// (ib_read_bw for the fabric, iperf3 for TCP, fio for the SSD) as plan
+// workloads: it turns one point's parameters into each tool's argv, decides
+// from `ss -ltn` output when the tool's server listens, and reads the
+// tool's JSON into the figures a node row has.
+//
+// Everything here is pure: no process is started and no host is touched.
+// The runner starts the commands on the hosts the Commands name. Each peer
+// lives in its own file (ibreadbw.go, iperf3.go, fio.go); docs/workloads.md
+// writes out every mapping.
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Names of the peer workloads, as a plan's workload field spells them.
+const (
+	IBReadBW = "ib_read_bw"
+	Iperf3   = "iperf3"
+	Fio      = "fio"
+)
+
+// Params are one point's parameter values as a peer sees them, with the
+// plan's defaults already filled in. Field comments give the plan's name
+// for each; ParamError.Param uses the same names.
+type Params struct {
+	BlockSize  int64         // block_size, bytes
+	QueueDepth int           // queue_depth
+	QPs        int           // qps
+	Pattern    string        // pattern: "sequential" or "random" ("" = sequential)
+	Total      int64         // total, bytes; 0 with Duration 0 means FileSize
+	Duration   time.Duration // duration; > 0 makes the point time-based
+	Warmup     time.Duration // warmup
+	Verify     bool          // verify
+
+	File         string // file: the server's file (fio reads it)
+	FileSize     int64  // file_size: the bytes of File that are served
+	Cache        string // cache: "cold" or "warm" ("" = cold)
+	Registration string // registration: "pinned" or "odp" ("" = pinned)
+	Direct       bool   // fio's direct=1 (O_DIRECT); only fio takes it
+
+	// ServerAddr is the address the server listens on and the client
+	// connects to (the server host's data address); Port is the server's
+	// port (0: the peer's own default).
+	ServerAddr string
+	Port       int
+
+	RDMADevice      string // rdma.device ("" = the peer's choice)
+	RDMAIBPort      int    // rdma.ib_port (0 = 1)
+	RDMAGIDIndex    int    // rdma.gid_index (-1 = the peer's choice)
+	RDMAMaxRdAtomic int    // rdma.max_rd_atomic (0 = the device's maximum)
+
+	// OutDir is a directory on each host where a peer that writes its
+	// report to a file (ib_read_bw) puts it. "" is the working directory.
+	OutDir string
+}
+
+// Commands is what to run for one point. The runner starts Server (when
+// there is one) on the server host, waits until ReadyPort is listening
+// there (see Listening), then runs Client on the host ClientHost names,
+// and hands the report (the client's stdout, or the file ClientReport
+// names on the client's host) to Parse.
+type Commands struct {
+	Server []string // argv of the server; nil for a peer without one (fio)
+	Client []string // argv of the measuring side
+	// ClientHost is "client", or "server" for a peer that measures on the
+	// server's host alone (fio reads the server's own file).
+	ClientHost string
+	// ReadyPort is the port Server listens on; 0 when there is no server.
+	ReadyPort int
+	// ClientReport is the path of the client's JSON report on its host;
+	// "" means the report is the client's stdout.
+	ClientReport string
+	// ServerReport is a report file the server writes too ("" = none).
+	// Parse does not need it; the runner may keep it in the logs.
+	ServerReport string
+}
+
+// Result is a peer's report read into the figures a node row has. MB is
+// 10^6 bytes. Optional figures are nil when the peer does not give them.
+type Result struct {
+	Bytes        int64   // bytes moved in the measured phase
+	Seconds      float64 // length of the measured phase
+	BandwidthMBs float64 // Bytes / Seconds / 1e6
+	IOPS         *float64
+	// Latency per operation, issue to completion, in microseconds (fio
+	// only: ib_read_bw and iperf3 report no per-operation latency).
+	Latency *Latency
+	// CPU seconds (user + sys) per measured second, for each role. See
+	// docs/workloads.md for what each peer's own figure covers.
+	CPUClient *float64
+	CPUServer *float64
+}
+
+// Latency is a latency summary in microseconds.
+type Latency struct {
+	AvgUs, P50Us, P99Us, P999Us, MaxUs float64
+}
+
+// ParseOptions is what Parse needs besides the report.
+type ParseOptions struct {
+	// ClientCPUs is the client host's CPU count. ib_read_bw's --cpu_util
+	// is a share of the whole host, so it becomes CPU seconds per second
+	// only with it; 0 leaves CPUClient nil for ib_read_bw.
+	ClientCPUs int
+}
+
+// ParamError says a peer cannot take one of the point's parameters. Param
+// is the plan's name for it (e.g. "verify", "rdma.max_rd_atomic"), so the
+// plan's validate can point at the line that sets it.
+type ParamError struct {
+	Peer   string
+	Param  string
+	Reason string
+}
+
+func (e *ParamError) Error() string {
+	return fmt.Sprintf("workload %s cannot take %s: %s", e.Peer, e.Param, e.Reason)
+}
+
+// ErrUnknown is wrapped when a workload name is not a peer's.
+var ErrUnknown = errors.New("unknown peer workload")
+
+// Tool describes a peer's program and where it comes from, for `runner
+// check` and for the message when a host lacks it.
+type Tool struct {
+	Name    string // the workload name
+	Binary  string // looked up on the host's PATH
+	Debian  string // package that ships Binary
+	RHEL    string
+	Version string // the version whose output the parser is tested on
+	// Ignored lists the plan parameters the peer takes without effect
+	// (their value changes nothing it does). A validator may refuse a
+	// sweep over one of them, since its peer rows would repeat.
+	Ignored []string
+}
+
+var tools = []Tool{
+	{Name: IBReadBW, Binary: "ib_read_bw", Debian: "perftest", RHEL: "perftest", Version: "4.5",
+		Ignored: []string{"cache", "file"}},
+	{Name: Iperf3, Binary: "iperf3", Debian: "iperf3", RHEL: "iperf3", Version: "3.12",
+		Ignored: []string{"queue_depth", "cache", "file", "rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
+	{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
+		Ignored: []string{"rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
+}
+
+// Names lists the peer workloads.
+func Names() []string {
+	var n []string
+	for _, t := range tools {
+		n = append(n, t.Name)
+	}
+	return n
+}
+
+// Lookup returns the Tool of a peer workload.
+func Lookup(name string) (Tool, error) {
+	for _, t := range tools {
+		if t.Name == name {
+			t.Ignored = slices.Clone(t.Ignored)
+			return t, nil
+		}
+	}
+	return Tool{}, fmt.Errorf("%w %q (want one of %s)", ErrUnknown, name, strings.Join(Names(), ", "))
+}
+
+// Check returns every parameter of p that the peer cannot take, so a
+// validator can report them all at once. Each error is a *ParamError. Only
+// values that ask for something are refused: a parameter at its neutral
+// value (verify false, pattern sequential, registration pinned, ...)
+// passes, so a plan's defaults never trip it.
+func Check(name string, p Params) ([]*ParamError, error) {
+	switch name {
+	case IBReadBW:
+		return checkIBReadBW(p), nil
+	case Iperf3:
+		return checkIperf3(p), nil
+	case Fio:
+		return checkFio(p), nil
+	}
+	_, err := Lookup(name)
+	return nil, err
+}
+
+// Build returns the commands of a peer for p. It fails when Check finds
+// anything (the error joins every *ParamError, for errors.As) or the name
+// is unknown.
+func Build(name string, p Params) (Commands, error) {
+	errs, err := Check(name, p)
+	if err != nil {
+		return Commands{}, err
+	}
+	if len(errs) > 0 {
+		var all []error
+		for _, e := range errs {
+			all = append(all, e)
+		}
+		return Commands{}, errors.Join(all...)
+	}
+	switch name {
+	case IBReadBW:
+		return buildIBReadBW(p), nil
+	case Iperf3:
+		return buildIperf3(p), nil
+	default:
+		return buildFio(p), nil
+	}
+}
+
+// Parse reads a peer's report (see Commands.ClientReport) into a Result.
+func Parse(name string, report []byte, o ParseOptions) (Result, error) {
+	var r Result
+	var err error
+	switch name {
+	case IBReadBW:
+		r, err = parseIBReadBW(report, o)
+	case Iperf3:
+		r, err = parseIperf3(report)
+	case Fio:
+		r, err = parseFio(report)
+	default:
+		_, err = Lookup(name)
+		return r, err
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s report: %w", name, err)
+	}
+	return r, nil
+}
+
+// paramErr collects ParamErrors for one peer.
+type paramErrs struct {
+	peer string
+	errs []*ParamError
+}
+
+func (c *paramErrs) add(param, format string, args ...any) {
+	c.errs = append(c.errs, &ParamError{Peer: c.peer, Param: param, Reason: fmt.Sprintf(format, args...)})
+}
+
+// common checks what every peer needs of the shape of a point.
+func (c *paramErrs) common(p Params) {
+	if p.BlockSize <= 0 {
+		c.add("block_size", "must be positive (got %d)", p.BlockSize)
+	}
+	if p.QueueDepth < 0 {
+		c.add("queue_depth", "must be positive (got %d)", p.QueueDepth)
+	}
+	if p.QPs < 0 {
+		c.add("qps", "must be positive (got %d)", p.QPs)
+	}
+	if p.Duration < 0 || p.Warmup < 0 || p.Total < 0 {
+		c.add("duration", "duration, warmup and total cannot be negative")
+	}
+	if p.Pattern != "" && p.Pattern != "sequential" && p.Pattern != "random" {
+		c.add("pattern", "must be sequential or random (got %q)", p.Pattern)
+	}
+	if p.Registration != "" && p.Registration != "pinned" && p.Registration != "odp" {
+		c.add("registration", "must be pinned or odp (got %q)", p.Registration)
+	}
+	if p.Cache != "" && p.Cache != "cold" && p.Cache != "warm" {
+		c.add("cache", "must be cold or warm (got %q)", p.Cache)
+	}
+}
+
+// wholeSeconds returns d in whole seconds, or false when d is not a whole
+// number of seconds (ib_read_bw and iperf3 take integers).
+func wholeSeconds(d time.Duration) (int64, bool) {
+	return int64(d / time.Second), d%time.Second == 0
+}
+
+// total is the bytes a total-based point reads: Total, or FileSize.
+func (p Params) total() int64 {
+	if p.Total > 0 {
+		return p.Total
+	}
+	return p.FileSize
+}
+
+func (p Params) qps() int {
+	if p.QPs <= 0 {
+		return 1
+	}
+	return p.QPs
+}
+
+func ptr(f float64) *float64 { return &f }
+
+func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }

@@ -1,0 +1,3 @@
+# perftest 4.5+0.17-1 (ib_read_bw --version: Version: 6.06); Debian 12 guest, soft-RoCE rxe0 under qemu TCG, 2 CPUs, made by fixtures_test.go on 2026-12-03
+ib_read_bw -s 1048576 -q 1 -t 16 -o 16 -d rxe0 -i 1 -x 1 -p 18515 -D 6 --margin 1 --cpu_util --out_json --out_json_file=/tmp/ib_read_bw.server.json
+ib_read_bw -s 1048576 -q 1 -t 16 -o 16 -d rxe0 -i 1 -x 1 -p 18515 -D 6 --margin 1 --cpu_util --out_json --out_json_file=/tmp/ib_read_bw.client.json 10.0.2.15

@@ -1,0 +1,324 @@
+package point
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/role"
+)
+
+// Role is one node process of a point, as data: where it runs, its
+// command line, when it may start, when it counts as ready, and which of
+// its events is its output. A point's roles are started, awaited, run and
+// collected by one loop, however many there are.
+type Role struct {
+	Target role.Target
+	// WaitsFor names the roles that must be ready before this one starts.
+	WaitsFor []string
+	// Argv is node's command line, built when the role starts from the
+	// ready events of the roles it waits for (by role name).
+	Argv func(ready map[string]*results.Ready) []string
+	// Ready is what makes the role ready.
+	Ready Readiness
+	// Output is the event the role must print before a clean exit, and
+	// what it gives the row: results.TypeResult (node read's measurement)
+	// or results.TypeDone (node serve's statistics).
+	Output string
+}
+
+// Readiness says when a role counts as ready.
+type Readiness int
+
+const (
+	// OnReadyEvent: when node prints its ready event (node serve, once
+	// its region is registered and it listens), within timeouts.ready.
+	OnReadyEvent Readiness = iota
+	// OnStart: as soon as node is started (node read starts reading at
+	// once).
+	OnStart
+)
+
+// Report is what one role said.
+type Report struct {
+	Target  role.Target
+	Started *results.Started
+	Ready   *results.Ready
+	Result  *results.Result
+	Done    *results.Done
+}
+
+// Timing is where a point's wall time went.
+type Timing struct {
+	ToReady     time.Duration // first roles started → ready
+	ToClient    time.Duration // → the roles that wait for them started
+	Measured    time.Duration // node read's own seconds
+	ResultToRow time.Duration // the result → every role gone (the row is written after)
+	Wall        time.Duration
+}
+
+// ErrInterrupted is returned when ctx ends during a point; no row is made.
+var ErrInterrupted = errors.New("interrupted")
+
+// blameWindow is how long a failing role's peers are given to show that
+// one of them died first.
+const blameWindow = time.Second
+
+// run is one point's roles in four steps: start each stage of roles (those
+// whose waits are over), await the stage's readiness, run until every role
+// has exited, and collect their reports. It returns every role's report,
+// complete or not, and a *role.Error naming the role that failed, or
+// ErrInterrupted. Whatever happens, every role is stopped before it
+// returns.
+func (r *Runner) run(ctx context.Context, roles []Role, control results.Control, logBase string) ([]*Report, Timing, error) {
+	x := &execution{
+		r: r, ctx: ctx, roles: roles, control: control, logBase: logBase, start: time.Now(),
+		procs:   make([]*proc, len(roles)),
+		reports: make([]*Report, len(roles)),
+		exited:  make([]bool, len(roles)),
+		ready:   map[string]*results.Ready{},
+		updates: make(chan update, 16*len(roles)),
+		abandon: make(chan struct{}),
+		readyBy: time.NewTimer(r.Plan.Timeouts.Ready),
+		pointBy: time.NewTimer(r.Plan.Timeouts.Point),
+	}
+	for i, rl := range roles {
+		x.reports[i] = &Report{Target: rl.Target}
+	}
+	defer x.stopAll()
+	err := x.steps()
+	x.tm.Wall = time.Since(x.start)
+	return x.reports, x.tm, err
+}
+
+// execution is one run of a point's roles. Its loop is the only reader of
+// updates; each process's forwarding goroutine is its only writer.
+type execution struct {
+	r       *Runner
+	ctx     context.Context
+	roles   []Role
+	control results.Control
+	logBase string
+	start   time.Time
+
+	procs   []*proc
+	reports []*Report
+	exited  []bool
+	ready   map[string]*results.Ready // by role name; a nil event for OnStart roles
+	updates chan update
+	abandon chan struct{}
+
+	readyBy, pointBy *time.Timer
+	resultAt         time.Time
+	tm               Timing
+}
+
+func (x *execution) steps() error {
+	for n, stage := range stages(x.roles) {
+		if n == 1 {
+			x.tm.ToReady = time.Since(x.start)
+		}
+		if err := x.startStage(stage); err != nil {
+			return err
+		}
+		if n == 1 {
+			x.tm.ToClient = time.Since(x.start) - x.tm.ToReady
+		}
+		if err := x.await(stage); err != nil {
+			return err
+		}
+	}
+	for slices.Contains(x.exited, false) {
+		if err := x.next(); err != nil {
+			return err
+		}
+	}
+	if !x.resultAt.IsZero() {
+		x.tm.ResultToRow = time.Since(x.resultAt)
+	}
+	return nil
+}
+
+// stages orders the roles by what they wait for: the roles that wait for
+// nothing, then those waiting only for them, and so on.
+func stages(roles []Role) [][]int {
+	var out [][]int
+	placed := map[string]bool{}
+	for len(placed) < len(roles) {
+		var stage []int
+		for i, rl := range roles {
+			if !placed[rl.Target.Role] && !slices.ContainsFunc(rl.WaitsFor, func(n string) bool { return !placed[n] }) {
+				stage = append(stage, i)
+			}
+		}
+		if len(stage) == 0 {
+			panic("point: roles wait for each other in a circle, or for a role that is not there")
+		}
+		for _, i := range stage {
+			placed[roles[i].Target.Role] = true
+		}
+		out = append(out, stage)
+	}
+	return out
+}
+
+// startStage starts the stage's roles.
+func (x *execution) startStage(stage []int) error {
+	for _, i := range stage {
+		rl, t := x.roles[i], x.roles[i].Target
+		pr, err := startProc(x.ctx, t, rl.Argv(x.ready), x.control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
+			x.updates, x.abandon, func(st *results.Started) { x.r.markStarted(t, st) })
+		if err != nil {
+			return t.Wrap(role.Start, err)
+		}
+		x.procs[i] = pr
+		if rl.Ready == OnStart {
+			x.ready[t.Role] = nil
+		}
+	}
+	return nil
+}
+
+// await waits until every role of the stage is ready.
+func (x *execution) await(stage []int) error {
+	for slices.ContainsFunc(stage, func(i int) bool { return !x.isReady(i) }) {
+		if err := x.next(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *execution) isReady(i int) bool {
+	_, ok := x.ready[x.roles[i].Target.Role]
+	return ok
+}
+
+// next takes one update or timeout and returns the failure it means, if
+// any.
+func (x *execution) next() error {
+	var u update
+	select {
+	case u = <-x.updates:
+	case <-x.readyBy.C:
+		for i, rl := range x.roles {
+			if x.procs[i] != nil && !x.isReady(i) {
+				return rl.Target.Errorf(role.Ready, "not ready within timeouts.ready (%s)", x.r.Plan.Timeouts.Ready)
+			}
+		}
+		return nil
+	case <-x.pointBy.C:
+		runner := role.Target{Role: "runner", Label: "runner"} // the point's limits are the runner's
+		return runner.Errorf(role.Run, "point timed out (timeouts.point %s)", x.r.Plan.Timeouts.Point)
+	case <-x.ctx.Done():
+		return ErrInterrupted
+	}
+	i, rep := u.role, x.reports[u.role]
+	if u.exited {
+		x.exited[i] = true
+		rl := x.roles[i]
+		if u.err == nil && (rl.Output == results.TypeResult && rep.Result != nil || rl.Output == results.TypeDone && rep.Done != nil) {
+			return nil
+		}
+		return x.blame(i, x.endedMessage(i, u.err), diedOfCause(u.err))
+	}
+	switch ev := u.ev.(type) {
+	case *results.Started:
+		rep.Started = ev
+	case *results.Warning:
+		x.r.warn(x.roles[i].Target, ev.Message)
+	case *results.Error:
+		return x.blame(i, ev.Message, false)
+	case *results.Ready:
+		rep.Ready = ev
+		if x.roles[i].Ready == OnReadyEvent {
+			x.ready[x.roles[i].Target.Role] = ev
+		}
+	case *results.Result:
+		rep.Result, x.resultAt = ev, time.Now()
+	case *results.Done:
+		rep.Done = ev
+	}
+	return nil
+}
+
+// phase is where role i stands: still preparing, or at work; and how a
+// message says it ended there.
+func (x *execution) phase(i int) (role.Phase, string) {
+	switch {
+	case x.roles[i].Ready == OnReadyEvent && !x.isReady(i):
+		return role.Ready, "before ready"
+	case x.roles[i].Output == results.TypeResult:
+		return role.Run, "without a result"
+	}
+	return role.Run, "before done"
+}
+
+// endedMessage says how role i ended too early: its exit, where it was,
+// and the last thing it said on stderr.
+func (x *execution) endedMessage(i int, err error) string {
+	_, when := x.phase(i)
+	msg := exitDescription(err) + " " + when
+	if last := x.procs[i].tail.lastLine(); last != "" {
+		msg += ": " + last
+	}
+	return msg
+}
+
+// blame decides whom role i's failure belongs to. When a node is killed or
+// cut off, its peers usually fail first, on the broken data connection
+// ("read reply: EOF"), but the death is what the user must see: unless i
+// itself died of an outside cause, each peer still running is given up to
+// blameWindow to show that it died of one, and then it is blamed instead.
+func (x *execution) blame(i int, msg string, external bool) error {
+	if !external {
+		deadline := time.Now().Add(blameWindow)
+		for j, pr := range x.procs {
+			if j == i || pr == nil || x.exited[j] {
+				continue
+			}
+			select {
+			case <-pr.gone:
+			case <-time.After(time.Until(deadline)):
+				continue
+			}
+			if diedOfCause(pr.waitErr) {
+				phase, _ := x.phase(j)
+				return x.roles[j].Target.Wrap(phase, errors.New(x.endedMessage(j, pr.waitErr)))
+			}
+		}
+	}
+	phase, _ := x.phase(i)
+	return x.roles[i].Target.Wrap(phase, errors.New(msg))
+}
+
+// stopAll stops every role that was started, all at once, and records
+// the ones reaped.
+func (x *execution) stopAll() {
+	x.readyBy.Stop()
+	x.pointBy.Stop()
+	close(x.abandon)
+	grace := x.r.Grace
+	if grace == 0 {
+		grace = 2 * time.Second
+	}
+	var wg sync.WaitGroup
+	for _, pr := range x.procs {
+		if pr == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pr.stop(grace)
+			if pr.reaped() && pr.started != nil {
+				x.r.markExited(pr.target, pr.started)
+			}
+		}()
+	}
+	wg.Wait()
+}
