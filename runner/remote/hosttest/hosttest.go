@@ -50,9 +50,9 @@ type Target struct {
 	Slack time.Duration
 }
 
-// Token is in the environment of the test process while the suite runs
-// (EnvKey=Token): a Local (or srun-launched) command inherits it, which is
-// how LocalLeftovers finds them.
+// EnvKey is set, to a token of the run, in the test process's environment
+// while the suite runs: a command Local starts inherits it, which is how
+// LocalLeftovers finds what is left of them.
 const EnvKey = "RDMASWEEP_HOSTTEST"
 
 // Run runs every case against the target, each on a fresh Host.
@@ -113,8 +113,8 @@ func WaitNoLeftovers(t *testing.T, leftovers func(t *testing.T) []string) {
 }
 
 // LocalLeftovers lists the processes, other than the test's own, whose
-// environment holds the suite's token: what Local (or srun, which
-// exports the environment) started and left running.
+// environment holds the suite's token: what Local started and left
+// running.
 func LocalLeftovers(t *testing.T) []string {
 	want := []byte(EnvKey + "=" + os.Getenv(EnvKey) + "\x00")
 	procs, _ := filepath.Glob("/proc/[0-9]*")
