@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 
 	"rdmasweep/internal/atomicfile"
@@ -23,13 +24,20 @@ var _ Host = Local{}
 // Name is "local".
 func (Local) Name() string { return "local" }
 
-// Run runs argv and returns its stdout.
+// Run runs argv and returns its stdout. Cancelling ctx kills the
+// command's whole process group, as SSH's Run does, so nothing it started
+// outlives it.
 func (Local) Run(ctx context.Context, argv []string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			return out, exitError(ee.ProcessState, stderr.Bytes())
@@ -65,6 +73,9 @@ func (Local) Start(ctx context.Context, argv []string) (Process, error) {
 // Upload copies local to remote atomically; for a Local host this is only
 // used by tests, since local roles run node.binary in place.
 func (Local) Upload(ctx context.Context, local, remote string) (UploadResult, error) {
+	if !filepath.IsAbs(remote) {
+		return UploadResult{}, fmt.Errorf("remote path %q is not absolute", remote)
+	}
 	src, err := os.ReadFile(local)
 	if err != nil {
 		return UploadResult{}, err
@@ -89,6 +100,7 @@ func (Local) Upload(ctx context.Context, local, remote string) (UploadResult, er
 func (Local) Close() error { return nil }
 
 type localProcess struct {
+	waited atomic.Bool // Wait has reaped it: its pgid may be reused
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout io.Reader
@@ -99,16 +111,25 @@ func (p *localProcess) Stdin() io.WriteCloser { return p.stdin }
 func (p *localProcess) Stdout() io.Reader     { return p.stdout }
 func (p *localProcess) Stderr() io.Reader     { return p.stderr }
 
+// Signal signals the process group. After the process has ended it does
+// nothing, as SSH's does: once reaped, its group id may be another's.
 func (p *localProcess) Signal(sig os.Signal) error {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		return fmt.Errorf("signal %v: not a syscall.Signal", sig)
 	}
-	return syscall.Kill(-p.cmd.Process.Pid, s)
+	if p.waited.Load() {
+		return nil
+	}
+	if err := syscall.Kill(-p.cmd.Process.Pid, s); err != nil && err != syscall.ESRCH {
+		return err
+	}
+	return nil
 }
 
 func (p *localProcess) Wait() error {
 	err := p.cmd.Wait()
+	p.waited.Store(true)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return exitError(ee.ProcessState, nil)

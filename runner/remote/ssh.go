@@ -332,6 +332,7 @@ func (s *SSH) waitError(err error) error {
 }
 
 type sshProcess struct {
+	waited atomic.Bool // Wait has returned
 	s      *SSH
 	sess   *ssh.Session
 	pid    int // the remote process, which leads its process group
@@ -359,8 +360,14 @@ func (p *sshProcess) Signal(sig os.Signal) error {
 	if !ok {
 		return fmt.Errorf("signal %v: cannot be sent over ssh", sig)
 	}
+	if p.waited.Load() {
+		return nil // ended: nothing to signal, and its pid may be reused
+	}
 	if p.s.user != "root" {
 		if err := p.sess.Signal(name); err != nil {
+			if errors.Is(err, io.EOF) && !p.s.lost.Load() {
+				return nil // the session has ended with its process
+			}
 			return p.s.waitError(err)
 		}
 		if sig != syscall.SIGKILL {
@@ -383,6 +390,7 @@ func (p *sshProcess) Signal(sig os.Signal) error {
 
 func (p *sshProcess) Wait() error {
 	err := p.sess.Wait()
+	p.waited.Store(true)
 	p.sess.Close()
 	return p.s.waitError(err)
 }

@@ -14,10 +14,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +49,7 @@ func TestSSH(t *testing.T) {
 	t.Setenv("SSH_AUTH_SOCK", "")
 	t.Setenv("HOME", t.TempDir())
 
+	t.Run("Conformance", func(t *testing.T) { testConformanceSSH(t, n) })
 	t.Run("RunStartUpload", func(t *testing.T) { testRunStartUpload(t, n) })
 	t.Run("StrictUnknownHost", func(t *testing.T) { testStrictUnknown(t, n) })
 	t.Run("AcceptNew", func(t *testing.T) { testAcceptNew(t, n) })
@@ -174,6 +175,9 @@ func serverAddr(t *testing.T, s *remote.SSH) string {
 	return f[2]
 }
 
+// testRunStartUpload checks what the conformance suite (run against SSH
+// in conformance_test.go) does not: the host's name, and a large upload,
+// which SFTP writes concurrently.
 func testRunStartUpload(t *testing.T, n *testhosts.Net) {
 	a := n.Hosts["a"]
 	s := dial(t, config(t, n, a))
@@ -182,171 +186,25 @@ func testRunStartUpload(t *testing.T, n *testhosts.Net) {
 		t.Errorf("Name() = %q, want %q", s.Name(), want)
 	}
 
-	out, err := s.Run(ctx, []string{"echo", "hello", "it's a test"})
-	if err != nil || string(out) != "hello it's a test\n" {
-		t.Errorf("Run echo = %q, %v", out, err)
-	}
-	_, err = s.Run(ctx, []string{"sh", "-c", "echo oops >&2; exit 3"})
-	var ee *remote.ExitError
-	if !errors.As(err, &ee) || ee.Status != 3 || string(ee.Stderr) != "oops\n" {
-		t.Errorf("Run exit 3 = %#v, want ExitError status 3 with stderr", err)
-	}
-
-	// A file path with a space and a quote, uploaded and then started.
-	script := filepath.Join(t.TempDir(), "node")
-	os.WriteFile(script, []byte("#!/bin/sh\necho \"args: $*\"\ncat\necho \"to stderr: $1\" >&2\nexit 7\n"), 0o644)
-	weird := testhosts.DeployDir + "/dir with space/it's node"
-	res, err := s.Upload(ctx, script, weird)
-	if err != nil || res.UpToDate || res.BytesSent == 0 {
-		t.Fatalf("Upload to %q = %+v, %v", weird, res, err)
-	}
-	p, err := s.Start(ctx, []string{weird, "a b", `c'd"e`, "$HOME"})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	io.WriteString(p.Stdin(), "from stdin\n")
-	p.Stdin().Close()
-	var stdout, stderr []byte
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); stdout, _ = io.ReadAll(p.Stdout()) }()
-	go func() { defer wg.Done(); stderr, _ = io.ReadAll(p.Stderr()) }()
-	wg.Wait()
-	err = p.Wait()
-	if want := "args: a b c'd\"e $HOME\nfrom stdin\n"; string(stdout) != want {
-		t.Errorf("started process stdout = %q, want %q", stdout, want)
-	}
-	if want := "to stderr: a b\n"; string(stderr) != want {
-		t.Errorf("started process stderr = %q, want %q", stderr, want)
-	}
-	if !errors.As(err, &ee) || ee.Status != 7 {
-		t.Errorf("Wait = %v, want exit status 7", err)
-	}
-
-	// Signal reaches the process, which leads its own process group.
-	// OpenSSH delivers session signals only to non-root logins.
-	ucfg := config(t, n, a)
-	ucfg.User = n.User
-	us := dial(t, ucfg)
-	p, err = us.Start(ctx, []string{"sh", "-c", `echo "$$ $(ps -o pgid= -p $$)"; exec sleep 60`})
-	if err != nil {
-		t.Fatalf("Start sleep: %v", err)
-	}
-	go io.Copy(io.Discard, p.Stderr())
-	line := make([]byte, 64)
-	k, _ := p.Stdout().Read(line)
-	ids := strings.Fields(string(line[:k]))
-	if len(ids) != 2 || ids[0] != ids[1] {
-		t.Errorf("started process pid and pgid = %q, want it to lead its group", line[:k])
-	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("Signal: %v", err)
-	}
-	go io.Copy(io.Discard, p.Stdout())
-	if err := p.Wait(); !errors.As(err, &ee) || ee.Signal != "TERM" {
-		t.Errorf("Wait after SIGTERM = %v, want killed by TERM", err)
-	}
-	// As root sshd drops session signals, so Signal kills the group over
-	// a second session. The process here stops itself before printing
-	// anything: TERM stays pending, KILL ends it.
-	p, err = s.Start(ctx, []string{"sh", "-c", `echo $$ >&2; kill -STOP $$; echo not reached`})
-	if err != nil {
-		t.Fatalf("Start self-stopping sh as root: %v", err)
-	}
-	k, _ = p.Stderr().Read(line)
-	pid := strings.TrimSpace(string(line[:k]))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		out, _ := s.Run(ctx, []string{"ps", "-o", "stat=", "-p", pid})
-		if strings.HasPrefix(string(out), "T") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sh %s never stopped: state %q", pid, out)
-		}
-	}
-	exited := make(chan error, 1)
-	go func() {
-		io.Copy(io.Discard, p.Stdout())
-		exited <- p.Wait()
-	}()
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("Signal TERM as root: %v", err)
-	}
-	select {
-	case err := <-exited:
-		t.Fatalf("a stopped process ended on TERM: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	if err := p.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("Signal KILL as root: %v", err)
-	}
-	if err := <-exited; !errors.As(err, &ee) || ee.Signal != "KILL" {
-		t.Errorf("Wait after Signal KILL = %v, want killed by KILL", err)
-	}
-	if err := p.Signal(syscall.SIGKILL); err != nil {
-		t.Errorf("Signal after exit = %v, want nil", err)
-	}
-
-	// Cancelling Run stops the remote command too.
-	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	start := time.Now()
-	_, err = s.Run(cctx, []string{"sleep", "30"})
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 300*time.Millisecond+slack {
-		t.Errorf("cancelled Run = %v after %v", err, time.Since(start))
-	}
-	waitNoSessions(t, a)
-
 	// 64 MiB, then again: up to date.
 	big := filepath.Join(t.TempDir(), "big")
 	data := make([]byte, 64<<20)
 	rand.Read(data)
 	os.WriteFile(big, data, 0o644)
-	target := testhosts.DeployDir + "/node"
-	res, err = s.Upload(ctx, big, target)
+	target := testhosts.DeployDir + "/big/node"
+	res, err := s.Upload(ctx, big, target)
 	if err != nil || res.UpToDate || res.BytesSent != int64(len(data)) {
 		t.Fatalf("Upload 64 MiB = %+v, %v; want %d bytes sent", res, err, len(data))
 	}
 	sum := sha256.Sum256(data)
-	got := a.Run(t, "sh", "-c", "sha256sum "+target+" && stat -c %a "+target+" && ls -A "+testhosts.DeployDir)
-	want := hex.EncodeToString(sum[:]) + "  " + target + "\n755\ndir with space\nnode\n"
+	got := a.Run(t, "sh", "-c", "sha256sum "+target+" && stat -c %a "+target+" && ls -A "+path.Dir(target))
+	want := hex.EncodeToString(sum[:]) + "  " + target + "\n755\nnode\n"
 	if got != want {
 		t.Errorf("on the host after upload:\n%s\nwant:\n%s", got, want)
 	}
 	res, err = s.Upload(ctx, big, target)
 	if err != nil || !res.UpToDate || res.BytesSent != 0 {
 		t.Errorf("second Upload = %+v, %v; want up to date", res, err)
-	}
-	// A changed file is sent again.
-	os.WriteFile(script, []byte("#!/bin/sh\necho changed\n"), 0o644)
-	res, err = s.Upload(ctx, script, weird)
-	if err != nil || res.UpToDate || res.BytesSent != int64(len("#!/bin/sh\necho changed\n")) {
-		t.Errorf("Upload of a changed file = %+v, %v", res, err)
-	}
-	if out, err := s.Run(ctx, []string{weird}); err != nil || string(out) != "changed\n" {
-		t.Errorf("running the re-uploaded file: %q, %v", out, err)
-	}
-}
-
-// waitNoSessions waits until only sshd is left on h.
-func waitNoSessions(t *testing.T, h *testhosts.Host) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pids := h.SessionPids(t)
-		if len(pids) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			var list []string
-			for _, p := range pids {
-				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
-				list = append(list, fmt.Sprintf("%d %q", p, cmd))
-			}
-			t.Errorf("processes left on %s: %s", h.Name, strings.Join(list, "; "))
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -29,7 +29,6 @@ package testhosts
 
 import (
 	"bytes"
-	"context"
 	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -45,6 +44,7 @@ import (
 	"time"
 
 	"rdmasweep/internal/testenv"
+	"rdmasweep/runner/remote/internal/netns"
 )
 
 const (
@@ -252,9 +252,9 @@ func Start(t testing.TB, opts Options) *Net {
 		testenv.Skip(t, "sftp-server not found (apt-get install openssh-sftp-server)")
 	}
 
-	lock(t)
+	netns.Lock(t, "testhosts", LockFile)
 	cleanStale(t)
-	checkSubnetFree(t)
+	netns.CheckSubnetFree(t, "testhosts", subnet)
 
 	// Not t.TempDir: its parent is 0700, and the unprivileged user's
 	// sshd reads authorized_keys itself.
@@ -544,7 +544,7 @@ func (h *Host) Output(argv ...string) (string, error) {
 // Pids lists every process in the host's network namespace, sshd included.
 func (h *Host) Pids(t testing.TB) []int {
 	t.Helper()
-	pids, err := nsPids(h.NS)
+	pids, err := netns.Pids(h.NS)
 	if err != nil {
 		t.Fatalf("testhosts: pids of %s: %v", h.Name, err)
 	}
@@ -614,7 +614,7 @@ func (h *Host) AcceptSYN(t testing.TB) {
 
 func (n *Net) teardown(t testing.TB) {
 	for _, name := range n.names() {
-		killNS(n.Hosts[name].NS)
+		netns.Kill(n.Hosts[name].NS)
 	}
 	for _, name := range n.names() {
 		exec.Command("ip", "netns", "delete", n.Hosts[name].NS).Run()
@@ -636,30 +636,6 @@ func recordPid(pid int) {
 	f.Close()
 }
 
-// lock holds LockFile until the test ends. The lock dies with the
-// process, so a crashed run never blocks the next.
-func lock(t testing.TB) {
-	t.Helper()
-	f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatalf("testhosts: open lock: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("testhosts: lock %s: %v", LockFile, err)
-		}
-	case <-time.After(10 * time.Minute):
-		t.Fatalf("testhosts: another harness held %s for 10 minutes", LockFile)
-	}
-	t.Cleanup(func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	})
-}
-
 // cleanStale removes what an earlier, crashed instance left. It runs with
 // the lock held, so nothing it finds belongs to a live instance.
 func cleanStale(t testing.TB) {
@@ -676,45 +652,8 @@ func cleanStale(t testing.TB) {
 			os.RemoveAll(d)
 		}
 	}
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], prefix) {
-			continue
-		}
-		t.Logf("testhosts: removing stale namespace %s", f[0])
-		killNS(f[0])
-		exec.Command("ip", "netns", "delete", f[0]).Run()
-	}
-	exec.Command("ip", "link", "delete", bridge).Run()
+	netns.RemoveStale(t, "testhosts", prefix, bridge, vethPrefix)
 	exec.Command("ip", "route", "delete", "unreachable", subnet).Run()
-	links, _ := exec.Command("ip", "-o", "link", "show").Output()
-	for _, line := range strings.Split(string(links), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-		if strings.HasPrefix(name, vethPrefix) {
-			exec.Command("ip", "link", "delete", name).Run()
-		}
-	}
-}
-
-// checkSubnetFree refuses to build the network on a machine that already
-// uses the subnet: adding our addresses would hijack its traffic.
-func checkSubnetFree(t testing.TB) {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatalf("testhosts: list addresses: %v", err)
-	}
-	_, ours, _ := net.ParseCIDR(subnet)
-	for _, a := range addrs {
-		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ours.Contains(ip) {
-			t.Fatalf("testhosts: this machine already has %s, in the harness's subnet %s", a, ours)
-		}
-	}
 }
 
 // isSSHD guards the recorded-pid kill: pids are reused, so only a process
@@ -724,41 +663,9 @@ func isSSHD(pid int) bool {
 	return err == nil && (exe == sshd || exe == dropbear)
 }
 
-// killNS kills every process in the namespace and waits for them to go.
-func killNS(ns string) {
-	for i := 0; i < 50; i++ {
-		pids, err := nsPids(ns)
-		if err != nil || len(pids) == 0 {
-			return
-		}
-		for _, p := range pids {
-			syscall.Kill(p, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func nsPids(ns string) ([]int, error) {
-	out, err := exec.Command("ip", "netns", "pids", ns).Output()
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, p)
-		}
-	}
-	return pids, nil
-}
-
 func mustRun(t testing.TB, name string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("testhosts: %s %s: %v: %s", name, strings.Join(args, " "), err, out)
-	}
+	netns.MustRun(t, "testhosts", name, args...)
 }
 
 func nsRun(t testing.TB, ns string, args ...string) {
