@@ -1,10 +1,12 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +18,7 @@ import (
 
 // The keys each mapping may hold. They double as the --set vocabulary.
 var (
-	topKeys     = append([]string{"name", "description", "hosts", "ssh", "node", "server", "client", "rdma", "sweep", "repeat", "timeouts", "output"}, sectionKeys("", false)...)
+	topKeys     = append([]string{"name", "description", "launcher", "hosts", "ssh", "node", "server", "client", "rdma", "sweep", "repeat", "timeouts", "output"}, sectionKeys("", false)...)
 	roleKeys    = []string{"server", "client"}
 	hostKeys    = append([]string{"address", "port", "user", "identity_file", "jump", "data_address", "cpus"}, hostSections...)
 	sshKeys     = []string{"known_hosts", "host_key_policy", "connect_timeout", "keepalive_interval"}
@@ -26,6 +28,7 @@ var (
 	sweepKeys   = []string{"zip", "matrix"}
 
 	hostKeyPolicies = []string{"strict", "accept-new", "insecure"}
+	launchers       = []string{"ssh", "slurm"}
 )
 
 // Defaults that are not parameters.
@@ -86,7 +89,16 @@ func (l *loader) plan(root *yaml.Node, p *Plan, opts Options, unswept map[string
 	p.Description, _, _ = l.str(f, "description", "")
 
 	base := l.params(f, p)
-	l.hosts(root, f, p)
+	p.Launcher = launchers[0]
+	launcherAt := root
+	if v, ok := l.enum(f, "launcher", "", launchers); ok {
+		p.Launcher, launcherAt = v, f["launcher"].val
+	}
+	if p.Launcher == "slurm" {
+		l.slurmHosts(root, f, p, launcherAt, opts)
+	} else {
+		l.hosts(root, f, p)
+	}
 	l.ssh(f["ssh"].val, p)
 	l.node(f["node"].val, p, opts)
 
@@ -102,6 +114,45 @@ func (l *loader) plan(root *yaml.Node, p *Plan, opts Options, unswept map[string
 	}
 	l.required(root, f, p, base)
 	l.checkCombos(root, p, base)
+}
+
+// slurmHosts are the roles' hosts under launcher: slurm: the nodes of the
+// allocation the runner runs in. Without a hosts section the server is its
+// first node and the clients are the rest; named nodes must be in it.
+func (l *loader) slurmHosts(root *yaml.Node, top map[string]field, p *Plan, at *yaml.Node, opts Options) {
+	var nodes []string
+	var err error
+	if opts.Allocation == nil {
+		err = errors.New("no allocation was given")
+	} else {
+		nodes, err = opts.Allocation()
+	}
+	if err != nil {
+		l.errorf(at, "launcher", "slurm runs the roles as steps of the Slurm allocation the runner runs in: %v; run the runner under salloc, srun or in an sbatch script", err)
+		return
+	}
+	if _, written := top["hosts"]; written {
+		l.allocation = nodes
+		l.hosts(root, top, p)
+		return
+	}
+	if len(nodes) < 2 {
+		l.errorf(at, "launcher", "the allocation has %d node (%s); the server and a client need 2: allocate with salloc -N2 or more, or name the hosts", len(nodes), strings.Join(nodes, ", "))
+		return
+	}
+	node := func(name string) Host {
+		h := Host{Address: name, Params: Values{map[string]value{}}}
+		for _, sec := range hostSections {
+			for _, n := range sectionKeys(sec, true) {
+				h.Params.set(n, p.Base.get(n))
+			}
+		}
+		return h
+	}
+	p.Hosts = Hosts{Servers: []Host{node(nodes[0])}, listed: map[string]bool{"client": len(nodes) > 2}}
+	for _, n := range nodes[1:] {
+		p.Hosts.Clients = append(p.Hosts.Clients, node(n))
+	}
 }
 
 func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan) {
@@ -176,6 +227,9 @@ func (l *loader) host(hf field, path string, base Values) Host {
 			at = f["address"].key
 		}
 		l.errorf(at, path+".address", "required (an address, an ssh_config alias, or local)")
+	}
+	if l.allocation != nil && h.Address != "" && !slices.Contains(l.allocation, h.Address) {
+		l.errorf(n, path+".address", "%s is not a node of this allocation (its nodes: %s)", h.Address, strings.Join(l.allocation, ", "))
 	}
 	if v, _, ok := l.integer(f, "port", path, 1, 65535); ok {
 		h.Port = int(v)

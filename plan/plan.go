@@ -32,6 +32,10 @@ type Options struct {
 	// that single value; if that empties sweep.zip or the whole sweep,
 	// they go too. Later assignments to the same name win.
 	Set []string
+	// Allocation lists the nodes of the Slurm allocation the runner runs
+	// in, for a plan with launcher: slurm (its hosts are those nodes); it
+	// is called only for such a plan, and may be nil otherwise.
+	Allocation func() ([]string, error)
 	// NodeBinary is node.binary when the plan does not say; the runner
 	// passes the node file beside its own executable. When both are empty,
 	// Node.Binary stays empty.
@@ -44,6 +48,7 @@ type Options struct {
 type Plan struct {
 	Path, Name, Description string
 	Source                  []byte // the raw file bytes
+	Launcher                string // ssh (default) or slurm: how the roles are started
 	Hosts                   Hosts
 	SSH                     SSH
 	Node                    Node

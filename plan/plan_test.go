@@ -59,6 +59,7 @@ func TestDefaults(t *testing.T) {
 		Path:     "t.yaml",
 		Name:     "t",
 		Source:   []byte(minimalYAML),
+		Launcher: "ssh",
 		Hosts:    Hosts{Servers: []Host{{Address: "local", Params: hostDefaults()}}, Clients: []Host{{Address: "local", Params: hostDefaults()}}, listed: map[string]bool{}},
 		SSH:      SSH{HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second},
 		Node:     Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep/node"},
@@ -596,5 +597,41 @@ server: {file: /tmp/t.dat, file_size: 64MiB}
 	}
 	if !b[0].Hosts.Several() || a[0].Hosts.Several() {
 		t.Error("a client list, even of one, makes aggregate rows; a client alone does not")
+	}
+}
+
+// TestSlurmHosts: under launcher: slurm the hosts are the allocation's
+// nodes, the server first; named ones must be its nodes.
+func TestSlurmHosts(t *testing.T) {
+	alloc := func() ([]string, error) { return []string{"n1", "n2", "n3"}, nil }
+	p := mustParse(t, "name: t\nlauncher: slurm\nserver: {file: /tmp/t.dat, file_size: 64MiB}\n", Options{Allocation: alloc})
+	var names []string
+	for _, r := range p.Hosts.Roles() {
+		names = append(names, r.Name+"="+r.Host.Address)
+	}
+	if strings.Join(names, " ") != "server=n1 client1=n2 client2=n3" || !p.Hosts.Several() || p.Launcher != "slurm" {
+		t.Fatalf("roles %v", names)
+	}
+	two := mustParse(t, "name: t\nserver: {file: /tmp/t.dat, file_size: 64MiB}\n", Options{
+		Set: []string{"launcher=slurm"}, Allocation: func() ([]string, error) { return []string{"a", "b"}, nil }})
+	if two.Hosts.Several() || two.Hosts.Client().Address != "b" {
+		t.Fatalf("two nodes: %+v", two.Hosts)
+	}
+	for _, c := range []struct {
+		text  string
+		alloc func() ([]string, error)
+		want  string
+	}{
+		{"name: t\nlauncher: slurm\nhosts: {server: {address: n1}, client: {address: n7}}\nserver: {file: /tmp/t.dat, file_size: 64MiB}\n", alloc,
+			"t.yaml:3:50: hosts.client.address: n7 is not a node of this allocation (its nodes: n1, n2, n3)"},
+		{"name: t\nlauncher: slurm\nserver: {file: /tmp/t.dat, file_size: 64MiB}\n", func() ([]string, error) { return nil, errors.New("not inside a Slurm allocation") },
+			"t.yaml:2:11: launcher: slurm runs the roles as steps of the Slurm allocation the runner runs in: not inside a Slurm allocation; run the runner under salloc, srun or in an sbatch script"},
+		{"name: t\nlauncher: slurm\nserver: {file: /tmp/t.dat, file_size: 64MiB}\n", func() ([]string, error) { return []string{"n1"}, nil },
+			"t.yaml:2:11: launcher: the allocation has 1 node (n1); the server and a client need 2: allocate with salloc -N2 or more, or name the hosts"},
+	} {
+		_, err := Parse("t.yaml", []byte(c.text), Options{Allocation: c.alloc})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("got %v\nwant %s", err, c.want)
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 // names. Sweep itself is not settable: --set picks one value, it does not
 // describe a sweep.
 var setPaths = func() []string {
-	paths := []string{"name", "description", "repeat"}
+	paths := []string{"name", "description", "repeat", "launcher"}
 	for _, k := range sshKeys {
 		paths = append(paths, "ssh."+k)
 	}

@@ -23,6 +23,8 @@ type loader struct {
 	errs   ErrorList
 	origin map[*yaml.Node]origin // nodes that came from the command line
 	roles  map[string]*yaml.Node // hosts.server and hosts.client's keys, for errors about them
+	// allocation, under launcher: slurm, are the nodes a host must be.
+	allocation []string
 }
 
 // origin names where a command-line value came from ("--set", "block_size").

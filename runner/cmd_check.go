@@ -39,7 +39,7 @@ type checkRow struct {
 func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("check", "[flags] [PLAN]", ui.w)
 	var o planOptions
-	_, p, pts, err := planCommand(fs, &o, args)
+	_, p, pts, err := planCommand(ctx, fs, &o, args)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	yes := fs.Bool("yes", false, "remove without asking")
 	dryRun := fs.Bool("dry-run", false, "list what would be removed, and remove nothing")
 	out := fs.String("out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
-	path, p, _, err := planCommand(fs, &o, args)
+	path, p, _, err := planCommand(ctx, fs, &o, args)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the runs that would happen, and run nothing")
 	fs.BoolVar(&o.rerun, "rerun", false, "run points again even when the CSV already has them ok")
 	fs.BoolVar(&o.failFast, "fail-fast", false, "stop at the first failed point")
-	path, p, pts, err := planCommand(fs, &o.planOptions, args)
+	path, p, pts, err := planCommand(ctx, fs, &o.planOptions, args)
 	if err != nil {
 		return err
 	}

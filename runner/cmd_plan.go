@@ -18,15 +18,18 @@ import (
 	"rdmasweep/plans"
 	"rdmasweep/results"
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/remote/slurm"
 )
 
 // planOptions are the flags every command that reads a plan takes.
 type planOptions struct {
 	set, only listFlag
 	maxPoints int
+	launcher  string
 }
 
 func (o *planOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.launcher, "launcher", "", "start the roles with `ssh` or as steps of this slurm allocation (the plan's launcher: by default)")
 	fs.Var(&o.set, "set", "set a parameter or dotted field: `name=value` (repeatable)")
 	fs.Var(&o.only, "only", "run only points whose parameter has one of the values: `name=v1,v2` (repeatable)")
 	fs.IntVar(&o.maxPoints, "max-points", 10000, "refuse an expansion of more than `N` points")
@@ -58,7 +61,7 @@ func planName(path string) string {
 // planCommand adds the plan flags to fs (which holds the command's own),
 // parses args, and loads the plan named by the one positional argument:
 // the steps every command that reads a plan shares.
-func planCommand(fs *flag.FlagSet, o *planOptions, args []string) (path string, p *plan.Plan, pts []plan.Point, err error) {
+func planCommand(ctx context.Context, fs *flag.FlagSet, o *planOptions, args []string) (path string, p *plan.Plan, pts []plan.Point, err error) {
 	o.addFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -67,7 +70,7 @@ func planCommand(fs *flag.FlagSet, o *planOptions, args []string) (path string, 
 	if path, err = planArg(fs, pos); err != nil {
 		return "", nil, nil, err
 	}
-	p, pts, err = loadPlan(path, *o)
+	p, pts, err = loadPlan(ctx, path, *o)
 	return path, p, pts, err
 }
 
@@ -75,8 +78,21 @@ func planCommand(fs *flag.FlagSet, o *planOptions, args []string) (path string, 
 // are a plan.ErrorList.
 //
 // An empty path means the plan built into the runner, plans/loopback.yaml.
-func loadPlan(path string, o planOptions) (*plan.Plan, []plan.Point, error) {
-	opts := plan.Options{Set: o.set, NodeBinary: defaultNodeBinary()}
+func loadPlan(ctx context.Context, path string, o planOptions) (*plan.Plan, []plan.Point, error) {
+	set := o.set
+	if o.launcher != "" {
+		// --launcher L is --set launcher=L, checked the same way.
+		set = append(slices.Clone(set), "launcher="+o.launcher)
+	}
+	var alloc *slurm.Allocation
+	opts := plan.Options{Set: set, NodeBinary: defaultNodeBinary(), Allocation: func() ([]string, error) {
+		a, err := slurm.FromEnv(ctx, os.Environ())
+		if err != nil {
+			return nil, err
+		}
+		alloc = a
+		return a.Nodes(), nil
+	}}
 	var (
 		p   *plan.Plan
 		err error
@@ -89,13 +105,12 @@ func loadPlan(path string, o planOptions) (*plan.Plan, []plan.Point, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{
-		Only:      o.only,
-		MaxPoints: o.maxPoints,
-		HostName: func(address string) string {
-			return remote.ResolveHostName(address, "")
-		},
-	})
+	hostName := func(address string) string { return remote.ResolveHostName(address, "") }
+	if alloc != nil {
+		// A node is dialled at the address Slurm knows it by.
+		hostName = func(node string) string { return alloc.NodeAddr(ctx, node) }
+	}
+	pts, err := plan.Expand(p, plan.ExpandOptions{Only: o.only, MaxPoints: o.maxPoints, HostName: hostName})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -167,7 +182,7 @@ func paramsText(pt plan.Point) string {
 func runValidate(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("validate", "[flags] [PLAN]", ui.w)
 	var o planOptions
-	path, p, pts, err := planCommand(fs, &o, args)
+	path, p, pts, err := planCommand(ctx, fs, &o, args)
 	if err != nil {
 		return err
 	}
@@ -179,7 +194,7 @@ func runValidate(ctx context.Context, args []string, stdout io.Writer, ui *voice
 func runPlan(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("plan", "[flags] [PLAN]", ui.w)
 	var o planOptions
-	_, p, pts, err := planCommand(fs, &o, args)
+	_, p, pts, err := planCommand(ctx, fs, &o, args)
 	if err != nil {
 		return err
 	}

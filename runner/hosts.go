@@ -18,6 +18,7 @@ import (
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/remote/slurm"
 	"rdmasweep/runner/role"
 )
 
@@ -94,6 +95,9 @@ func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 // jump share one. Local roles run node.binary in place; remote ones run
 // node.remote_path.
 func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
+	if p.Launcher == "slurm" {
+		return slurmRoles(ctx, p, ui)
+	}
 	local, err := filepath.Abs(p.Node.Binary)
 	if err != nil {
 		return nil, err
@@ -256,4 +260,32 @@ func diskHint(ctx context.Context, h remote.Host, local, remotePath string) stri
 			return ""
 		}
 	}
+}
+
+// slurmRoles makes each role a node of the allocation the runner runs in:
+// its commands are job steps there (runner/remote/slurm), bound to the
+// role's CPUs by Slurm itself, so argv carries no taskset. Roles on one
+// node with the same CPUs share a Host.
+func slurmRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
+	a, err := slurm.FromEnv(ctx, os.Environ())
+	if err != nil {
+		return nil, withHint(err, "run the runner under salloc, srun or in an sbatch script, or use launcher: ssh")
+	}
+	r := &roles{}
+	shared := map[string]*slurm.Host{}
+	for _, s := range p.Hosts.Roles() {
+		k := s.Host.Address + "|" + s.Host.CPUs
+		h := shared[k]
+		if h == nil {
+			name := s.Name
+			if h, err = a.Host(s.Host.Address, slurm.HostOptions{CPUs: s.Host.CPUs, Log: func(line string) { ui.infof("%s (%s): %s", name, s.Host.Address, line) }}); err != nil {
+				r.close()
+				return nil, &role.Error{Role: s.Name, Host: s.Host.Address, Label: fmt.Sprintf("%s (%s)", s.Name, s.Host.Address), Phase: role.Connect, Err: err}
+			}
+			shared[k] = h
+			r.hosts = append(r.hosts, h)
+		}
+		r.list = append(r.list, role.Target{Role: s.Name, Host: h, Label: fmt.Sprintf("%s (%s)", s.Name, h.Name()), NodePath: p.Node.RemotePath, PinsCPUs: true})
+	}
+	return r, nil
 }

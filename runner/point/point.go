@@ -248,7 +248,7 @@ func (r *Runner) argv(pt plan.Point, t role.Target, sub string, extra ...string)
 	argv = append(argv, "--control-stdin", "--deadline", r.deadline())
 	cpus := ""
 	for _, rl := range pt.Hosts.Roles() {
-		if rl.Name == t.Role {
+		if rl.Name == t.Role && !t.PinsCPUs {
 			cpus = rl.Host.CPUs
 		}
 	}

@@ -21,6 +21,9 @@ type Target struct {
 	Host     remote.Host
 	Label    string // how messages name it: "server (alice@10.0.0.1:22)"
 	NodePath string
+	// PinsCPUs says the host binds the role to its CPUs itself (Slurm's
+	// --cpu-bind), so node runs without taskset.
+	PinsCPUs bool
 }
 
 // Phase is the step a role failed in, in the order an exec takes them.

@@ -148,6 +148,22 @@ func (a *Allocation) Missing(names ...string) []string {
 	return missing
 }
 
+// NodeAddr is the address Slurm reaches node at (its NodeAddr), which is
+// where a client on another node dials a server on it: node names need not
+// resolve on the nodes. It is node itself when Slurm says no other.
+func (a *Allocation) NodeAddr(ctx context.Context, node string) string {
+	out, err := a.output(ctx, "scontrol", "show", "node", "-o", node)
+	if err != nil {
+		return node
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "NodeAddr="); ok && v != "" {
+			return v
+		}
+	}
+	return node
+}
+
 // Steps lists the allocation's live steps, as JOBID.STEPID, whoever
 // started them (a batch script's own step is one).
 func (a *Allocation) Steps(ctx context.Context) ([]string, error) {

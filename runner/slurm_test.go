@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rdmasweep/internal/clitest"
+	"rdmasweep/runner/remote/slurmlab"
+)
+
+// The runner under Slurm, on a real cluster: exec with launcher slurm and
+// no hosts (the server on the allocation's first node, a client on each of
+// the others), resume, check, and an interrupt that leaves no step and no
+// process on any node.
+func TestExecUnderSlurm(t *testing.T) {
+	c := slurmlab.Start(t)
+	job := c.Allocate(t, slurmlab.AllocOptions{Nodes: 3})
+	dir := t.TempDir()
+	env := append(append(os.Environ(), job.Env...), "HOME="+dir)
+	plan := filepath.Join(dir, "slurm.yaml")
+	text := fmt.Sprintf(`name: slurm
+launcher: slurm
+node: {binary: %s}
+server: {file: %s/slurm.dat, file_size: 8MiB, create: true, cache: warm}
+client: {block_size: 64KiB, queue_depth: 4, duration: 1s, verify: true}
+sweep: {matrix: {clients: [1, 2]}}
+timeouts: {ready: 30s, accept: 30s, point: 60s}
+output: {csv: out/slurm.csv, logs: out/logs}
+`, filepath.Join(binDir, "node"), slurmlab.LocalDir)
+	if err := os.WriteFile(plan, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	r := runnerEnv(t, dir, env, "check", plan)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "client2") {
+		t.Fatalf("check: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	r = runnerEnv(t, dir, env, "exec", plan)
+	if r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/slurm.csv"))
+	var got []string
+	for _, row := range rows {
+		if row.Status != "ok" || !*row.Verified {
+			t.Errorf("row %+v", row)
+		}
+		got = append(got, row.Scope+"/"+row.Param("clients")+"/"+row.ServerHost+">"+row.ClientHost)
+	}
+	if want := "client/1/n1>n2 aggregate/1/n1>n2 client/2/n1>n2 client/2/n1>n3 aggregate/2/n1>n2 n3"; strings.Join(got, " ") != want {
+		t.Errorf("rows:\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	if r := runnerEnv(t, dir, env, "exec", plan); r.Code != 0 || !strings.Contains(r.Stderr, "skipping 2 runs") {
+		t.Errorf("resume: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if steps := job.Steps(t); len(steps) > 0 {
+		t.Errorf("steps left after exec: %v", steps)
+	}
+
+	// Interrupted mid-point: every step cancelled, nothing left on a node.
+	long := strings.Replace(text, "duration: 1s", "duration: 60s", 1)
+	long = strings.Replace(long, "sweep: {matrix: {clients: [1, 2]}}", "", 1)
+	if err := os.WriteFile(plan, []byte(long), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startRunner(t, dir, env, "exec", plan)
+	p.Until(t, "both clients reading", 60*time.Second, func() bool { return len(job.Steps(t)) >= 3 })
+	time.Sleep(500 * time.Millisecond)
+	p.Signal(syscall.SIGINT)
+	if code := p.Wait(t, 30*time.Second); code != 130 {
+		t.Errorf("interrupted exec: exit %d, want 130\n%s", code, p.Stderr())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && (len(job.Steps(t)) > 0 || len(c.Leftovers(t)) > 0) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if steps, left := job.Steps(t), c.Leftovers(t); len(steps) > 0 || len(left) > 0 {
+		t.Errorf("after the interrupt: steps %v, processes %v", steps, left)
+	}
+}
