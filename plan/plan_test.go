@@ -401,7 +401,7 @@ func TestKeys(t *testing.T) {
 }
 
 func TestSweepableParams(t *testing.T) {
-	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup"}
+	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "workload"}
 	if got := results.SweepableParams(); !slices.Equal(got, want) {
 		t.Errorf("SweepableParams = %v, want the CSV order %v", got, want)
 	}
