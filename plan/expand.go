@@ -74,8 +74,9 @@ func (pt Point) ExpectedReads() int64 {
 }
 
 // Expand returns p's points in order: sweep.matrix parameters outermost,
-// in the order written, and the sweep.zip group innermost. A plan without
-// a sweep is one point.
+// in the order written, then the sweep.zip group, then workload, which
+// varies fastest wherever it is written. A plan without a sweep is one
+// point.
 //
 // A point's Key is the first 16 hex digits of the sha256 of canonical JSON
 // (object keys sorted; sizes as integer bytes, durations as Go duration

@@ -167,6 +167,39 @@ func TestOrder(t *testing.T) {
 	}
 }
 
+// TestWorkloadVariesFastest holds issue 14's rule: wherever workload is
+// written in the matrix (first, between, last), it varies fastest, inside
+// the zip too, so every node point runs right beside its peer points.
+func TestWorkloadVariesFastest(t *testing.T) {
+	want := []string{
+		"cold/4KiB/node", "cold/4KiB/iperf3", "cold/8KiB/node", "cold/8KiB/iperf3",
+		"warm/4KiB/node", "warm/4KiB/iperf3", "warm/8KiB/node", "warm/8KiB/iperf3",
+	}
+	zip := "  zip:\n    block_size: [4KiB, 8KiB]\n"
+	for _, body := range []string{
+		"sweep:\n  matrix:\n    workload: [node, iperf3]\n    cache: [cold, warm]\n" + zip,
+		"sweep:\n  matrix:\n    cache: [cold, warm]\n    workload: [node, iperf3]\n" + zip,
+		"sweep:\n" + zip + "  matrix:\n    workload: [node, iperf3]\n    cache: [cold, warm]\n",
+	} {
+		p := mustParse(t, minimalYAML+body, Options{})
+		var got []string
+		for _, pt := range mustExpand(t, p, ExpandOptions{}) {
+			got = append(got, fmt.Sprintf("%s/%s/%s", pt.Values.Str("cache"), results.FormatSize(pt.Values.Int("block_size")), pt.Values.Str("workload")))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: order\ngot  %v\nwant %v", body, got, want)
+		}
+		// --only keeps the order among what is left.
+		got = nil
+		for _, pt := range mustExpand(t, p, ExpandOptions{Only: []string{"workload=iperf3,node", "cache=warm"}}) {
+			got = append(got, pt.Values.Str("workload"))
+		}
+		if !slices.Equal(got, []string{"node", "iperf3", "node", "iperf3"}) {
+			t.Errorf("--only: %v", got)
+		}
+	}
+}
+
 func TestSweptIsInPlanOrder(t *testing.T) {
 	p := mustParse(t, minimalYAML+"sweep:\n  zip:\n    block_size: [4KiB]\n  matrix:\n    cache: [warm]\n", Options{})
 	if got, want := swept(mustExpand(t, p, ExpandOptions{})), []string{"block_size=4KiB cache=warm"}; !slices.Equal(got, want) {
