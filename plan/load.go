@@ -102,6 +102,10 @@ func (l *loader) plan(root *yaml.Node, p *Plan, opts Options, unswept map[string
 	}
 	l.required(root, f, p, base)
 	l.checkCombos(root, p, base)
+	p.written, p.origin = map[string]*yaml.Node{}, l.origin
+	for name, b := range base {
+		p.written[name] = b.node
+	}
 }
 
 func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan) {

@@ -77,7 +77,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("default %s = %q, want %q", name, got, want)
 		}
 	}
-	p.sweep = sweep{}
+	p.sweep, p.written, p.origin = sweep{}, nil, nil
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("defaults:\ngot  %+v\nwant %+v", p, want)
 	}
@@ -577,5 +577,50 @@ func TestSetThenOnly(t *testing.T) {
 	}
 	if pts[0].Key != base[3].Key {
 		t.Errorf("(1MiB, warm) by --set/--only has key %s, in the full plan %s", pts[0].Key, base[3].Key)
+	}
+}
+
+// TestCheckRefusalsArePositioned holds ExpandOptions.Check's contract: a
+// refusal is reported where the refused value was written (the sweep's
+// item, the plan's value, --set), at the workload's value for a default,
+// once however many points share the place.
+func TestCheckRefusalsArePositioned(t *testing.T) {
+	body := `client: {verify: true}
+sweep:
+  matrix:
+    workload: [node, ib_read_bw]
+    block_size: [4KiB, 1MiB]
+`
+	check := func(pt Point) []Refusal {
+		if pt.Values.Str("workload") == "node" {
+			return nil
+		}
+		var r []Refusal
+		if pt.Values.Bool("verify") {
+			r = append(r, Refusal{"verify", "no verify here"})
+		}
+		if pt.Values.Int("block_size") == 4<<10 {
+			r = append(r, Refusal{"block_size", "no 4KiB here"})
+		}
+		if pt.Values.Str("pattern") == "sequential" {
+			r = append(r, Refusal{"client.pattern", "only random"})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "t.yaml:6:18: client.verify: no verify here\n" +
+			"t.yaml:9:22: sweep.matrix.workload: only random\n" +
+			"t.yaml:10:18: sweep.matrix.block_size: no 4KiB here"},
+		{[]string{"verify=true", "pattern=sequential"}, "--set: verify: no verify here\n--set: pattern: only random\n" +
+			"t.yaml:10:18: sweep.matrix.block_size: no 4KiB here"},
+	} {
+		p := mustParse(t, minimalYAML+body, Options{Set: tc.set})
+		_, err := Expand(p, ExpandOptions{Check: check})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("--set %v:\ngot  %v\nwant %s", tc.set, err, tc.want)
+		}
 	}
 }

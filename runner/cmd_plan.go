@@ -16,6 +16,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
+	"rdmasweep/runner/peer"
 	"rdmasweep/runner/remote"
 )
 
@@ -94,11 +95,30 @@ func loadPlan(path string, o planOptions) (*plan.Plan, []plan.Point, error) {
 		HostName: func(address string) string {
 			return remote.ResolveHostName(address, "")
 		},
+		Check: checkWorkload,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return p, pts, nil
+}
+
+// checkWorkload refuses what a point's peer workload cannot take: the
+// rules are runner/peer's (peer.Check), the positions plan's.
+func checkWorkload(pt plan.Point) []plan.Refusal {
+	w := pt.Values.Str("workload")
+	if w == "node" {
+		return nil
+	}
+	errs, err := peer.Check(w, peer.FromValues(pt.Values))
+	if err != nil {
+		return []plan.Refusal{{Param: "workload", Msg: err.Error()}}
+	}
+	var out []plan.Refusal
+	for _, e := range errs {
+		out = append(out, plan.Refusal{Param: e.Param, Msg: e.Error()})
+	}
+	return out
 }
 
 // planWarnings are what a valid plan may still get wrong.
