@@ -161,7 +161,7 @@ var tools = []Tool{
 		Transport: "tcp", Roles: []string{"server", "client"}, HasServer: true,
 		Ignored: []string{"queue_depth", "cache", "file", "rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
 	{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
-		Roles: []string{"server"},
+		Roles:   []string{"server"},
 		Ignored: []string{"rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
 }
 
