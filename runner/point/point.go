@@ -42,6 +42,8 @@ type Runner struct {
 	// nil.
 	Started func(t role.Target, st *results.Started)
 	Exited  func(t role.Target, st *results.Started)
+
+	peerState
 }
 
 // Run runs one repetition of pt. It returns the row to append, ok or
@@ -50,15 +52,16 @@ type Runner struct {
 func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) (results.Row, Timing, error) {
 	start := time.Now()
 	row := r.baseRow(pt, rep, start)
+	if isPeer(pt) { // the roles are a peer's (peer.go)
+		return r.runPeer(ctx, pt, rep, start, row)
+	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		row.Status, row.Error = results.StatusFailed, "runner: make secret: "+err.Error()
 		return row, Timing{Wall: time.Since(start)}, nil
 	}
 	control := results.Control{Secret: hex.EncodeToString(secret)}
-	logBase := filepath.Join(r.LogDir, fmt.Sprintf("%03d-%s-r%d", pt.Index+1, pt.Key, rep))
-
-	reports, tm, err := r.run(ctx, r.Roles(pt), control, logBase)
+	reports, tm, err := r.run(ctx, r.Roles(pt), control, r.logBase(pt, rep))
 	if errors.Is(err, ErrInterrupted) {
 		return row, tm, err
 	}
@@ -72,6 +75,9 @@ func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) (results.Row, 
 	}
 	row.Status = results.StatusOK
 	row.SetResult(cli.Result)
+	if srv.Done != nil {
+		row.SetDone(srv.Done)
+	}
 	tm.Measured = time.Duration(cli.Result.Seconds * float64(time.Second))
 	return row, tm, nil
 }
@@ -118,11 +124,7 @@ func (r *Runner) argv(pt plan.Point, t role.Target, sub string, extra ...string)
 	}
 	argv = append(argv, extra...)
 	argv = append(argv, "--control-stdin", "--deadline", r.deadline())
-	cpus := pt.Hosts.Server.CPUs
-	if t.Role == r.Client.Role {
-		cpus = pt.Hosts.Client.CPUs
-	}
-	return pinned(cpus, argv)
+	return pinned(r.cpusOf(pt, t), argv)
 }
 
 // pinned runs argv under taskset when the host has a CPU list. taskset
@@ -133,6 +135,11 @@ func pinned(cpus string, argv []string) []string {
 		return argv
 	}
 	return append([]string{"taskset", "--cpu-list", cpus}, argv...)
+}
+
+// logBase is where a repetition's logs go: LOGDIR/NNN-KEY-rREP.ROLE.log.
+func (r *Runner) logBase(pt plan.Point, rep int) string {
+	return filepath.Join(r.LogDir, fmt.Sprintf("%03d-%s-r%d", pt.Index+1, pt.Key, rep))
 }
 
 func (r *Runner) deadline() string {
