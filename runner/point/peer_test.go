@@ -111,8 +111,10 @@ func TestRunReadsReportFiles(t *testing.T) {
 	roles := []Role{{
 		Target: role.Target{Role: "server", Host: remote.Local{}, Label: "server (local)"},
 		Tool:   "sh",
-		Argv:   func(map[string]*results.Ready) []string { return []string{"sh", "-c", `printf '{"a":1}' > "$0"`, report} },
-		Ready:  OnStart, Output: OutputFile, Report: report,
+		Argv: func(map[string]*results.Ready) []string {
+			return []string{"sh", "-c", `printf '{"a":1}' > "$0"`, report}
+		},
+		Ready: OnStart, Output: OutputFile, Report: report,
 	}}
 	base := filepath.Join(r.LogDir, "x")
 	reports, _, err := r.run(context.Background(), roles, results.Control{}, base)
