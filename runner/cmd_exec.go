@@ -144,14 +144,37 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		}
 	}
 	prog.finish()
-	if err := summary.Write(stdout, summary.Build(planRows(pts, csv.Rows(), rows))); err != nil {
+	groups := summary.Build(planRows(pts, csv.Rows(), rows))
+	if err := summary.Write(stdout, groups); err != nil {
 		return err
+	}
+	if base, ok := peerBaseline(pts); ok {
+		fmt.Fprintln(stdout)
+		if err := summary.WriteRatios(stdout, groups, base); err != nil {
+			return err
+		}
 	}
 	ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), csvPath, runID, logDir)
 	if failed > 0 {
 		return &someFailed{failed: failed, total: len(rows)}
 	}
 	return nil
+}
+
+// peerBaseline is the workload the others are compared with when the plan
+// sweeps workload: its first peer (runner summary --baseline picks
+// another).
+func peerBaseline(pts []plan.Point) (summary.Baseline, bool) {
+	seen := map[string]bool{}
+	first := ""
+	for _, pt := range pts {
+		w := pt.Values.Str("workload")
+		seen[w] = true
+		if first == "" && w != "node" {
+			first = w
+		}
+	}
+	return summary.Baseline{Param: "workload", Value: first}, first != "" && len(seen) > 1
 }
 
 // pending lists the runs to do: every (point, repetition) without an ok
