@@ -95,6 +95,9 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		return err
 	}
 	defer roles.close()
+	if err := checkPrograms(ctx, roles, pts); err != nil {
+		return err
+	}
 	if err := writeManifest(ctx, p, roles, runID, csvPath, o.set...); err != nil {
 		return err
 	}
