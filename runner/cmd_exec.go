@@ -181,7 +181,11 @@ func peerBaseline(pts []plan.Point) (summary.Baseline, bool) {
 }
 
 // pending lists the runs to do: every (point, repetition) without an ok
-// row, or all of them with rerun. skipped counts the others.
+// row, or all of them with rerun. skipped counts the others. A point's
+// repetitions run back to back, except beside its peers: the points that
+// differ only in workload (consecutive, since workload varies fastest)
+// take turns, repetition by repetition, so node and its peer run in
+// pairs.
 func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (todo []job, skipped int) {
 	ok := map[string]bool{}
 	for _, r := range existing {
@@ -189,16 +193,36 @@ func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (
 			ok[fmt.Sprintf("%s/%d", r.PointKey, r.Repetition)] = true
 		}
 	}
-	for _, pt := range pts {
-		for rep := 1; rep <= repeat; rep++ {
-			if !rerun && ok[fmt.Sprintf("%s/%d", pt.Key, rep)] {
-				skipped++
-				continue
-			}
-			todo = append(todo, job{pt: pt, rep: rep})
+	for i := 0; i < len(pts); {
+		j := i + 1
+		for j < len(pts) && sameButWorkload(pts[i], pts[j]) {
+			j++
 		}
+		for rep := 1; rep <= repeat; rep++ {
+			for _, pt := range pts[i:j] {
+				if !rerun && ok[fmt.Sprintf("%s/%d", pt.Key, rep)] {
+					skipped++
+					continue
+				}
+				todo = append(todo, job{pt: pt, rep: rep})
+			}
+		}
+		i = j
 	}
 	return todo, skipped
+}
+
+// sameButWorkload reports whether two points differ in workload alone.
+func sameButWorkload(a, b plan.Point) bool {
+	if a.Values.Str("workload") == b.Values.Str("workload") {
+		return false
+	}
+	for _, p := range results.Params() {
+		if p.Name != "workload" && p.Format(a.Values) != p.Format(b.Values) {
+			return false
+		}
+	}
+	return true
 }
 
 func reportSkipped(ui *voice, skipped int, csvPath string) {
