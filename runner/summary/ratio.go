@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -83,6 +84,28 @@ func Match(groups []Group, b Baseline) []Ratio {
 	return out
 }
 
+// pairRatios are the bandwidth ratios of r's rows to its baseline's rows
+// of the same run and repetition: pairs that ran side by side, in run
+// order. A group whose rows have no such partner counts by its means.
+func pairRatios(r Ratio) []float64 {
+	base := map[string]float64{}
+	for _, b := range r.Base.OK {
+		base[fmt.Sprintf("%s/%d", b.RunID, b.Repetition)] = deref(b.BandwidthMBs)
+	}
+	var out []float64
+	for _, g := range r.Group.OK {
+		if bw, ok := base[fmt.Sprintf("%s/%d", g.RunID, g.Repetition)]; ok && bw > 0 {
+			out = append(out, deref(g.BandwidthMBs)/bw)
+		}
+	}
+	if len(out) == 0 {
+		if x := meanOf(r.Group, bandwidth) / meanOf(r.Base, bandwidth); !math.IsNaN(x) && !math.IsInf(x, 0) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // meanOf is the mean of a figure over a group's ok rows (NaN: none).
 func meanOf(g *Group, f func(results.Row) *float64) float64 {
 	if g == nil {
@@ -103,9 +126,10 @@ func cpuServer(r results.Row) *float64    { return r.CPUServer }
 // WriteRatios prints each group beside its baseline: the mean bandwidth of
 // both and their ratio, the CPU seconds per second of each role for both,
 // and, when the rows have it, the registration rate against the
-// baseline's bandwidth (node's pinned fault-in against fio's read of the
-// same file). The parameters that vary are shown, as in Write. Then, per
-// compared value, the median ratio and its range.
+// baseline's bandwidth when the baseline is fio (node's pinned fault-in
+// against fio's read of the same file). The parameters that vary are shown, as in Write. Then, per
+// compared value, the ratio of every pair that ran side by side (same run,
+// same repetition) and their median.
 func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 	ratios := Match(groups, b)
 	if len(ratios) == 0 {
@@ -124,7 +148,10 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 			}
 		}
 	}
-	withReg := slices.ContainsFunc(ratios, func(r Ratio) bool { return !math.IsNaN(meanOf(r.Group, registration)) })
+	// Pinned registration reads the file: it compares with a baseline
+	// that reads the file too (fio), not with one that reads memory.
+	withReg := b.Param == "workload" && b.Value == "fio" &&
+		slices.ContainsFunc(ratios, func(r Ratio) bool { return !math.IsNaN(meanOf(r.Group, registration)) })
 	head := []string{}
 	for _, p := range shown {
 		head = append(head, strings.ToUpper(p.Name))
@@ -149,11 +176,11 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 		ratio := bw / bbw
 		if r.Base == nil {
 			missing++
-		} else if !math.IsNaN(ratio) {
+		} else if pairs := pairRatios(r); len(pairs) > 0 {
 			if _, seen := byValue[v]; !seen {
 				order = append(order, v)
 			}
-			byValue[v] = append(byValue[v], ratio)
+			byValue[v] = append(byValue[v], pairs...)
 		}
 		cells = append(cells, v, num(bw, 1), num(bbw, 1), num(ratio, 2),
 			num(meanOf(r.Group, cpuClient), 2), num(meanOf(r.Base, cpuClient), 2),
@@ -169,8 +196,13 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 	}
 	for _, v := range order {
 		xs := byValue[v]
-		sort.Float64s(xs)
-		fmt.Fprintf(w, "%s / %s: median ratio %.2f over %d points (%.2f to %.2f)\n", v, b.Value, median(xs), len(xs), xs[0], xs[len(xs)-1])
+		ratios := make([]string, len(xs))
+		for i, x := range xs {
+			ratios[i] = strconv.FormatFloat(x, 'f', 2, 64)
+		}
+		sorted := slices.Clone(xs)
+		sort.Float64s(sorted)
+		fmt.Fprintf(w, "%s / %s: median ratio %.2f over %d pairs run side by side (%s)\n", v, b.Value, median(sorted), len(xs), strings.Join(ratios, ", "))
 	}
 	if missing > 0 {
 		fmt.Fprintf(w, "%d points have no %s=%s point with the same other parameters to compare with\n", missing, b.Param, b.Value)

@@ -125,7 +125,7 @@ func TestRatiosMatchEveryOtherParameter(t *testing.T) {
 	if err := WriteRatios(&out, Build(rows), b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"IPERF3_MB/S", " 2.00 ", " 3.00 ", "node / iperf3: median ratio 2.50 over 2 points (2.00 to 3.00)", "1 points have no workload=iperf3 point"} {
+	for _, want := range []string{"IPERF3_MB/S", " 2.00 ", " 3.00 ", "node / iperf3: median ratio 2.50 over 2 pairs run side by side (2.00, 3.00)", "1 points have no workload=iperf3 point"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("ratios lack %q:\n%s", want, out.String())
 		}
