@@ -175,3 +175,15 @@ repeat: 2
 		t.Errorf("a lone point: %+v", todo)
 	}
 }
+
+// TestCheckedInPlansPassPeerChecks: the checked-in plans are valid as the
+// runner loads them, peer refusals included (package plan cannot ask the
+// peers).
+func TestCheckedInPlansPassPeerChecks(t *testing.T) {
+	files, _ := filepath.Glob("../plans/*.yaml")
+	for _, f := range files {
+		if _, _, err := loadPlan(f, planOptions{maxPoints: 10000}); err != nil {
+			t.Errorf("%s:\n%v", f, err)
+		}
+	}
+}
