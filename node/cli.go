@@ -156,17 +156,21 @@ var errStdinClosed = errors.New("stdin closed: stopping")
 type lifetime struct {
 	controlStdin bool
 	deadline     time.Duration
+	// released is closed when a control line with "go" arrives.
+	released chan struct{}
 }
 
 func (l *lifetime) addFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&l.controlStdin, "control-stdin", false, "read a JSON control line from stdin, and stop when stdin closes")
+	fs.BoolVar(&l.controlStdin, "control-stdin", false, "read JSON control lines from stdin, and stop when stdin closes")
 	fs.DurationVar(&l.deadline, "deadline", 0, "exit with an error after this long (0: never)")
 }
 
-// start applies the deadline and reads the control line. The returned
-// context ends at the deadline, on stdin EOF (under --control-stdin) or
-// when ctx ends; context.Cause says which. secret is nil without
-// --control-stdin, or when the control line carries none.
+// start applies the deadline and reads the first control line. The
+// returned context ends at the deadline, on stdin EOF (under
+// --control-stdin) or when ctx ends; context.Cause says which. secret is
+// nil without --control-stdin, or when the control line carries none.
+// Later control lines are read as they come: one with "go" closes
+// l.released (see waitGo).
 func (l *lifetime) start(ctx context.Context, stdin io.Reader) (context.Context, func(), []byte, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := func() { cancel(nil) }
@@ -175,6 +179,7 @@ func (l *lifetime) start(ctx context.Context, stdin io.Reader) (context.Context,
 		ctx, cancelT = context.WithTimeoutCause(ctx, l.deadline, fmt.Errorf("deadline of %s reached: stopping", l.deadline))
 		stop = func() { cancelT(); cancel(nil) }
 	}
+	l.released = make(chan struct{})
 	if !l.controlStdin {
 		return ctx, stop, nil, nil
 	}
@@ -194,9 +199,21 @@ func (l *lifetime) start(ctx context.Context, stdin io.Reader) (context.Context,
 			cancel(errStdinClosed)
 			return
 		}
-		// After the control line, stdin only signals by closing.
-		io.Copy(io.Discard, r)
-		cancel(errStdinClosed)
+		// After the first line, stdin carries later control lines, and
+		// signals stop by closing.
+		released := false
+		for {
+			b, err := r.ReadBytes('\n')
+			var c results.Control
+			if !released && json.Unmarshal(b, &c) == nil && c.Go {
+				close(l.released)
+				released = true
+			}
+			if err != nil {
+				cancel(errStdinClosed)
+				return
+			}
+		}
 	}()
 	var l1 line
 	select {
@@ -223,6 +240,20 @@ func (l *lifetime) start(ctx context.Context, stdin io.Reader) (context.Context,
 		}
 	}
 	return ctx, stop, secret, nil
+}
+
+// waitGo waits for the control line that says go, or for ctx to end.
+// Without --control-stdin nothing could say go, so it returns at once.
+func (l *lifetime) waitGo(ctx context.Context) error {
+	if !l.controlStdin {
+		return nil
+	}
+	select {
+	case <-l.released:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // stopReason turns an error caused by the node's own context ending into

@@ -478,3 +478,70 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("no sidecar: %v", err)
 	}
 }
+
+// TestFanInWithBarrier is issue 13's node side: one server serving two
+// clients at once (--clients 2), each client connected and registered and
+// waiting (--barrier) until its control stdin says go, then reading; each
+// reports its measured phase's start on the wall clock, its intervals and
+// its latency histogram, and the server each client's session.
+func TestFanInWithBarrier(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	ctl := `{"secret":"00112233445566778899aabbccddeeff"}` + "\n"
+	s, ready := serveReady(t, ctl, serveArgs(file, "--create", "--cache", "warm", "--control-stdin", "--clients", "2")...)
+	var clients []*proc
+	for range 2 {
+		c := start(t, ctl, readArgs(ready.Port, "--control-stdin", "--verify", "--barrier", "--interval", "50ms",
+			"--total", "0", "--duration", "500ms")...)
+		mustType[*results.Started](t, c.next(10*time.Second))
+		mustType[*results.Ready](t, c.next(10*time.Second))
+		clients = append(clients, c)
+	}
+	// Connected and held: no client reads before go.
+	time.Sleep(300 * time.Millisecond)
+	for _, c := range clients {
+		select {
+		case ev := <-c.events:
+			t.Fatalf("a client said %v before go", ev)
+		default:
+		}
+	}
+	released := time.Now()
+	for _, c := range clients {
+		io.WriteString(c.stdin, `{"go":true}`+"\n")
+	}
+	for _, c := range clients {
+		var intervals []*results.Interval
+		var res *results.Result
+		for res == nil {
+			switch ev := c.next(20 * time.Second).(type) {
+			case *results.Interval:
+				intervals = append(intervals, ev)
+			case *results.Result:
+				res = ev
+			default:
+				t.Fatalf("unexpected %#v", ev)
+			}
+		}
+		if !res.Verified || res.Histogram == nil || res.Histogram.N != uint64(res.Reads) {
+			t.Fatalf("result %+v: want verified, with a histogram of every read", res)
+		}
+		if start := time.Unix(0, res.StartUnixNs); start.Before(released.Add(-time.Second)) || start.After(released.Add(5*time.Second)) {
+			t.Errorf("measured phase started at %v; go was sent at %v", start, released)
+		}
+		var reads int64
+		for i, iv := range intervals {
+			reads += iv.Reads
+			if iv.Seconds != 0.05 || iv.StartUnixNs != res.StartUnixNs+int64(i)*50e6 || iv.Bytes != iv.Reads*64<<10 {
+				t.Errorf("interval %d: %+v", i, iv)
+			}
+		}
+		if len(intervals) < 9 || reads != res.Reads {
+			t.Errorf("%d intervals of %d reads in all; want about 10 adding up to the result's %d", len(intervals), reads, res.Reads)
+		}
+		c.stdin.Close()
+	}
+	done := mustType[*results.Done](t, s.next(10*time.Second))
+	if len(done.Connections) != 2 || done.Connections[0].BytesServed+done.Connections[1].BytesServed != done.BytesServed {
+		t.Fatalf("done %+v: want two sessions adding up to the total", done)
+	}
+}

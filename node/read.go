@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"time"
 
 	"rdmasweep/node/transport"
@@ -22,6 +23,8 @@ type readOptions struct {
 	duration   time.Duration
 	warmup     time.Duration
 	verify     bool
+	barrier    bool
+	interval   time.Duration
 }
 
 func (o *readOptions) addFlags(fs *flag.FlagSet) {
@@ -36,6 +39,8 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.duration, "duration", 0, "read for this long instead of --total")
 	fs.DurationVar(&o.warmup, "warmup", 0, "read this long first, unmeasured")
 	fs.BoolVar(&o.verify, "verify", false, "check every byte against the file's pattern")
+	fs.BoolVar(&o.barrier, "barrier", false, "once connected and registered, print ready and wait for a go control line before reading (with --control-stdin)")
+	fs.DurationVar(&o.interval, "interval", 0, "print what was read in each interval of the measured phase (0: none)")
 }
 
 func (o *readOptions) check() error {
@@ -52,8 +57,10 @@ func (o *readOptions) check() error {
 		return usagef("read: --pattern must be sequential or random (got %q)", o.pattern)
 	case o.total > 0 && o.duration > 0:
 		return usagef("read: --total and --duration cannot both be non-zero")
-	case o.duration < 0 || o.warmup < 0:
-		return usagef("read: --duration and --warmup cannot be negative")
+	case o.duration < 0 || o.warmup < 0 || o.interval < 0:
+		return usagef("read: --duration, --warmup and --interval cannot be negative")
+	case o.barrier && !o.controlStdin:
+		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
 	}
 	return checkFormat(o.format)
 }
@@ -81,6 +88,14 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		return err
 	}
 	defer cl.Close()
+	if o.barrier {
+		// Connected and registered: the runner starts every client's
+		// reading at once, after all of them are here.
+		out.event(results.Ready{Type: results.TypeReady, Transport: tr.Name()})
+		if err := o.waitGo(ctx); err != nil {
+			return fmt.Errorf("wait for go: %w", err)
+		}
+	}
 	reg := cl.Region()
 	total := int64(o.total)
 	if total == 0 && o.duration == 0 {
@@ -89,16 +104,27 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	m, err := cl.Read(ctx, transport.Workload{
 		BlockSize: int(o.blockSize), QueueDepth: o.queueDepth, Pattern: o.pattern,
 		Total: total, Duration: o.duration, Warmup: o.warmup, Verify: o.verify,
-		Seed: reg.Seed ^ shuffleSalt,
+		Seed: reg.Seed ^ shuffleSalt, Interval: o.interval,
 	})
 	if err != nil {
 		return err
+	}
+	start := m.Start
+	if start.IsZero() { // a transport that cannot tell: the phase just ended
+		start = time.Now().Add(-time.Duration(m.Seconds * float64(time.Second)))
+	}
+	for i, n := range m.Intervals {
+		out.event(results.Interval{
+			Type: results.TypeInterval, StartUnixNs: start.Add(time.Duration(i) * o.interval).UnixNano(),
+			Seconds: o.interval.Seconds(), Reads: n, Bytes: n * int64(o.blockSize),
+		})
 	}
 	r := results.Result{
 		Type: results.TypeResult, Transport: tr.Name(), Bytes: m.Bytes, Reads: m.Reads, Seconds: m.Seconds,
 		LatAvgUs: m.Latency.AvgUs, LatP50Us: m.Latency.P50Us, LatP99Us: m.Latency.P99Us,
 		LatP999Us: m.Latency.P999Us, LatMaxUs: m.Latency.MaxUs, Verified: m.Verified, GIDIndex: m.GIDIndex,
 		CPUUserS: m.CPU.UserS, CPUSysS: m.CPU.SysS, CPUWallS: m.CPU.WallS,
+		StartUnixNs: start.UnixNano(), Histogram: m.Histogram,
 	}
 	if m.Seconds > 0 {
 		r.BandwidthMBs = float64(m.Bytes) / m.Seconds / 1e6

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -30,6 +33,7 @@ type serveOptions struct {
 	listen        string
 	port          int
 	acceptTimeout durationFlag
+	clients       int
 }
 
 func (o *serveOptions) addFlags(fs *flag.FlagSet) {
@@ -43,6 +47,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.port, "port", 0, "port to listen on (0: a free one)")
 	o.acceptTimeout = durationFlag(defaultAccept)
 	fs.Var(&o.acceptTimeout, "accept-timeout", "how long to wait for the client")
+	fs.IntVar(&o.clients, "clients", 1, "serve this many clients at once, all reading the one region (fan-in)")
 }
 
 func (o *serveOptions) check() error {
@@ -59,6 +64,8 @@ func (o *serveOptions) check() error {
 		return usagef("serve: --port %d out of range", o.port)
 	case o.acceptTimeout <= 0:
 		return usagef("serve: --accept-timeout must be positive")
+	case o.clients < 1 || o.clients > maxClients:
+		return usagef("serve: --clients must be between 1 and %d (got %d)", maxClients, o.clients)
 	}
 	return checkFormat(o.format)
 }
@@ -106,7 +113,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	})
 	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
 	before := faults()
-	st, err := srv.Serve(ctx)
+	st, conns, err := serveAll(ctx, srv, o.clients)
 	if err != nil {
 		return err
 	}
@@ -114,7 +121,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	out.event(results.Done{
 		Type: results.TypeDone, BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds,
 		MinorFaults: after.minor - before.minor, MajorFaults: after.major - before.major,
-		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS,
+		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS, Connections: conns,
 	})
 	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()
@@ -167,6 +174,58 @@ func runPrepare(ctx context.Context, e *env, args []string) error {
 		e.out.line("prepared %s (cached %.0f%%)", o.file, cached*100)
 		return f.Close()
 	})
+}
+
+// maxClients bounds --clients: each client holds a connection, and with
+// rdma a QP set, on the server.
+const maxClients = 1024
+
+// serveAll serves n clients at once, one Serve call each, and returns
+// their totals, each one's session when there are several, and the first
+// failure. One client failing stops the others: the point has failed.
+func serveAll(ctx context.Context, srv transport.Server, n int) (transport.ServeStats, []results.Connection, error) {
+	if n == 1 {
+		st, err := srv.Serve(ctx)
+		return st, nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu    sync.Mutex
+		total transport.ServeStats
+		conns []results.Connection
+		first time.Time
+		wg    sync.WaitGroup
+	)
+	cpu := transport.StartCPU() // waiting for the clients costs no CPU
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := srv.Serve(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				cancel(err)
+				return
+			}
+			end := time.Now()
+			if began := end.Add(-time.Duration(st.Seconds * float64(time.Second))); first.IsZero() || began.Before(first) {
+				first = began
+			}
+			total.BytesServed += st.BytesServed
+			total.Requests += st.Requests
+			total.Seconds = end.Sub(first).Seconds()
+			conns = append(conns, results.Connection{BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds})
+		}()
+	}
+	wg.Wait()
+	total.CPU = cpu()
+	total.CPU.WallS = total.Seconds // their sessions, not the wait for them
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return total, conns, err
+	}
+	return total, conns, ctx.Err()
 }
 
 type faultCount struct{ minor, major int64 }

@@ -90,6 +90,8 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 		}
 		return true
 	})
+	l.checkTopology(root, p, base, at)
+
 	// What a transport takes: the limits node enforces, per transport, for
 	// every value a point will have, reported where the value was written.
 	tr := l.source(p, base, "transport")
@@ -131,4 +133,31 @@ func totalDurationProblem(total, duration int64) string {
 			" are both non-zero; a point reads either total bytes or for a duration"
 	}
 	return ""
+}
+
+// checkTopology holds the hosts to the topology: fan-in has one server,
+// pairs one server per client, and no point asks for more clients than
+// are listed.
+func (l *loader) checkTopology(root *yaml.Node, p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
+	servers, clients := len(p.Hosts.Servers), len(p.Hosts.Clients)
+	if servers == 0 || clients == 0 {
+		return // hosts are missing, and reported
+	}
+	topo := l.source(p, base, "topology")
+	switch where := l.roles["server"]; {
+	case topo.values[0].s == "fan-in" && servers > 1:
+		if base["topology"].node != nil {
+			where = at(topo, 0)
+		}
+		l.errorf(where, "topology", "fan-in has one server, and hosts.server lists %d; for one server per client use topology: pairs", servers)
+	case topo.values[0].s == "pairs" && servers != clients:
+		l.errorf(where, "hosts.server", "topology pairs needs one server per client: hosts.server lists %d, hosts.client %d", servers, clients)
+	}
+	k := l.source(p, base, "clients")
+	for j, v := range k.values {
+		if v.n > int64(clients) {
+			l.errorf(at(k, j), k.path, "%d clients, but hosts.client lists %d", v.n, clients)
+			return
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -64,14 +65,33 @@ type Param struct{ Name, Value string }
 // Transport is the point's transport.
 func (pt Point) Transport() string { return pt.Values.Str("transport") }
 
-// For is the point's values as role ("server" or "client") has them: with
-// its host's per-host parameters.
+// For is the point's values as role (a name of Hosts.Roles) has them:
+// with its host's per-host parameters.
 func (pt Point) For(role string) Values {
-	h := pt.Hosts.Server
-	if role == "client" {
-		h = pt.Hosts.Client
+	for _, r := range pt.Hosts.Roles() {
+		if r.Name == role {
+			return pt.Values.with(r.Host.Params)
+		}
 	}
-	return pt.Values.with(h.Params)
+	panic("plan: no role " + role)
+}
+
+// Clients is how many clients take part in the point: its clients
+// parameter, or every listed client when that is auto.
+func (pt Point) Clients() int {
+	if k := pt.Values.Int("clients"); k > 0 {
+		return int(k)
+	}
+	return len(pt.Hosts.Clients)
+}
+
+// Cell is the point's CSV cell for parameter p (see results.Param.Cell),
+// with clients, when auto, as how many take part.
+func (pt Point) Cell(p *results.Param) string {
+	if p.Name == "clients" {
+		return strconv.Itoa(pt.Clients())
+	}
+	return p.Cell(pt.Transport(), pt.Values)
 }
 
 // ExpectedReads is how many blocks the point reads: results.EffectiveTotal
@@ -110,14 +130,17 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 		maxPoints = DefaultMaxPoints
 	}
 	hosts := p.Hosts
-	if hosts.Server.DataAddress == "" {
+	hosts.Servers = slices.Clone(hosts.Servers)
+	for i := range hosts.Servers {
+		h := &hosts.Servers[i]
 		switch {
-		case hosts.Server.IsLocal():
-			hosts.Server.DataAddress = localDataAddress
+		case h.DataAddress != "":
+		case h.IsLocal():
+			h.DataAddress = localDataAddress
 		case opts.HostName != nil:
-			hosts.Server.DataAddress = opts.HostName(hosts.Server.Address)
+			h.DataAddress = opts.HostName(h.Address)
 		default:
-			hosts.Server.DataAddress = hosts.Server.Address
+			h.DataAddress = h.Address
 		}
 	}
 
@@ -359,9 +382,20 @@ func keyJSONOf(planName string, pt Point, params []*param) []byte {
 		}
 		return m
 	}
+	// One host is an object, as in version 1; a list is a list.
+	list := func(hs []Host) any {
+		if len(hs) == 1 {
+			return host(hs[0])
+		}
+		var out []any
+		for _, h := range hs {
+			out = append(out, host(h))
+		}
+		return out
+	}
 	doc := map[string]any{
 		"plan":  planName,
-		"hosts": map[string]any{"server": host(pt.Hosts.Server), "client": host(pt.Hosts.Client)},
+		"hosts": map[string]any{"server": list(pt.Hosts.Servers), "client": list(pt.Hosts.Clients)},
 	}
 	for _, prm := range params {
 		v := pt.Values.m[prm.Name]

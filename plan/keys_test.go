@@ -73,10 +73,11 @@ func TestKeyOfALaterParameter(t *testing.T) {
 		def, _ := parseDefault(later)
 		at := pt
 		at.Values = pt.Values.clone()
-		at.Hosts.Client.Params = pt.Hosts.Client.Params.clone()
+		at.Hosts.Clients = []Host{pt.Hosts.Client()}
+		at.Hosts.Clients[0].Params = pt.Hosts.Client().Params.clone()
 		set := func(v value) {
 			if later.PerHost {
-				at.Hosts.Client.Params.set(later.Name, v)
+				at.Hosts.Clients[0].Params.set(later.Name, v)
 			} else {
 				at.Values.set(later.Name, v)
 			}

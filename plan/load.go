@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"os"
 	"path"
 	"regexp"
@@ -118,6 +119,7 @@ func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan) {
 	if !ok {
 		return
 	}
+	p.Hosts.listed = map[string]bool{}
 	for _, role := range roleKeys {
 		path := "hosts." + role
 		rf, ok := f[role]
@@ -129,11 +131,24 @@ func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan) {
 			l.errorf(at, path, "required")
 			continue
 		}
-		h := l.host(rf, path, p.Base)
-		if role == "server" {
-			p.Hosts.Server = h
+		l.roles[role] = rf.key
+		// One host, or a list of them.
+		var hs []Host
+		if n := resolve(rf.val); n != nil && n.Kind == yaml.SequenceNode {
+			if len(n.Content) == 0 {
+				l.errorf(n, path, "must list at least one host")
+			}
+			for i, item := range n.Content {
+				hs = append(hs, l.host(field{key: rf.key, val: item}, fmt.Sprintf("%s[%d]", path, i), p.Base))
+			}
+			p.Hosts.listed[role] = true
 		} else {
-			p.Hosts.Client = h
+			hs = []Host{l.host(rf, path, p.Base)}
+		}
+		if role == "server" {
+			p.Hosts.Servers = hs
+		} else {
+			p.Hosts.Clients = hs
 		}
 	}
 }

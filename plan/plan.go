@@ -17,6 +17,7 @@
 package plan
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -64,8 +65,51 @@ type Plan struct {
 // Transport is the plan's transport.
 func (p *Plan) Transport() string { return p.Base.Str("transport") }
 
-// Hosts are the two roles.
-type Hosts struct{ Server, Client Host }
+// Hosts are where the roles run: one server, or with topology pairs one
+// per client; and one or more clients. hosts.server and hosts.client each
+// take one host or a list.
+type Hosts struct {
+	Servers, Clients []Host
+
+	listed map[string]bool // "client": hosts.client was written as a list
+}
+
+// Server is the (first) server's host.
+func (h Hosts) Server() Host { return h.Servers[0] }
+
+// Client is the (first) client's host.
+func (h Hosts) Client() Host { return h.Clients[0] }
+
+// Several reports whether the plan has several clients or servers (or
+// lists them): its points run with a start barrier and write an aggregate
+// row after the clients' rows.
+func (h Hosts) Several() bool {
+	return len(h.Clients) > 1 || len(h.Servers) > 1 || h.listed["client"] || h.listed["server"]
+}
+
+// Role is one role's name and host.
+type Role struct {
+	Name string // "server" or "client" when there is one, else "server1"…, "client1"…
+	Host Host
+}
+
+// Roles are every listed host's role, the servers first.
+func (h Hosts) Roles() []Role {
+	var out []Role
+	name := func(kind string, i, n int) string {
+		if n == 1 {
+			return kind
+		}
+		return fmt.Sprintf("%s%d", kind, i+1)
+	}
+	for i, s := range h.Servers {
+		out = append(out, Role{name("server", i, len(h.Servers)), s})
+	}
+	for i, c := range h.Clients {
+		out = append(out, Role{name("client", i, len(h.Clients)), c})
+	}
+	return out
+}
 
 // Host is where one role runs.
 type Host struct {

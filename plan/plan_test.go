@@ -59,7 +59,7 @@ func TestDefaults(t *testing.T) {
 		Path:     "t.yaml",
 		Name:     "t",
 		Source:   []byte(minimalYAML),
-		Hosts:    Hosts{Server: Host{Address: "local", Params: hostDefaults()}, Client: Host{Address: "local", Params: hostDefaults()}},
+		Hosts:    Hosts{Servers: []Host{{Address: "local", Params: hostDefaults()}}, Clients: []Host{{Address: "local", Params: hostDefaults()}}, listed: map[string]bool{}},
 		SSH:      SSH{KnownHosts: "/home/tester/.ssh/known_hosts", HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second, KeepaliveInterval: 15 * time.Second},
 		Node:     Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep/node"},
 		Base:     withValues(defaults, map[string]value{"file": {s: "/tmp/t.dat"}, "file_size": {n: 64 << 20}}),
@@ -81,14 +81,14 @@ func TestDefaults(t *testing.T) {
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("defaults:\ngot  %+v\nwant %+v", p, want)
 	}
-	if !p.Hosts.Server.IsLocal() || !p.Hosts.Client.IsLocal() {
+	if !p.Hosts.Server().IsLocal() || !p.Hosts.Client().IsLocal() {
 		t.Error("address local: IsLocal is false")
 	}
 	pts := mustExpand(t, p, ExpandOptions{})
 	if len(pts) != 1 || len(pts[0].Swept) != 0 {
 		t.Fatalf("a plan without sweep: got %d points (%v), want 1 with nothing swept", len(pts), swept(pts))
 	}
-	if got := pts[0].Hosts.Server.DataAddress; got != "127.0.0.1" {
+	if got := pts[0].Hosts.Server().DataAddress; got != "127.0.0.1" {
 		t.Errorf("local server data_address = %q, want 127.0.0.1", got)
 	}
 	if got, want := pts[0].ExpectedReads(), int64(64); got != want {
@@ -107,13 +107,13 @@ func TestFullSchema(t *testing.T) {
 		Params: withValues(hostDefaults(), map[string]value{"device": {s: "mlx5_1"}, "gid_index": {n: 3}})}
 	wantClient := Host{Address: "10.0.0.2", User: "alice",
 		Params: withValues(hostDefaults(), map[string]value{"device": {s: "mlx5_0"}, "gid_index": {n: 3}})}
-	if !reflect.DeepEqual(p.Hosts.Server, wantServer) {
-		t.Errorf("server host:\ngot  %+v\nwant %+v", p.Hosts.Server, wantServer)
+	if !reflect.DeepEqual(p.Hosts.Server(), wantServer) {
+		t.Errorf("server host:\ngot  %+v\nwant %+v", p.Hosts.Server(), wantServer)
 	}
-	if !reflect.DeepEqual(p.Hosts.Client, wantClient) {
-		t.Errorf("client host (inherits plan-level rdma):\ngot  %+v\nwant %+v", p.Hosts.Client, wantClient)
+	if !reflect.DeepEqual(p.Hosts.Client(), wantClient) {
+		t.Errorf("client host (inherits plan-level rdma):\ngot  %+v\nwant %+v", p.Hosts.Client(), wantClient)
 	}
-	if p.Hosts.Server.IsLocal() {
+	if p.Hosts.Server().IsLocal() {
 		t.Error("10.0.0.1 IsLocal")
 	}
 	if p.Node != (Node{Binary: "bin/node", RemotePath: "/opt/rdmasweep/node"}) {
@@ -136,7 +136,7 @@ func TestFullSchema(t *testing.T) {
 	if last.Values.Str("cache") != "warm" || last.Values.Int("block_size") != 4<<10 || last.Values.Int("file_size") != 1<<20 {
 		t.Errorf("last point = %v, want warm, 4KiB, 1MiB", swept(pts[25:]))
 	}
-	if got := first.Hosts.Server.DataAddress; got != "192.168.100.1" {
+	if got := first.Hosts.Server().DataAddress; got != "192.168.100.1" {
 		t.Errorf("written data_address became %q", got)
 	}
 }
@@ -245,14 +245,14 @@ func TestAliasHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Hosts.Server.Address != "db1" || p.Hosts.Client.Address != "db2" || p.Hosts.Client.User != "bob" {
+	if p.Hosts.Server().Address != "db1" || p.Hosts.Client().Address != "db2" || p.Hosts.Client().User != "bob" {
 		t.Errorf("hosts = %+v; a --set through an alias must change only that use", p.Hosts)
 	}
 	pts := mustExpand(t, p, ExpandOptions{HostName: func(a string) string { return a + ".lab" }})
 	if len(pts) != 12 {
 		t.Errorf("got %d points, want 12", len(pts))
 	}
-	if got := pts[0].Hosts.Server.DataAddress; got != "db1.lab" {
+	if got := pts[0].Hosts.Server().DataAddress; got != "db1.lab" {
 		t.Errorf("data_address default = %q, want HostName(address)", got)
 	}
 	if pts[0].ExpectedReads() != 0 {
@@ -299,8 +299,8 @@ sweep:
 			return ""
 		}},
 		{"dotted paths", []string{"ssh.connect_timeout=5s", "hosts.server.address=10.1.1.1", "hosts.server.port=2222", "hosts.client.rdma.gid_index=1", "timeouts.point=20m", "verify=true", "description=a b"}, func(p *Plan, _ []Point) string {
-			if p.SSH.ConnectTimeout != 5*time.Second || p.Hosts.Server.Address != "10.1.1.1" || p.Hosts.Server.Port != 2222 ||
-				p.Hosts.Client.Params.Int("gid_index") != 1 || p.Hosts.Server.Params.Int("gid_index") != -1 ||
+			if p.SSH.ConnectTimeout != 5*time.Second || p.Hosts.Server().Address != "10.1.1.1" || p.Hosts.Server().Port != 2222 ||
+				p.Hosts.Client().Params.Int("gid_index") != 1 || p.Hosts.Server().Params.Int("gid_index") != -1 ||
 				p.Timeouts.Point != 20*time.Minute || !p.Base.Bool("verify") || p.Description != "a b" {
 				return fmt.Sprintf("%+v", p)
 			}
@@ -313,8 +313,8 @@ sweep:
 			return ""
 		}},
 		{"creates missing sections", []string{"rdma.device=mlx5_2", "output.csv=~/r.csv"}, func(p *Plan, _ []Point) string {
-			if p.Hosts.Server.Params.Str("device") != "mlx5_2" || p.Output.CSV != "/home/setter/r.csv" {
-				return fmt.Sprintf("%+v %+v", p.Hosts.Server.Params, p.Output)
+			if p.Hosts.Server().Params.Str("device") != "mlx5_2" || p.Output.CSV != "/home/setter/r.csv" {
+				return fmt.Sprintf("%+v %+v", p.Hosts.Server().Params, p.Output)
 			}
 			return ""
 		}},
@@ -434,7 +434,7 @@ func TestKeys(t *testing.T) {
 }
 
 func TestSweepableParams(t *testing.T) {
-	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "workload"}
+	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "clients", "workload"}
 	if got := results.SweepableParams(); !slices.Equal(got, want) {
 		t.Errorf("SweepableParams = %v, want the CSV order %v", got, want)
 	}
@@ -622,5 +622,57 @@ sweep:
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("--set %v:\ngot  %v\nwant %s", tc.set, err, tc.want)
 		}
+	}
+}
+
+// TestSeveralClients: lists of hosts, the clients parameter and the roles'
+// names; a list of one host keys as that host written alone.
+func TestSeveralClients(t *testing.T) {
+	p, err := Load("testdata/good/fan-in.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := mustExpand(t, p, ExpandOptions{})
+	var got []string
+	for _, pt := range pts {
+		got = append(got, fmt.Sprint(pt.Clients()))
+	}
+	if strings.Join(got, " ") != "1 2 4" || !p.Hosts.Several() {
+		t.Fatalf("clients per point %v, several %v", got, p.Hosts.Several())
+	}
+	var names []string
+	for _, r := range p.Hosts.Roles() {
+		names = append(names, r.Name+"="+r.Host.Address)
+	}
+	if strings.Join(names, " ") != "server=s client1=c1 client2=c2 client3=c3 client4=c4" {
+		t.Fatalf("roles %v", names)
+	}
+	if pts[0].For("client2").Str("device") != "" || p.Hosts.Clients[1].User != "bob" {
+		t.Fatalf("client2 %+v", p.Hosts.Clients[1])
+	}
+	if format(paramByName("clients"), defaults.get("clients")) != "all" {
+		t.Fatal("clients' default is not written all")
+	}
+
+	pairs, err := Load("testdata/good/pairs.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := mustExpand(t, pairs, ExpandOptions{})
+	if len(pp) != 1 || pp[0].Clients() != 2 || pp[0].Hosts.Servers[1].DataAddress != "s2" {
+		t.Fatalf("pairs: %+v", pp)
+	}
+
+	one := `name: t
+hosts: {server: {address: s}, client: %s}
+server: {file: /tmp/t.dat, file_size: 64MiB}
+`
+	a := mustExpand(t, mustParse(t, fmt.Sprintf(one, "{address: c}"), Options{}), ExpandOptions{})
+	b := mustExpand(t, mustParse(t, fmt.Sprintf(one, "[{address: c}]"), Options{}), ExpandOptions{})
+	if a[0].Key != b[0].Key {
+		t.Errorf("one client written as a list keys %s, alone %s", b[0].Key, a[0].Key)
+	}
+	if !b[0].Hosts.Several() || a[0].Hosts.Several() {
+		t.Error("a client list, even of one, makes aggregate rows; a client alone does not")
 	}
 }

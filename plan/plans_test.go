@@ -52,7 +52,7 @@ func TestLoopbackPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.Hosts.Server.IsLocal() || !p.Hosts.Client.IsLocal() || p.Transport() != "tcp" {
+	if !p.Hosts.Server().IsLocal() || !p.Hosts.Client().IsLocal() || p.Transport() != "tcp" {
 		t.Errorf("loopback must be two local roles over tcp: %+v, %s", p.Hosts, p.Transport())
 	}
 	if !strings.HasPrefix(p.Base.Str("file"), "/tmp/") || !p.Base.Bool("create") {

@@ -22,13 +22,14 @@ type loader struct {
 	lines  int // lines in the file, to keep positions inside it
 	errs   ErrorList
 	origin map[*yaml.Node]origin // nodes that came from the command line
+	roles  map[string]*yaml.Node // hosts.server and hosts.client's keys, for errors about them
 }
 
 // origin names where a command-line value came from ("--set", "block_size").
 type origin struct{ file, name string }
 
 func newLoader(file string) *loader {
-	return &loader{file: file, origin: map[*yaml.Node]origin{}}
+	return &loader{file: file, origin: map[*yaml.Node]origin{}, roles: map[string]*yaml.Node{}}
 }
 
 // errorf records a problem at node n (nil: no position). A node that came
@@ -407,7 +408,7 @@ func (l *loader) paramValue(p *param, n *yaml.Node, path string, inSweep bool) (
 		v, ok := l.sizeValue(n, path, p.Min)
 		return value{n: v}, ok
 	case results.KindInt:
-		if p.Auto && n.Value == "auto" {
+		if p.Auto && n.Value == p.AutoText() {
 			return value{n: -1}, true
 		}
 		v, ok := l.intValue(n, path, p.Min, p.Max)

@@ -200,7 +200,9 @@ func parseRows(data []byte) ([]Row, error) {
 				break
 			}
 			if p := ColumnParam(header[col]); p != nil {
-				row.Params[p.Name] = cell
+				if cell != "" { // an empty cell is a missing name, as under an older header
+					row.Params[p.Name] = cell
+				}
 				continue
 			}
 			// gocsv reads an empty cell into a pointer to zero; an

@@ -9,14 +9,15 @@ package results
 //   - ready:   node serve has prepared its region and is listening (node
 //     prepare: has prepared the file, and exits).
 //   - result:  node read's measurement.
-//   - done:    node serve's own statistics after its client has gone.
+//   - interval: what node read read in one interval of its measured phase,
+//     printed after the phase, before its result.
+//   - done:    node serve's own statistics after its clients have gone.
 //   - error:   the last line of any failed node run, before a non-zero exit.
 //   - warning: something a person should know that did not stop the run.
 //
 // Field names are snake_case and frozen: external scripts parse them too;
 // new fields are only added. Units are in the names: _s seconds, _us
 // microseconds, _mb_s 10^6 bytes/s.
-
 
 import (
 	"encoding/json"
@@ -26,17 +27,18 @@ import (
 
 // Event type names.
 const (
-	TypeStarted = "started"
-	TypeReady   = "ready"
-	TypeResult  = "result"
-	TypeDone    = "done"
-	TypeError   = "error"
-	TypeWarning = "warning"
+	TypeStarted  = "started"
+	TypeReady    = "ready"
+	TypeResult   = "result"
+	TypeDone     = "done"
+	TypeInterval = "interval"
+	TypeError    = "error"
+	TypeWarning  = "warning"
 )
 
 // MaxEventLine bounds one event line. A longer line is not an event; the
 // runner rejects it rather than buffering without limit.
-const MaxEventLine = 64 << 10
+const MaxEventLine = 1 << 20 // a result's histogram has up to 7424 buckets
 
 // Started is node's first stdout line.
 type Started struct {
@@ -94,6 +96,23 @@ type Result struct {
 	CPUUserS float64 `json:"cpu_user_s"`
 	CPUSysS  float64 `json:"cpu_sys_s"`
 	CPUWallS float64 `json:"cpu_wall_s"`
+	// StartUnixNs is when the first measured read was issued, wall clock
+	// (CLOCK_REALTIME) in nanoseconds since the epoch, and Histogram every
+	// measured read's latency: what the runner needs to line up several
+	// clients' phases and merge their latencies. 0 and nil from an older
+	// node.
+	StartUnixNs int64      `json:"start_unix_ns,omitempty"`
+	Histogram   *Histogram `json:"histogram,omitempty"`
+}
+
+// Interval is what node read completed in one interval of its measured
+// phase: StartUnixNs (wall clock) to StartUnixNs + Seconds.
+type Interval struct {
+	Type        string  `json:"type"` // "interval"
+	StartUnixNs int64   `json:"start_unix_ns"`
+	Seconds     float64 `json:"seconds"`
+	Reads       int64   `json:"reads"`
+	Bytes       int64   `json:"bytes"`
 }
 
 // Done is node serve's last line after a successful run.
@@ -101,14 +120,24 @@ type Done struct {
 	Type        string  `json:"type"` // "done"
 	BytesServed int64   `json:"bytes_served"`
 	Requests    int64   `json:"requests"`
-	Seconds     float64 `json:"seconds"` // from the client's arrival to its departure
+	Seconds     float64 `json:"seconds"` // from the first client's arrival to the last one's departure
 	MinorFaults int64   `json:"minor_faults"`
 	MajorFaults int64   `json:"major_faults"`
-	// CPU the serving process used over its client's session (the
-	// client's warmup included), as in Result. cpu_wall_s 0: not measured.
+	// CPU the serving process used over its clients' sessions (their
+	// warmup included), as in Result. cpu_wall_s 0: not measured.
 	CPUUserS float64 `json:"cpu_user_s"`
 	CPUSysS  float64 `json:"cpu_sys_s"`
 	CPUWallS float64 `json:"cpu_wall_s"`
+	// Connections is each client's session, in the order they ended, when
+	// node served several (--clients).
+	Connections []Connection `json:"connections,omitempty"`
+}
+
+// Connection is one client's session as the server saw it.
+type Connection struct {
+	BytesServed int64   `json:"bytes_served"`
+	Requests    int64   `json:"requests"`
+	Seconds     float64 `json:"seconds"`
 }
 
 // Error is the last line of every failed node run.
@@ -123,17 +152,19 @@ type Warning struct {
 	Message string `json:"message"`
 }
 
-// Control is the first line node reads from stdin under --control-stdin.
-// Secret is hex; it authenticates the one client the runner started.
+// Control is a line node reads from stdin under --control-stdin. The first
+// carries Secret (hex), which authenticates the clients the runner
+// started; a later one with Go set releases node read --barrier to read.
 type Control struct {
 	Secret string `json:"secret,omitempty"`
+	Go     bool   `json:"go,omitempty"`
 }
 
 // ErrNotEvent is wrapped by Decode for lines that are not events.
 var ErrNotEvent = errors.New("not a node event")
 
 // Decode parses one stdout line of node into *Started, *Ready, *Result,
-// *Done, *Error or *Warning. Anything else wraps ErrNotEvent.
+// *Interval, *Done, *Error or *Warning. Anything else wraps ErrNotEvent.
 func Decode(line []byte) (any, error) {
 	if len(line) > MaxEventLine {
 		return nil, fmt.Errorf("%w: line of %d bytes is over the %d-byte limit", ErrNotEvent, len(line), MaxEventLine)
@@ -154,6 +185,8 @@ func Decode(line []byte) (any, error) {
 		ev = new(Result)
 	case TypeDone:
 		ev = new(Done)
+	case TypeInterval:
+		ev = new(Interval)
 	case TypeError:
 		ev = new(Error)
 	case TypeWarning:

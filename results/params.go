@@ -28,8 +28,10 @@ type Param struct {
 	Default string
 	// Required params have no default; a plan must write them or sweep them.
 	Required bool
-	// Auto params may be left unset ("auto"): node then chooses.
-	Auto bool
+	// Auto params may be left unset, or written as their AutoWord ("auto"
+	// when empty): node, or the runner, then chooses.
+	Auto     bool
+	AutoWord string
 	// Min and Max bound the value for every transport (sizes in bytes,
 	// durations in nanoseconds); Max 0 means none.
 	Min, Max int64
@@ -122,7 +124,7 @@ func (p *Param) LimitFor(transport string) (max int64, why string, ok bool) {
 }
 
 // Format renders a value as a plan writes it: sizes in exact binary units,
-// durations as Go strings, auto as "auto".
+// durations as Go strings, auto as its AutoWord.
 func (p *Param) Format(v Values) string {
 	switch p.Kind {
 	case KindSize:
@@ -130,7 +132,7 @@ func (p *Param) Format(v Values) string {
 	case KindInt:
 		n := v.Int(p.Name)
 		if p.Auto && n < 0 {
-			return "auto"
+			return p.AutoText()
 		}
 		return strconv.FormatInt(n, 10)
 	case KindDuration:
@@ -208,6 +210,15 @@ func (p *Param) Argv(transport string, v Values) []string {
 		return nil
 	}
 	return []string{flag, s}
+}
+
+// AutoText is how a plan writes the param's auto value: its AutoWord, or
+// "auto".
+func (p *Param) AutoText() string {
+	if p.AutoWord != "" {
+		return p.AutoWord
+	}
+	return "auto"
 }
 
 // TakenBy reports whether node's role ("serve" or "read") takes the flag.

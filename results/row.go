@@ -45,22 +45,20 @@ type Row struct {
 	RegistrationMBs *float64 `csv:"registration_mb_s"`
 	CachedFraction  *float64 `csv:"cached_fraction"`
 
+	Scope      string   `csv:"scope"` // client | aggregate
+	StartSkewS *float64 `csv:"start_skew_s"`
+
 	// CPU seconds (user + sys) per second of each role; nil when the
 	// role reports none.
 	CPUServer *float64 `csv:"cpu_server"`
 	CPUClient *float64 `csv:"cpu_client"`
 }
 
-// SetParams records a point's parameters: every param with a column, as
-// Param.Cell writes it for transport.
-func (r *Row) SetParams(transport string, v Values) {
-	r.Params = map[string]string{}
-	for _, p := range params {
-		if ParamColumn(p.Name) != "" {
-			r.Params[p.Name] = p.Cell(transport, v)
-		}
-	}
-}
+// Scope values.
+const (
+	ScopeClient    = "client"
+	ScopeAggregate = "aggregate"
+)
 
 // Param is the row's cell for param name ("" when empty).
 func (r Row) Param(name string) string { return r.Params[name] }

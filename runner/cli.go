@@ -27,7 +27,7 @@ commands:
   plot CSV -o F   draw bandwidth and p50/p99 latency against block size
                   (F ends in .png or .svg)
   clean [PLAN]    remove the created data file and sidecar, the deployed
-                  node and leftover state
+                  node and leftover state (--dry-run: only list them)
   csv upgrade CSV give a CSV written by an older rdmasweep today's columns
   version         print the runner's version
 

@@ -15,6 +15,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/remote"
@@ -47,9 +48,9 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	planWarnings(ui, p, pts)
 
 	var rows []*checkRow
-	for _, s := range planRoles(p) {
+	for _, s := range p.Hosts.Roles() {
 		rows = append(rows, &checkRow{
-			role: s.name, host: s.host.Address, label: s.name + " (" + s.host.Address + ")",
+			role: s.Name, host: s.Host.Address, label: s.Name + " (" + s.Host.Address + ")",
 			ssh: "-", dataPath: "-", probe: "-",
 			verdict: preflight.Verdict{System: "-", Node: "-", RDMA: "-", File: "-", Memlock: "-"},
 		})
@@ -65,7 +66,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			hint = h.Hint()
 		}
 		// connect's error names the role that failed first.
-		row, msg := rows[0], err.Error()
+		row, msg, check := rows[0], err.Error(), "connect"
 		if re := role.As(err); re != nil {
 			msg = re.Err.Error()
 			for _, rw := range rows {
@@ -73,9 +74,16 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 					row = rw
 				}
 			}
+			if re.Phase == role.Facts {
+				check = "system" // the login worked; the host could not say what it is
+			}
 		}
-		row.ssh = "FAIL"
-		row.problems = append(row.problems, preflight.Problem{Check: "connect", Msg: msg, Hint: hint})
+		if check == "system" {
+			row.verdict.System = "FAIL"
+		} else {
+			row.ssh = "FAIL"
+		}
+		row.problems = append(row.problems, preflight.Problem{Check: check, Msg: msg, Hint: hint, Whole: errors.Is(err, hostfacts.ErrNoShell)})
 		return reportCheck(stdout, ui, rows, nil)
 	}
 	defer r.close()
@@ -105,9 +113,15 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		if row.role == "server" {
 			file = p.Base.Str("file")
 		}
-		facts, err := preflight.Collect(ctx, t.Host, t.NodePath, file)
+		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, File: file})
 		if err != nil {
-			row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
+			hint := "check the host has a POSIX sh"
+			var h hinted
+			if errors.As(err, &h) {
+				hint = h.Hint()
+			}
+			row.verdict.System = "FAIL"
+			row.problems = append(row.problems, preflight.Problem{Check: "system", Msg: err.Error(), Hint: hint, Whole: true})
 			return nil
 		}
 		row.verdict = preflight.Judge(facts, needs[i])
@@ -146,23 +160,29 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			}
 			continue
 		}
-		cell, pr := probe(ctx, p, pts[0], r, transport, logDir, ui)
-		if err := context.Cause(ctx); err != nil {
-			return err
-		}
-		if pr != nil {
-			keepLogs = true
-			for _, row := range rows {
-				if row.role == "client" { // the client reads: its row holds what failed
-					row.problems = append(row.problems, *pr)
-				}
+		// Each client reads from its server; a server's cell is its first
+		// client's.
+		for _, pair := range probePairs(p) {
+			cell, pr := probe(ctx, p, pts[0], r, pair, transport, logDir, ui)
+			if err := context.Cause(ctx); err != nil {
+				return err
 			}
-		}
-		for _, row := range rows {
-			if transport == "tcp" {
-				row.dataPath = cell
-			} else {
-				row.probe = cell
+			for _, row := range rows {
+				switch {
+				case row.role == pair.client.Name:
+					if pr != nil { // the client reads: its row holds what failed
+						keepLogs = true
+						row.problems = append(row.problems, *pr)
+					}
+				case row.role == pair.server.Name && (transport == "tcp" && row.dataPath == "-" || transport == "rdma" && row.probe == "-"):
+				default:
+					continue
+				}
+				if transport == "tcp" {
+					row.dataPath = cell
+				} else {
+					row.probe = cell
+				}
 			}
 		}
 	}
@@ -178,16 +198,30 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 // points, in the plan's role order.
 func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSum string) []preflight.Need {
 	var needs []preflight.Need
-	for _, s := range planRoles(p) {
-		n := preflight.Need{Role: s.name, Transport: p.Transport(), NodeSHA256: nodeSum, DataAddress: p.Hosts.Server.DataAddress}
-		h := s.host.Params
+	server := map[string]string{} // each role's server
+	for _, pair := range probePairs(p) {
+		server[pair.client.Name], server[pair.server.Name] = pair.server.Name, pair.server.Name
+	}
+	for _, s := range p.Hosts.Roles() {
+		// The server's role is its Need's role: the judge asks of it what
+		// a server needs.
+		kind := "client"
+		if server[s.Name] == s.Name {
+			kind = "server"
+		}
+		n := preflight.Need{Role: kind, Transport: p.Transport(), NodeSHA256: nodeSum}
+		h := s.Host.Params
 		n.Device, n.IBPort = h.Str("device"), int(h.Int("ib_port"))
 		if g := int(h.Int("gid_index")); g >= 0 {
 			n.GIDIndex = &g
 		}
 		for _, pt := range pts {
-			n.DataAddress = pt.Hosts.Server.DataAddress // resolved by Expand
-			if s.name != "server" {
+			for _, rl := range pt.Hosts.Roles() {
+				if rl.Name == server[s.Name] {
+					n.DataAddress = rl.Host.DataAddress // resolved by Expand
+				}
+			}
+			if kind != "server" {
 				continue
 			}
 			v := pt.Values
@@ -212,18 +246,40 @@ func rdmaBlocked(rows []*checkRow) bool {
 	return false
 }
 
-// probe runs one 4 KiB read of a small temporary file from the client to
-// the server with the given transport, through the same Runner exec uses,
-// and removes the file afterwards. It returns the table cell and, when
-// the read failed, the problem.
-func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, transport, logDir string, ui *voice) (string, *preflight.Problem) {
+// probePair is a client and the server it reads: with fan-in the one
+// server, with pairs its own.
+type probePair struct {
+	server, client plan.Role
+	si, ci         int // their indexes in Hosts.Servers and Hosts.Clients
+}
+
+func probePairs(p *plan.Plan) []probePair {
+	roles := p.Hosts.Roles()
+	servers, clients := roles[:len(p.Hosts.Servers)], roles[len(p.Hosts.Servers):]
+	var out []probePair
+	for i, c := range clients {
+		si := 0
+		if len(servers) == len(clients) && p.Base.Str("topology") == "pairs" {
+			si = i
+		}
+		out = append(out, probePair{servers[si], c, si, i})
+	}
+	return out
+}
+
+// probe runs one 4 KiB read of a small temporary file from pair's client
+// to its server with the given transport, through the same Runner exec
+// uses, and removes the file afterwards. It returns the table cell and,
+// when the read failed, the problem.
+func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair probePair, transport, logDir string, ui *voice) (string, *preflight.Problem) {
+	srv, cli := r.get(pair.server.Name), r.get(pair.client.Name)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	file := "/tmp/rdmasweep-check-" + hex.EncodeToString(b) + ".dat"
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = r.get("server").Host.Run(cctx, []string{"rm", "-f", "--", file, file + preflight.SidecarSuffix})
+		_, _ = srv.Host.Run(cctx, []string{"rm", "-f", "--", file, file + results.SidecarSuffix})
 	}()
 
 	q := *p
@@ -231,30 +287,35 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, transport
 	if q.Timeouts.Ready >= q.Timeouts.Point {
 		q.Timeouts.Ready = q.Timeouts.Point / 2
 	}
+	// One server and one client: the probe's point has the pair alone.
+	srvHost := pt.Hosts.Servers[pair.si] // its data address resolved
+	pt.Hosts = plan.Hosts{Servers: []plan.Host{srvHost}, Clients: []plan.Host{pt.Hosts.Clients[pair.ci]}}
+	srv.Role, cli.Role = "server", "client"
 	pt.Index, pt.Key = 0, "check-"+transport
 	for name, v := range map[string]any{
 		"transport": transport, "file": file, "file_size": 64 << 10, "create": true, "cache": "warm",
 		"block_size": 4 << 10, "queue_depth": 1, "qps": 1, "pattern": "sequential", "total": 4 << 10,
-		"duration": time.Duration(0), "warmup": time.Duration(0), "verify": true,
+		"duration": time.Duration(0), "warmup": time.Duration(0), "verify": true, "clients": 1,
 	} {
 		pt.Values = pt.Values.With(name, v)
 	}
 	sr := &point.Runner{
-		Plan: &q, RunID: "check", Server: r.get("server"), Client: r.get("client"), LogDir: logDir,
+		Plan: &q, RunID: "check", Targets: []role.Target{srv, cli}, LogDir: logDir,
 		Warn: func(msg string) { ui.warnOnce("%s", msg) },
 	}
-	row, _, err := sr.Run(ctx, pt, 1)
+	rows, _, err := sr.Run(ctx, pt, 1)
 	if err != nil {
 		return "interrupted", nil
 	}
+	row := rows[0]
 	if row.Status != results.StatusOK {
-		hint := fmt.Sprintf("can the client reach %s? check the address and that a firewall lets node's port through (server.port fixes it)", pt.Hosts.Server.DataAddress)
+		hint := fmt.Sprintf("can the client reach %s? check the address and that a firewall lets node's port through (server.port fixes it)", srvHost.DataAddress)
 		if transport == "rdma" {
 			hint = "the GID, MTU or link of the two ports do not agree, or memlock is too low; node devices on both hosts shows them"
 		}
 		return "FAIL", &preflight.Problem{Check: transport + " probe", Msg: row.Error, Hint: hint}
 	}
-	cell := "ok " + pt.Hosts.Server.DataAddress
+	cell := "ok " + srvHost.DataAddress
 	if row.LatAvgUs != nil {
 		cell += fmt.Sprintf(" 4KiB in %.0fus", *row.LatAvgUs)
 	}
@@ -305,7 +366,11 @@ func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow, workloads []stri
 	for _, r := range rows {
 		for _, pr := range r.problems {
 			n++
-			ui.errorf("%s: %s: %s", r.label, pr.Check, pr.Msg)
+			if pr.Whole {
+				ui.errorf("%s: %s", r.label, pr.Msg)
+			} else {
+				ui.errorf("%s: %s: %s", r.label, pr.Check, pr.Msg)
+			}
 			ui.hintf("%s", pr.Hint)
 		}
 	}

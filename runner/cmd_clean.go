@@ -15,7 +15,6 @@ import (
 	"golang.org/x/term"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
@@ -46,11 +45,13 @@ type removal struct {
 // hosts, the created data file with its sidecar, the deployed node, and
 // the exec state beside the CSV after reaping the nodes it records. A data
 // file without a sidecar is the user's own and is never removed; neither
-// is the local node binary, which local roles run in place.
+// is the local node binary, which local roles run in place. With
+// --dry-run it lists what it would remove, and removes and stops nothing.
 func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("clean", "[--yes] [flags] [PLAN]", ui.w)
+	fs := newFlagSet("clean", "[--yes | --dry-run] [flags] [PLAN]", ui.w)
 	var o planOptions
 	yes := fs.Bool("yes", false, "remove without asking")
+	dryRun := fs.Bool("dry-run", false, "list what would be removed, and remove nothing")
 	out := fs.String("out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
 	path, p, _, err := planCommand(fs, &o, args)
 	if err != nil {
@@ -90,7 +91,7 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		for _, rt := range r.list {
 			if rt.Host == t.Host && rt.Role == "server" {
 				wanted[i] = append(wanted[i], removal{target: rt, path: file, what: dataFile},
-					removal{target: rt, path: file + preflight.SidecarSuffix, what: sidecar})
+					removal{target: rt, path: file + results.SidecarSuffix, what: sidecar})
 			}
 		}
 		if _, local := t.Host.(remote.Local); !local {
@@ -114,13 +115,13 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		_, hasSidecar := found[file+preflight.SidecarSuffix]
+		_, hasSidecar := found[file+results.SidecarSuffix]
 		for _, w := range wanted[i] {
 			size, ok := found[w.path]
 			switch {
 			case !ok:
 			case w.what == dataFile && !hasSidecar:
-				ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, preflight.SidecarSuffix)
+				ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, results.SidecarSuffix)
 			default:
 				w.size = size
 				todo = append(todo, w)
@@ -146,6 +147,10 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if *dryRun {
+		ui.infof("dry run: %s would be removed; nothing was", plural(len(todo), "file"))
+		return nil
 	}
 	if !*yes {
 		ok, err := confirm(ui, fmt.Sprintf("remove these %s?", plural(len(todo), "file")))

@@ -61,8 +61,8 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		todo, skipped := pending(pts, p.Repeat, existing, o.rerun)
 		reportSkipped(ui, skipped, csvPath)
 		var on []string
-		for _, s := range planRoles(p) {
-			on = append(on, s.name+" "+s.host.Address)
+		for _, s := range p.Hosts.Roles() {
+			on = append(on, s.Name+" "+s.Host.Address)
 		}
 		fmt.Fprintf(stdout, "would run %s of %s × %d repetition(s) on %s, appending to %s\n",
 			plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
@@ -106,24 +106,27 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	if err != nil {
 		return err
 	}
+	series := &seriesFile{path: seriesPath(csvPath, runID)}
+	defer series.close()
 	r := &point.Runner{
 		Plan:    p,
 		RunID:   runID,
-		Server:  roles.get("server"),
-		Client:  roles.get("client"),
+		Targets: roles.list,
 		LogDir:  logDir,
 		Warn:    func(msg string) { ui.warnOnce("%s", msg) },
 		Started: left.Add,
 		Exited:  left.Remove,
+		Series:  series.add,
 	}
 	prog := newProgress(ui.w, len(todo))
 	var (
 		rows   []results.Row
+		runs   int
 		failed int
 	)
 	for i, j := range todo {
 		prog.begin(i, j)
-		row, tm, err := r.Run(ctx, j.pt, j.rep)
+		ptRows, tm, err := r.Run(ctx, j.pt, j.rep)
 		if err != nil {
 			prog.abort()
 			if cause := context.Cause(ctx); cause != nil {
@@ -131,11 +134,17 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 			}
 			return err
 		}
-		if err := csv.Append(row); err != nil {
-			prog.abort()
-			return withHint(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
+		// The clients' rows, then the aggregate: the last row says whether
+		// the run is done, so a run cut short between them runs again.
+		for _, row := range ptRows {
+			if err := csv.Append(row); err != nil {
+				prog.abort()
+				return withHint(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
+			}
 		}
-		rows = append(rows, row)
+		rows = append(rows, ptRows...)
+		runs++
+		row := ptRows[len(ptRows)-1]
 		prog.end(i, j, row, tm)
 		if row.Status != results.StatusOK {
 			failed++
@@ -147,6 +156,9 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		}
 	}
 	prog.finish()
+	if err := series.close(); err != nil {
+		ui.warnf("the time series is incomplete: %v", err)
+	}
 	groups := summary.Build(planRows(pts, csv.Rows(), rows))
 	if err := summary.Write(stdout, groups); err != nil {
 		return err
@@ -159,7 +171,7 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	}
 	ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), csvPath, runID, logDir)
 	if failed > 0 {
-		return &someFailed{failed: failed, total: len(rows)}
+		return &someFailed{failed: failed, total: runs}
 	}
 	return nil
 }
@@ -181,16 +193,16 @@ func peerBaseline(pts []plan.Point) (summary.Baseline, bool) {
 }
 
 // pending lists the runs to do: every (point, repetition) without an ok
-// row, or all of them with rerun. skipped counts the others. A point's
-// repetitions run back to back, except beside its peers: the points that
-// differ only in workload (consecutive, since workload varies fastest)
-// take turns, repetition by repetition, so node and its peer run in
-// pairs.
+// row that ends its run (the aggregate row, with several clients), or all
+// of them with rerun. skipped counts the others. A point's repetitions run
+// back to back, except beside its peers: the points that differ only in
+// workload (consecutive, since workload varies fastest) take turns,
+// repetition by repetition, so node and its peer run in pairs.
 func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (todo []job, skipped int) {
 	ok := map[string]bool{}
 	for _, r := range existing {
 		if r.Status == results.StatusOK {
-			ok[fmt.Sprintf("%s/%d", r.PointKey, r.Repetition)] = true
+			ok[fmt.Sprintf("%s/%t/%d", r.PointKey, r.Scope == results.ScopeAggregate, r.Repetition)] = true
 		}
 	}
 	for i := 0; i < len(pts); {
@@ -200,7 +212,7 @@ func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (
 		}
 		for rep := 1; rep <= repeat; rep++ {
 			for _, pt := range pts[i:j] {
-				if !rerun && ok[fmt.Sprintf("%s/%d", pt.Key, rep)] {
+				if !rerun && ok[fmt.Sprintf("%s/%t/%d", pt.Key, pt.Hosts.Several(), rep)] {
 					skipped++
 					continue
 				}

@@ -25,9 +25,9 @@ func writeManifest(ctx context.Context, p *plan.Plan, r *roles, runID, csvPath s
 		Hosts:         make([]manifest.Host, len(r.list)),
 	}
 	var queries []manifest.Query
-	for i, s := range planRoles(p) {
-		q := manifest.Query{Role: s.name, NodePath: r.list[i].NodePath, CPUs: s.host.CPUs}
-		if s.name == "server" {
+	for i, s := range p.Hosts.Roles() {
+		q := manifest.Query{Role: s.Name, NodePath: r.list[i].NodePath, CPUs: s.Host.CPUs}
+		if s.Name == "server" {
 			q.File = p.Base.Str("file")
 		}
 		queries = append(queries, q)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -115,6 +116,12 @@ func checkWorkload(pt plan.Point) []plan.Refusal {
 		return []plan.Refusal{{Param: "workload", Msg: err.Error()}}
 	}
 	var out []plan.Refusal
+	if pt.Hosts.Several() {
+		// A peer runs one server and one client; its row is one pair's.
+		out = append(out, plan.Refusal{Param: "clients", Msg: fmt.Sprintf(
+			"workload %s runs one server and one client, and this point has %d clients and %d servers; list one host per role for the peers",
+			w, pt.Clients(), len(pt.Hosts.Servers))})
+	}
 	for _, e := range errs {
 		out = append(out, plan.Refusal{Param: e.Param, Msg: e.Error()})
 	}
@@ -144,7 +151,7 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 			ui.hintf("build the RDMA node with: make node-rdma")
 		}
 	}
-	if p.SSH.HostKeyPolicy == "insecure" && !(p.Hosts.Server.IsLocal() && p.Hosts.Client.IsLocal()) {
+	if p.SSH.HostKeyPolicy == "insecure" && slices.ContainsFunc(p.Hosts.Roles(), func(r plan.Role) bool { return !r.Host.IsLocal() }) {
 		ui.warnf("ssh.host_key_policy is insecure: host keys are not checked, so anyone on the path can pose as the hosts")
 	}
 }
@@ -222,7 +229,7 @@ func writePointTable(w io.Writer, pts []plan.Point) error {
 	for _, pt := range pts {
 		cells := []string{fmt.Sprint(pt.Index + 1), pt.Key}
 		for _, p := range cols {
-			cells = append(cells, p.Display(p.Cell(pt.Transport(), pt.Values)))
+			cells = append(cells, p.Display(pt.Cell(p)))
 		}
 		reads := "-"
 		if n := pt.ExpectedReads(); n > 0 {

@@ -14,6 +14,7 @@ import (
 func runPlot(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
 	fs := newFlagSet("plot", "-o FILE.png|FILE.svg [--run RUN_ID] CSV", ui.w)
 	out := fs.String("o", "", "write the chart to this `FILE` (.png or .svg)")
+	x := fs.String("x", "block_size", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+")")
 	path, rows, err := csvCommand(fs, args, func() error {
 		switch strings.ToLower(filepath.Ext(*out)) {
 		case ".png", ".svg":
@@ -27,9 +28,12 @@ func runPlot(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	if err != nil {
 		return err
 	}
-	series := plot.Build(rows)
+	series, err := plot.Build(rows, *x)
+	if err != nil {
+		return usageErrorf("plot -x %v", err)
+	}
 	title := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	switch err := plot.WriteFile(*out, title, series); {
+	switch err := plot.WriteFile(*out, title, *x, series); {
 	case errors.Is(err, plot.ErrNoData):
 		return withHint(fmt.Errorf("%s: %w", path, err), "runner summary shows the runs and their status; the error column says why runs failed")
 	case err != nil:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"rdmasweep/internal/clitest"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/remote/testhosts"
 )
@@ -16,68 +17,33 @@ import (
 // A researcher's day, as the CLI sees it: check before, manifest during,
 // summary and plot after, clean at the end.
 
-// tableRow returns the fields of the stdout table row that starts with
-// role, split on runs of two or more spaces (cells hold single spaces).
-func tableRow(t *testing.T, stdout, role string) []string {
-	t.Helper()
-	for _, line := range strings.Split(stdout, "\n") {
-		if strings.HasPrefix(line, role+" ") {
-			var cells []string
-			for _, c := range strings.Split(line, "  ") {
-				if c = strings.TrimSpace(c); c != "" {
-					cells = append(cells, c)
-				}
-			}
-			return cells
-		}
-	}
-	t.Fatalf("no %s row in:\n%s", role, stdout)
-	return nil
-}
-
-// column returns the cell under the header name in a row of the table.
-func column(t *testing.T, stdout string, row []string, name string) string {
-	t.Helper()
-	head := strings.Fields(strings.SplitN(stdout, "\n", 2)[0])
-	for i, h := range head {
-		if h == name {
-			if i >= len(row) {
-				t.Fatalf("row %q has no %s cell", row, name)
-			}
-			return row[i]
-		}
-	}
-	t.Fatalf("no column %s in %q", name, head)
-	return ""
-}
-
 func TestCheckLocalTCPPlan(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
 	r := runner(t, dir, "check", plan)
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if strings.Contains(r.stderr, "error:") {
-		t.Errorf("errors on a plan that can run:\n%s", r.stderr)
+	if strings.Contains(r.Stderr, "error:") {
+		t.Errorf("errors on a plan that can run:\n%s", r.Stderr)
 	}
 	for _, role := range []string{"server", "client"} {
-		row := tableRow(t, r.stdout, role)
-		if host := column(t, r.stdout, row, "HOST"); host != "local" {
+		row := clitest.TableRow(t, r.Stdout, role)
+		if host := clitest.Column(t, r.Stdout, row, "HOST"); host != "local" {
 			t.Errorf("%s host %q", role, host)
 		}
-		if dp := column(t, r.stdout, row, "DATA_PATH"); !strings.HasPrefix(dp, "ok 127.0.0.1") {
+		if dp := clitest.Column(t, r.Stdout, row, "DATA_PATH"); !strings.HasPrefix(dp, "ok 127.0.0.1") {
 			t.Errorf("%s data path %q", role, dp)
 		}
-		if n := column(t, r.stdout, row, "NODE"); !strings.HasPrefix(n, "up to date") {
+		if n := clitest.Column(t, r.Stdout, row, "NODE"); !strings.HasPrefix(n, "up to date") {
 			t.Errorf("%s node %q", role, n)
 		}
 		// No RDMA device on a tcp plan is not a failure, whatever the machine has.
-		if rd := column(t, r.stdout, row, "RDMA"); rd == "" {
+		if rd := clitest.Column(t, r.Stdout, row, "RDMA"); rd == "" {
 			t.Errorf("%s has no RDMA cell", role)
 		}
 	}
-	if f := column(t, r.stdout, tableRow(t, r.stdout, "server"), "FILE"); !strings.HasPrefix(f, "will create 4MiB") {
+	if f := clitest.Column(t, r.Stdout, clitest.TableRow(t, r.Stdout, "server"), "FILE"); !strings.HasPrefix(f, "will create 4MiB") {
 		t.Errorf("server file cell %q", f)
 	}
 	// The probe cleans up after itself and the plan's file is not made.
@@ -89,62 +55,11 @@ func TestCheckLocalTCPPlan(t *testing.T) {
 	}
 }
 
-func TestCheckFailsWithHintWhenServerDirectoryIsMissing(t *testing.T) {
-	dir := t.TempDir()
-	plan := loopbackPlan(t, dir, "")
-	missing := filepath.Join(dir, "no such dir", "data.dat")
-	r := runner(t, dir, "check", plan, "--set", "file="+missing)
-	if r.code != 1 {
-		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	if f := column(t, r.stdout, tableRow(t, r.stdout, "server"), "FILE"); !strings.Contains(f, "no directory") {
-		t.Errorf("server file cell %q", f)
-	}
-	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	var problem, hint bool
-	for i, l := range lines {
-		if strings.HasPrefix(l, "runner: error: server (local): file: ") && strings.Contains(l, missing) {
-			problem = true
-			hint = i+1 < len(lines) && strings.HasPrefix(lines[i+1], "runner: hint: ")
-		}
-	}
-	if !problem || !hint || lines[len(lines)-1] != "runner: error: 1 problem would make the plan fail" {
-		t.Errorf("stderr:\n%s", r.stderr)
-	}
-
-	// A file that exists without a sidecar is the user's: create: true
-	// would be refused by node, and check says so first.
-	user := filepath.Join(dir, "mine.dat")
-	os.WriteFile(user, make([]byte, 4<<20), 0o644)
-	r = runner(t, dir, "check", plan, "--set", "file="+user)
-	if r.code != 1 || !strings.Contains(r.stderr, "was not made by rdmasweep") {
-		t.Fatalf("user file: exit %d\n%s", r.code, r.stderr)
-	}
-
-	// An rdma plan with the tests' node (built without rdma): the tcp data
-	// path is still proven, the RDMA probe is skipped, and the hint says
-	// how to build the RDMA node.
-	r = runner(t, dir, "check", plan, "--set", "transport=rdma")
-	row := tableRow(t, r.stdout, "client")
-	if r.code != 1 || !strings.Contains(r.stderr, "runner: error: server (local): rdma: node was built without rdma") ||
-		!strings.Contains(r.stderr, "runner: hint: build the RDMA node with: make node-rdma") ||
-		!strings.HasPrefix(column(t, r.stdout, row, "DATA_PATH"), "ok ") || column(t, r.stdout, row, "RDMA_PROBE") != "skipped" {
-		t.Fatalf("rdma plan, tcp-only node: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-}
-
 func TestExecWritesManifestAndSummaryAndPlotReadTheCSV(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "repeat: 2\n")
-	r := runner(t, dir, "exec", plan)
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
-	}
+	_, rows := execLoopback(t, dir, plan, 3*2)
 	csv := filepath.Join(dir, "out/test.csv")
-	rows := readRows(t, csv)
-	if len(rows) != 6 {
-		t.Fatalf("%d rows, want 3 points × 2", len(rows))
-	}
 
 	// Every row's run_id names a manifest beside the CSV.
 	m, err := manifest.Read(filepath.Join(dir, "out", rows[0].RunID+".json"))
@@ -175,10 +90,10 @@ func TestExecWritesManifestAndSummaryAndPlotReadTheCSV(t *testing.T) {
 	}
 
 	// summary: one line per point, with the spread of its 2 repeats.
-	r = runner(t, dir, "summary", csv)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != 0 || len(lines) != 4 {
-		t.Fatalf("summary: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := runner(t, dir, "summary", csv)
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if r.Code != 0 || len(lines) != 4 {
+		t.Fatalf("summary: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for _, l := range lines[1:] {
 		if !strings.Contains(l, " 2 ") || !strings.Contains(l, "±") {
@@ -189,8 +104,8 @@ func TestExecWritesManifestAndSummaryAndPlotReadTheCSV(t *testing.T) {
 	// plot: one series (nothing but block size varies), three points.
 	chart := filepath.Join(dir, "chart.png")
 	r = runner(t, dir, "plot", csv, "-o", chart)
-	if r.code != 0 || !strings.Contains(r.stderr, "1 series, 3 points") {
-		t.Fatalf("plot: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "1 series, 3 points") {
+		t.Fatalf("plot: exit %d\n%s", r.Code, r.Stderr)
 	}
 	f, err := os.Open(chart)
 	if err != nil {
@@ -201,22 +116,22 @@ func TestExecWritesManifestAndSummaryAndPlotReadTheCSV(t *testing.T) {
 		t.Fatalf("chart does not decode: %v", err)
 	}
 	r = runner(t, dir, "plot", "--run", rows[0].RunID, "-o", filepath.Join(dir, "chart.svg"), csv)
-	if svg, _ := os.ReadFile(filepath.Join(dir, "chart.svg")); r.code != 0 || !strings.Contains(string(svg), "<svg") {
-		t.Fatalf("plot --run to svg: exit %d\n%s", r.code, r.stderr)
+	if svg, _ := os.ReadFile(filepath.Join(dir, "chart.svg")); r.Code != 0 || !strings.Contains(string(svg), "<svg") {
+		t.Fatalf("plot --run to svg: exit %d\n%s", r.Code, r.Stderr)
 	}
-	if r = runner(t, dir, "plot", "--run", "nope", "-o", chart, csv); r.code != 1 || !strings.Contains(r.stderr, "runner: hint: ") {
-		t.Errorf("plot of an unknown run: exit %d\n%s", r.code, r.stderr)
+	if r = runner(t, dir, "plot", "--run", "nope", "-o", chart, csv); r.Code != 1 || !strings.Contains(r.Stderr, "runner: hint: ") {
+		t.Errorf("plot of an unknown run: exit %d\n%s", r.Code, r.Stderr)
 	}
-	if r = runner(t, dir, "plot", csv, "-o", filepath.Join(dir, "chart.pdf")); r.code != 2 {
-		t.Errorf("plot to pdf: exit %d\n%s", r.code, r.stderr)
+	if r = runner(t, dir, "plot", csv, "-o", filepath.Join(dir, "chart.pdf")); r.Code != 2 {
+		t.Errorf("plot to pdf: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
 func TestCleanRemovesOnlyWhatThePlanMade(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
-	if r := runner(t, dir, "exec", plan, "--only", "block_size=1MiB"); r.code != 0 {
-		t.Fatalf("exec: exit %d\n%s", r.code, r.stderr)
+	if r := runner(t, dir, "exec", plan, "--only", "block_size=1MiB"); r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
 	}
 	data := filepath.Join(dir, "data file.dat")
 	state := filepath.Join(dir, "out/test.csv.state")
@@ -225,25 +140,25 @@ func TestCleanRemovesOnlyWhatThePlanMade(t *testing.T) {
 
 	// Without --yes and without a terminal it lists, then refuses.
 	r := runner(t, dir, "clean", plan)
-	if r.code != 1 || !strings.Contains(r.stderr, "--yes") {
-		t.Fatalf("clean without --yes: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "--yes") {
+		t.Fatalf("clean without --yes: exit %d\n%s", r.Code, r.Stderr)
 	}
 	for _, want := range []string{data, data + ".rdmasweep", state} {
-		if rel, _ := filepath.Rel(dir, want); !strings.Contains(r.stdout, want) && !strings.Contains(r.stdout, " "+rel+" ") {
-			t.Errorf("list lacks %s:\n%s", want, r.stdout)
+		if rel, _ := filepath.Rel(dir, want); !strings.Contains(r.Stdout, want) && !strings.Contains(r.Stdout, " "+rel+" ") {
+			t.Errorf("list lacks %s:\n%s", want, r.Stdout)
 		}
 		if _, err := os.Stat(want); err != nil {
 			t.Errorf("%s removed without confirmation", want)
 		}
 	}
 	// The local node runs in place and is never listed.
-	if strings.Contains(r.stdout, "node binary") {
-		t.Errorf("local node listed:\n%s", r.stdout)
+	if strings.Contains(r.Stdout, "node binary") {
+		t.Errorf("local node listed:\n%s", r.Stdout)
 	}
 
 	r = runner(t, dir, "clean", plan, "--yes")
-	if r.code != 0 || !strings.Contains(r.stderr, "removed 3 files") {
-		t.Fatalf("clean --yes: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "removed 3 files") {
+		t.Fatalf("clean --yes: exit %d\n%s", r.Code, r.Stderr)
 	}
 	for _, gone := range []string{data, data + ".rdmasweep", state} {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
@@ -257,8 +172,8 @@ func TestCleanRemovesOnlyWhatThePlanMade(t *testing.T) {
 	// A data file without a sidecar is the user's own.
 	os.WriteFile(data, []byte("precious"), 0o644)
 	r = runner(t, dir, "clean", plan, "--yes")
-	if r.code != 0 || !strings.Contains(r.stderr, "keeping") || !strings.Contains(r.stderr, "nothing to clean") {
-		t.Fatalf("clean of a user file: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "keeping") || !strings.Contains(r.Stderr, "nothing to clean") {
+		t.Fatalf("clean of a user file: exit %d\n%s", r.Code, r.Stderr)
 	}
 	if b, err := os.ReadFile(data); err != nil || string(b) != "precious" {
 		t.Fatalf("user file touched: %q %v", b, err)
@@ -267,35 +182,35 @@ func TestCleanRemovesOnlyWhatThePlanMade(t *testing.T) {
 
 func TestCheckAndCleanOnSSHHosts(t *testing.T) {
 	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
-	dir, env := t.TempDir(), sshEnv(t)
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
 	plan := twoHostPlan(t, dir, n, "")
 	a, b := n.Hosts["a"], n.Hosts["b"]
 
 	r := runnerEnv(t, dir, env, "check", plan)
-	if r.code != 0 {
-		t.Fatalf("check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("check: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for role, h := range map[string]*testhosts.Host{"server": a, "client": b} {
-		row := tableRow(t, r.stdout, role)
-		if got := column(t, r.stdout, row, "HOST"); got != "root@"+h.Addr+":22" {
+		row := clitest.TableRow(t, r.Stdout, role)
+		if got := clitest.Column(t, r.Stdout, row, "HOST"); got != "root@"+h.Addr+":22" {
 			t.Errorf("%s host %q", role, got)
 		}
-		if ssh := column(t, r.stdout, row, "SSH"); !strings.HasPrefix(ssh, "ok ") {
+		if ssh := clitest.Column(t, r.Stdout, row, "SSH"); !strings.HasPrefix(ssh, "ok ") {
 			t.Errorf("%s ssh %q", role, ssh)
 		}
-		if dp := column(t, r.stdout, row, "DATA_PATH"); !strings.HasPrefix(dp, "ok "+a.Addr+" ") {
+		if dp := clitest.Column(t, r.Stdout, row, "DATA_PATH"); !strings.HasPrefix(dp, "ok "+a.Addr+" ") {
 			t.Errorf("%s data path %q", role, dp)
 		}
 	}
 
 	// After an exec, clean removes the data file, its sidecar and node
 	// from both hosts.
-	if r = runnerEnv(t, dir, env, "exec", plan); r.code != 0 {
-		t.Fatalf("exec: exit %d\n%s", r.code, r.stderr)
+	if r = runnerEnv(t, dir, env, "exec", plan); r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
 	}
 	r = runnerEnv(t, dir, env, "clean", plan, "--yes")
-	if r.code != 0 || !strings.Contains(r.stderr, "removed 4 files") {
-		t.Fatalf("clean: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "removed 4 files") {
+		t.Fatalf("clean: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if out := a.Run(t, "ls", "-A", testhosts.DeployDir, testhosts.DeployDir+"/bin dir"); strings.Contains(out, "data file") || strings.Contains(out, "node") {
 		t.Errorf("left on the server host: %s", out)
@@ -307,7 +222,7 @@ func TestCheckAndCleanOnSSHHosts(t *testing.T) {
 	// An unreachable server fails the check, on the server's row.
 	a.SetLink(t, false)
 	r = runnerEnv(t, dir, env, "check", plan)
-	if r.code != 1 || column(t, r.stdout, tableRow(t, r.stdout, "server"), "SSH") != "FAIL" || !strings.Contains(r.stderr, "runner: hint: ") {
-		t.Fatalf("unreachable server: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 1 || clitest.Column(t, r.Stdout, clitest.TableRow(t, r.Stdout, "server"), "SSH") != "FAIL" || !strings.Contains(r.Stderr, "runner: hint: ") {
+		t.Fatalf("unreachable server: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

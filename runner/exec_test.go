@@ -2,47 +2,17 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"rdmasweep/internal/clitest"
 	"rdmasweep/results"
 )
-
-// The CLI is tested as a user runs it: the real runner and node binaries,
-// built once, driven through their command lines, judged by exit codes,
-// stderr, stdout and the CSV they leave.
-
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rdmasweep-runner-test-")
-	if err != nil {
-		panic(err)
-	}
-	binDir = dir
-	for _, b := range [][]string{
-		{"go", "build", "-o", filepath.Join(dir, "runner"), "."},
-		{"go", "build", "-o", filepath.Join(dir, "node"), "../node"},
-	} {
-		cmd := exec.Command(b[0], b[1:]...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "%v: %v\n%s", b, err, out)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 // loopbackPlan writes a small local tcp plan into dir and returns its path.
 func loopbackPlan(t *testing.T, dir, extra string) string {
@@ -68,57 +38,26 @@ output: {csv: out/test.csv, logs: out/logs}
 	return path
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func runner(t *testing.T, dir string, args ...string) result {
+// execLoopback runs exec of a loopbackPlan in dir, which must succeed,
+// and returns what it printed and the rows of its CSV, which must be want.
+func execLoopback(t *testing.T, dir, plan string, want int) (clitest.Result, []results.Row) {
 	t.Helper()
-	return runIn(t, dir, nil, 2*time.Minute, args...)
-}
-
-// runIn runs the runner binary in dir with env (nil: this process's) and
-// waits at most timeout.
-func runIn(t *testing.T, dir string, env []string, timeout time.Duration, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "runner"), args...)
-	cmd.Dir, cmd.Env = dir, env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
+	r := runner(t, dir, "exec", plan)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", r.Code, r.Stderr)
 	}
-	return result{code, stdout.String(), stderr.String()}
-}
-
-func readRows(t *testing.T, path string) []results.Row {
-	t.Helper()
-	rows, err := results.ReadCSV(path)
-	if err != nil {
-		t.Fatal(err)
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/test.csv"))
+	if len(rows) != want {
+		t.Fatalf("%d rows, want %d", len(rows), want)
 	}
-	return rows
+	return r, rows
 }
 
 func TestExecWritesRowsSkipsAndReruns(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
-	r := runner(t, dir, "exec", plan)
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
-	}
+	r, rows := execLoopback(t, dir, plan, 3)
 	csv := filepath.Join(dir, "out/test.csv")
-	rows := readRows(t, csv)
-	if len(rows) != 3 {
-		t.Fatalf("%d rows, want 3", len(rows))
-	}
 	keys := map[string]bool{}
 	for i, row := range rows {
 		want := []int64{1 << 20, 256 << 10, 64 << 10}[i]
@@ -143,8 +82,8 @@ func TestExecWritesRowsSkipsAndReruns(t *testing.T) {
 		t.Errorf("point keys not distinct: %v", keys)
 	}
 	// The summary goes to stdout, one line per point after the header.
-	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 4 || !strings.Contains(lines[0], "MB/S") {
-		t.Errorf("summary:\n%s", r.stdout)
+	if lines := strings.Split(strings.TrimSpace(r.Stdout), "\n"); len(lines) != 4 || !strings.Contains(lines[0], "MB/S") {
+		t.Errorf("summary:\n%s", r.Stdout)
 	}
 	if _, err := os.Stat(csv + ".state"); !os.IsNotExist(err) {
 		t.Errorf("state file left behind after a clean exec: %v", err)
@@ -152,51 +91,26 @@ func TestExecWritesRowsSkipsAndReruns(t *testing.T) {
 
 	// Again: everything is skipped, nothing is appended.
 	r = runner(t, dir, "exec", plan)
-	if r.code != 0 || !strings.Contains(r.stderr, "skipping 3 runs already ok") {
-		t.Fatalf("second exec: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "skipping 3 runs already ok") {
+		t.Fatalf("second exec: exit %d\n%s", r.Code, r.Stderr)
 	}
-	if n := len(readRows(t, csv)); n != 3 {
+	if n := len(clitest.ReadRows(t, csv)); n != 3 {
 		t.Fatalf("second exec appended: %d rows", n)
 	}
 	// --rerun repeats them; --only narrows (flags after the plan work too).
 	r = runner(t, dir, "exec", plan, "--rerun", "--only", "block_size=64KiB,1MiB")
-	if r.code != 0 {
-		t.Fatalf("rerun: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("rerun: exit %d\n%s", r.Code, r.Stderr)
 	}
-	rows = readRows(t, csv)
+	rows = clitest.ReadRows(t, csv)
 	if len(rows) != 5 || rows[3].ParamInt("block_size") != 1<<20 || rows[4].ParamInt("block_size") != 64<<10 || rows[3].RunID == rows[0].RunID {
 		t.Fatalf("after rerun: %d rows", len(rows))
 	}
 
 	// runner summary reads the CSV back, grouped by point.
 	r = runner(t, dir, "summary", csv)
-	if r.code != 0 || !strings.Contains(r.stdout, "1MiB") || !strings.Contains(r.stdout, "256KiB") {
-		t.Fatalf("summary: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-}
-
-func TestBadPlanReportsEveryErrorAndExits2(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(path, []byte(`name: bad
-hosts:
-  server: {address: local}
-  client: {address: local}
-server: {file: /tmp/x, file_size: 4kb}
-client: {block_size: 1MiB, pattern: zigzag}
-`), 0o644)
-	for _, cmd := range []string{"validate", "exec", "plan"} {
-		r := runner(t, dir, cmd, path)
-		if r.code != 2 {
-			t.Fatalf("%s: exit %d, want 2\n%s", cmd, r.code, r.stderr)
-		}
-		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-		if len(lines) != 3 ||
-			!strings.HasPrefix(lines[0], path+":5:35: server.file_size: ") ||
-			!strings.HasPrefix(lines[1], path+":6:37: client.pattern: ") ||
-			lines[2] != "runner: error: "+path+": 2 errors" {
-			t.Fatalf("%s stderr:\n%s", cmd, r.stderr)
-		}
+	if r.Code != 0 || !strings.Contains(r.Stdout, "1MiB") || !strings.Contains(r.Stdout, "256KiB") {
+		t.Fatalf("summary: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -207,8 +121,8 @@ func TestForeignHeaderRefusedBeforeAnyPoint(t *testing.T) {
 	foreign := "time,bandwidth\n1,2\n"
 	os.WriteFile(filepath.Join(dir, "out/test.csv"), []byte(foreign), 0o644)
 	r := runner(t, dir, "exec", plan)
-	if r.code != 2 || !strings.Contains(r.stderr, "different header") || !strings.Contains(r.stderr, "--out") {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "different header") || !strings.Contains(r.Stderr, "--out") {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 	if data, _ := os.ReadFile(filepath.Join(dir, "out/test.csv")); string(data) != foreign {
 		t.Fatalf("foreign CSV changed:\n%s", data)
@@ -227,8 +141,8 @@ func TestSecondRunnerOnSameCSVRefuses(t *testing.T) {
 	}
 	defer held.Close()
 	r := runner(t, dir, "exec", plan)
-	if r.code != 1 || !strings.Contains(r.stderr, "another runner is appending to it") || !strings.Contains(r.stderr, "runner: hint: ") {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "another runner is appending to it") || !strings.Contains(r.Stderr, "runner: hint: ") {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -238,10 +152,10 @@ func TestFailedPointGetsRowAndSweepGoesOn(t *testing.T) {
 	// A server file under a regular file cannot be created: every point fails.
 	os.WriteFile(filepath.Join(dir, "blocker"), nil, 0o644)
 	r := runner(t, dir, "exec", plan, "--set", "file="+filepath.Join(dir, "blocker", "data.dat"))
-	if r.code != 1 {
-		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
+	if r.Code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.Code, r.Stderr)
 	}
-	rows := readRows(t, filepath.Join(dir, "out/test.csv"))
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/test.csv"))
 	if len(rows) != 3 {
 		t.Fatalf("%d rows, want 3 failed rows", len(rows))
 	}
@@ -252,32 +166,14 @@ func TestFailedPointGetsRowAndSweepGoesOn(t *testing.T) {
 	}
 	// --fail-fast stops at the first.
 	r = runner(t, dir, "exec", plan, "--set", "file="+filepath.Join(dir, "blocker", "data.dat"), "--fail-fast", "--out", "ff.csv")
-	if r.code != 1 || len(readRows(t, filepath.Join(dir, "ff.csv"))) != 1 || !strings.Contains(r.stderr, "--fail-fast") {
-		t.Fatalf("fail-fast: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 1 || len(clitest.ReadRows(t, filepath.Join(dir, "ff.csv"))) != 1 || !strings.Contains(r.Stderr, "--fail-fast") {
+		t.Fatalf("fail-fast: exit %d\n%s", r.Code, r.Stderr)
 	}
 	// The server's stderr tail is in its log.
 	logs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.server.log"))
 	if len(logs) == 0 {
 		t.Fatal("no server logs")
 	}
-}
-
-// nodesRunning lists live processes whose executable is our node binary.
-func nodesRunning(t *testing.T) []int {
-	t.Helper()
-	want := filepath.Join(binDir, "node")
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == want {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 func TestSignalsStopBothRolesAndKeepCSVWhole(t *testing.T) {
@@ -289,70 +185,25 @@ func TestSignalsStopBothRolesAndKeepCSVWhole(t *testing.T) {
 			dir := t.TempDir()
 			// One quick point, then a long one to interrupt.
 			plan := loopbackPlan(t, dir, "")
-			cmd := exec.Command(filepath.Join(binDir, "runner"), "exec", plan,
-				"--set", "duration=20s", "--set", "total=0")
-			cmd.Dir = dir
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			r := startRunner(t, dir, nil, "exec", plan, "--set", "duration=20s", "--set", "total=0")
 			// Wait until both roles of the first point are up.
-			deadline := time.Now().Add(20 * time.Second)
-			for len(nodesRunning(t)) < 2 && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if len(nodesRunning(t)) < 2 {
-				cmd.Process.Kill()
-				t.Fatalf("nodes never started\n%s", stderr.String())
-			}
+			r.Until(t, "both nodes running", 20*time.Second, func() bool { return len(localNodes(t)) >= 2 })
 			time.Sleep(300 * time.Millisecond)
-			cmd.Process.Signal(tc.sig)
-			err := cmd.Wait()
-			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.ExitCode() != tc.code {
-				t.Fatalf("exit %v, want %d\n%s", err, tc.code, stderr.String())
+			r.Signal(tc.sig)
+			if code := r.Wait(t, time.Minute); code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s", code, tc.code, r.Stderr())
 			}
-			if pids := nodesRunning(t); len(pids) != 0 {
+			if pids := localNodes(t); len(pids) != 0 {
 				t.Fatalf("nodes outlived the runner: %v", pids)
 			}
-			rows := readRows(t, filepath.Join(dir, "out/test.csv"))
+			rows := clitest.ReadRows(t, filepath.Join(dir, "out/test.csv"))
 			if len(rows) != 0 {
 				t.Fatalf("an interrupted point got a row: %+v", rows)
 			}
-			if !strings.Contains(stderr.String(), "runner: error: interrupted by SIG") {
-				t.Fatalf("stderr:\n%s", stderr.String())
+			if !strings.Contains(r.Stderr(), "runner: error: interrupted by SIG") {
+				t.Fatalf("stderr:\n%s", r.Stderr())
 			}
 		})
-	}
-}
-
-func TestDryRunAndPlanTable(t *testing.T) {
-	dir := t.TempDir()
-	plan := loopbackPlan(t, dir, "")
-	r := runner(t, dir, "exec", "--dry-run", plan)
-	if r.code != 0 || !strings.Contains(r.stdout, "would run 3 runs of 3 points") {
-		t.Fatalf("dry run: %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
-		t.Fatal("dry run wrote output")
-	}
-	r = runner(t, dir, "plan", plan)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], "#") || !strings.Contains(lines[3], "64KiB") {
-		t.Fatalf("plan table:\n%s", r.stdout)
-	}
-	r = runner(t, dir, "validate", plan)
-	if r.code != 0 || !strings.Contains(r.stdout, "valid") {
-		t.Fatalf("validate: %d %s %s", r.code, r.stdout, r.stderr)
-	}
-	r = runner(t, dir, "exec", plan, "--set", "nosuch=1")
-	if r.code != 2 || !strings.Contains(r.stderr, "nosuch") {
-		t.Fatalf("--set unknown: %d %s", r.code, r.stderr)
-	}
-	r = runner(t, dir, "frobnicate")
-	if r.code != 2 || !strings.Contains(r.stderr, `runner: error: unknown command "frobnicate"`) {
-		t.Fatalf("unknown command: %d %s", r.code, r.stderr)
 	}
 }
 
@@ -360,10 +211,10 @@ func TestExecWithoutPlanRunsBuiltInLoopback(t *testing.T) {
 	dir := t.TempDir()
 	// Points keep plan order (8KiB before 4KiB), whatever order --only names.
 	r := runner(t, dir, "exec", "--only", "block_size=4KiB,8KiB")
-	if r.code != 0 || !strings.Contains(r.stderr, "running the built-in plans/loopback.yaml") {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "running the built-in plans/loopback.yaml") {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
-	rows := readRows(t, filepath.Join(dir, "out/loopback.csv"))
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/loopback.csv"))
 	if len(rows) != 2 || rows[0].Plan != "loopback" || rows[0].Status != "ok" || *rows[0].Bytes != 8<<20 || *rows[1].Bytes != 4<<20 {
 		t.Fatalf("rows: %+v", rows)
 	}
@@ -376,8 +227,8 @@ func TestCPUsPinNode(t *testing.T) {
 	text = bytes.Replace(text, []byte("  server: {address: local}"), []byte("  server: {address: local, cpus: \"0\"}"), 1)
 	os.WriteFile(plan, text, 0o644)
 	r := runner(t, dir, "exec", plan, "--only", "block_size=1MiB")
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.server.log"))
 	if len(logs) != 1 {
@@ -390,26 +241,5 @@ func TestCPUsPinNode(t *testing.T) {
 	clientLogs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.client.log"))
 	if c, _ := os.ReadFile(clientLogs[0]); strings.Contains(string(c), "taskset") {
 		t.Fatalf("client pinned without cpus:\n%s", c)
-	}
-}
-
-func TestValidateWarnsWhenNodeLacksRDMA(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "rdma.yaml")
-	// Remote hosts: validate connects to nothing, but the node it would
-	// upload is node.binary, built here without rdma.
-	os.WriteFile(path, []byte(fmt.Sprintf(`name: rdma-remote
-hosts:
-  server: {address: nodea.example}
-  client: {address: nodeb.example}
-node: {binary: %s}
-transport: rdma
-server: {file: /mnt/x.dat, file_size: 1GiB}
-client: {duration: 5s}
-`, filepath.Join(binDir, "node"))), 0o644)
-	r := runner(t, dir, "validate", path)
-	if r.code != 0 || !strings.Contains(r.stderr, "runner: warning: the plan asks for rdma, but "+filepath.Join(binDir, "node")+" was built without it (transports: tcp)") ||
-		!strings.Contains(r.stderr, "runner: hint: build the RDMA node with: make node-rdma") {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
@@ -72,18 +73,7 @@ func parallel(n int, fn func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-// planRoles are the plan's roles and their hosts, in order.
-func planRoles(p *plan.Plan) []struct {
-	name string
-	host plan.Host
-} {
-	return []struct {
-		name string
-		host plan.Host
-	}{{"server", p.Hosts.Server}, {"client", p.Hosts.Client}}
-}
-
-// connect reaches both roles' hosts and deploys node once per host.
+// connect reaches every role's host and deploys node once per host.
 func connect(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	if _, err := os.Stat(p.Node.Binary); err != nil {
 		return nil, withHint(fmt.Errorf("node binary: %w", err), "build it with: make build (or set node.binary)")
@@ -108,7 +98,7 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	if err != nil {
 		return nil, err
 	}
-	specs := planRoles(p)
+	specs := p.Hosts.Roles()
 	type dialed struct {
 		host remote.Host
 		err  error
@@ -119,13 +109,13 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	conns := map[string]*dialed{}
 	var wg sync.WaitGroup
 	for _, s := range specs {
-		k := keyOf(s.host)
+		k := keyOf(s.Host)
 		if conns[k] != nil {
 			continue
 		}
 		d := &dialed{}
 		conns[k] = d
-		if s.host.IsLocal() {
+		if s.Host.IsLocal() {
 			d.host = remote.Local{}
 			continue
 		}
@@ -147,7 +137,7 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 			if d.err != nil {
 				d.err = &role.Error{Role: name, Host: h.Address, Label: fmt.Sprintf("%s (%s)", name, h.Address), Phase: role.Connect, Err: d.err}
 			}
-		}(s.name, s.host)
+		}(s.Name, s.Host)
 	}
 	wg.Wait()
 
@@ -167,9 +157,9 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 		return nil, firstErr
 	}
 	for _, s := range specs {
-		d := conns[keyOf(s.host)]
-		t := role.Target{Role: s.name, Host: d.host, Label: fmt.Sprintf("%s (%s)", s.name, d.host.Name()), NodePath: local}
-		if !s.host.IsLocal() {
+		d := conns[keyOf(s.Host)]
+		t := role.Target{Role: s.Name, Host: d.host, Label: fmt.Sprintf("%s (%s)", s.Name, d.host.Name()), NodePath: local}
+		if !s.Host.IsLocal() {
 			t.NodePath = p.Node.RemotePath
 		}
 		r.list = append(r.list, t)
@@ -189,7 +179,13 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 		if _, isLocal := t.Host.(remote.Local); isLocal {
 			return nil
 		}
-		res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath)
+		// The first command on the host: it also finds a host where no
+		// shell runs, before anything is uploaded there.
+		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{})
+		if err != nil {
+			return t.Wrap(role.Facts, err)
+		}
+		res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath, facts.Arch)
 		switch {
 		case err != nil:
 			err := error(t.Errorf(role.Deploy, "deploy node to %s: %w", t.NodePath, err))

@@ -4,37 +4,20 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"rdmasweep/internal/clitest"
 	"rdmasweep/internal/testenv"
 	"rdmasweep/runner/remote/testhosts"
 )
 
 // These tests drive real OpenSSH hosts in network namespaces: the runner
 // on this machine, node serve on host "a", node read on host "b".
-
-// sshEnv is a clean environment: a temporary HOME (so ~/.ssh of whoever
-// runs the tests is not read) and no ssh-agent.
-func sshEnv(t *testing.T) []string {
-	home := t.TempDir()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "HOME="+home, "SSH_AUTH_SOCK=")
-}
-
-func runnerEnv(t *testing.T, dir string, env []string, args ...string) result {
-	t.Helper()
-	return runIn(t, dir, env, 3*time.Minute, args...)
-}
 
 // twoHostPlan has its server on a and its client on b.
 func twoHostPlan(t *testing.T, dir string, n *testhosts.Net, extra string) string {
@@ -61,33 +44,20 @@ output: {csv: out/hosts.csv, logs: out/logs}
 	return path
 }
 
-// nodesOn lists the node processes a host's sessions left running.
-func nodesOn(t *testing.T, h *testhosts.Host) []string {
-	t.Helper()
-	var left []string
-	for _, pid := range h.SessionPids(t) {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err == nil && strings.HasSuffix(strings.TrimSuffix(exe, " (deleted)"), "/node") {
-			left = append(left, fmt.Sprintf("%d %s", pid, exe))
-		}
-	}
-	return left
-}
-
 func TestExecAcrossSSHHosts(t *testing.T) {
 	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
-	dir, env := t.TempDir(), sshEnv(t)
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
 	plan := twoHostPlan(t, dir, n, "")
 
 	r := runnerEnv(t, dir, env, "exec", plan)
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 	// One upload per host, reported with its size.
-	if c := strings.Count(r.stderr, "deployed node to "+testhosts.DeployDir+"/bin dir/node"); c != 2 {
-		t.Fatalf("want 2 uploads, saw %d:\n%s", c, r.stderr)
+	if c := strings.Count(r.Stderr, "deployed node to "+testhosts.DeployDir+"/bin dir/node"); c != 2 {
+		t.Fatalf("want 2 uploads, saw %d:\n%s", c, r.Stderr)
 	}
-	rows := readRows(t, filepath.Join(dir, "out/hosts.csv"))
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/hosts.csv"))
 	if len(rows) != 2 {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -108,68 +78,89 @@ func TestExecAcrossSSHHosts(t *testing.T) {
 		t.Fatalf("client host has the data file: %s", out)
 	}
 	for _, h := range []*testhosts.Host{a, b} {
-		if left := nodesOn(t, h); len(left) > 0 {
+		if left := clitest.NodesOn(t, h); len(left) > 0 {
 			t.Fatalf("node left on %s: %v", h.Name, left)
 		}
 	}
 
 	// The next exec finds node in place.
 	r = runnerEnv(t, dir, env, "exec", plan, "--rerun")
-	if r.code != 0 || strings.Count(r.stderr, "is up to date") != 2 || strings.Contains(r.stderr, "deployed") {
-		t.Fatalf("second exec: %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || strings.Count(r.Stderr, "is up to date") != 2 || strings.Contains(r.Stderr, "deployed") {
+		t.Fatalf("second exec: %d\n%s", r.Code, r.Stderr)
 	}
 }
 
 func TestBothRolesOnOneHostShareConnectionAndUpload(t *testing.T) {
 	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
-	dir, env := t.TempDir(), sshEnv(t)
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
 	a := n.Hosts["a"]
 	plan := twoHostPlan(t, dir, n, "")
 	text, _ := os.ReadFile(plan)
 	os.WriteFile(plan, bytes.Replace(text, []byte("address: "+n.Hosts["b"].Addr), []byte("address: "+a.Addr), 1), 0o644)
 	r := runnerEnv(t, dir, env, "exec", plan)
-	if r.code != 0 || strings.Count(r.stderr, "deployed node") != 1 {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || strings.Count(r.Stderr, "deployed node") != 1 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
 func TestInterruptedSweepLeavesNoNodeOnHosts(t *testing.T) {
 	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
-	dir, env := t.TempDir(), sshEnv(t)
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
 	plan := twoHostPlan(t, dir, n, "")
 	a, b := n.Hosts["a"], n.Hosts["b"]
-	cmd := exec.Command(filepath.Join(binDir, "runner"), "exec", plan, "--set", "duration=30s", "--set", "total=0")
-	cmd.Dir, cmd.Env = dir, env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for (len(nodesOn(t, a)) == 0 || len(nodesOn(t, b)) == 0) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if len(nodesOn(t, a)) == 0 || len(nodesOn(t, b)) == 0 {
-		cmd.Process.Kill()
-		t.Fatalf("nodes never ran on both hosts\n%s", stderr.String())
-	}
-	cmd.Process.Signal(syscall.SIGINT)
+	r := startRunner(t, dir, env, "exec", plan, "--set", "duration=30s", "--set", "total=0")
+	r.WaitNodes(t, a, b)
+	r.Signal(syscall.SIGINT)
 	start := time.Now()
-	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
-		t.Fatalf("exit %v\n%s", err, stderr.String())
+	if code := r.Wait(t, time.Minute); code != 130 {
+		t.Fatalf("exit %d\n%s", code, r.Stderr())
 	}
 	// Both remote nodes are gone within 5 s of the signal.
-	for time.Since(start) < 5*time.Second && len(nodesOn(t, a))+len(nodesOn(t, b)) > 0 {
-		time.Sleep(100 * time.Millisecond)
+	if left := clitest.WaitNoNodes(t, 5*time.Second-time.Since(start), a, b); len(left) > 0 {
+		t.Fatalf("node outlived the runner: %v", left)
 	}
-	for _, h := range []*testhosts.Host{a, b} {
-		if left := nodesOn(t, h); len(left) > 0 {
-			t.Fatalf("node outlived the runner on %s: %v", h.Name, left)
-		}
-	}
-	if rows := readRows(t, filepath.Join(dir, "out/hosts.csv")); len(rows) != 0 {
+	if rows := clitest.ReadRows(t, filepath.Join(dir, "out/hosts.csv")); len(rows) != 0 {
 		t.Fatalf("interrupted point got a row")
+	}
+}
+
+// A host where no shell runs fails at once, before node is uploaded there,
+// with one line that says so, in exec and in check alike.
+func TestHostWithoutAWorkingShell(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
+	plan := twoHostPlan(t, dir, n, "")
+	a := n.Hosts["a"]
+	const says = ": cannot collect facts: no working /bin/sh on the host (exit %d) — the node needs a POSIX shell to be started"
+	for _, tc := range []struct {
+		name, user string
+		breakSh    bool
+		status     int
+		hostSaid   string
+	}{
+		{"login_shell_missing", n.NoShellUser, false, 127, testhosts.MissingShell + ": not found"},
+		{"bin_sh_broken", "root", true, 126, "/bin/sh: Permission denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.breakSh {
+				a.BreakSh(t)
+			}
+			set := []string{"--set", "hosts.server.user=" + tc.user}
+			r := runnerEnv(t, dir, env, append([]string{"exec", plan}, set...)...)
+			want := fmt.Sprintf("runner: error: server (%s@%s:22)"+says, tc.user, a.Addr, tc.status)
+			if r.Code != 1 || !strings.Contains(r.Stderr, "\n"+want+"\nrunner: hint: the host said ") || !strings.Contains(r.Stderr, tc.hostSaid) {
+				t.Fatalf("exec: exit %d, want 1 and the line\n%s\nstderr:\n%s", r.Code, want, r.Stderr)
+			}
+			if _, err := a.Output("test", "-e", testhosts.DeployDir+"/bin dir/node"); err == nil {
+				t.Errorf("node was uploaded to a host where it cannot start")
+			}
+
+			r = runnerEnv(t, dir, env, append([]string{"check", plan}, set...)...)
+			want = fmt.Sprintf("runner: error: server (%s)"+says, a.Addr, tc.status)
+			if r.Code != 1 || !strings.Contains(r.Stderr, want+"\n") || !slices.Contains(clitest.TableRow(t, r.Stdout, "server"), "FAIL") {
+				t.Fatalf("check: exit %d, want 1 and the line\n%s\nstdout:\n%s\nstderr:\n%s", r.Code, want, r.Stdout, r.Stderr)
+			}
+		})
 	}
 }
 
@@ -181,7 +172,7 @@ func TestInterruptedSweepLeavesNoNodeOnHosts(t *testing.T) {
 func TestNodeBesideIperf3AcrossSSHHosts(t *testing.T) {
 	testenv.NeedTool(t, "iperf3", "iperf3")
 	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
-	dir, env := t.TempDir(), sshEnv(t)
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
 	plan := twoHostPlan(t, dir, n, "")
 	text, _ := os.ReadFile(plan)
 	text = bytes.Replace(text, []byte("client: {queue_depth: 8, verify: true}"), []byte("client: {queue_depth: 8, total: 256MiB}"), 1)
@@ -189,10 +180,10 @@ func TestNodeBesideIperf3AcrossSSHHosts(t *testing.T) {
 	os.WriteFile(plan, text, 0o644)
 
 	r := runnerEnv(t, dir, env, "exec", plan)
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
-	rows := readRows(t, filepath.Join(dir, "out/hosts.csv"))
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/hosts.csv"))
 	var order []string
 	a, b := n.Hosts["a"], n.Hosts["b"]
 	for _, row := range rows {
@@ -205,10 +196,10 @@ func TestNodeBesideIperf3AcrossSSHHosts(t *testing.T) {
 	if want := fmt.Sprint([]string{"node/1048576", "iperf3/1048576", "node/65536", "iperf3/65536"}); fmt.Sprint(order) != want {
 		t.Fatalf("rows %v, want interleaved %s", order, want)
 	}
-	if !strings.Contains(r.stdout, "IPERF3_MB/S") || !strings.Contains(r.stdout, "node / iperf3: median ratio") {
-		t.Fatalf("no ratios in the summary:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "IPERF3_MB/S") || !strings.Contains(r.Stdout, "node / iperf3: median ratio") {
+		t.Fatalf("no ratios in the summary:\n%s", r.Stdout)
 	}
-	t.Logf("summary:\n%s", r.stdout)
+	t.Logf("summary:\n%s", r.Stdout)
 	for _, h := range []*testhosts.Host{a, b} {
 		for _, pid := range h.SessionPids(t) {
 			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && (strings.HasSuffix(exe, "/iperf3") || strings.HasSuffix(exe, "/node")) {
@@ -218,7 +209,7 @@ func TestNodeBesideIperf3AcrossSSHHosts(t *testing.T) {
 	}
 	// runner summary gives the same table from the CSV.
 	r = runnerEnv(t, dir, env, "summary", "--baseline", "workload=iperf3", filepath.Join(dir, "out/hosts.csv"))
-	if r.code != 0 || !strings.Contains(r.stdout, "node / iperf3: median ratio") {
-		t.Fatalf("summary --baseline: %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "node / iperf3: median ratio") {
+		t.Fatalf("summary --baseline: %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -11,6 +11,13 @@ import (
 )
 
 func main() {
+	os.Exit(runMain())
+}
+
+// runMain is the program as the shell sees it: SIGINT and SIGTERM cancel
+// its context, run does the work, and the error becomes the exit code.
+// Tests run it in place of a built binary (see script_test.go).
+func runMain() int {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -19,5 +26,5 @@ func main() {
 		cancel(&interrupted{sig: sig.(syscall.Signal)})
 	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	os.Exit(exitCode(err, os.Stderr))
+	return exitCode(err, os.Stderr)
 }

@@ -95,8 +95,8 @@ func TestNotebookRunsOnACSVFromTheTests(t *testing.T) {
 	s = strings.Replace(s, "    block_size: [1MiB, 256KiB, 64KiB]", "    block_size: [1MiB, 64KiB]\n  matrix:\n    cache: [cold, warm]\n    workload: [node, iperf3, fio]", 1)
 	s = strings.Replace(s, "create: true, cache: warm}", "create: true}", 1)
 	os.WriteFile(plan, []byte(s), 0o644)
-	if r := runner(t, dir, "exec", plan); r.code != 0 {
-		t.Fatalf("exec: %d\n%s", r.code, r.stderr)
+	if r := runner(t, dir, "exec", plan); r.Code != 0 {
+		t.Fatalf("exec: %d\n%s", r.Code, r.Stderr)
 	}
 	csv := filepath.Join(dir, "out/test.csv")
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"rdmasweep/internal/clitest"
 	"rdmasweep/internal/testenv"
 	"rdmasweep/plan"
 	"rdmasweep/results"
@@ -27,21 +28,21 @@ func TestValidateRefusesWhatAPeerCannotTake(t *testing.T) {
 	text = []byte(strings.Replace(string(text), "  zip:\n", "  matrix:\n    workload: [node, iperf3, fio]\n  zip:\n", 1))
 	os.WriteFile(plan, text, 0o644)
 	r := runner(t, dir, "validate", plan)
-	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
 	// client: {queue_depth: 4, verify: true} is line 8, verify's value at col 34.
-	if r.code != 2 || len(lines) != 3 ||
+	if r.Code != 2 || len(lines) != 3 ||
 		lines[0] != plan+":8:34: client.verify: workload iperf3 cannot take verify: iperf3 sends its own buffer's bytes, not the server's file, so there are no bytes to verify" ||
 		lines[1] != plan+":8:34: client.verify: workload fio cannot take verify: fio checks only data it wrote itself, and --readonly writes none" ||
 		lines[2] != "runner: error: "+plan+": 2 errors" {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
-	if r := runner(t, dir, "validate", plan, "--set", "verify=false"); r.code != 0 {
-		t.Fatalf("without verify: exit %d\n%s", r.code, r.stderr)
+	if r := runner(t, dir, "validate", plan, "--set", "verify=false"); r.Code != 0 {
+		t.Fatalf("without verify: exit %d\n%s", r.Code, r.Stderr)
 	}
 	// ib_read_bw measures rdma: refused on a tcp plan, at the workload.
 	r = runner(t, dir, "plan", plan, "--set", "verify=false", "--set", "workload=ib_read_bw", "--set", "total=64MiB")
-	if r.code != 2 || !strings.HasPrefix(r.stderr, plan+":6:12: transport: workload ib_read_bw cannot take transport: ib_read_bw measures rdma, and the point's transport is tcp") {
-		t.Fatalf("ib_read_bw on tcp: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 2 || !strings.HasPrefix(r.Stderr, plan+":6:12: transport: workload ib_read_bw cannot take transport: ib_read_bw measures rdma, and the point's transport is tcp") {
+		t.Fatalf("ib_read_bw on tcp: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -72,19 +73,19 @@ func TestExecRefusesAMissingPeerBeforeAnyPoint(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
-	r := runIn(t, dir, append(env, "PATH="+bin), time.Minute, "exec", plan, "--set", "verify=false")
-	if r.code != 1 || !strings.Contains(r.stderr, "runner: error: server (local): workload iperf3 needs iperf3, which is not on the host's PATH") ||
-		!strings.Contains(r.stderr, "runner: hint: install it: apt-get install iperf3 (Debian, Ubuntu) or dnf install iperf3 (RHEL)") {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	r := clitest.Run(t, filepath.Join(binDir, "runner"), dir, append(env, "PATH="+bin), time.Minute, "exec", plan, "--set", "verify=false")
+	if r.Code != 1 || !strings.Contains(r.Stderr, "runner: error: server (local): workload iperf3 needs iperf3, which is not on the host's PATH") ||
+		!strings.Contains(r.Stderr, "runner: hint: install it: apt-get install iperf3 (Debian, Ubuntu) or dnf install iperf3 (RHEL)") {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 	if rows, err := results.ReadCSV(filepath.Join(dir, "out/test.csv")); err == nil && len(rows) > 0 {
 		t.Fatalf("rows written: %d", len(rows))
 	}
 	// check shows the column, with the packages.
-	r = runIn(t, dir, append(env, "PATH="+bin), time.Minute, "check", plan, "--set", "verify=false")
-	row := tableRow(t, r.stdout, "client")
-	if c := column(t, r.stdout, row, "IPERF3"); r.code != 1 || c != "missing (Debian iperf3, RHEL iperf3)" {
-		t.Fatalf("check: exit %d, cell %q\n%s%s", r.code, c, r.stdout, r.stderr)
+	r = clitest.Run(t, filepath.Join(binDir, "runner"), dir, append(env, "PATH="+bin), time.Minute, "check", plan, "--set", "verify=false")
+	row := clitest.TableRow(t, r.Stdout, "client")
+	if c := clitest.Column(t, r.Stdout, row, "IPERF3"); r.Code != 1 || c != "missing (Debian iperf3, RHEL iperf3)" {
+		t.Fatalf("check: exit %d, cell %q\n%s%s", r.Code, c, r.Stdout, r.Stderr)
 	}
 }
 
@@ -104,8 +105,8 @@ func TestOlderCSVNeedsUpgradeThenAppends(t *testing.T) {
 	os.WriteFile(csv, old, 0o644)
 
 	r := runner(t, dir, "exec", plan, "--out", csv, "--only", "block_size=64KiB")
-	if r.code != 2 || !strings.Contains(r.stderr, "older rdmasweep header") || !strings.Contains(r.stderr, "runner csv upgrade "+csv) {
-		t.Fatalf("exec on a v1 CSV: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "older rdmasweep header") || !strings.Contains(r.Stderr, "runner csv upgrade "+csv) {
+		t.Fatalf("exec on a v1 CSV: exit %d\n%s", r.Code, r.Stderr)
 	}
 	if b, _ := os.ReadFile(csv); string(b) != string(old) {
 		t.Fatal("exec changed the v1 CSV")
@@ -113,25 +114,25 @@ func TestOlderCSVNeedsUpgradeThenAppends(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "data file.dat")); err == nil {
 		t.Fatal("a point ran although the CSV was refused")
 	}
-	if r := runner(t, dir, "summary", csv); r.code != 0 || !strings.Contains(r.stdout, "4MiB") {
-		t.Fatalf("summary of the v1 CSV: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := runner(t, dir, "summary", csv); r.Code != 0 || !strings.Contains(r.Stdout, "4MiB") {
+		t.Fatalf("summary of the v1 CSV: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := runner(t, dir, "plot", csv, "-o", filepath.Join(dir, "old.svg")); r.code != 0 {
-		t.Fatalf("plot of the v1 CSV: exit %d\n%s", r.code, r.stderr)
+	if r := runner(t, dir, "plot", csv, "-o", filepath.Join(dir, "old.svg")); r.Code != 0 {
+		t.Fatalf("plot of the v1 CSV: exit %d\n%s", r.Code, r.Stderr)
 	}
 
 	r = runner(t, dir, "csv", "upgrade", csv)
-	if r.code != 0 || !strings.Contains(r.stderr, "upgraded "+csv) {
-		t.Fatalf("upgrade: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "upgraded "+csv) {
+		t.Fatalf("upgrade: exit %d\n%s", r.Code, r.Stderr)
 	}
 	if b, _ := os.ReadFile(csv + ".bak"); string(b) != string(old) {
 		t.Fatal("the old file is not kept as .bak")
 	}
 	r = runner(t, dir, "exec", plan, "--out", csv, "--only", "block_size=64KiB")
-	if r.code != 0 {
-		t.Fatalf("exec after upgrade: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exec after upgrade: exit %d\n%s", r.Code, r.Stderr)
 	}
-	rows := readRows(t, csv)
+	rows := clitest.ReadRows(t, csv)
 	if len(rows) != 12 {
 		t.Fatalf("%d rows, want the 11 old and 1 new", len(rows))
 	}

@@ -142,7 +142,7 @@ func valueText(p *results.Param) string {
 	case results.KindInt:
 		s = fmt.Sprintf("integer %d..%d", p.Min, p.Max)
 		if p.Auto {
-			s += " or `auto`"
+			s += " or `" + p.AutoText() + "`"
 		}
 	case results.KindEnum:
 		s = "`" + strings.Join(p.Enum, "` or `") + "`"
@@ -168,7 +168,7 @@ func defaultText(p *results.Param) string {
 	case p.Required:
 		return "required"
 	case p.Auto:
-		return "auto"
+		return "`" + p.AutoText() + "`"
 	case p.Default == "":
 		return "none"
 	}

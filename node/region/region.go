@@ -20,11 +20,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/internal/atomicfile"
 	"rdmasweep/node/pattern"
+	"rdmasweep/results"
 )
-
-// SidecarSuffix is appended to the file's path to name its sidecar.
-const SidecarSuffix = ".rdmasweep"
 
 // chunk is the write and warm-read unit: large enough for sequential
 // throughput, small enough to keep memory flat.
@@ -43,23 +42,25 @@ type Sidecar struct {
 // fs.ErrNotExist when there is none.
 func ReadSidecar(path string) (Sidecar, error) {
 	var s Sidecar
-	b, err := os.ReadFile(path + SidecarSuffix)
+	b, err := os.ReadFile(path + results.SidecarSuffix)
 	if err != nil {
 		return s, err
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("read sidecar %s: %w", path+SidecarSuffix, err)
+		return s, fmt.Errorf("read sidecar %s: %w", path+results.SidecarSuffix, err)
 	}
 	return s, nil
 }
 
+// writeSidecar replaces path's sidecar whole: a crash leaves the old one or
+// the new one, never a torn one that would vouch for bytes never written.
 func writeSidecar(path string, s Sidecar) error {
 	b, _ := json.Marshal(s)
-	tmp := path + SidecarSuffix + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write sidecar: %w", err)
-	}
-	if err := os.Rename(tmp, path+SidecarSuffix); err != nil {
+	err := atomicfile.Write(path+results.SidecarSuffix, 0o644, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("write sidecar: %w", err)
 	}
 	return nil

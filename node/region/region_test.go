@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rdmasweep/node/pattern"
+	"rdmasweep/results"
 )
 
 var ctx = context.Background()
@@ -55,6 +56,14 @@ func TestCreateReuseExtend(t *testing.T) {
 	if bad, ok := pattern.Check(content(t, path, 2*size), 0, f.Seed); !ok {
 		t.Fatalf("extended file differs from the pattern at %d", bad)
 	}
+	// The sidecar is replaced whole each time: it vouches for the new
+	// size, and no temporary file is left beside it.
+	if sc, err := ReadSidecar(path); err != nil || sc.Size != 2*size || sc.Seed != f.Seed {
+		t.Fatalf("sidecar after the extension: %+v, %v", sc, err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 2 {
+		t.Fatalf("beside the file: %v, want only it and its sidecar", ents)
+	}
 	// Without --create the same file is served, patterned, when big enough.
 	r, err := Open(ctx, path, Options{Size: size})
 	if err != nil || !r.Patterned || r.Created {
@@ -76,7 +85,7 @@ func TestCreateRefusesUserFileAndRedoesInterruptedWrite(t *testing.T) {
 		t.Fatal("user's file changed")
 	}
 	// A sidecar of size 0 is what an interrupted create leaves behind.
-	os.WriteFile(path+SidecarSuffix, []byte(`{"seed":1,"size":0}`), 0o644)
+	os.WriteFile(path+results.SidecarSuffix, []byte(`{"seed":1,"size":0}`), 0o644)
 	f, err := Open(ctx, path, Options{Size: 4096, Create: true})
 	if err != nil {
 		t.Fatalf("create after an interrupted one: %v", err)

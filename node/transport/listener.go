@@ -10,22 +10,26 @@ import (
 	"time"
 )
 
-// Listener is a server's TCP listener and the one connection it serves, as
-// every transport needs them: the tcp transport moves the bytes over that
+// Listener is a server's TCP listener and the connections it serves, as
+// every transport needs them: the tcp transport moves the bytes over a
 // connection, the rdma transport trades QP metadata and the bye on it.
 // Cancelling Accept's context, or Close, interrupts both the accept and any
-// read or write on the connection until it is released.
+// read or write on the connection until it is released. Several Accepts
+// may run at once, one per client a server expects; each owns the
+// connection it accepts.
 type Listener struct {
 	ln *net.TCPListener
 
 	mu      sync.Mutex
-	conn    net.Conn // the connection being handshaken or served
+	conns   map[net.Conn]bool // the connections being handshaken or served
 	closed  bool
 	serving sync.WaitGroup // Accepts not yet released: Close waits for them
 }
 
 // NewListener takes ownership of ln.
-func NewListener(ln *net.TCPListener) *Listener { return &Listener{ln: ln} }
+func NewListener(ln *net.TCPListener) *Listener {
+	return &Listener{ln: ln, conns: map[net.Conn]bool{}}
+}
 
 // Port is the TCP port listened on.
 func (l *Listener) Port() int { return l.ln.Addr().(*net.TCPAddr).Port }
@@ -57,23 +61,28 @@ func (l *Listener) Accept(ctx context.Context, timeout time.Duration,
 	}
 	// Cancelling ctx pushes every deadline into the past, which unblocks
 	// the accept and any read or write on the connection.
+	var mine *net.TCPConn // this Accept's connection, once it has one
 	unwatch := context.AfterFunc(ctx, func() {
 		past := time.Unix(1, 0)
 		l.ln.SetDeadline(past)
 		l.mu.Lock()
-		if l.conn != nil {
-			l.conn.SetDeadline(past)
+		if mine != nil {
+			mine.SetDeadline(past)
 		}
 		l.mu.Unlock()
 	})
-	release = func() {
-		unwatch()
+	drop := func() { // forget and close mine
 		l.mu.Lock()
-		if l.conn != nil {
-			l.conn.Close()
-			l.conn = nil
+		if mine != nil {
+			delete(l.conns, mine)
+			mine.Close()
+			mine = nil
 		}
 		l.mu.Unlock()
+	}
+	release = func() {
+		unwatch()
+		drop()
 		l.serving.Done()
 	}
 	for {
@@ -94,7 +103,8 @@ func (l *Listener) Accept(ctx context.Context, timeout time.Duration,
 			return nil, nil, fmt.Errorf("accept: %w", err)
 		}
 		l.mu.Lock()
-		l.conn = c
+		mine = c
+		l.conns[c] = true
 		closed := l.closed
 		l.mu.Unlock()
 		if closed || ctx.Err() != nil { // Close or cancel ran between accept and here
@@ -105,10 +115,7 @@ func (l *Listener) Accept(ctx context.Context, timeout time.Duration,
 			return nil, nil, fmt.Errorf("accept: %w", net.ErrClosed)
 		}
 		if err := handshake(c, deadline); err != nil {
-			l.mu.Lock()
-			l.conn = nil
-			l.mu.Unlock()
-			c.Close()
+			drop()
 			if ctx.Err() != nil {
 				release()
 				return nil, nil, ctx.Err()
@@ -126,7 +133,7 @@ func (l *Listener) Accept(ctx context.Context, timeout time.Duration,
 	}
 }
 
-// Close closes the listener and the connection being served, then waits
+// Close closes the listener and the connections being served, then waits
 // until every Accept has returned an error or been released. It is safe to
 // call more than once.
 func (l *Listener) Close() error {
@@ -137,8 +144,8 @@ func (l *Listener) Close() error {
 		return nil
 	}
 	l.closed = true
-	if l.conn != nil {
-		l.conn.Close()
+	for c := range l.conns {
+		c.Close()
 	}
 	err := l.ln.Close()
 	l.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"rdmasweep/results"
 	"time"
 )
 
@@ -79,10 +80,13 @@ type Server interface {
 	// Serve waits up to AcceptTimeout for one client that authenticates,
 	// serves it until it ends the session, and returns. A session that
 	// ends abnormally, as far as the transport can tell (rdma: a client
-	// that aborts or vanishes without its bye), is an error. A connection that fails
-	// the handshake is dropped and logged (through the warn callback given to
-	// Listen), and Serve keeps waiting for a proper client. Cancelling ctx
-	// stops Serve promptly.
+	// that aborts or vanishes without its bye), is an error. A connection
+	// that fails the handshake is dropped and logged (through the warn
+	// callback given to Listen), and Serve keeps waiting for a proper
+	// client. Cancelling ctx stops Serve promptly. Serve may be called
+	// several times at once, one call per client the server expects
+	// (fan-in): the region is shared, each call accepts and serves its
+	// own client and returns that client's stats.
 	Serve(ctx context.Context) (ServeStats, error)
 	// Close releases the listener and every resource; it is safe to call
 	// more than once and after Serve.
@@ -121,16 +125,26 @@ type Workload struct {
 	Warmup   time.Duration
 	Verify   bool
 	Seed     uint64 // shuffle seed for "random"
+	// Interval, when > 0, asks for the reads completed in each interval of
+	// the measured phase (Measurement.Intervals).
+	Interval time.Duration
 }
 
 // Measurement is the client's account of a workload, after warmup.
 type Measurement struct {
-	Bytes    int64
-	Reads    int64
-	Seconds  float64 // first read issued to last completed
-	Latency  Latencies
-	Verified bool // Verify was on and every byte matched
-	GIDIndex *int
+	Bytes   int64
+	Reads   int64
+	Seconds float64 // first read issued to last completed
+	// Start is the wall-clock time (CLOCK_REALTIME) the first measured
+	// read was issued, so several clients' phases can be lined up.
+	Start     time.Time
+	Latency   Latencies
+	Histogram *results.Histogram // every measured read's latency
+	// Intervals counts the reads completed in each Workload.Interval from
+	// Start; nil when none was asked for or the transport cannot tell.
+	Intervals []int64
+	Verified  bool // Verify was on and every byte matched
+	GIDIndex  *int
 	// CPU is the process's CPU time over the measured phase, where the
 	// transport can isolate it (tcp), or over warmup and measured phase
 	// together (rdma, whose C loop runs both in one call); CPU.WallS says
@@ -138,10 +152,9 @@ type Measurement struct {
 	CPU CPUTime
 }
 
-// Latencies summarises per-read latency, issue to completion, in microseconds.
-type Latencies struct {
-	AvgUs, P50Us, P99Us, P999Us, MaxUs float64
-}
+// Latencies summarises per-read latency, issue to completion, in
+// microseconds.
+type Latencies = results.Latencies
 
 // Client is a connected, authenticated client.
 type Client interface {

@@ -13,20 +13,19 @@ import (
 )
 
 // Deploy checks that localBinary (an ELF executable) runs on h, by its ELF
-// machine against h's `uname -m`, then uploads it to remotePath (absolute)
-// with h.Upload: mode 0755, atomic, "up to date" when the sha256 matches.
-// Errors do not name the host: the caller does, once, at its per-host
-// boundary.
-func Deploy(ctx context.Context, h remote.Host, localBinary, remotePath string) (remote.UploadResult, error) {
+// machine against hostArch, h's `uname -m` (runner/hostfacts collects it),
+// then uploads it to remotePath (absolute) with h.Upload: mode 0755,
+// atomic, "up to date" when the sha256 matches. Errors do not name the
+// host: the caller does, once, at its per-host boundary.
+func Deploy(ctx context.Context, h remote.Host, localBinary, remotePath, hostArch string) (remote.UploadResult, error) {
 	want, err := binaryArch(localBinary)
 	if err != nil {
 		return remote.UploadResult{}, err
 	}
-	out, err := h.Run(ctx, []string{"uname", "-m"})
-	if err != nil {
-		return remote.UploadResult{}, fmt.Errorf("find the host's architecture (uname -m): %w", err)
+	got := strings.TrimSpace(hostArch)
+	if got == "" {
+		return remote.UploadResult{}, fmt.Errorf("the host did not say its architecture (uname -m printed nothing)")
 	}
-	got := strings.TrimSpace(string(out))
 	if !want.runsOn(got) {
 		return remote.UploadResult{}, fmt.Errorf("node binary %s is built for %s, but the host is %s (uname -m): build it with GOARCH=%s",
 			localBinary, want.name, got, goarch(got))

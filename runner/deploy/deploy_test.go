@@ -46,16 +46,17 @@ func TestDeploy(t *testing.T) {
 	}
 	defer h.Close()
 	target := testhosts.DeployDir + "/node"
+	arch := strings.TrimSpace(a.Run(t, "uname", "-m"))
 
 	// A binary for another architecture than the host's is refused, and
 	// nothing is uploaded.
 	other, otherName := elf.EM_AARCH64, "aarch64"
-	if strings.TrimSpace(a.Run(t, "uname", "-m")) == "aarch64" {
+	if arch == "aarch64" {
 		other, otherName = elf.EM_X86_64, "x86_64"
 	}
 	foreign := filepath.Join(t.TempDir(), "node")
 	os.WriteFile(foreign, elfHeader(other), 0o755)
-	_, err = deploy.Deploy(ctx, h, foreign, target)
+	_, err = deploy.Deploy(ctx, h, foreign, target, arch)
 	if err == nil || !strings.Contains(err.Error(), "built for "+otherName) || !strings.Contains(err.Error(), "GOARCH=") {
 		t.Errorf("deploying an %s binary: %v, want a refusal naming the architecture and the fix", otherName, err)
 	}
@@ -66,7 +67,7 @@ func TestDeploy(t *testing.T) {
 	// Not an ELF file at all.
 	script := filepath.Join(t.TempDir(), "script")
 	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
-	if _, err := deploy.Deploy(ctx, h, script, target); err == nil || !strings.Contains(err.Error(), "ELF") {
+	if _, err := deploy.Deploy(ctx, h, script, target, arch); err == nil || !strings.Contains(err.Error(), "ELF") {
 		t.Errorf("deploying a non-ELF file: %v", err)
 	}
 
@@ -76,14 +77,14 @@ func TestDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	fi, _ := os.Stat(self)
-	res, err := deploy.Deploy(ctx, h, self, target)
+	res, err := deploy.Deploy(ctx, h, self, target, arch)
 	if err != nil || res.UpToDate || res.BytesSent != fi.Size() {
 		t.Fatalf("first deploy = %+v, %v; want %d bytes sent", res, err, fi.Size())
 	}
 	if out := a.Run(t, target, "-test.list", "TestDeploy"); strings.TrimSpace(out) != "TestDeploy" {
 		t.Errorf("the deployed binary does not run on the host: %q", out)
 	}
-	res, err = deploy.Deploy(ctx, h, self, target)
+	res, err = deploy.Deploy(ctx, h, self, target, arch)
 	if err != nil || !res.UpToDate || res.BytesSent != 0 {
 		t.Errorf("second deploy = %+v, %v; want up to date", res, err)
 	}

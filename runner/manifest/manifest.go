@@ -3,10 +3,10 @@
 // the plan itself. It is written as RUN_ID.json beside the CSV before the
 // first row, so the run_id column of every row leads to it.
 //
-// Facts are gathered with one shell command per host (round trips and
-// forks are what a remote host costs), and every fact is optional: a
-// missing tool, file or device leaves its field empty, never fails the
-// exec.
+// Facts are gathered by runner/hostfacts, with one shell command per host
+// (round trips and forks are what a remote host costs), and every fact is
+// optional: a missing tool, file or device leaves its field empty, never
+// fails the exec.
 package manifest
 
 import (

@@ -33,33 +33,34 @@ const (
 	height = 12 * vg.Centimeter
 )
 
-// WriteFile draws series into path; its extension (.png or .svg) picks
-// the format. The file is written whole or not at all.
-func WriteFile(path, title string, series []Series) error {
+// WriteFile draws series along x (the parameter they were built along)
+// into path; its extension (.png or .svg) picks the format. The file is
+// written whole or not at all.
+func WriteFile(path, title, x string, series []Series) error {
 	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	if format != "png" && format != "svg" {
 		return fmt.Errorf("%w %q: name the output .png or .svg", ErrFormat, filepath.Ext(path))
 	}
 	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		return Write(w, format, title, series)
+		return Write(w, format, title, x, series)
 	})
 }
 
-// Write draws series as format ("png" or "svg") to w: bandwidth against
-// block size on the left, p50 (dashed) and p99 (solid) latency on the
-// right, both on a log2 block-size axis, with ±1 sd error bars.
-func Write(w io.Writer, format, title string, series []Series) error {
+// Write draws series as format ("png" or "svg") to w: bandwidth against x
+// on the left, p50 (dashed) and p99 (solid) latency on the right, both on
+// a log2 x axis, with ±1 sd error bars.
+func Write(w io.Writer, format, title, x string, series []Series) error {
 	if len(series) == 0 {
 		return ErrNoData
 	}
 	if title != "" {
 		title += ": "
 	}
-	bw, err := panel(title+"bandwidth", "bandwidth (MB/s)", false)
+	bw, err := panel(title+"bandwidth", x, "bandwidth (MB/s)", false)
 	if err != nil {
 		return err
 	}
-	lat, err := panel("latency per read", "µs (p99 solid, p50 dashed)", true)
+	lat, err := panel("latency per read", x, "µs (p99 solid, p50 dashed)", true)
 	if err != nil {
 		return err
 	}
@@ -80,6 +81,13 @@ func Write(w io.Writer, format, title string, series []Series) error {
 		widen(&p.X)
 	}
 	widen(&lat.Y)
+	if math.IsInf(lat.Y.Min, 0) || lat.Y.Min <= 0 {
+		// No series had a latency (a peer that reports none): an empty
+		// panel, with an axis a log scale can draw.
+		lat.Y.Min, lat.Y.Max = 1, 10
+		lat.X.Min, lat.X.Max = bw.X.Min, bw.X.Max
+		lat.Title.Text += " (none reported)"
+	}
 
 	var c interface {
 		vg.CanvasSizer
@@ -105,13 +113,13 @@ func Write(w io.Writer, format, title string, series []Series) error {
 	return err
 }
 
-func panel(title, ylabel string, logY bool) (*gplot.Plot, error) {
+func panel(title, x, ylabel string, logY bool) (*gplot.Plot, error) {
 	p := gplot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "block size"
+	p.X.Label.Text = strings.ReplaceAll(x, "_", " ")
 	p.Y.Label.Text = ylabel
 	p.X.Scale = gplot.LogScale{}
-	p.X.Tick.Marker = pow2Ticks{}
+	p.X.Tick.Marker = pow2Ticks{sizes: results.ParamByName(x).Kind == results.KindSize}
 	p.Y.Tick.Marker = plainTicks{}
 	if logY {
 		p.Y.Scale = gplot.LogScale{}
@@ -149,7 +157,7 @@ func addLine(p *gplot.Plot, s Series, col interface{ RGBA() (r, g, b, a uint32) 
 		if _, isLog := p.Y.Scale.(gplot.LogScale); isLog && st.Mean-low <= 0 {
 			low = st.Mean * 0.999
 		}
-		d.XYs = append(d.XYs, plotter.XY{X: float64(pt.BlockSize), Y: st.Mean})
+		d.XYs = append(d.XYs, plotter.XY{X: float64(pt.X), Y: st.Mean})
 		d.YErrors = append(d.YErrors, struct{ Low, High float64 }{low, st.SD})
 	}
 	if len(d.XYs) == 0 {
@@ -207,11 +215,14 @@ func (plainTicks) Ticks(lo, hi float64) []gplot.Tick {
 	return ticks
 }
 
-// pow2Ticks labels every power of two on a log2 block-size axis, thinned
-// to at most about eight labels, in binary units.
-type pow2Ticks struct{}
+// pow2Ticks labels every power of two on a log2 x axis, thinned to at most
+// about eight labels, in binary units for sizes.
+type pow2Ticks struct{ sizes bool }
 
-func (pow2Ticks) Ticks(min, max float64) []gplot.Tick {
+func (pt pow2Ticks) Ticks(min, max float64) []gplot.Tick {
+	if !(min > 0) || math.IsInf(max, 0) {
+		return nil // no range a log axis can draw
+	}
 	lo := int(math.Floor(math.Log2(min)))
 	hi := int(math.Ceil(math.Log2(max)))
 	step := 1
@@ -226,7 +237,10 @@ func (pow2Ticks) Ticks(min, max float64) []gplot.Tick {
 		}
 		t := gplot.Tick{Value: v}
 		if (e-lo)%step == 0 {
-			t.Label = results.FormatSize(int64(v))
+			t.Label = strconv.FormatInt(int64(v), 10)
+			if pt.sizes {
+				t.Label = results.FormatSize(int64(v))
+			}
 		}
 		ticks = append(ticks, t)
 	}

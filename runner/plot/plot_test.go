@@ -28,7 +28,7 @@ func fixture(t *testing.T) []results.Row {
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*math.Max(1, math.Abs(b)) }
 
 func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
-	series := Build(fixture(t))
+	series := mustBuild(t, fixture(t))
 	type want struct {
 		bs         int64
 		n          int
@@ -63,8 +63,8 @@ func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
 		}
 		for j, w := range c.points {
 			p := s.Points[j]
-			if p.BlockSize != w.bs || p.N != w.n {
-				t.Errorf("%s point %d: block size %d from %d runs, want %d from %d", s.Label, j, p.BlockSize, p.N, w.bs, w.n)
+			if p.X != w.bs || p.N != w.n {
+				t.Errorf("%s point %d: block size %d from %d runs, want %d from %d", s.Label, j, p.X, p.N, w.bs, w.n)
 			}
 			for _, f := range []struct {
 				what string
@@ -77,7 +77,7 @@ func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
 				{"p99", p.LatP99Us, w.p99, w.p99SD},
 			} {
 				if !near(f.got.Mean, f.mean) || !near(f.got.SD, f.sd) {
-					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, results.FormatSize(p.BlockSize), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
+					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, results.FormatSize(p.X), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
 				}
 			}
 		}
@@ -107,7 +107,7 @@ func TestSplitOnlyByParametersIndependentOfBlockSize(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var labels []string
-			for _, s := range Build(c.rows) {
+			for _, s := range mustBuild(t, c.rows) {
 				labels = append(labels, s.Label)
 			}
 			if strings.Join(labels, "|") != strings.Join(c.labels, "|") {
@@ -118,11 +118,11 @@ func TestSplitOnlyByParametersIndependentOfBlockSize(t *testing.T) {
 }
 
 func TestWriteFilePNGAndSVG(t *testing.T) {
-	series := Build(fixture(t))
+	series := mustBuild(t, fixture(t))
 	dir := t.TempDir()
 
 	pngPath := filepath.Join(dir, "chart.png")
-	if err := WriteFile(pngPath, "fixture", series); err != nil {
+	if err := WriteFile(pngPath, "fixture", "block_size", series); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(pngPath)
@@ -139,7 +139,7 @@ func TestWriteFilePNGAndSVG(t *testing.T) {
 	}
 
 	svgPath := filepath.Join(dir, "chart.svg")
-	if err := WriteFile(svgPath, "fixture", series); err != nil {
+	if err := WriteFile(svgPath, "fixture", "block_size", series); err != nil {
 		t.Fatal(err)
 	}
 	svg, err := os.ReadFile(svgPath)
@@ -156,10 +156,10 @@ func TestWriteFilePNGAndSVG(t *testing.T) {
 
 func TestWriteFileRefusesWhatItCannotDraw(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteFile(filepath.Join(dir, "chart.pdf"), "", Build(fixture(t))); !errors.Is(err, ErrFormat) {
+	if err := WriteFile(filepath.Join(dir, "chart.pdf"), "", "block_size", mustBuild(t, fixture(t))); !errors.Is(err, ErrFormat) {
 		t.Errorf("pdf: %v, want ErrFormat", err)
 	}
-	if err := WriteFile(filepath.Join(dir, "chart.png"), "", nil); !errors.Is(err, ErrNoData) {
+	if err := WriteFile(filepath.Join(dir, "chart.png"), "", "block_size", nil); !errors.Is(err, ErrNoData) {
 		t.Errorf("no series: %v, want ErrNoData", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
@@ -171,7 +171,7 @@ func TestOneBlockSizeStillDraws(t *testing.T) {
 	bw, lat := 10.0, 5.0
 	rows := []results.Row{{Status: results.StatusOK, Params: map[string]string{"block_size": "4096"}, BandwidthMBs: &bw, LatP50Us: &lat, LatP99Us: &lat}}
 	var buf bytes.Buffer
-	if err := Write(&buf, "svg", "", Build(rows)); err != nil || buf.Len() == 0 {
+	if err := Write(&buf, "svg", "", "block_size", mustBuild(t, rows)); err != nil || buf.Len() == 0 {
 		t.Fatalf("%v (%d bytes)", err, buf.Len())
 	}
 }
@@ -196,5 +196,35 @@ func TestPlainTicks(t *testing.T) {
 		if got := strings.Join(labels, " "); got != c.want {
 			t.Errorf("ticks %v..%v = %q, want %q", c.lo, c.hi, got, c.want)
 		}
+	}
+}
+
+func mustBuild(t *testing.T, rows []results.Row) []Series {
+	t.Helper()
+	s, err := Build(rows, "block_size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Along clients, as docs/scale.md draws a fan-in's knee: the aggregate and
+// the client rows are two series, block size is not the axis.
+func TestAlongClients(t *testing.T) {
+	row := func(scope string, k int, bw float64) results.Row {
+		return results.Row{Status: results.StatusOK, Scope: scope, BandwidthMBs: &bw,
+			Params: map[string]string{"block_size": "65536", "clients": fmt.Sprint(k)}}
+	}
+	rows := []results.Row{row("client", 1, 100), row("aggregate", 1, 100), row("client", 2, 90), row("client", 2, 90), row("aggregate", 2, 180)}
+	series, err := Build(rows, "clients")
+	if err != nil || len(series) != 2 || series[1].Label != "scope=aggregate" || series[1].Points[1].X != 2 || series[1].Points[1].BandwidthMBs.Mean != 180 {
+		t.Fatalf("%+v %v", series, err)
+	}
+	if _, err := Build(rows, "pattern"); !errors.Is(err, ErrX) {
+		t.Fatalf("x = pattern: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", "", "clients", series); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,16 +1,20 @@
-// Package plot draws a CSV of runs as two panels against block size:
+// Package plot draws a CSV of runs as two panels against a numeric
+// parameter, block size by default (clients, to find a fan-in's knee):
 // bandwidth, and p50 and p99 latency, each with error bars from the
 // repeats.
 //
 // The rows split into series by every parameter that varies independently
-// of block size (transport, cache, queue depth, …). A parameter that varies
-// only with block size, such as file_size zipped with it, is a property of
-// the x axis, not a series: it is the same for every row at a given block
-// size, so splitting by it would give one point per series.
+// of the x axis (transport, cache, queue depth, scope, …). A parameter that
+// varies only with it, such as file_size zipped with block size, is a
+// property of the x axis, not a series: it is the same for every row at a
+// given x, so splitting by it would give one point per series.
 package plot
 
 import (
+	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,7 +23,7 @@ import (
 )
 
 // Series is one line of the chart: the rows that share every splitting
-// parameter, as one Point per block size in increasing order.
+// parameter, as one Point per x value in increasing order.
 type Series struct {
 	// Label names the series by its splitting parameters,
 	// "transport=tcp cache=warm"; it is "all runs" when nothing splits.
@@ -31,10 +35,10 @@ type Series struct {
 // Param is one splitting parameter's value in a series.
 type Param struct{ Name, Value string }
 
-// Point is one block size of a series: the mean over its ok rows and the
+// Point is one x value of a series: the mean over its ok rows and the
 // sample standard deviation (0 with one row), which the error bars show.
 type Point struct {
-	BlockSize    int64
+	X            int64
 	N            int // ok rows averaged
 	BandwidthMBs Stat
 	LatP50Us     Stat
@@ -45,32 +49,50 @@ type Point struct {
 type Stat = summary.Stat
 
 // params are the columns that may split series, in label order: the
-// summary's, but block size, which is the x axis.
-var params = func() []summary.Param {
+// summary's, but the x axis.
+func params(x string) []summary.Param {
 	var ps []summary.Param
 	for _, p := range summary.Params {
-		if p.Name != "block_size" {
+		if p.Name != x {
 			ps = append(ps, p)
 		}
 	}
 	return ps
-}()
+}
 
-// Build turns rows into series. Only ok rows with a measurement count;
-// failed rows are left out. Series are ordered by first appearance in
-// rows, points by block size.
-func Build(rows []results.Row) []Series {
+// ErrX is returned for an x axis that is not a numeric parameter with a
+// column.
+var ErrX = errors.New("not a numeric parameter of the CSV")
+
+// XParams names the parameters the x axis may be.
+func XParams() []string {
+	var out []string
+	for _, c := range results.Columns {
+		if p := results.ColumnParam(c); p != nil && (p.Kind == results.KindSize || p.Kind == results.KindInt) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// Build turns rows into series along x (a name of XParams). Only ok rows
+// with a measurement count; failed rows are left out. Series are ordered
+// by first appearance in rows, points by x.
+func Build(rows []results.Row, x string) ([]Series, error) {
+	if !slices.Contains(XParams(), x) {
+		return nil, fmt.Errorf("%q: %w (one of %s)", x, ErrX, strings.Join(XParams(), ", "))
+	}
 	var ok []results.Row
 	for _, r := range rows {
 		if r.Status == results.StatusOK && r.BandwidthMBs != nil {
 			ok = append(ok, r)
 		}
 	}
-	split := splitting(ok)
+	split := splitting(ok, x)
 
 	type acc struct {
 		series Series
-		byBS   map[int64][]results.Row
+		byX    map[int64][]results.Row
 	}
 	var order []string
 	groups := map[string]*acc{}
@@ -89,23 +111,23 @@ func Build(rows []results.Row) []Series {
 			if l == "" {
 				l = "all runs"
 			}
-			g = &acc{series: Series{Label: l, Params: ps}, byBS: map[int64][]results.Row{}}
+			g = &acc{series: Series{Label: l, Params: ps}, byX: map[int64][]results.Row{}}
 			groups[key] = g
 			order = append(order, key)
 		}
-		g.byBS[r.ParamInt("block_size")] = append(g.byBS[r.ParamInt("block_size")], r)
+		g.byX[r.ParamInt(x)] = append(g.byX[r.ParamInt(x)], r)
 	}
 
 	var out []Series
 	for _, key := range order {
 		g := groups[key]
-		var sizes []int64
-		for bs := range g.byBS {
-			sizes = append(sizes, bs)
+		var xs []int64
+		for v := range g.byX {
+			xs = append(xs, v)
 		}
-		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
-		for _, bs := range sizes {
-			rs := g.byBS[bs]
+		sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+		for _, xv := range xs {
+			rs := g.byX[xv]
 			var bw, p50, p99 []float64
 			for _, r := range rs {
 				bw = append(bw, *r.BandwidthMBs)
@@ -113,30 +135,30 @@ func Build(rows []results.Row) []Series {
 				p99 = append(p99, deref(r.LatP99Us))
 			}
 			g.series.Points = append(g.series.Points, Point{
-				BlockSize: bs, N: len(rs),
+				X: xv, N: len(rs),
 				BandwidthMBs: summary.MeanSD(bw), LatP50Us: summary.MeanSD(p50), LatP99Us: summary.MeanSD(p99),
 			})
 		}
 		out = append(out, g.series)
 	}
-	return out
+	return out, nil
 }
 
 // splitting returns the parameters that take more than one value and are
-// not a function of block size: some block size sees two of their values.
-func splitting(rows []results.Row) []summary.Param {
+// not a function of x: some x value sees two of their values.
+func splitting(rows []results.Row, x string) []summary.Param {
 	var out []summary.Param
-	for _, p := range params {
+	for _, p := range params(x) {
 		seen := map[string]bool{}
-		atBS := map[int64]string{}
+		atX := map[int64]string{}
 		independent := false
 		for _, r := range rows {
 			v := p.Value(r)
 			seen[v] = true
-			if prev, ok := atBS[r.ParamInt("block_size")]; ok && prev != v {
+			if prev, ok := atX[r.ParamInt(x)]; ok && prev != v {
 				independent = true
 			}
-			atBS[r.ParamInt("block_size")] = v
+			atX[r.ParamInt(x)] = v
 		}
 		if len(seen) > 1 && independent {
 			out = append(out, p)

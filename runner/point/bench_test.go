@@ -15,6 +15,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/testhosts"
@@ -67,7 +68,11 @@ sweep:
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { host.Close() })
-		if _, err := deploy.Deploy(ctx, host, node, p.Node.RemotePath); err != nil {
+		facts, err := hostfacts.Collect(ctx, host, hostfacts.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := deploy.Deploy(ctx, host, node, p.Node.RemotePath, facts.Arch); err != nil {
 			t.Fatal(err)
 		}
 		return host
@@ -77,17 +82,18 @@ sweep:
 		t.Fatal(err)
 	}
 	defer csv.Close()
-	r := &point.Runner{Plan: p, RunID: "bench", LogDir: dir,
-		Server: role.Target{Role: "server", Host: dial(a), Label: "server", NodePath: p.Node.RemotePath},
-		Client: role.Target{Role: "client", Host: dial(b), Label: "client", NodePath: p.Node.RemotePath}}
+	r := &point.Runner{Plan: p, RunID: "bench", LogDir: dir, Targets: []role.Target{
+		{Role: "server", Host: dial(a), Label: "server", NodePath: p.Node.RemotePath},
+		{Role: "client", Host: dial(b), Label: "client", NodePath: p.Node.RemotePath}}}
 
 	var ready, toClient, measured, toRow, overhead []time.Duration
 	for i, pt := range pts {
 		start := time.Now()
-		row, tm, err := r.Run(ctx, pt, 1)
-		if err != nil || row.Status != results.StatusOK {
-			t.Fatalf("point %d: %v %s", i, err, row.Error)
+		rows, tm, err := r.Run(ctx, pt, 1)
+		if err != nil || rows[0].Status != results.StatusOK {
+			t.Fatalf("point %d: %v %+v", i, err, rows)
 		}
+		row := rows[0]
 		returned := time.Now()
 		if err := csv.Append(row); err != nil {
 			t.Fatal(err)

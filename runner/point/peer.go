@@ -27,8 +27,11 @@ func isPeer(pt plan.Point) bool { return pt.Values.Str("workload") != "node" }
 
 // runPeer runs one repetition of a peer point: its roles, then its
 // report read into the row.
-func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time.Time, row results.Row) (results.Row, Timing, error) {
+func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time.Time) (results.Row, Timing, error) {
 	name := pt.Values.Str("workload")
+	srvT, cliT := r.peerTargets(pt)
+	row := r.baseRow(pt, rep, start, srvT, cliT)
+	row.Scope = results.ScopeClient
 	fail := func(err error) (results.Row, Timing, error) {
 		row.Status, row.Error = results.StatusFailed, err.Error()
 		return row, Timing{Wall: time.Since(start)}, nil
@@ -38,9 +41,9 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 		return fail(err)
 	}
 	if name == peer.Fio {
-		row.ClientHost = r.Server.Host.Name() // fio reads on the server's host
+		row.ClientHost = srvT.Host.Name() // fio reads on the server's host
 	}
-	reports, tm, err := r.run(ctx, roles, results.Control{}, r.logBase(pt, rep))
+	reports, tm, err := r.run(ctx, roles, results.Control{}, r.logBase(pt, rep), nil)
 	if err != nil {
 		if ready := reports[0].Ready; ready != nil { // fio's prepare got this far
 			row.SetReady(ready)
@@ -86,77 +89,77 @@ func setPeerResult(row *results.Row, res peer.Result) {
 // step done), then fio on the same host, reading that file.
 func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 	name := pt.Values.Str("workload")
+	srvT, cliT := r.peerTargets(pt)
+	srvCPUs, cliCPUs := pt.Hosts.Server().CPUs, pt.Hosts.Client().CPUs
 	build := func(t role.Target) (peer.Commands, error) {
 		p := peer.FromValues(pt.For(t.Role))
-		p.ServerAddr = pt.Hosts.Server.DataAddress
+		p.ServerAddr = pt.Hosts.Server().DataAddress
 		p.OutDir = r.reportDir(t)
 		return peer.Build(name, p)
 	}
-	srv, err := build(r.Server)
+	srv, err := build(srvT)
 	if err != nil {
-		return nil, r.Server.Wrap(role.Start, err)
+		return nil, srvT.Wrap(role.Start, err)
 	}
-	fixed := func(t role.Target, argv []string) func(map[string]*results.Ready) []string {
-		return func(map[string]*results.Ready) []string { return r.toolArgv(pt, t, argv) }
+	fixed := func(cpus string, argv []string) func(map[string]*results.Ready) []string {
+		return func(map[string]*results.Ready) []string { return r.toolArgv(cpus, argv) }
 	}
 	if name == peer.Fio {
-		t := role.Target{Role: r.Client.Role, Host: r.Server.Host, Label: fmt.Sprintf("fio (%s)", r.Server.Host.Name()), NodePath: r.Server.NodePath}
+		t := role.Target{Role: cliT.Role, Host: srvT.Host, Label: fmt.Sprintf("fio (%s)", srvT.Host.Name()), NodePath: srvT.NodePath}
 		return []Role{
 			{
-				Target: r.Server,
+				Target: srvT,
 				Argv: func(map[string]*results.Ready) []string {
-					return r.prepareArgv(pt)
+					return r.prepareArgv(pt, srvT, srvCPUs)
 				},
 				Ready:  OnReadyEvent,
 				Output: OutputExit,
 			},
-			{Target: t, WaitsFor: []string{r.Server.Role}, Tool: name, Argv: fixed(t, srv.Client), Ready: OnStart, Output: OutputStdout},
+			{Target: t, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(srvCPUs, srv.Client), Ready: OnStart, Output: OutputStdout},
 		}, nil
 	}
-	cli, err := build(r.Client)
+	cli, err := build(cliT)
 	if err != nil {
-		return nil, r.Client.Wrap(role.Start, err)
+		return nil, cliT.Wrap(role.Start, err)
 	}
-	server := Role{Target: r.Server, Tool: name, Argv: fixed(r.Server, srv.Server), Ready: OnListening, Port: srv.ReadyPort, Output: OutputExit}
+	server := Role{Target: srvT, Tool: name, Argv: fixed(srvCPUs, srv.Server), Ready: OnListening, Port: srv.ReadyPort, Output: OutputExit}
 	if srv.ServerReport != "" {
 		server.Output, server.Report = OutputFile, srv.ServerReport
 	}
-	client := Role{Target: r.Client, WaitsFor: []string{r.Server.Role}, Tool: name, Argv: fixed(r.Client, cli.Client), Ready: OnStart, Output: OutputStdout}
+	client := Role{Target: cliT, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(cliCPUs, cli.Client), Ready: OnStart, Output: OutputStdout}
 	if cli.ClientReport != "" {
 		client.Output, client.Report = OutputFile, cli.ClientReport
 	}
 	return []Role{server, client}, nil
 }
 
+// peerTargets are the server's and the client's targets: a peer point has
+// one of each (validate refuses several clients with a peer).
+func (r *Runner) peerTargets(pt plan.Point) (srv, cli role.Target) {
+	roles := pt.Hosts.Roles()
+	return r.target(roles[0].Name), r.target(roles[len(roles)-1].Name)
+}
+
 // prepareArgv is node prepare's command line: serve's file parameters from
 // the table, over tcp (nothing is registered: fio reads the file itself).
-func (r *Runner) prepareArgv(pt plan.Point) []string {
-	t := r.Server
+func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string {
 	v := pt.For(t.Role)
 	argv := []string{t.NodePath, "prepare", "--transport", "tcp"}
 	for _, name := range []string{"file", "file_size", "create", "cache"} {
 		argv = append(argv, results.ParamByName(name).Argv("tcp", v)...)
 	}
 	argv = append(argv, "--control-stdin", "--deadline", r.deadline())
-	return pinned(r.cpusOf(pt, t), argv)
+	return pinned(cpus, argv)
 }
 
 // toolArgv runs a peer's argv under timeout(1) at node's own deadline,
 // since a tool does not stop when the runner's connection goes (node does,
 // on stdin's end): an ib_read_bw server left waiting would hold its port.
 // It is pinned as node would be, so both see the same CPUs.
-func (r *Runner) toolArgv(pt plan.Point, t role.Target, argv []string) []string {
+func (r *Runner) toolArgv(cpus string, argv []string) []string {
 	d, _ := time.ParseDuration(r.deadline())
 	secs := strconv.Itoa(int(math.Ceil(d.Seconds())))
-	return pinned(r.cpusOf(pt, t), append([]string{"timeout", secs}, argv...))
-}
-
-// cpusOf is the CPU list of t's host in pt.
-func (r *Runner) cpusOf(pt plan.Point, t role.Target) string {
-	if t.Role == r.Client.Role && t.Host == r.Client.Host {
-		return pt.Hosts.Client.CPUs
-	}
-	return pt.Hosts.Server.CPUs
+	return pinned(cpus, append([]string{"timeout", secs}, argv...))
 }
 
 // reportDir is where a peer on t writes a report file: beside node on a

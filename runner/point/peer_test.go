@@ -41,18 +41,19 @@ client: {queue_depth: 4, block_size: 256KiB, total: 64MiB}
 sweep: {matrix: {workload: [node, iperf3, fio]}}
 timeouts: {ready: 20s, accept: 20s, point: 60s}
 `)
-	var rows []results.Row
+	var all []results.Row
 	for _, pt := range pts {
-		row, tm, err := r.Run(context.Background(), pt, 1)
-		if err != nil || row.Status != results.StatusOK {
-			t.Fatalf("point %v: %v %s", pt.Swept, err, row.Error)
+		rows, tm, err := r.Run(context.Background(), pt, 1)
+		if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK {
+			t.Fatalf("point %v: %v %+v", pt.Swept, err, rows)
 		}
+		row := rows[0]
 		if tm.Measured <= 0 || *row.BandwidthMBs <= 0 || *row.Seconds <= 0 || (row.Verified != nil) != (row.Workload() == "node") {
 			t.Errorf("%s: row %+v timing %+v", row.Workload(), row, tm)
 		}
-		rows = append(rows, row)
+		all = append(all, row)
 	}
-	node, iperf, fio := rows[0], rows[1], rows[2]
+	node, iperf, fio := all[0], all[1], all[2]
 	if node.Workload() != "node" || node.CPUClient == nil || node.CPUServer == nil || *node.CPUClient <= 0 {
 		t.Errorf("node row: workload %q cpu %v %v", node.Workload(), node.CPUClient, node.CPUServer)
 	}
@@ -69,13 +70,13 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 	}
 	// iperf3's and fio's reports are in the logs.
 	logs, _ := filepath.Glob(filepath.Join(r.LogDir, "*-r1.client.log"))
-	var all strings.Builder
+	var logText strings.Builder
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
-		all.Write(b)
+		logText.Write(b)
 	}
 	for _, want := range []string{"timeout ", "iperf3 -c 127.0.0.1", `"sum_received"`, "fio --name=rdmasweep", `"jobs"`} {
-		if !strings.Contains(all.String(), want) {
+		if !strings.Contains(logText.String(), want) {
 			t.Errorf("client logs lack %q", want)
 		}
 	}
@@ -97,8 +98,12 @@ server: {file: %s/f.dat, file_size: 16MiB, create: true, port: `+fmt.Sprint(l.Ad
 workload: iperf3
 timeouts: {ready: 20s, accept: 20s, point: 60s}
 `)
-	row, _, err := r.Run(context.Background(), pts[0], 1)
-	if err != nil || row.Status != results.StatusFailed || !strings.HasPrefix(row.Error, "server (local): port ") || !strings.Contains(row.Error, "already in use") {
+	rows, _, err := r.Run(context.Background(), pts[0], 1)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %+v, %v", rows, err)
+	}
+	row := rows[0]
+	if row.Status != results.StatusFailed || !strings.HasPrefix(row.Error, "server (local): port ") || !strings.Contains(row.Error, "already in use") {
 		t.Fatalf("row %s %q, %v", row.Status, row.Error, err)
 	}
 }
@@ -117,7 +122,7 @@ func TestRunReadsReportFiles(t *testing.T) {
 		Ready: OnStart, Output: OutputFile, Report: report,
 	}}
 	base := filepath.Join(r.LogDir, "x")
-	reports, _, err := r.run(context.Background(), roles, results.Control{}, base)
+	reports, _, err := r.run(context.Background(), roles, results.Control{}, base, nil)
 	if err != nil || string(reports[0].Output) != `{"a":1}` {
 		t.Fatalf("report %q, %v", reports[0].Output, err)
 	}
@@ -129,7 +134,7 @@ func TestRunReadsReportFiles(t *testing.T) {
 	}
 	// A tool that exits cleanly without writing it fails the role, named.
 	roles[0].Argv = func(map[string]*results.Ready) []string { return []string{"true"} }
-	_, _, err = r.run(context.Background(), roles, results.Control{}, base)
+	_, _, err = r.run(context.Background(), roles, results.Control{}, base, nil)
 	if err == nil || !strings.Contains(err.Error(), "server (local): sh exited, but its report") {
 		t.Fatalf("missing report: %v", err)
 	}

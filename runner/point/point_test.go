@@ -43,11 +43,9 @@ func localRunner(t *testing.T, text string) (*Runner, []plan.Point, *recorder) {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	r := &Runner{
-		Plan: p, RunID: "t", LogDir: dir,
-		Server:  role.Target{Role: "server", Host: remote.Local{}, Label: "server (local)", NodePath: node},
-		Client:  role.Target{Role: "client", Host: remote.Local{}, Label: "client (local)", NodePath: node},
-		Started: rec.started, Exited: rec.exited,
+	r := &Runner{Plan: p, RunID: "t", LogDir: dir, Started: rec.started, Exited: rec.exited}
+	for _, rl := range p.Hosts.Roles() {
+		r.Targets = append(r.Targets, role.Target{Role: rl.Name, Host: remote.Local{}, Label: rl.Name + " (local)", NodePath: node})
 	}
 	return r, pts, rec
 }
@@ -94,10 +92,11 @@ sweep: {zip: {block_size: [64KiB, 4KiB]}}
 timeouts: {ready: 20s, accept: 20s, point: 60s}
 `)
 	for _, pt := range pts {
-		row, tm, err := r.Run(context.Background(), pt, 1)
-		if err != nil || row.Status != results.StatusOK {
-			t.Fatalf("point %v: %v %s", pt.Swept, err, row.Error)
+		rows, tm, err := r.Run(context.Background(), pt, 1)
+		if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK {
+			t.Fatalf("point %v: %v %+v", pt.Swept, err, rows)
 		}
+		row := rows[0]
 		if row.ParamInt("block_size") != pt.Values.Int("block_size") || row.Transport() != "tcp" || row.Param("registration") != "" ||
 			*row.Bytes != 1<<20 || !*row.Verified || row.CachedFraction == nil || tm.Measured <= 0 || tm.Wall < tm.Measured {
 			t.Errorf("row %+v timing %+v", row, tm)
@@ -116,12 +115,12 @@ hosts: {server: {address: local}, client: {address: local}}
 server: {file: %s/missing.dat, file_size: 1MiB}
 timeouts: {ready: 20s, accept: 20s, point: 60s}
 `)
-	row, _, err := r.Run(context.Background(), pts[0], 1)
-	if err != nil {
-		t.Fatal(err)
+	rows, _, err := r.Run(context.Background(), pts[0], 1)
+	if err != nil || len(rows) != 1 {
+		t.Fatal(err, rows)
 	}
-	if row.Status != results.StatusFailed || !strings.HasPrefix(row.Error, "server (local): ") || !strings.Contains(row.Error, "missing.dat") {
-		t.Fatalf("row error %q", row.Error)
+	if row := rows[0]; row.Status != results.StatusFailed || !strings.HasPrefix(row.Error, "server (local): ") || !strings.Contains(row.Error, "missing.dat") {
+		t.Fatalf("row error %q", rows[0].Error)
 	}
 	if l := rec.leftover(); l != "" {
 		t.Errorf("nodes left: %s", l)
@@ -158,5 +157,97 @@ func TestStages(t *testing.T) {
 	}
 	if got := fmt.Sprint(stages(roles)); got != "[[1] [0 2]]" {
 		t.Errorf("stages %s", got)
+	}
+}
+
+// Fan-in in process: three clients on this machine read one server at
+// once after the start barrier; three client rows, then the aggregate.
+func TestRunFanIn(t *testing.T) {
+	r, pts, rec := localRunner(t, `name: t
+hosts:
+  server: {address: local}
+  client: [{address: local}, {address: local}, {address: local}]
+server: {file: %s/f.dat, file_size: 4MiB, create: true, cache: warm}
+client: {block_size: 64KiB, queue_depth: 4, duration: 1s, verify: true}
+sweep: {matrix: {clients: [1, 3]}}
+timeouts: {ready: 20s, accept: 20s, point: 60s}
+`)
+	var series []string
+	var mu sync.Mutex
+	r.Series = func(pt plan.Point, rep int, tg role.Target, iv *results.Interval) {
+		mu.Lock()
+		series = append(series, tg.Role)
+		mu.Unlock()
+	}
+	for _, pt := range pts {
+		rows, _, err := r.Run(context.Background(), pt, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := pt.Clients()
+		if len(rows) != k+1 {
+			t.Fatalf("%d clients: %d rows, want a row per client and the aggregate", k, len(rows))
+		}
+		var sum float64
+		shortest := 1e9
+		for i, row := range rows {
+			if row.Status != results.StatusOK || row.Param("clients") != fmt.Sprint(k) {
+				t.Fatalf("row %d: %+v", i, row)
+			}
+			if i < k {
+				if row.Scope != results.ScopeClient || !*row.Verified {
+					t.Errorf("client row %d: scope %q", i, row.Scope)
+				}
+				sum += *row.BandwidthMBs
+				shortest = min(shortest, *row.Seconds)
+				continue
+			}
+			if row.Scope != results.ScopeAggregate || row.StartSkewS == nil || *row.StartSkewS < 0 || *row.StartSkewS > 0.5 {
+				t.Errorf("aggregate row: scope %q, skew %v", row.Scope, row.StartSkewS)
+			}
+			// In their common window the clients read at about their
+			// rates added up; never more than 1.2 × that.
+			if bw := *row.BandwidthMBs; bw <= 0 || bw > 1.2*sum || *row.Seconds > shortest || *row.Seconds < 0.5 || *row.LatP99Us < *row.LatP50Us {
+				t.Errorf("aggregate %.1f MB/s over %.3f s, the clients' sum %.1f", bw, *row.Seconds, sum)
+			}
+		}
+	}
+	if l := rec.leftover(); l != "" {
+		t.Errorf("nodes left: %s", l)
+	}
+	if len(series) < 30 {
+		t.Errorf("%d intervals reported; want about 10 per client per point", len(series))
+	}
+}
+
+func TestAggregate(t *testing.T) {
+	const s = int64(1e9)
+	mk := func(start int64, secs float64, perInterval ...int64) *Report {
+		h := &results.Histogram{}
+		var ivs []*results.Interval
+		var reads int64
+		for i, n := range perInterval {
+			ivs = append(ivs, &results.Interval{StartUnixNs: start + int64(i)*s, Seconds: 1, Reads: n, Bytes: n * 10})
+			reads += n
+			for range n {
+				h.Record(1000)
+			}
+		}
+		return &Report{Result: &results.Result{StartUnixNs: start, Seconds: secs, Reads: reads, Bytes: reads * 10, Histogram: h, Verified: true}, Intervals: ivs}
+	}
+	// Two clients, 4 s each, the second starting 1 s later: the window is
+	// 3 s (from 1001 s to 1004 s), holding intervals 1-3 of the first and
+	// 0-2 of the second.
+	a, b := mk(1000*s, 4, 1, 2, 3, 4), mk(1001*s, 4, 10, 20, 30, 40)
+	var row results.Row
+	if err := aggregate(&row, []*Report{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if *row.Seconds != 3 || *row.StartSkewS != 1 || *row.Bytes != (2+3+4+10+20+30)*10 || *row.IOPS != (2+3+4+10+20+30)/3.0 {
+		t.Fatalf("window %v s, skew %v, bytes %v, iops %v", *row.Seconds, *row.StartSkewS, *row.Bytes, *row.IOPS)
+	}
+	c := mk(1010*s, 1, 5)
+	if err := aggregate(&row, []*Report{a, c}); err == nil || !strings.Contains(err.Error(), "do not overlap") {
+		t.Fatalf("disjoint phases: %v", err)
 	}
 }

@@ -25,6 +25,10 @@ type Role struct {
 	Argv func(ready map[string]*results.Ready) []string
 	// Ready is what makes the role ready.
 	Ready Readiness
+	// Barrier holds the role at the start barrier: once every role of its
+	// stage is ready, each is sent a go control line, so all start their
+	// reads together (node read --barrier).
+	Barrier bool
 	// Output is the event the role must print before a clean exit, and
 	// what it gives the row: results.TypeResult (node read's measurement)
 	// or results.TypeDone (node serve's statistics); for a tool, one of
@@ -75,11 +79,12 @@ const (
 
 // Report is what one role said.
 type Report struct {
-	Target  role.Target
-	Started *results.Started
-	Ready   *results.Ready
-	Result  *results.Result
-	Done    *results.Done
+	Target    role.Target
+	Started   *results.Started
+	Ready     *results.Ready
+	Result    *results.Result
+	Intervals []*results.Interval // what it read, interval by interval
+	Done      *results.Done
 	// Output is a tool's report: its stdout (OutputStdout) or its report
 	// file (OutputFile).
 	Output []byte
@@ -107,9 +112,9 @@ const blameWindow = time.Second
 // complete or not, and a *role.Error naming the role that failed, or
 // ErrInterrupted. Whatever happens, every role is stopped before it
 // returns.
-func (r *Runner) run(ctx context.Context, roles []Role, control results.Control, logBase string) ([]*Report, Timing, error) {
+func (r *Runner) run(ctx context.Context, roles []Role, control results.Control, logBase string, series func(Role, *results.Interval)) ([]*Report, Timing, error) {
 	x := &execution{
-		r: r, ctx: ctx, roles: roles, control: control, logBase: logBase, start: time.Now(),
+		r: r, ctx: ctx, roles: roles, control: control, logBase: logBase, start: time.Now(), series: series,
 		procs:   make([]*proc, len(roles)),
 		reports: make([]*Report, len(roles)),
 		exited:  make([]bool, len(roles)),
@@ -137,6 +142,7 @@ type execution struct {
 	control results.Control
 	logBase string
 	start   time.Time
+	series  func(Role, *results.Interval)
 
 	procs   []*proc
 	reports []*Report
@@ -164,6 +170,7 @@ func (x *execution) steps() error {
 		if err := x.await(stage); err != nil {
 			return err
 		}
+		x.release(stage)
 	}
 	for slices.Contains(x.exited, false) {
 		if err := x.next(); err != nil {
@@ -237,6 +244,16 @@ func (x *execution) await(stage []int) error {
 	return nil
 }
 
+// release sends go to the stage's roles held at the barrier, all ready.
+func (x *execution) release(stage []int) {
+	for _, i := range stage {
+		if x.roles[i].Barrier {
+			// A failed write means node is gone; its exit says why.
+			_, _ = x.procs[i].p.Stdin().Write([]byte(`{"go":true}` + "\n"))
+		}
+	}
+}
+
 func (x *execution) isReady(i int) bool {
 	_, ok := x.ready[x.roles[i].Target.Role]
 	return ok
@@ -289,6 +306,11 @@ func (x *execution) next() error {
 		}
 	case *results.Result:
 		rep.Result, x.resultAt = ev, time.Now()
+	case *results.Interval:
+		rep.Intervals = append(rep.Intervals, ev)
+		if x.series != nil {
+			x.series(x.roles[i], ev)
+		}
 	case *results.Done:
 		rep.Done = ev
 	}

@@ -1,3 +1,10 @@
+// Package preflight decides, before an exec, whether a plan can run on its
+// hosts: it judges each host's facts (runner/hostfacts) against what the
+// plan needs of it, giving one table cell per check and a Problem, with a
+// one-line hint, for everything that would make the plan fail.
+//
+// The data path and the RDMA probe need both roles at once and are run by
+// the runner with node itself; this package only judges facts.
 package preflight
 
 import (
@@ -7,6 +14,17 @@ import (
 	"strings"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/hostfacts"
+)
+
+// Facts are what one host says about itself.
+type Facts = hostfacts.Facts
+
+// Device, Port and GID are node's own types for `node devices --json`.
+type (
+	Device = results.Device
+	Port   = results.Port
+	GID    = results.GID
 )
 
 // Problem is one thing that would make the plan fail.
@@ -14,6 +32,9 @@ type Problem struct {
 	Check string // the table column: "node", "rdma", "file", "memlock", …
 	Msg   string // one line, lowercase
 	Hint  string // one line: what to do
+	// Whole marks a Msg that says what failed by itself ("cannot collect
+	// facts: …"): it is shown as it is, without Check before it.
+	Whole bool
 }
 
 // Need is what the plan asks of one role's host.
@@ -182,7 +203,7 @@ func pickGID(p *Port, n Need) (*GID, string) {
 	return g, fmt.Sprintf("%d %s (%s, auto)", g.Index, g.GID, g.Type)
 }
 
-func judgeFile(ff *FileFacts, n Need, add func(check, hint, format string, args ...any)) string {
+func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, args ...any)) string {
 	if ff == nil {
 		add("file", "check that sh, stat and df work on the server", "nothing known about the server's file")
 		return "unknown"
@@ -198,7 +219,7 @@ func judgeFile(ff *FileFacts, n Need, add func(check, hint, format string, args 
 	need := n.FileSize
 	switch {
 	case ff.Exists && !ff.Sidecar && n.Create:
-		add("file", "point server.file at a new path, or set server.create: false to serve it as it is", "%s exists and was not made by rdmasweep (no %s sidecar); node will not overwrite it", ff.Path, SidecarSuffix)
+		add("file", "point server.file at a new path, or set server.create: false to serve it as it is", "%s exists and was not made by rdmasweep (no %s sidecar); node will not overwrite it", ff.Path, results.SidecarSuffix)
 		return fmt.Sprintf("exists %s, not ours%s", sizeText(ff.Size), free)
 	case ff.Exists && ff.Size >= need:
 		return fmt.Sprintf("exists %s%s", sizeText(ff.Size), free)

@@ -3,6 +3,8 @@ package preflight
 import (
 	"strings"
 	"testing"
+
+	"rdmasweep/runner/hostfacts"
 )
 
 // roce is a host with one active RoCE port holding a link-local GID and
@@ -10,7 +12,7 @@ import (
 func roce() Facts {
 	return Facts{
 		Arch: "x86_64", Kernel: "6.1.0", UID: 1000, Memlock: "65536",
-		Node: NodeFacts{Present: true, Version: "v1", SHA256: "abc", Transports: []string{"rdma", "tcp"}},
+		Node: hostfacts.Node{Present: true, Version: "v1", SHA256: "abc", Transports: []string{"rdma", "tcp"}},
 		Devices: []Device{{Name: "rxe0", MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, ODP: false, Ports: []Port{{
 			Port: 1, State: "ACTIVE", LinkLayer: "Ethernet", ActiveMTU: 1024, RateGbps: 10,
 			GIDs: []GID{
@@ -20,7 +22,7 @@ func roce() Facts {
 				{Index: 3, GID: "::ffff:198.51.100.10", Type: "RoCE v2"},
 			},
 		}}}},
-		File: &FileFacts{Path: "/data/f", DirExists: true, DirWritable: true, FSType: "ext4", AvailBytes: 10 << 30},
+		File: &hostfacts.File{Path: "/data/f", DirExists: true, DirWritable: true, FSType: "ext4", AvailBytes: 10 << 30},
 	}
 }
 
@@ -104,20 +106,5 @@ func TestClientPrefersIPv4MappedGIDWithoutAddress(t *testing.T) {
 	v := Judge(f, Need{Role: "client", Transport: "rdma", NodeSHA256: "abc"})
 	if !strings.Contains(v.RDMA, "gid 3 ") || v.File != "-" || len(v.Problems) != 0 {
 		t.Errorf("client: %+v", v)
-	}
-}
-
-func TestParse(t *testing.T) {
-	out := "arch\tx86_64\nkernel\t6.1.0\nuid\t0\nmemlock\tunlimited\nnode_present\tyes\n" +
-		"node_version\t{\"version\":\"v2\",\"transports\":[\"tcp\"]}\n" +
-		"node_devices\t{\"type\":\"error\",\"message\":\"rdma transport not built in\"}\n" +
-		"node_sha256\tdeadbeef\nfile_exists\tyes\nfile_size\t4096\nsidecar\tyes\ndir_exists\tyes\nfs_type\ttmpfs\navail_kib\t2048\n"
-	f := parse([]byte(out))
-	if f.Arch != "x86_64" || f.UID != 0 || f.Memlock != "unlimited" || f.Node.Version != "v2" || f.Node.SHA256 != "deadbeef" ||
-		f.DevicesError != "rdma transport not built in" || len(f.Devices) != 0 {
-		t.Errorf("facts: %+v", f)
-	}
-	if ff := f.File; ff == nil || !ff.Exists || ff.Size != 4096 || !ff.Sidecar || !ff.DirExists || ff.DirWritable || ff.FSType != "tmpfs" || ff.AvailBytes != 2<<20 {
-		t.Errorf("file: %+v", f.File)
 	}
 }

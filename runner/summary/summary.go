@@ -15,24 +15,29 @@ import (
 	"rdmasweep/results"
 )
 
-// Group is the rows of one point (one point_key), in file order.
+// Group is the rows of one point (one point_key) and scope (a client's
+// row, or the aggregate of several), in file order.
 type Group struct {
-	Key    string
+	Key    string // point key
+	Scope  string
 	First  results.Row // the first row, ok or not, for the parameters
 	OK     []results.Row
 	Failed int
 }
 
-// Build groups rows by point key, in order of first appearance.
+// Build groups rows by point key and scope, in order of first appearance.
+// With several clients a point's client rows are one group and its
+// aggregate rows another.
 func Build(rows []results.Row) []Group {
 	var groups []Group
 	index := map[string]int{}
 	for _, r := range rows {
-		i, ok := index[r.PointKey]
+		k := r.PointKey + "/" + r.Scope
+		i, ok := index[k]
 		if !ok {
 			i = len(groups)
-			index[r.PointKey] = i
-			groups = append(groups, Group{Key: r.PointKey, First: r})
+			index[k] = i
+			groups = append(groups, Group{Key: r.PointKey, Scope: r.Scope, First: r})
 		}
 		if r.Status == results.StatusOK && r.BandwidthMBs != nil {
 			groups[i].OK = append(groups[i].OK, r)
@@ -137,6 +142,8 @@ var Params = func() []Param {
 			ps = append(ps, Param{"server", func(r results.Row) string { return r.ServerHost }})
 		case col == "client_host":
 			ps = append(ps, Param{"client", func(r results.Row) string { return r.ClientHost }})
+		case col == "scope":
+			ps = append(ps, Param{"scope", func(r results.Row) string { return r.Scope }})
 		case p != nil:
 			ps = append(ps, Param{p.Name, func(r results.Row) string { return p.Display(r.Param(p.Name)) }})
 		}

@@ -11,23 +11,23 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"rdmasweep/results"
 	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
-	"rdmasweep/node/latency"
 	"rdmasweep/node/transport"
 	"rdmasweep/node/workload"
 )
 
-// The C loop fills latency.Histogram.Counts directly, so the two must agree.
+// The C loop fills results.Histogram.Counts directly, so the two must agree.
 var (
-	_ [latency.NumBuckets - C.RS_NUM_BUCKETS]struct{}
-	_ [C.RS_NUM_BUCKETS - latency.NumBuckets]struct{}
-	_ [latency.SubBucketBits - C.RS_SUB_BUCKET_BITS]struct{}
-	_ [C.RS_SUB_BUCKET_BITS - latency.SubBucketBits]struct{}
+	_ [results.NumBuckets - C.RS_NUM_BUCKETS]struct{}
+	_ [C.RS_NUM_BUCKETS - results.NumBuckets]struct{}
+	_ [results.SubBucketBits - C.RS_SUB_BUCKET_BITS]struct{}
+	_ [C.RS_SUB_BUCKET_BITS - results.SubBucketBits]struct{}
 )
 
 // stallTimeout bounds how long the loop waits with reads in flight and
@@ -193,7 +193,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		return m, ctx.Err()
 	}
 
-	var h latency.Histogram
+	var h results.Histogram
 	// The arguments live in C memory: they hold pointers (the QP array,
 	// the buffer) that cgo would not let Go memory carry into C.
 	a := (*C.rs_run_args)(C.calloc(1, C.size_t(unsafe.Sizeof(C.rs_run_args{}))))

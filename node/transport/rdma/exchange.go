@@ -36,9 +36,6 @@ package rdma
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -243,13 +240,6 @@ func readMsg(r io.Reader, want ...byte) (byte, []byte, error) {
 	return kind, body, nil
 }
 
-func helloMAC(secret, nonce, ep []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write(nonce)
-	m.Write(ep)
-	return m.Sum(nil)
-}
-
 // guardConn bounds a handshake on c by handshakeTimeout and by ctx; the
 // returned stop lifts both.
 func guardConn(ctx context.Context, c net.Conn) (stop func()) {
@@ -283,9 +273,9 @@ type serverSession interface {
 func serverHandshake(ctx context.Context, c net.Conn, secret []byte, region regionRecord,
 	prepare func(client endpoint) (serverSession, error)) (serverSession, error) {
 	defer guardConn(ctx, c)()
-	nonce := make([]byte, 32)
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, fmt.Errorf("make nonce: %w", err)
+	nonce := make([]byte, transport.NonceSize)
+	if err := transport.NewNonce(nonce); err != nil {
+		return nil, err
 	}
 	auth := byte(0)
 	if secret != nil {
@@ -302,12 +292,11 @@ func serverHandshake(ctx context.Context, c net.Conn, secret []byte, region regi
 	if err != nil {
 		return nil, refuse(c, err)
 	}
-	if len(rest) != sha256.Size {
-		return nil, refuse(c, fmt.Errorf("%w: hello carries %d bytes after the endpoint (want %d)", errProtocol, len(rest), sha256.Size))
+	if len(rest) != transport.MACSize {
+		return nil, refuse(c, fmt.Errorf("%w: hello carries %d bytes after the endpoint (want %d)", errProtocol, len(rest), transport.MACSize))
 	}
 	if secret != nil {
-		want := helloMAC(secret, nonce, body[:len(body)-len(rest)])
-		if !hmac.Equal(want, rest) {
+		if !transport.Admit(secret, nonce, body[:len(body)-len(rest)], rest) {
 			writeMsg(c, kindRefusal, []byte(transport.ErrAuth.Error()))
 			return nil, fmt.Errorf("%w: the client does not hold this run's secret", transport.ErrAuth)
 		}
@@ -343,16 +332,16 @@ func clientHandshake(ctx context.Context, c net.Conn, secret []byte, ours endpoi
 	if err != nil {
 		return endpoint{}, regionRecord{}, ctxErr(ctx, err)
 	}
-	if len(body) != 33 {
-		return endpoint{}, regionRecord{}, fmt.Errorf("%w: challenge of %d bytes (want 33)", errProtocol, len(body))
+	if len(body) != 1+transport.NonceSize {
+		return endpoint{}, regionRecord{}, fmt.Errorf("%w: challenge of %d bytes (want %d)", errProtocol, len(body), 1+transport.NonceSize)
 	}
 	epb := ours.encode()
-	mac := make([]byte, sha256.Size)
+	mac := make([]byte, transport.MACSize)
 	if body[0] == 1 {
 		if secret == nil {
 			return endpoint{}, regionRecord{}, fmt.Errorf("%w: the server asks for the run's secret and this client has none", transport.ErrAuth)
 		}
-		mac = helloMAC(secret, body[1:], epb)
+		mac = transport.Answer(secret, body[1:], epb)
 	}
 	if err := writeMsg(c, kindHello, append(epb, mac...)); err != nil {
 		return endpoint{}, regionRecord{}, ctxErr(ctx, err)

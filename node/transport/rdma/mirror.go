@@ -7,7 +7,7 @@ import "C"
 
 import "unsafe"
 
-// These expose the C mirrors of node/latency and node/pattern to the tests
+// These expose the C mirrors of results.Bucket and node/pattern to the tests
 // that cross-check them (test files cannot use cgo).
 
 // The C loop's bounds on reads in flight and QPs.

@@ -7,12 +7,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"rdmasweep/node/latency"
 	"rdmasweep/node/pattern"
 	"rdmasweep/results"
 )
 
-// The C loop buckets latencies into latency.Histogram.Counts itself, so its
+// The C loop buckets latencies into results.Histogram.Counts itself, so its
 // bucket must be Go's for every value, around every power of two especially.
 func TestCBucketMatchesGo(t *testing.T) {
 	vals := []uint64{0, 1, 127, 128, 129, 255, 256, math.MaxUint64, math.MaxUint64 - 1}
@@ -25,7 +24,7 @@ func TestCBucketMatchesGo(t *testing.T) {
 		vals = append(vals, r.Uint64()>>r.IntN(64))
 	}
 	for _, v := range vals {
-		if c, g := cBucket(v), latency.Bucket(v); c != g {
+		if c, g := cBucket(v), results.Bucket(v); c != g {
 			t.Fatalf("bucket(%d): C %d, Go %d", v, c, g)
 		}
 	}

@@ -6,7 +6,7 @@
 //     and it never keeps a pointer to Go memory past the call it got it in.
 //   - A failing call returns an rs_status naming the verb and its errno;
 //     Go adds strerror and the hint. Nothing here prints.
-//   - rs_bucket and rs_word mirror node/latency.Bucket and node/pattern.Word
+//   - rs_bucket and rs_word mirror results.Bucket and node/pattern.Word
 //     exactly; Go tests cross-check them on many values.
 #ifndef RDMASWEEP_SHIM_H
 #define RDMASWEEP_SHIM_H
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
-// Mirrors of node/latency: SubBucketBits 7, NumBuckets (64-7+1)*128.
+// Mirrors of results/histogram.go: SubBucketBits 7, NumBuckets (64-7+1)*128.
 #define RS_SUB_BUCKET_BITS 7
 #define RS_NUM_BUCKETS ((64 - RS_SUB_BUCKET_BITS + 1) << RS_SUB_BUCKET_BITS)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"rdmasweep/node/transport"
 	"testing"
 )
 
@@ -36,7 +37,7 @@ func FuzzServeRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out bytes.Buffer
 		s := &server{mem: mem, fd: -1, warn: func(string) {}}
-		s.serveConn(memConn{Reader: bytes.NewReader(in), out: &out})
+		s.serveConn(memConn{Reader: bytes.NewReader(in), out: &out}, new(transport.ServeStats))
 		check(t, in, out.Bytes(), mem)
 	})
 }

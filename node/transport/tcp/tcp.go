@@ -18,15 +18,13 @@ package tcp
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"rdmasweep/results"
 	"strconv"
 	"sync"
 	"syscall"
@@ -34,7 +32,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"rdmasweep/node/latency"
 	"rdmasweep/node/pattern"
 	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
@@ -166,9 +163,8 @@ type server struct {
 	fd    int // the region's file, for sendfile; -1 when there is none
 	ready transport.ReadyInfo
 
-	bytes, requests int64
-	closeOnce       sync.Once
-	closeErr        error
+	closeOnce sync.Once
+	closeErr  error
 }
 
 func (s *server) Ready() transport.ReadyInfo { return s.ready }
@@ -196,8 +192,8 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	defer release()
 	start := time.Now()
 	cpu := transport.StartCPU()
-	err = s.serveConn(c)
-	st = transport.ServeStats{BytesServed: s.bytes, Requests: s.requests, Seconds: time.Since(start).Seconds(), CPU: cpu()}
+	err = s.serveConn(c, &st)
+	st.Seconds, st.CPU = time.Since(start).Seconds(), cpu()
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -214,8 +210,8 @@ func (s *server) handshake(c net.Conn) error {
 	}
 	putHeader(hello[:], flags)
 	nonce := hello[8:40]
-	if _, err := rand.Read(nonce); err != nil {
-		return fmt.Errorf("nonce: %w", err)
+	if err := transport.NewNonce(nonce); err != nil {
+		return err
 	}
 	if _, err := c.Write(hello[:]); err != nil {
 		return fmt.Errorf("send hello: %w", err)
@@ -235,8 +231,7 @@ func (s *server) handshake(c net.Conn) error {
 		return err
 	}
 	if s.cfg.Secret != nil {
-		want := mac(s.cfg.Secret, nonce, auth[8:24])
-		if !hmac.Equal(want, auth[24:56]) {
+		if !transport.Admit(s.cfg.Secret, nonce, auth[8:24], auth[24:56]) {
 			putHeader(welcome[:], statusAuth)
 			c.Write(welcome[:])
 			return fmt.Errorf("%w: wrong or missing secret", transport.ErrAuth)
@@ -255,18 +250,12 @@ func (s *server) handshake(c net.Conn) error {
 	return nil
 }
 
-func mac(secret, nonce, record []byte) []byte {
-	h := hmac.New(sha256.New, secret)
-	h.Write(nonce)
-	h.Write(record)
-	return h.Sum(nil)
-}
-
-// serveConn answers requests until the client closes the connection. A
-// client that breaks the framing (bad magic or version, a truncated
-// request) gets an error reply where possible and ends the session with an
-// error.
-func (s *server) serveConn(c net.Conn) error {
+// serveConn answers requests until the client closes the connection,
+// counting what it served in st. A client that breaks the framing (bad
+// magic or version, a truncated request) gets an error reply where
+// possible and ends the session with an error. Several connections may be
+// served at once: the region is read-only and each has its own buffers.
+func (s *server) serveConn(c net.Conn, st *transport.ServeStats) error {
 	r := bufio.NewReaderSize(c, 64<<10)
 	var req [requestSize]byte
 	var hdr [replySize]byte
@@ -296,8 +285,8 @@ func (s *server) serveConn(c net.Conn) error {
 		if err := send(hdr[:], int64(q.offset), int(q.length)); err != nil {
 			return fmt.Errorf("send %d bytes at %d: %w", q.length, q.offset, err)
 		}
-		s.bytes += int64(q.length)
-		s.requests++
+		st.BytesServed += int64(q.length)
+		st.Requests++
 	}
 }
 
@@ -448,7 +437,7 @@ func (c *client) handshakeIO() error {
 	le.PutUint32(rec[4:], uint32(c.cfg.QueueDepth))
 	le.PutUint32(rec[8:], uint32(c.cfg.QPs))
 	if len(c.cfg.Secret) > 0 {
-		copy(auth[24:], mac(c.cfg.Secret, hello[8:40], rec))
+		copy(auth[24:], transport.Answer(c.cfg.Secret, hello[8:40], rec))
 	}
 	if _, err := c.conn.Write(auth[:]); err != nil {
 		return fmt.Errorf("send answer: %w", err)
@@ -518,20 +507,23 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		total = c.region.Size
 	}
 	reads := (total + int64(w.BlockSize) - 1) / int64(w.BlockSize)
-	var h latency.Histogram
+	h := new(results.Histogram)
 	cpu := transport.StartCPU()
-	res, err := p.run(reads, dur, &h)
+	res, err := p.run(reads, dur, h)
 	used := cpu()
 	if err != nil {
 		return m, ctxErr(ctx, err)
 	}
 	return transport.Measurement{
-		Bytes:    res.reads * int64(w.BlockSize),
-		Reads:    res.reads,
-		Seconds:  res.seconds,
-		Latency:  h.Summary(),
-		Verified: w.Verify,
-		CPU:      used,
+		Bytes:     res.reads * int64(w.BlockSize),
+		Reads:     res.reads,
+		Seconds:   res.seconds,
+		Start:     res.start,
+		Latency:   h.Summary(),
+		Histogram: h,
+		Intervals: res.intervals,
+		Verified:  w.Verify,
+		CPU:       used,
 	}, nil
 }
 
@@ -549,20 +541,23 @@ type phase struct {
 }
 
 type phaseResult struct {
-	reads   int64
-	seconds float64
+	reads     int64
+	seconds   float64
+	start     time.Time // wall clock at the first read issued
+	intervals []int64   // reads completed per Workload.Interval, when asked
 }
 
 // run issues reads (or, when dur > 0, reads until dur has passed) with up
-// to QueueDepth in flight, and waits for all of them. Latencies go to h
-// when it is not nil.
+// to QueueDepth in flight, and waits for all of them. Latencies go to h,
+// and completions to intervals of Workload.Interval, when h is not nil
+// (the measured phase).
 //
 // One goroutine does it all: it reads a reply, and sends the requests
 // that refill the window only when no further whole reply is already
 // buffered, so a burst of small replies costs one write. On loopback the
 // profile of the earlier two-goroutine loop (a writer and a reader
 // handing reads over channels) was dominated by the wakeups between them.
-func (p *phase) run(reads int64, dur time.Duration, h *latency.Histogram) (phaseResult, error) {
+func (p *phase) run(reads int64, dur time.Duration, h *results.Histogram) (phaseResult, error) {
 	qd := p.w.QueueDepth
 	bs := p.w.BlockSize
 	c := p.c
@@ -605,6 +600,7 @@ func (p *phase) run(reads int64, dur time.Duration, h *latency.Histogram) (phase
 	if err := send(); err != nil {
 		return phaseResult{}, err
 	}
+	var intervals []int64
 	for done < sent {
 		seq := c.seq - (sent - done) // the oldest read in flight
 		if err := p.receive(r, lw, hdr[:], data, seq); err != nil {
@@ -613,6 +609,13 @@ func (p *phase) run(reads int64, dur time.Duration, h *latency.Histogram) (phase
 		last = time.Since(start)
 		if h != nil {
 			h.Record(uint64(last - issued[seq%int64(qd)]))
+			if iv := p.w.Interval; iv > 0 {
+				i := int(last / iv)
+				for len(intervals) <= i {
+					intervals = append(intervals, 0)
+				}
+				intervals[i]++
+			}
 		}
 		done++
 		if r.Buffered() < replySize+bs {
@@ -621,7 +624,7 @@ func (p *phase) run(reads int64, dur time.Duration, h *latency.Histogram) (phase
 			}
 		}
 	}
-	return phaseResult{reads: done, seconds: last.Seconds()}, nil
+	return phaseResult{reads: done, seconds: last.Seconds(), start: start, intervals: intervals}, nil
 }
 
 // readBufSize is the client's read buffer for replies of bs bytes. Small

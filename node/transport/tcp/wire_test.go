@@ -82,7 +82,7 @@ func rawAuth(t *testing.T, addr string) net.Conn {
 	}
 	var auth [authSize]byte
 	putHeader(auth[:], 0)
-	copy(auth[24:], mac(testSecret, hello[8:40], auth[8:24]))
+	copy(auth[24:], transport.Answer(testSecret, hello[8:40], auth[8:24]))
 	c.Write(auth[:])
 	var w [welcomeSize]byte
 	if _, err := io.ReadFull(c, w[:]); err != nil {
@@ -284,7 +284,7 @@ func TestNoSecretNoRegion(t *testing.T) {
 	}
 	var auth [authSize]byte
 	putHeader(auth[:], 0)
-	copy(auth[24:], mac([]byte("guess"), hello[8:40], auth[8:24]))
+	copy(auth[24:], transport.Answer([]byte("guess"), hello[8:40], auth[8:24]))
 	c.Write(auth[:])
 	var w [welcomeSize]byte
 	if _, err := io.ReadFull(c, w[:]); err != nil {

@@ -56,6 +56,7 @@ func Run(t *testing.T, tr transport.Transport, opts ...Option) {
 	t.Run("CancelServe", s.cancelServe)
 	t.Run("CancelRead", s.cancelRead)
 	t.Run("CloseWhileServing", s.closeWhileServing)
+	t.Run("ManyClients", s.manyClients)
 }
 
 type suite struct {
@@ -428,5 +429,66 @@ func (s *suite) cancelRead(t *testing.T) {
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Errorf("cancelled read took %v to return", el)
+	}
+}
+
+// manyClients is fan-in: one server, one region, several clients at once,
+// as node serve --clients N runs them: Serve called once per client, all
+// together. Every client reads verified bytes, and each Serve accounts for
+// its own client alone.
+func (s *suite) manyClients(t *testing.T) {
+	const n = 3
+	ctx := testCtx(t)
+	f := file(t, 64*block)
+	srv := s.serve(t, ctx, regionOf(f), secretA, 20*time.Second) // the first Serve
+	stats := make(chan transport.ServeStats, n)
+	errs := make(chan error, 2*n)
+	for range n - 1 {
+		go func() {
+			st, err := srv.srv.Serve(ctx)
+			stats <- st
+			errs <- err
+		}()
+	}
+	totals := []int64{4 * f.Size, 2 * f.Size, f.Size} // each client reads its own amount
+	var wg sync.WaitGroup
+	for _, total := range totals {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := s.dial(ctx, srv.addr, secretA, block, 4)
+			if err != nil {
+				errs <- fmt.Errorf("dial: %w", err)
+				return
+			}
+			defer cl.Close()
+			m, err := cl.Read(ctx, transport.Workload{BlockSize: block, QueueDepth: 4, Pattern: "random", Total: total, Verify: true})
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("read: %w", err)
+			case m.Bytes != total || !m.Verified:
+				errs <- fmt.Errorf("read %d bytes, verified %v; want %d verified", m.Bytes, m.Verified, total)
+			}
+		}()
+	}
+	wg.Wait()
+	st, err := srv.wait(t, 20*time.Second)
+	stats <- st
+	errs <- err
+	served := map[int64]bool{}
+	for range n {
+		st := <-stats
+		served[st.BytesServed] = true
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for _, total := range totals {
+		if !served[total] {
+			t.Errorf("no Serve accounted for exactly its client's %d bytes (served: %v)", total, served)
+		}
 	}
 }

@@ -13,8 +13,8 @@
 //   - Each sshd runs in its own mount namespace with a tmpfs on
 //     DeployDir (mode 1777), so hosts never share what the runner deploys
 //     there, and with /etc/passwd and /etc/group bind-mounted to copies
-//     that add the unprivileged user User, so the machine's own account
-//     files are never touched.
+//     that add the test accounts (User, NoisyUser, NoShellUser), so the
+//     machine's own account files are never touched.
 //   - One harness instance at a time on the machine: Start takes an flock
 //     on LockFile for the test's life, because `go test ./...` runs packages
 //     in parallel and several packages use the harness. Whatever a crashed
@@ -122,22 +122,35 @@ type Net struct {
 	// partial line on stdout before it runs any command, as cluster
 	// startup files often do.
 	NoisyUser string
+	// NoShellUser is like User, but its login shell cannot run a command:
+	// it execs a shell that is not installed (exit 127), as a shell from
+	// an unmounted software tree does. sshd lets it log in; a user whose
+	// shell path does not exist at all is refused at authentication.
+	NoShellUser string
 }
 
 // User and UserUID name the hosts' unprivileged account; NoisyUser and
-// NoisyUID the one with a noisy login shell.
+// NoisyUID the one with a noisy login shell; NoShellUser and NoShellUID
+// the one whose login shell is missing.
 const (
-	User      = "rsw"
-	UserUID   = 4242
-	NoisyUser = "rswnoisy"
-	NoisyUID  = 4243
+	User        = "rsw"
+	UserUID     = 4242
+	NoisyUser   = "rswnoisy"
+	NoisyUID    = 4243
+	NoShellUser = "rswnosh"
+	NoShellUID  = 4244
 )
+
+// MissingShell is the shell NoShellUser's login shell execs; it does not
+// exist on the hosts.
+const MissingShell = "/opt/rdmasweep-missing/bin/sh"
 
 // NoisyGreeting is what NoisyUser's login shell prints first.
 const NoisyGreeting = "Welcome to the test cluster\nno newline here"
 
-// writeAccounts writes copies of /etc/passwd and /etc/group with User and
-// NoisyUser added, for the hosts to bind-mount, and NoisyUser's shell.
+// writeAccounts writes copies of /etc/passwd and /etc/group with User,
+// NoisyUser and NoShellUser added, for the hosts to bind-mount, and the
+// login shells of the last two.
 func writeAccounts(t testing.TB, dir string) {
 	t.Helper()
 	noisy := filepath.Join(dir, "noisy-sh")
@@ -145,10 +158,14 @@ func writeAccounts(t testing.TB, dir string) {
 	if err := os.WriteFile(noisy, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	noShell := filepath.Join(dir, "missing-sh")
+	if err := os.WriteFile(noShell, []byte("#!/bin/sh\nexec "+MissingShell+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []struct{ name, line string }{
-		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n",
-			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy)},
-		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID)},
+		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n",
+			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell)},
+		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID, NoShellUser, NoShellUID)},
 	} {
 		b, err := os.ReadFile("/etc/" + f.name)
 		if err != nil {
@@ -213,7 +230,7 @@ func Start(t testing.TB, opts Options) *Net {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser}
+	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser, NoShellUser: NoShellUser}
 	writeAccounts(t, n.Dir)
 	t.Cleanup(func() { n.teardown(t) })
 
@@ -494,6 +511,21 @@ func (h *Host) DropSYN(t testing.TB) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testhosts: drop SYN on %s: %v: %s", h.Name, err, out)
 	}
+}
+
+// BreakSh makes /bin/sh unrunnable on h until the test ends: /dev/null is
+// bind-mounted over it (over what its link points to) in h's own mount
+// namespace, so nothing outside the host sees it. Logins whose shell is
+// bash still run commands; `sh` fails with exit 126. Users whose login
+// shell is /bin/sh can no longer log in at all.
+func (h *Host) BreakSh(t testing.TB) {
+	t.Helper()
+	h.Run(t, "mount", "--bind", "/dev/null", "/bin/sh")
+	t.Cleanup(func() {
+		if _, err := h.Output("umount", "/bin/sh"); err != nil {
+			t.Errorf("testhosts: restore /bin/sh on %s: %v", h.Name, err)
+		}
+	})
 }
 
 // AcceptSYN undoes DropSYN.

@@ -1,12 +1,16 @@
-// Package latency records per-read latencies in a fixed log-linear
+package results
+
+// The latency histogram: per-read latencies in a fixed log-linear
 // histogram. The bucket array has a fixed size and a closed-form index, so
-// the RDMA C loop can fill the same Counts array that Go summarises.
-package latency
+// the RDMA C loop can fill the same Counts array that Go summarises, and a
+// result event carries it (sparse), so the runner can merge several
+// clients' histograms and take percentiles of the whole rather than
+// average percentiles.
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/bits"
-
-	"rdmasweep/node/transport"
 )
 
 // SubBucketBits is log2 of the buckets per power of two. 128 sub-buckets
@@ -110,16 +114,65 @@ func (h *Histogram) Quantile(q float64) float64 {
 	return float64(h.Max)
 }
 
+// Latencies summarises per-read latency, issue to completion, in
+// microseconds.
+type Latencies struct {
+	AvgUs, P50Us, P99Us, P999Us, MaxUs float64
+}
+
 // Summary returns average, p50, p99, p99.9 and max in microseconds.
-func (h *Histogram) Summary() transport.Latencies {
+func (h *Histogram) Summary() Latencies {
 	if h.N == 0 {
-		return transport.Latencies{}
+		return Latencies{}
 	}
-	return transport.Latencies{
+	return Latencies{
 		AvgUs:  float64(h.Sum) / float64(h.N) / 1e3,
 		P50Us:  h.Quantile(0.50) / 1e3,
 		P99Us:  h.Quantile(0.99) / 1e3,
 		P999Us: h.Quantile(0.999) / 1e3,
 		MaxUs:  float64(h.Max) / 1e3,
 	}
+}
+
+// histogramJSON is a Histogram on the wire: only the buckets that counted
+// something, as [index, count] pairs in index order.
+type histogramJSON struct {
+	SumNs   uint64      `json:"sum_ns"`
+	MaxNs   uint64      `json:"max_ns"`
+	N       uint64      `json:"n"`
+	Buckets [][2]uint64 `json:"buckets"`
+}
+
+// MarshalJSON writes h sparsely: a point's reads fill a few hundred of the
+// 7424 buckets.
+func (h *Histogram) MarshalJSON() ([]byte, error) {
+	j := histogramJSON{SumNs: h.Sum, MaxNs: h.Max, N: h.N, Buckets: [][2]uint64{}}
+	for i, c := range h.Counts {
+		if c > 0 {
+			j.Buckets = append(j.Buckets, [2]uint64{uint64(i), c})
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote, refusing a bucket index out
+// of range or counts that do not add up to n.
+func (h *Histogram) UnmarshalJSON(b []byte) error {
+	var j histogramJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*h = Histogram{Sum: j.SumNs, Max: j.MaxNs, N: j.N}
+	var n uint64
+	for _, bc := range j.Buckets {
+		if bc[0] >= NumBuckets {
+			return fmt.Errorf("histogram bucket %d out of range", bc[0])
+		}
+		h.Counts[bc[0]] += bc[1]
+		n += bc[1]
+	}
+	if n != h.N {
+		return fmt.Errorf("histogram buckets count %d reads, n says %d", n, h.N)
+	}
+	return nil
 }

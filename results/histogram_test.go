@@ -1,6 +1,7 @@
-package latency
+package results
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -90,5 +91,40 @@ func TestSummaryWithinOnePercent(t *testing.T) {
 	var empty Histogram
 	if empty.Summary().MaxUs != 0 || empty.Quantile(0.5) != 0 {
 		t.Error("empty histogram reports non-zero latency")
+	}
+}
+
+// A histogram crosses the wire sparse and comes back the same, and the
+// runner's merge of two clients' histograms gives the percentiles of all
+// their reads, which averaging percentiles does not.
+func TestHistogramOnTheWireAndMerged(t *testing.T) {
+	var a, b, all Histogram
+	for i := uint64(1); i <= 1000; i++ {
+		a.Record(i * 1000) // 1..1000 µs
+		all.Record(i * 1000)
+	}
+	for i := uint64(1); i <= 100; i++ {
+		b.Record(50_000_000 + i) // 50 ms, a slow client
+		all.Record(50_000_000 + i)
+	}
+	var back Histogram
+	enc, err := json.Marshal(&a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(enc, &back); err != nil || back != a {
+		t.Fatalf("round trip: %v (%d bytes)", err, len(enc))
+	}
+	back.Merge(&b)
+	if back != all {
+		t.Fatal("merged histogram differs from one that saw every read")
+	}
+	if p99 := back.Summary().P99Us; p99 < 49_000 {
+		t.Fatalf("merged p99 %.0f µs; the slow client's reads are 9%% of all, so p99 is theirs", p99)
+	}
+	for _, bad := range []string{`{"n":2,"buckets":[[1,1]]}`, `{"n":1,"buckets":[[7424,1]]}`} {
+		if err := json.Unmarshal([]byte(bad), &back); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
 	}
 }

@@ -1,0 +1,90 @@
+package point
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"rdmasweep/results"
+)
+
+// aggregate fills row with the clients' reads together:
+//
+//   - the common window runs from the last client's first read to the
+//     first client's last read; bandwidth and IOPS are every client's
+//     reads within it, divided by its length (an interval that straddles
+//     an edge counts by the share inside; a client that reported no
+//     intervals counts evenly over its phase);
+//   - latency percentiles come from the clients' histograms merged, never
+//     from averaging their percentiles;
+//   - start_skew_s is the spread of the clients' first reads.
+func aggregate(row *results.Row, clients []*Report) error {
+	if len(clients) == 0 {
+		return errors.New("no client took part")
+	}
+	var (
+		winStart, winEnd = math.Inf(-1), math.Inf(1) // seconds since the epoch
+		firstMin         = math.Inf(1)
+		hist             results.Histogram
+		verified         = true
+	)
+	for _, c := range clients {
+		res := c.Result
+		if res == nil || res.StartUnixNs == 0 || res.Histogram == nil {
+			return fmt.Errorf("%s: its node reports no start time or histogram (an older node?): nothing to aggregate", c.Target.Label)
+		}
+		start := float64(res.StartUnixNs) / 1e9
+		winStart = max(winStart, start)
+		winEnd = min(winEnd, start+res.Seconds)
+		firstMin = min(firstMin, start)
+		hist.Merge(res.Histogram)
+		verified = verified && res.Verified
+	}
+	skew := winStart - firstMin
+	row.StartSkewS = &skew
+	seconds := winEnd - winStart
+	if seconds <= 0 {
+		return fmt.Errorf("the clients' measured phases do not overlap (their first reads spread over %.3f s, longer than the shortest phase): no common window", skew)
+	}
+	var bytes, reads float64
+	for _, c := range clients {
+		b, n := inWindow(c, winStart, winEnd)
+		bytes += b
+		reads += n
+	}
+	lat := hist.Summary()
+	bw, iops := bytes/seconds/1e6, reads/seconds
+	whole := int64(math.Round(bytes))
+	row.Bytes, row.Seconds, row.BandwidthMBs, row.IOPS = &whole, &seconds, &bw, &iops
+	row.LatAvgUs, row.LatP50Us, row.LatP99Us, row.LatP999Us, row.LatMaxUs = &lat.AvgUs, &lat.P50Us, &lat.P99Us, &lat.P999Us, &lat.MaxUs
+	row.Verified = &verified
+	return nil
+}
+
+// inWindow is the bytes and reads client c completed between from and to
+// (seconds since the epoch).
+func inWindow(c *Report, from, to float64) (bytes, reads float64) {
+	res := c.Result
+	if len(c.Intervals) == 0 {
+		start := float64(res.StartUnixNs) / 1e9
+		share := (min(to, start+res.Seconds) - max(from, start)) / res.Seconds
+		return float64(res.Bytes) * share, float64(res.Reads) * share
+	}
+	for _, iv := range c.Intervals {
+		s := float64(iv.StartUnixNs) / 1e9
+		e := s + iv.Seconds
+		if last := float64(res.StartUnixNs)/1e9 + res.Seconds; e > last {
+			e = last // the last interval ends with the phase
+		}
+		if e <= s {
+			continue
+		}
+		share := (min(e, to) - max(s, from)) / (e - s)
+		if share <= 0 {
+			continue
+		}
+		bytes += float64(iv.Bytes) * min(share, 1)
+		reads += float64(iv.Reads) * min(share, 1)
+	}
+	return bytes, reads
+}
