@@ -74,8 +74,21 @@ endif
 	$(GO) vet -tags bench ./...   # the benchmarks build, though make test does not run them
 	$(GO) test -count=1 -timeout 45m ./...
 
+# The side-by-side benchmarks of docs/performance.md. The peers are plans
+# run by the runner itself: bench-tcp here on loopback (node beside
+# iperf3); bench-rdma (node beside ib_read_bw) and bench-ssd (fio beside
+# node's pinned registration) in the soft-RoCE guest. Then the benchmarks
+# that are not peers: the SFTP uploader beside OpenSSH's sftp and the
+# runner's overhead per point. Last, each plan's summary with its ratios.
+BENCH_OUT ?= out/bench
 bench: build
-	$(GO) test -count=1 -tags bench -run 'Bench' -v -timeout 30m ./node/transport/tcp/ ./runner/... ./node/transport/rdma/...
+	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
+	bin/runner exec plans/bench-tcp.yaml --out $(BENCH_OUT)/bench-tcp.csv --set output.logs=$(BENCH_OUT)/logs
+	RDMASWEEP_BENCH_OUT=$(abspath $(BENCH_OUT)) $(if $(filter yes,$(HAVE_IBVERBS)),RDMASWEEP_NODE=$(abspath bin/node)) \
+		$(GO) test -count=1 -tags bench -run 'Bench' -v -timeout 40m ./runner/... ./node/transport/rdma/vmtest/
+	@for p in bench-tcp:iperf3 bench-rdma:ib_read_bw bench-ssd:fio; do \
+		csv=$(BENCH_OUT)/$${p%%:*}.csv; [ -f $$csv ] || continue; echo "== $${p%%:*}"; \
+		bin/runner summary --baseline workload=$${p#*:} $$csv; done
 
 # Fuzz one target at a time for FUZZTIME each; `make test` already runs
 # every committed corpus as ordinary tests.

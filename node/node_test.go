@@ -453,6 +453,32 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+// TestPrepare holds node prepare to serve's preparation: it creates the
+// file with its sidecar (so a later serve reuses it), leaves it warm or
+// cold as asked, reports that in a ready event with nothing listening,
+// and exits 0 on its own.
+func TestPrepare(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f.dat")
+	for i, cache := range []string{"warm", "cold"} {
+		p := start(t, "", "prepare", "--transport", "tcp", "--file", file, "--file-size", "4MiB", "--create", "--cache", cache)
+		st := mustType[*results.Started](t, p.next(10*time.Second))
+		rd := mustType[*results.Ready](t, p.next(10*time.Second))
+		code, _ := p.wait(10 * time.Second)
+		if code != 0 || st.Role != "prepare" || rd.Port != 0 || rd.Address != "" || rd.FileCreated != (i == 0) {
+			t.Fatalf("prepare --cache %s: exit %d, started %+v, ready %+v\n%s", cache, code, st, rd, p.stderr.String())
+		}
+		if cache == "warm" && rd.CachedFraction != 1 {
+			t.Errorf("warm: cached_fraction %v, want 1", rd.CachedFraction)
+		}
+	}
+	if st, err := os.Stat(file); err != nil || st.Size() != 4<<20 {
+		t.Fatalf("prepared file: %v %v", st, err)
+	}
+	if _, err := os.Stat(file + ".rdmasweep"); err != nil {
+		t.Fatalf("no sidecar: %v", err)
+	}
+}
+
 // TestFanInWithBarrier is issue 13's node side: one server serving two
 // clients at once (--clients 2), each client connected and registered and
 // waiting (--barrier) until its control stdin says go, then reading; each

@@ -18,7 +18,10 @@ import (
 	"rdmasweep/results"
 )
 
-func init() { commands["serve"] = runServe }
+func init() {
+	commands["serve"] = runServe
+	commands["prepare"] = runPrepare
+}
 
 type serveOptions struct {
 	roleFlags
@@ -81,27 +84,11 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	if o.listen == "" {
 		out.warn("no --listen: listening on all addresses")
 	}
-	f, err := region.Open(ctx, o.file, region.Options{Size: int64(o.fileSize), Create: o.create, Writable: o.transport == "rdma"})
+	f, cached, err := prepareRegion(ctx, out, o)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	switch o.cache {
-	case "cold":
-		err = f.DropCache()
-	case "warm":
-		err = f.Warm()
-	}
-	if err != nil {
-		return err
-	}
-	cached, err := f.Residency()
-	if err != nil {
-		return err
-	}
-	if o.cache == "cold" && cached > 0.5 {
-		out.warn(fmt.Sprintf("cache cold asked, but %.0f%% of %s stays in memory after dropping it (tmpfs?): reads will not touch the disk", cached*100, o.file))
-	}
 	if !f.Patterned {
 		out.warn(fmt.Sprintf("%s has no rdmasweep sidecar: its bytes cannot be verified", o.file))
 	}
@@ -138,6 +125,55 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	})
 	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()
+}
+
+// prepareRegion opens (or creates) the file and puts its pages in the
+// state the cache mode asks for, and reports the share of them in the
+// page cache after that step. serve and prepare share it, so a peer that
+// reads the file (fio) starts from exactly the state node serve would.
+func prepareRegion(ctx context.Context, out *printer, o *serveOptions) (*region.File, float64, error) {
+	f, err := region.Open(ctx, o.file, region.Options{Size: int64(o.fileSize), Create: o.create, Writable: o.transport == "rdma"})
+	if err != nil {
+		return nil, 0, err
+	}
+	switch o.cache {
+	case "cold":
+		err = f.DropCache()
+	case "warm":
+		err = f.Warm()
+	}
+	var cached float64
+	if err == nil {
+		cached, err = f.Residency()
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if o.cache == "cold" && cached > 0.5 {
+		out.warn(fmt.Sprintf("cache cold asked, but %.0f%% of %s stays in memory after dropping it (tmpfs?): reads will not touch the disk", cached*100, o.file))
+	}
+	return f, cached, nil
+}
+
+// runPrepare is node prepare: serve's preparation of the file (create it
+// if asked, then the cold or warm step) and nothing else. It takes serve's
+// flags, prints started, then a ready event with no address (nothing
+// listens) and exits: the runner runs it before a peer that reads the file
+// itself (fio), so the peer finds the file node would serve, in the cache
+// state node would serve it from.
+func runPrepare(ctx context.Context, e *env, args []string) error {
+	var o serveOptions
+	return runRole(ctx, e, "prepare", &o, args, func(ctx context.Context, tr transport.Transport, secret []byte) error {
+		f, cached, err := prepareRegion(ctx, e.out, &o)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		e.out.event(results.Ready{Type: results.TypeReady, CachedFraction: cached, FileCreated: f.Created})
+		e.out.line("prepared %s (cached %.0f%%)", o.file, cached*100)
+		return f.Close()
+	})
 }
 
 // maxClients bounds --clients: each client holds a connection, and with

@@ -35,7 +35,19 @@ type ExpandOptions struct {
 	// name used as the server's default data_address; nil is the identity.
 	// A local server's default data_address is 127.0.0.1.
 	HostName func(address string) string
+	// Check, when set, is asked about every point, and what it refuses
+	// becomes an Error at the place that gave the point its value of the
+	// refused parameter: the sweep's list item or range, the value in the
+	// plan, or --set. A parameter left at its default is reported at the
+	// point's workload value instead. One Error per (place, parameter,
+	// workload), however many points share it. The runner checks the peer workloads
+	// with it; the rules live with the peers (runner/peer).
+	Check func(pt Point) []Refusal
 }
+
+// Refusal is one parameter of a point that a Check refuses, and why. Param
+// is a parameter's name, optionally with its section ("rdma.device").
+type Refusal struct{ Param, Msg string }
 
 // Point is one combination of parameter values. Repetitions of a point
 // share its Key.
@@ -94,8 +106,9 @@ func (pt Point) ExpectedReads() int64 {
 }
 
 // Expand returns p's points in order: sweep.matrix parameters outermost,
-// in the order written, and the sweep.zip group innermost. A plan without
-// a sweep is one point.
+// in the order written, then the sweep.zip group, then workload, which
+// varies fastest wherever it is written. A plan without a sweep is one
+// point.
 //
 // A point's Key is the first 16 hex digits of the sha256 of canonical JSON
 // (object keys sorted; sizes as integer bytes, durations as Go duration
@@ -163,6 +176,12 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 		return nil, l.errs.sorted()
 	}
 
+	l.origin = p.origin
+	type refusedAt struct {
+		at              *yaml.Node
+		param, workload string
+	}
+	refused := map[refusedAt]bool{}
 	points := make([]Point, 0, count)
 	pos := make([]int, len(axes)) // odometer over axes, last fastest
 	for n := 0; n < count; n++ {
@@ -177,6 +196,7 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 			pt.Swept = append(pt.Swept, Param{sp.Name, format(sp, pt.Values.get(sp.Name))})
 		}
 		v := pt.Values
+		before := len(l.errs)
 		for _, msg := range []string{
 			blockFileProblem(v.Int("file_size"), v.Int("block_size")),
 			totalDurationProblem(v.Int("total"), v.Int("duration")),
@@ -185,8 +205,21 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 				l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)
 			}
 		}
-		if len(l.errs) > 0 {
+		if len(l.errs) > before {
 			return nil, l.errs.sorted()
+		}
+		if opts.Check != nil {
+			for _, r := range opts.Check(pt) {
+				at, path := p.writtenAt(r.Param, axes, pos)
+				if at == nil || path == "" {
+					at, path = p.writtenAt(fastestParam, axes, pos)
+				}
+				k := refusedAt{at, r.Param, pt.Values.Str(fastestParam)}
+				if !refused[k] {
+					refused[k] = true
+					l.errorf(at, path, "%s", r.Msg)
+				}
+			}
 		}
 		pt.Key = pointKey(p.Name, pt)
 		points = append(points, pt)
@@ -197,7 +230,32 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 			pos[ai] = 0
 		}
 	}
+	if len(l.errs) > 0 {
+		return nil, l.errs.sorted()
+	}
 	return points, nil
+}
+
+// writtenAt is where the point at pos (the odometer over the kept axes)
+// got its value of param (a name, maybe with its section): its sweep
+// entry's item, or the base value's node, with the field path to name. A
+// default has no node.
+func (p *Plan) writtenAt(param string, axes [][]int, pos []int) (*yaml.Node, string) {
+	if i := strings.LastIndexByte(param, '.'); i >= 0 {
+		param = param[i+1:]
+	}
+	prm := paramByName(param)
+	if prm == nil {
+		return nil, ""
+	}
+	for ai, a := range p.sweep.axes {
+		for _, e := range a.entries {
+			if e.p == prm {
+				return e.nodes[axes[ai][pos[ai]]], "sweep." + e.group + "." + prm.Name
+			}
+		}
+	}
+	return p.written[prm.Name], prm.Path()
 }
 
 // applyOnly narrows the axes by one "name=v1,v2" filter, reporting a

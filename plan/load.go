@@ -114,6 +114,10 @@ func (l *loader) plan(root *yaml.Node, p *Plan, opts Options, unswept map[string
 	}
 	l.required(root, f, p, base)
 	l.checkCombos(root, p, base)
+	p.written, p.origin = map[string]*yaml.Node{}, l.origin
+	for name, b := range base {
+		p.written[name] = b.node
+	}
 }
 
 // slurmHosts are the roles' hosts under launcher: slurm: the nodes of the

@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Options are the command-line inputs to Load.
@@ -58,6 +60,11 @@ type Plan struct {
 	Output                  Output
 
 	sweep sweep
+	// written holds where each parameter's base value was written (nil:
+	// its default), and origin the nodes that came from --set, so Expand
+	// can point at a value a Check refuses.
+	written map[string]*yaml.Node
+	origin  map[*yaml.Node]origin
 }
 
 // Transport is the plan's transport.

@@ -78,7 +78,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("default %s = %q, want %q", name, got, want)
 		}
 	}
-	p.sweep = sweep{}
+	p.sweep, p.written, p.origin = sweep{}, nil, nil
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("defaults:\ngot  %+v\nwant %+v", p, want)
 	}
@@ -164,6 +164,39 @@ func TestOrder(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("zip first=%v: order\ngot  %v\nwant %v", zipFirst, got, want)
+		}
+	}
+}
+
+// TestWorkloadVariesFastest holds issue 14's rule: wherever workload is
+// written in the matrix (first, between, last), it varies fastest, inside
+// the zip too, so every node point runs right beside its peer points.
+func TestWorkloadVariesFastest(t *testing.T) {
+	want := []string{
+		"cold/4KiB/node", "cold/4KiB/iperf3", "cold/8KiB/node", "cold/8KiB/iperf3",
+		"warm/4KiB/node", "warm/4KiB/iperf3", "warm/8KiB/node", "warm/8KiB/iperf3",
+	}
+	zip := "  zip:\n    block_size: [4KiB, 8KiB]\n"
+	for _, body := range []string{
+		"sweep:\n  matrix:\n    workload: [node, iperf3]\n    cache: [cold, warm]\n" + zip,
+		"sweep:\n  matrix:\n    cache: [cold, warm]\n    workload: [node, iperf3]\n" + zip,
+		"sweep:\n" + zip + "  matrix:\n    workload: [node, iperf3]\n    cache: [cold, warm]\n",
+	} {
+		p := mustParse(t, minimalYAML+body, Options{})
+		var got []string
+		for _, pt := range mustExpand(t, p, ExpandOptions{}) {
+			got = append(got, fmt.Sprintf("%s/%s/%s", pt.Values.Str("cache"), results.FormatSize(pt.Values.Int("block_size")), pt.Values.Str("workload")))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: order\ngot  %v\nwant %v", body, got, want)
+		}
+		// --only keeps the order among what is left.
+		got = nil
+		for _, pt := range mustExpand(t, p, ExpandOptions{Only: []string{"workload=iperf3,node", "cache=warm"}}) {
+			got = append(got, pt.Values.Str("workload"))
+		}
+		if !slices.Equal(got, []string{"node", "iperf3", "node", "iperf3"}) {
+			t.Errorf("--only: %v", got)
 		}
 	}
 }
@@ -402,7 +435,7 @@ func TestKeys(t *testing.T) {
 }
 
 func TestSweepableParams(t *testing.T) {
-	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "clients"}
+	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "clients", "workload"}
 	if got := results.SweepableParams(); !slices.Equal(got, want) {
 		t.Errorf("SweepableParams = %v, want the CSV order %v", got, want)
 	}
@@ -545,6 +578,51 @@ func TestSetThenOnly(t *testing.T) {
 	}
 	if pts[0].Key != base[3].Key {
 		t.Errorf("(1MiB, warm) by --set/--only has key %s, in the full plan %s", pts[0].Key, base[3].Key)
+	}
+}
+
+// TestCheckRefusalsArePositioned holds ExpandOptions.Check's contract: a
+// refusal is reported where the refused value was written (the sweep's
+// item, the plan's value, --set), at the workload's value for a default,
+// once however many points share the place.
+func TestCheckRefusalsArePositioned(t *testing.T) {
+	body := `client: {verify: true}
+sweep:
+  matrix:
+    workload: [node, ib_read_bw]
+    block_size: [4KiB, 1MiB]
+`
+	check := func(pt Point) []Refusal {
+		if pt.Values.Str("workload") == "node" {
+			return nil
+		}
+		var r []Refusal
+		if pt.Values.Bool("verify") {
+			r = append(r, Refusal{"verify", "no verify here"})
+		}
+		if pt.Values.Int("block_size") == 4<<10 {
+			r = append(r, Refusal{"block_size", "no 4KiB here"})
+		}
+		if pt.Values.Str("pattern") == "sequential" {
+			r = append(r, Refusal{"client.pattern", "only random"})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "t.yaml:6:18: client.verify: no verify here\n" +
+			"t.yaml:9:22: sweep.matrix.workload: only random\n" +
+			"t.yaml:10:18: sweep.matrix.block_size: no 4KiB here"},
+		{[]string{"verify=true", "pattern=sequential"}, "--set: verify: no verify here\n--set: pattern: only random\n" +
+			"t.yaml:10:18: sweep.matrix.block_size: no 4KiB here"},
+	} {
+		p := mustParse(t, minimalYAML+body, Options{Set: tc.set})
+		_, err := Expand(p, ExpandOptions{Check: check})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("--set %v:\ngot  %v\nwant %s", tc.set, err, tc.want)
+		}
 	}
 }
 

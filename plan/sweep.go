@@ -15,9 +15,16 @@ import (
 
 // Sweep rules: sweep.matrix parameters are crossed with each other in the
 // order written, outermost first; the sweep.zip group advances together
-// and is innermost. A value list or a range {from, to, factor} gives a
+// and is inside them. workload is the exception: wherever it is written in
+// the matrix it varies fastest, so each node point runs right beside its
+// peer points and drift on the hosts hits both alike. It cannot be zipped,
+// since a zip would pair each workload with other values of the zip's
+// parameters, and no row would have a peer row to compare with. A value list or a range {from, to, factor} gives a
 // parameter's values; a range without to is allowed only in zip, where it
 // takes its length from the other zip parameters.
+
+// fastestParam varies fastest in every expansion; see the sweep rules.
+const fastestParam = "workload"
 
 // maxRangeValues bounds one range, so a factor near 1 cannot spin.
 const maxRangeValues = 10000
@@ -102,13 +109,21 @@ func (l *loader) sweep(sf field, unswept map[string]bool) sweep {
 			l.fitZip(zip, unswept)
 		}
 	}
+	var fastest *axis
 	for _, a := range matrix {
-		if len(a.entries[0].values) > 0 {
+		switch {
+		case len(a.entries[0].values) == 0:
+		case a.entries[0].p.Name == fastestParam:
+			fastest = a
+		default:
 			s.axes = append(s.axes, a)
 		}
 	}
 	if zip != nil && len(zip.entries) > 0 && zip.len() > 0 {
 		s.axes = append(s.axes, zip)
+	}
+	if fastest != nil {
+		s.axes = append(s.axes, fastest)
 	}
 	slices.SortStableFunc(all, func(a, b *sweepEntry) int {
 		if a.key.Line != b.key.Line {
@@ -148,6 +163,9 @@ func (l *loader) sweepGroup(n *yaml.Node, group string, seen map[string]*sweepEn
 			continue
 		case !p.Sweep:
 			l.errorf(k, ppath, "%s cannot be swept: it has no CSV column (sweepable: %s)", p.Name, strings.Join(results.SweepableParams(), ", "))
+			continue
+		case p.Name == fastestParam && group == "zip":
+			l.errorf(k, ppath, "%s cannot be zipped: each workload must run at every other point, so its rows can be compared; list it under sweep.matrix", p.Name)
 			continue
 		}
 		if prev, dup := seen[p.Name]; dup {

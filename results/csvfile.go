@@ -185,7 +185,15 @@ func parseRows(data []byte) ([]Row, error) {
 	header := records[0]
 	for i := range rows {
 		row := &rows[i]
+		// Every parameter column has a cell, empty where an older header
+		// lacks the column, so a row reads the same before and after
+		// Upgrade.
 		row.Params = map[string]string{}
+		for _, p := range params {
+			if ParamColumn(p.Name) != "" {
+				row.Params[p.Name] = ""
+			}
+		}
 		v := reflect.ValueOf(row).Elem()
 		for col, cell := range records[i+1] {
 			if col >= len(header) {

@@ -6,7 +6,8 @@ package results
 //
 //   - started: first line of every node subcommand, printed before any slow
 //     work, so the runner can always find (and kill) the process.
-//   - ready:   node serve has prepared its region and is listening.
+//   - ready:   node serve has prepared its region and is listening (node
+//     prepare: has prepared the file, and exits).
 //   - result:  node read's measurement.
 //   - interval: what node read read in one interval of its measured phase,
 //     printed after the phase, before its result.
@@ -54,7 +55,8 @@ type Started struct {
 }
 
 // Ready is printed by node serve once the region is prepared and the
-// listener is open. Registration figures are nil for transports that do not
+// listener is open, and by node prepare once the file is prepared (then
+// with no address, port or registration: nothing listens). Registration figures are nil for transports that do not
 // register memory (tcp); they are then empty in the CSV.
 type Ready struct {
 	Type            string   `json:"type"` // "ready"

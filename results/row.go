@@ -47,6 +47,11 @@ type Row struct {
 
 	Scope      string   `csv:"scope"` // client | aggregate
 	StartSkewS *float64 `csv:"start_skew_s"`
+
+	// CPU seconds (user + sys) per second of each role; nil when the
+	// role reports none.
+	CPUServer *float64 `csv:"cpu_server"`
+	CPUClient *float64 `csv:"cpu_client"`
 }
 
 // Scope values.
@@ -80,6 +85,31 @@ func (r *Row) SetResult(res *Result) {
 	r.LatP999Us = &res.LatP999Us
 	r.LatMaxUs = &res.LatMaxUs
 	r.Verified = &res.Verified
+	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
+}
+
+// SetDone copies node serve's own figures into the row: its CPU.
+func (r *Row) SetDone(d *Done) {
+	r.CPUServer = cpuPerSecond(d.CPUUserS, d.CPUSysS, d.CPUWallS)
+}
+
+// cpuPerSecond is (user + sys) / wall, or nil when wall is 0: a node
+// too old to measure it.
+func cpuPerSecond(user, sys, wall float64) *float64 {
+	if !(wall > 0) {
+		return nil
+	}
+	c := (user + sys) / wall
+	return &c
+}
+
+// Workload is the row's workload, "node" for rows written before the
+// column existed.
+func (r Row) Workload() string {
+	if w := r.Params["workload"]; w != "" {
+		return w
+	}
+	return "node"
 }
 
 // SetReady copies the server's preparation figures into the row.

@@ -147,6 +147,14 @@ var schema = []Field{
 		Sweep: true, Since: 2,
 		Doc: "how many of the listed clients take part in a point, the first k; sweep it to find the knee"}},
 	{Column: "start_skew_s", Unit: "seconds", Doc: "aggregate rows: the spread of the clients' first reads after the start barrier"},
+
+	// Version 3: peer workloads and CPU (issue 14).
+	{Column: "workload", Doc: "`node`, or the peer that made the row: `ib_read_bw`, `iperf3` or `fio`; empty in rows written before the column, which are node's", Param: &Param{
+		Name: "workload", Kind: KindEnum, Enum: []string{"node", "ib_read_bw", "iperf3", "fio"}, Default: "node",
+		Sweep: true, Since: 3,
+		Doc: "what measures the point: `node` (serve and read), or a peer the node figure is compared with: `ib_read_bw` (the fabric), `iperf3` (TCP), `fio` (the server's file, on its host); swept, it varies fastest, so node and peer points alternate (docs/workloads.md)"}},
+	{Column: "cpu_server", Unit: "CPU s per s", Doc: "CPU seconds (user + sys) the server role used per second; 1.0 is one core busy; empty when the role reports none (docs/workloads.md says what each span covers)"},
+	{Column: "cpu_client", Unit: "CPU s per s", Doc: "the same for the client role (the reading side: node read, or the peer's client, or fio)"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a

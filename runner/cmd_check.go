@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -29,6 +30,7 @@ type checkRow struct {
 	dataPath, probe string
 	label           string // "server (local)", for messages
 	problems        []preflight.Problem
+	programs        map[string]string // a cell per peer workload
 }
 
 // runCheck is `runner check PLAN`: it connects to both hosts (deploying
@@ -82,7 +84,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			row.ssh = "FAIL"
 		}
 		row.problems = append(row.problems, preflight.Problem{Check: check, Msg: msg, Hint: hint, Whole: errors.Is(err, hostfacts.ErrNoShell)})
-		return reportCheck(stdout, ui, rows)
+		return reportCheck(stdout, ui, rows, nil)
 	}
 	defer r.close()
 	for i, row := range rows {
@@ -128,8 +130,12 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		}
 		row.verdict = preflight.Judge(facts, needs[i])
 		row.problems = append(row.problems, row.verdict.Problems...)
+		cells, problems := programCells(ctx, t, pts)
+		row.programs = cells
+		row.problems = append(row.problems, problems...)
 		return nil
 	})
+	workloads := peerWorkloads(pts)
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
@@ -138,7 +144,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	for _, row := range rows {
 		for _, pr := range row.problems {
 			if pr.Check == "ssh" || pr.Check == "system" || pr.Check == "node" {
-				return reportCheck(stdout, ui, rows)
+				return reportCheck(stdout, ui, rows, workloads)
 			}
 		}
 	}
@@ -189,7 +195,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	} else {
 		os.RemoveAll(logDir)
 	}
-	return reportCheck(stdout, ui, rows)
+	return reportCheck(stdout, ui, rows, workloads)
 }
 
 // checkNeeds says what the plan asks of each role's host, over all
@@ -335,14 +341,27 @@ func roundTrip(ctx context.Context, h remote.Host) (time.Duration, error) {
 	return best, nil
 }
 
-// reportCheck prints the table on stdout and the problems on stderr, and
-// fails when there is any problem.
-func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow) error {
+// reportCheck prints the table on stdout, with a column per peer workload
+// the plan uses, and the problems on stderr, and fails when there is any
+// problem.
+func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow, workloads []string) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROLE\tHOST\tSSH\tSYSTEM\tNODE\tRDMA\tFILE\tMEMLOCK\tDATA_PATH\tRDMA_PROBE")
+	head := "ROLE\tHOST\tSSH\tSYSTEM\tNODE\tRDMA\tFILE\tMEMLOCK\tDATA_PATH\tRDMA_PROBE"
+	for _, w := range workloads {
+		head += "\t" + strings.ToUpper(w)
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range rows {
 		v := r.verdict
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.role, r.host, r.ssh, v.System, v.Node, v.RDMA, v.File, v.Memlock, r.dataPath, r.probe)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.role, r.host, r.ssh, v.System, v.Node, v.RDMA, v.File, v.Memlock, r.dataPath, r.probe)
+		for _, w := range workloads {
+			cell := r.programs[w]
+			if cell == "" {
+				cell = "-"
+			}
+			fmt.Fprintf(tw, "\t%s", cell)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

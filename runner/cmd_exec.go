@@ -95,6 +95,9 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		return err
 	}
 	defer roles.close()
+	if err := checkPrograms(ctx, roles, pts); err != nil {
+		return err
+	}
 	if err := writeManifest(ctx, p, roles, runID, csvPath, o.set...); err != nil {
 		return err
 	}
@@ -156,8 +159,15 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	if err := series.close(); err != nil {
 		ui.warnf("the time series is incomplete: %v", err)
 	}
-	if err := summary.Write(stdout, summary.Build(planRows(pts, csv.Rows(), rows))); err != nil {
+	groups := summary.Build(planRows(pts, csv.Rows(), rows))
+	if err := summary.Write(stdout, groups); err != nil {
 		return err
+	}
+	if base, ok := peerBaseline(pts); ok {
+		fmt.Fprintln(stdout)
+		if err := summary.WriteRatios(stdout, groups, base); err != nil {
+			return err
+		}
 	}
 	ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), csvPath, runID, logDir)
 	if failed > 0 {
@@ -166,9 +176,28 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	return nil
 }
 
+// peerBaseline is the workload the others are compared with when the plan
+// sweeps workload: its first peer (runner summary --baseline picks
+// another).
+func peerBaseline(pts []plan.Point) (summary.Baseline, bool) {
+	seen := map[string]bool{}
+	first := ""
+	for _, pt := range pts {
+		w := pt.Values.Str("workload")
+		seen[w] = true
+		if first == "" && w != "node" {
+			first = w
+		}
+	}
+	return summary.Baseline{Param: "workload", Value: first}, first != "" && len(seen) > 1
+}
+
 // pending lists the runs to do: every (point, repetition) without an ok
 // row that ends its run (the aggregate row, with several clients), or all
-// of them with rerun. skipped counts the others.
+// of them with rerun. skipped counts the others. A point's repetitions run
+// back to back, except beside its peers: the points that differ only in
+// workload (consecutive, since workload varies fastest) take turns,
+// repetition by repetition, so node and its peer run in pairs.
 func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (todo []job, skipped int) {
 	ok := map[string]bool{}
 	for _, r := range existing {
@@ -176,16 +205,36 @@ func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (
 			ok[fmt.Sprintf("%s/%t/%d", r.PointKey, r.Scope == results.ScopeAggregate, r.Repetition)] = true
 		}
 	}
-	for _, pt := range pts {
-		for rep := 1; rep <= repeat; rep++ {
-			if !rerun && ok[fmt.Sprintf("%s/%t/%d", pt.Key, pt.Hosts.Several(), rep)] {
-				skipped++
-				continue
-			}
-			todo = append(todo, job{pt: pt, rep: rep})
+	for i := 0; i < len(pts); {
+		j := i + 1
+		for j < len(pts) && sameButWorkload(pts[i], pts[j]) {
+			j++
 		}
+		for rep := 1; rep <= repeat; rep++ {
+			for _, pt := range pts[i:j] {
+				if !rerun && ok[fmt.Sprintf("%s/%t/%d", pt.Key, pt.Hosts.Several(), rep)] {
+					skipped++
+					continue
+				}
+				todo = append(todo, job{pt: pt, rep: rep})
+			}
+		}
+		i = j
 	}
 	return todo, skipped
+}
+
+// sameButWorkload reports whether two points differ in workload alone.
+func sameButWorkload(a, b plan.Point) bool {
+	if a.Values.Str("workload") == b.Values.Str("workload") {
+		return false
+	}
+	for _, p := range results.Params() {
+		if p.Name != "workload" && p.Format(a.Values) != p.Format(b.Values) {
+			return false
+		}
+	}
+	return true
 }
 
 func reportSkipped(ui *voice, skipped int, csvPath string) {

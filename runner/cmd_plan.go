@@ -17,6 +17,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
+	"rdmasweep/runner/peer"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/slurm"
 )
@@ -110,11 +111,35 @@ func loadPlan(ctx context.Context, path string, o planOptions) (*plan.Plan, []pl
 		// A node is dialled at the address Slurm knows it by.
 		hostName = func(node string) string { return alloc.NodeAddr(ctx, node) }
 	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{Only: o.only, MaxPoints: o.maxPoints, HostName: hostName})
+	pts, err := plan.Expand(p, plan.ExpandOptions{Only: o.only, MaxPoints: o.maxPoints, HostName: hostName, Check: checkWorkload})
 	if err != nil {
 		return nil, nil, err
 	}
 	return p, pts, nil
+}
+
+// checkWorkload refuses what a point's peer workload cannot take: the
+// rules are runner/peer's (peer.Check), the positions plan's.
+func checkWorkload(pt plan.Point) []plan.Refusal {
+	w := pt.Values.Str("workload")
+	if w == "node" {
+		return nil
+	}
+	errs, err := peer.Check(w, peer.FromValues(pt.Values))
+	if err != nil {
+		return []plan.Refusal{{Param: "workload", Msg: err.Error()}}
+	}
+	var out []plan.Refusal
+	if pt.Hosts.Several() {
+		// A peer runs one server and one client; its row is one pair's.
+		out = append(out, plan.Refusal{Param: "clients", Msg: fmt.Sprintf(
+			"workload %s runs one server and one client, and this point has %d clients and %d servers; list one host per role for the peers",
+			w, pt.Clients(), len(pt.Hosts.Servers))})
+	}
+	for _, e := range errs {
+		out = append(out, plan.Refusal{Param: e.Param, Msg: e.Error()})
+	}
+	return out
 }
 
 // planWarnings are what a valid plan may still get wrong.

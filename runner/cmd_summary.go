@@ -11,12 +11,31 @@ import (
 )
 
 func runSummary(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("summary", "[--run RUN_ID] CSV", ui.w)
-	_, rows, err := csvCommand(fs, args, nil)
+	fs := newFlagSet("summary", "[--run RUN_ID] [--baseline name=value] CSV", ui.w)
+	baseFlag := fs.String("baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
+	var base summary.Baseline
+	_, rows, err := csvCommand(fs, args, func() error {
+		if *baseFlag == "" {
+			return nil
+		}
+		var err error
+		if base, err = summary.ParseBaseline(*baseFlag); err != nil {
+			return usageErrorf("%s", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	return summary.Write(stdout, summary.Build(rows))
+	groups := summary.Build(rows)
+	if err := summary.Write(stdout, groups); err != nil {
+		return err
+	}
+	if base.Param == "" {
+		return nil
+	}
+	fmt.Fprintln(stdout)
+	return summary.WriteRatios(stdout, groups, base)
 }
 
 // csvCommand adds --run to fs (which holds the command's own flags),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rdmasweep/internal/clitest"
+	"rdmasweep/internal/testenv"
 	"rdmasweep/runner/remote/testhosts"
 )
 
@@ -160,5 +161,55 @@ func TestHostWithoutAWorkingShell(t *testing.T) {
 				t.Fatalf("check: exit %d, want 1 and the line\n%s\nstdout:\n%s\nstderr:\n%s", r.Code, want, r.Stdout, r.Stderr)
 			}
 		})
+	}
+}
+
+// TestNodeBesideIperf3AcrossSSHHosts is issue 14's check on namespace
+// hosts: a plan with workload [node, iperf3] gives interleaved ok rows in
+// one CSV, iperf3's server started on a and awaited with ss -ltn there,
+// its client on b; exec prints each node point's ratio to iperf3's, and
+// no iperf3 or node is left on either host.
+func TestNodeBesideIperf3AcrossSSHHosts(t *testing.T) {
+	testenv.NeedTool(t, "iperf3", "iperf3")
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
+	plan := twoHostPlan(t, dir, n, "")
+	text, _ := os.ReadFile(plan)
+	text = bytes.Replace(text, []byte("client: {queue_depth: 8, verify: true}"), []byte("client: {queue_depth: 8, total: 256MiB}"), 1)
+	text = bytes.Replace(text, []byte("sweep:\n"), []byte("sweep:\n  matrix: {workload: [node, iperf3]}\n"), 1)
+	os.WriteFile(plan, text, 0o644)
+
+	r := runnerEnv(t, dir, env, "exec", plan)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/hosts.csv"))
+	var order []string
+	a, b := n.Hosts["a"], n.Hosts["b"]
+	for _, row := range rows {
+		order = append(order, fmt.Sprintf("%s/%d", row.Workload(), row.ParamInt("block_size")))
+		if row.Status != "ok" || *row.BandwidthMBs <= 0 || row.CPUClient == nil || row.CPUServer == nil ||
+			row.ServerHost != "root@"+a.Addr+":22" || row.ClientHost != "root@"+b.Addr+":22" {
+			t.Errorf("row %+v", row)
+		}
+	}
+	if want := fmt.Sprint([]string{"node/1048576", "iperf3/1048576", "node/65536", "iperf3/65536"}); fmt.Sprint(order) != want {
+		t.Fatalf("rows %v, want interleaved %s", order, want)
+	}
+	if !strings.Contains(r.Stdout, "IPERF3_MB/S") || !strings.Contains(r.Stdout, "node / iperf3: median ratio") {
+		t.Fatalf("no ratios in the summary:\n%s", r.Stdout)
+	}
+	t.Logf("summary:\n%s", r.Stdout)
+	for _, h := range []*testhosts.Host{a, b} {
+		for _, pid := range h.SessionPids(t) {
+			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && (strings.HasSuffix(exe, "/iperf3") || strings.HasSuffix(exe, "/node")) {
+				t.Errorf("left on %s: %d %s", h.Name, pid, exe)
+			}
+		}
+	}
+	// runner summary gives the same table from the CSV.
+	r = runnerEnv(t, dir, env, "summary", "--baseline", "workload=iperf3", filepath.Join(dir, "out/hosts.csv"))
+	if r.Code != 0 || !strings.Contains(r.Stdout, "node / iperf3: median ratio") {
+		t.Fatalf("summary --baseline: %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -59,8 +59,11 @@ func rowText(row results.Row, tm point.Timing) string {
 	if row.Status != results.StatusOK {
 		return "failed: " + row.Error
 	}
-	return fmt.Sprintf("ok %.1f MB/s, p50 %.1f us, p99 %.1f us (%.2f s)",
-		*row.BandwidthMBs, *row.LatP50Us, *row.LatP99Us, tm.Wall.Round(10*time.Millisecond).Seconds())
+	lat := "" // peers other than fio report no latency
+	if row.LatP50Us != nil && row.LatP99Us != nil {
+		lat = fmt.Sprintf(", p50 %.1f us, p99 %.1f us", *row.LatP50Us, *row.LatP99Us)
+	}
+	return fmt.Sprintf("ok %.1f MB/s%s (%.2f s)", *row.BandwidthMBs, lat, tm.Wall.Round(10*time.Millisecond).Seconds())
 }
 
 // abort leaves the terminal clean when the sweep stops early.

@@ -104,6 +104,9 @@ func parameters() string {
 				col = "`" + col + "`"
 			}
 			flag := "`--" + p.Flag + "` (" + roleText(p.Role) + ")"
+			if p.Flag == "" {
+				flag = "runner only"
+			}
 			if p.Transports != nil {
 				flag += ", " + strings.Join(p.Transports, ", ") + " only"
 			}

@@ -30,6 +30,10 @@ const (
 // plan's defaults already filled in. Field comments give the plan's name
 // for each; ParamError.Param uses the same names.
 type Params struct {
+	// Transport is the point's transport: the one the peer measures must
+	// be it ("" = not known, not checked).
+	Transport string
+
 	BlockSize  int64         // block_size, bytes
 	QueueDepth int           // queue_depth
 	QPs        int           // qps
@@ -135,6 +139,14 @@ type Tool struct {
 	Debian  string // package that ships Binary
 	RHEL    string
 	Version string // the version whose output the parser is tested on
+	// Transport is what the peer measures, "rdma" or "tcp"; "" for a peer
+	// that reads the file on its host (fio), which takes any.
+	Transport string
+	// Roles are the roles whose hosts run Binary: "server" and "client",
+	// or "server" alone (fio). A peer with a server process (HasServer)
+	// also needs ss on the server's host, for its readiness.
+	Roles     []string
+	HasServer bool
 	// Ignored lists the plan parameters the peer takes without effect
 	// (their value changes nothing it does). A validator may refuse a
 	// sweep over one of them, since its peer rows would repeat.
@@ -143,10 +155,13 @@ type Tool struct {
 
 var tools = []Tool{
 	{Name: IBReadBW, Binary: "ib_read_bw", Debian: "perftest", RHEL: "perftest", Version: "4.5",
+		Transport: "rdma", Roles: []string{"server", "client"}, HasServer: true,
 		Ignored: []string{"cache", "file"}},
 	{Name: Iperf3, Binary: "iperf3", Debian: "iperf3", RHEL: "iperf3", Version: "3.12",
+		Transport: "tcp", Roles: []string{"server", "client"}, HasServer: true,
 		Ignored: []string{"queue_depth", "cache", "file", "rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
 	{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
+		Roles:   []string{"server"},
 		Ignored: []string{"rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
 }
 
@@ -176,16 +191,25 @@ func Lookup(name string) (Tool, error) {
 // value (verify false, pattern sequential, registration pinned, ...)
 // passes, so a plan's defaults never trip it.
 func Check(name string, p Params) ([]*ParamError, error) {
+	t, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	var errs []*ParamError
+	if p.Transport != "" && t.Transport != "" && p.Transport != t.Transport {
+		// Its row would record a transport it did not use.
+		errs = append(errs, &ParamError{Peer: name, Param: "transport", Reason: fmt.Sprintf(
+			"%s measures %s, and the point's transport is %s; compare it with node over transport: %s", name, t.Transport, p.Transport, t.Transport)})
+	}
 	switch name {
 	case IBReadBW:
-		return checkIBReadBW(p), nil
+		errs = append(errs, checkIBReadBW(p)...)
 	case Iperf3:
-		return checkIperf3(p), nil
+		errs = append(errs, checkIperf3(p)...)
 	case Fio:
-		return checkFio(p), nil
+		errs = append(errs, checkFio(p)...)
 	}
-	_, err := Lookup(name)
-	return nil, err
+	return errs, nil
 }
 
 // Build returns the commands of a peer for p. It fails when Check finds

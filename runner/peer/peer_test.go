@@ -100,6 +100,8 @@ func TestCheckRefuses(t *testing.T) {
 		{Fio, "file", func(p *Params) { p.File = "" }},
 		{Fio, "block_size", func(p *Params) { p.BlockSize = 2 << 30 }},
 		{Fio, "registration", func(p *Params) { p.Registration = "odp" }},
+		{IBReadBW, "transport", func(p *Params) { p.Transport = "tcp" }},
+		{Iperf3, "transport", func(p *Params) { p.Transport = "rdma" }},
 	} {
 		p := base
 		tc.change(&p)
@@ -115,6 +117,14 @@ func TestCheckRefuses(t *testing.T) {
 		var pe *ParamError
 		if !errors.As(err, &pe) || pe.Param != tc.param || !strings.Contains(err.Error(), tc.peer) {
 			t.Errorf("Build(%s) with %s changed: %v, want a *ParamError naming both", tc.peer, tc.param, err)
+		}
+	}
+	// fio reads the file on its host, whatever the transport.
+	for _, tr := range []string{"tcp", "rdma"} {
+		p := base
+		p.Transport = tr
+		if errs, _ := Check(Fio, p); len(errs) != 0 {
+			t.Errorf("fio refuses transport %s: %v", tr, errs)
 		}
 	}
 	// All of them at once, so a validator can report every one.

@@ -49,6 +49,8 @@ type Runner struct {
 	// Series receives each interval a client reports, for the run's
 	// time-series file. It may be nil.
 	Series func(pt plan.Point, rep int, t role.Target, iv *results.Interval)
+
+	peerState
 }
 
 func (r *Runner) target(name string) role.Target {
@@ -66,6 +68,13 @@ func (r *Runner) target(name string) role.Target {
 // and then the point has no row.
 func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) ([]results.Row, Timing, error) {
 	start := time.Now()
+	if isPeer(pt) { // the roles are a peer's (peer.go)
+		row, tm, err := r.runPeer(ctx, pt, rep, start)
+		if err != nil {
+			return nil, tm, err
+		}
+		return []results.Row{row}, tm, nil
+	}
 	roles := r.Roles(pt)
 	var (
 		reports []*Report
@@ -77,8 +86,7 @@ func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) ([]results.Row
 		err = fmt.Errorf("runner: make secret: %w", serr)
 	} else {
 		control := results.Control{Secret: hex.EncodeToString(secret)}
-		logBase := filepath.Join(r.LogDir, fmt.Sprintf("%03d-%s-r%d", pt.Index+1, pt.Key, rep))
-		reports, tm, err = r.run(ctx, roles, control, logBase, func(rl Role, iv *results.Interval) {
+		reports, tm, err = r.run(ctx, roles, control, r.logBase(pt, rep), func(rl Role, iv *results.Interval) {
 			if r.Series != nil {
 				r.Series(pt, rep, rl.Target, iv)
 			}
@@ -128,6 +136,9 @@ func (r *Runner) rows(pt plan.Point, rep int, start time.Time, roles []Role, rep
 		default:
 			row.Status = results.StatusOK
 			row.SetResult(cr.Result)
+			if srv := serverOf[rl.WaitsFor[0]]; srv.Done != nil {
+				row.SetDone(srv.Done) // its server's CPU, over all its clients
+			}
 		}
 		clients = append(clients, row)
 		cliReports = append(cliReports, cr)
@@ -263,6 +274,11 @@ func pinned(cpus string, argv []string) []string {
 		return argv
 	}
 	return append([]string{"taskset", "--cpu-list", cpus}, argv...)
+}
+
+// logBase is where a repetition's logs go: LOGDIR/NNN-KEY-rREP.ROLE.log.
+func (r *Runner) logBase(pt plan.Point, rep int) string {
+	return filepath.Join(r.LogDir, fmt.Sprintf("%03d-%s-r%d", pt.Index+1, pt.Key, rep))
 }
 
 func (r *Runner) deadline() string {

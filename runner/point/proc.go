@@ -2,6 +2,7 @@ package point
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,7 @@ type update struct {
 // the only reader of that channel. stop may be called from anywhere.
 type proc struct {
 	target role.Target
+	tool   string // the program when it is not node, e.g. "iperf3"
 	p      remote.Process
 	log    *os.File
 	tail   *tail
@@ -41,8 +43,13 @@ type proc struct {
 	// it printed none); read them only after gone is closed.
 	waitErr  error
 	started  *results.Started
+	stdout   bytes.Buffer // a tool's whole stdout (at most maxToolStdout)
 	stopOnce sync.Once
 }
+
+// maxToolStdout bounds what is kept of a tool's stdout: its report
+// (iperf3 -J of a long run with every interval is well under it).
+const maxToolStdout = 16 << 20
 
 // startProc starts argv on t, writes the control line and begins
 // forwarding. Stderr, and any stdout line that is not an event, go to
@@ -50,7 +57,11 @@ type proc struct {
 // reports its pid, before the event is forwarded, so a node is recorded
 // even while the point is being torn down. Once abandon is closed,
 // updates are no longer forwarded.
-func startProc(ctx context.Context, t role.Target, argv []string, control results.Control, logPath string,
+//
+// A tool (a peer such as iperf3, named by tool; "" is node) prints no
+// events and reads no control line: none is written, and its stdout is
+// kept whole (and logged) for its report instead of decoded.
+func startProc(ctx context.Context, t role.Target, argv []string, tool string, control results.Control, logPath string,
 	idx int, updates chan<- update, abandon <-chan struct{}, started func(*results.Started)) (*proc, error) {
 	log, err := os.Create(logPath)
 	if err != nil {
@@ -60,12 +71,14 @@ func startProc(ctx context.Context, t role.Target, argv []string, control result
 	p, err := t.Host.Start(ctx, argv)
 	if err != nil {
 		log.Close()
-		return nil, fmt.Errorf("start node: %w", err)
+		return nil, fmt.Errorf("start %s: %w", programName(tool), err)
 	}
-	pr := &proc{target: t, p: p, log: log, tail: newTail(4096), gone: make(chan struct{})}
-	line, _ := json.Marshal(control)
-	// A failed write means node is already gone; its exit tells why.
-	_, _ = p.Stdin().Write(append(line, '\n'))
+	pr := &proc{target: t, tool: tool, p: p, log: log, tail: newTail(4096), gone: make(chan struct{})}
+	if tool == "" {
+		line, _ := json.Marshal(control)
+		// A failed write means node is already gone; its exit tells why.
+		_, _ = p.Stdin().Write(append(line, '\n'))
+	}
 
 	forward := func(u update) {
 		select {
@@ -79,6 +92,9 @@ func startProc(ctx context.Context, t role.Target, argv []string, control result
 		_, _ = io.Copy(io.MultiWriter(log, pr.tail), p.Stderr())
 	}()
 	go func() {
+		if tool != "" {
+			_, _ = io.Copy(io.MultiWriter(log, &limitedWriter{&pr.stdout, maxToolStdout}), p.Stdout())
+		}
 		sc := bufio.NewScanner(p.Stdout())
 		sc.Buffer(make([]byte, 64<<10), results.MaxEventLine)
 		for sc.Scan() {
@@ -111,7 +127,8 @@ func startProc(ctx context.Context, t role.Target, argv []string, control result
 func (pr *proc) stop(grace time.Duration) {
 	pr.stopOnce.Do(func() {
 		_ = pr.p.Stdin().Close()
-		if pr.waitGone(grace) {
+		// A tool does not stop on stdin's end: signal it at once.
+		if pr.tool == "" && pr.waitGone(grace) {
 			return
 		}
 		// An error here means the host is unreachable; the leftover
@@ -148,14 +165,37 @@ func (pr *proc) reaped() bool {
 	}
 }
 
-// exitDescription says how a role ended, for a one-line error.
-func exitDescription(err error) string {
+// programName is how messages name a role's program.
+func programName(tool string) string {
+	if tool == "" {
+		return "node"
+	}
+	return tool
+}
+
+// limitedWriter keeps what fits in n bytes of w and drops the rest, so a
+// runaway tool cannot fill the runner's memory.
+type limitedWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		l.w.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// exitDescription says how a role running program ended, for a one-line
+// error.
+func exitDescription(program string, err error) string {
 	var ee *remote.ExitError
 	switch {
 	case err == nil:
-		return "node exited"
+		return program + " exited"
 	case errors.As(err, &ee):
-		return "node " + ee.Error()
+		return program + " " + ee.Error()
 	case errors.Is(err, remote.ErrConnectionLost):
 		return err.Error() // "connection lost", or why (unanswered keepalives)
 	default:

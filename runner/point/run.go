@@ -31,9 +31,33 @@ type Role struct {
 	Barrier bool
 	// Output is the event the role must print before a clean exit, and
 	// what it gives the row: results.TypeResult (node read's measurement)
-	// or results.TypeDone (node serve's statistics).
+	// or results.TypeDone (node serve's statistics); for a tool, one of
+	// the Output kinds below.
 	Output string
+
+	// Tool names the program when the role is not node but a peer such as
+	// iperf3: it prints no events and takes no control line, and is
+	// stopped with signals, since stdin's end means nothing to it.
+	Tool string
+	// Port is what an OnListening role listens on.
+	Port int
+	// Report is the path, on the role's host, of the report file an
+	// OutputFile role writes.
+	Report string
 }
+
+// Output kinds of a tool role (Role.Output), beside node's events.
+const (
+	// OutputExit: a clean exit is all it gives (iperf3's server).
+	OutputExit = "exit"
+	// OutputStdout: its stdout, kept whole, is its report (iperf3 -J,
+	// fio's JSON), in Report.Output.
+	OutputStdout = "stdout"
+	// OutputFile: it writes Role.Report on its host, read back into
+	// Report.Output once every role has exited (ib_read_bw's
+	// --out_json_file).
+	OutputFile = "file"
+)
 
 // Readiness says when a role counts as ready.
 type Readiness int
@@ -45,6 +69,12 @@ const (
 	// OnStart: as soon as node is started (node read starts reading at
 	// once).
 	OnStart
+	// OnListening: when Role.Port listens on the role's host, as
+	// `ss -ltn` there shows (peer.Listening), polled within
+	// timeouts.ready. Nothing connects to find out: a tool's server may
+	// serve only its first connection. The port must be free before the
+	// role starts, or another program's socket would pass for it.
+	OnListening
 )
 
 // Report is what one role said.
@@ -55,6 +85,9 @@ type Report struct {
 	Result    *results.Result
 	Intervals []*results.Interval // what it read, interval by interval
 	Done      *results.Done
+	// Output is a tool's report: its stdout (OutputStdout) or its report
+	// file (OutputFile).
+	Output []byte
 }
 
 // Timing is where a point's wall time went.
@@ -144,6 +177,9 @@ func (x *execution) steps() error {
 			return err
 		}
 	}
+	if err := x.collect(); err != nil {
+		return err
+	}
 	if !x.resultAt.IsZero() {
 		x.tm.ResultToRow = time.Since(x.resultAt)
 	}
@@ -177,14 +213,22 @@ func stages(roles []Role) [][]int {
 func (x *execution) startStage(stage []int) error {
 	for _, i := range stage {
 		rl, t := x.roles[i], x.roles[i].Target
-		pr, err := startProc(x.ctx, t, rl.Argv(x.ready), x.control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
+		if rl.Ready == OnListening {
+			if err := portFree(x.ctx, t, rl.Port); err != nil {
+				return t.Wrap(role.Start, err)
+			}
+		}
+		pr, err := startProc(x.ctx, t, rl.Argv(x.ready), rl.Tool, x.control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
 			x.updates, x.abandon, func(st *results.Started) { x.r.markStarted(t, st) })
 		if err != nil {
 			return t.Wrap(role.Start, err)
 		}
 		x.procs[i] = pr
-		if rl.Ready == OnStart {
+		switch rl.Ready {
+		case OnStart:
 			x.ready[t.Role] = nil
+		case OnListening:
+			go pollListening(x.ctx, t, rl.Port, i, x.updates, x.abandon, pr.gone)
 		}
 	}
 	return nil
@@ -238,12 +282,17 @@ func (x *execution) next() error {
 	if u.exited {
 		x.exited[i] = true
 		rl := x.roles[i]
-		if u.err == nil && (rl.Output == results.TypeResult && rep.Result != nil || rl.Output == results.TypeDone && rep.Done != nil) {
+		if rl.Output == OutputStdout {
+			rep.Output = x.procs[i].stdout.Bytes()
+		}
+		if u.err == nil && x.gaveOutput(i) {
 			return nil
 		}
 		return x.blame(i, x.endedMessage(i, u.err), diedOfCause(u.err))
 	}
 	switch ev := u.ev.(type) {
+	case listening:
+		x.ready[x.roles[i].Target.Role] = nil
 	case *results.Started:
 		rep.Started = ev
 	case *results.Warning:
@@ -268,14 +317,30 @@ func (x *execution) next() error {
 	return nil
 }
 
+// gaveOutput reports whether role i, which exited cleanly, gave what its
+// Output asks for: node's event, or for the other kinds the clean exit
+// itself (a file report is read by collect).
+func (x *execution) gaveOutput(i int) bool {
+	rep := x.reports[i]
+	switch x.roles[i].Output {
+	case results.TypeResult:
+		return rep.Result != nil
+	case results.TypeDone:
+		return rep.Done != nil
+	}
+	return true // OutputExit, OutputStdout, OutputFile: the clean exit
+}
+
 // phase is where role i stands: still preparing, or at work; and how a
 // message says it ended there.
 func (x *execution) phase(i int) (role.Phase, string) {
 	switch {
-	case x.roles[i].Ready == OnReadyEvent && !x.isReady(i):
+	case x.roles[i].Ready != OnStart && !x.isReady(i):
 		return role.Ready, "before ready"
 	case x.roles[i].Output == results.TypeResult:
 		return role.Run, "without a result"
+	case x.roles[i].Tool != "":
+		return role.Run, "before its report"
 	}
 	return role.Run, "before done"
 }
@@ -284,7 +349,7 @@ func (x *execution) phase(i int) (role.Phase, string) {
 // and the last thing it said on stderr.
 func (x *execution) endedMessage(i int, err error) string {
 	_, when := x.phase(i)
-	msg := exitDescription(err) + " " + when
+	msg := exitDescription(programName(x.roles[i].Tool), err) + " " + when
 	if last := x.procs[i].tail.lastLine(); last != "" {
 		msg += ": " + last
 	}

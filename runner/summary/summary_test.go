@@ -95,3 +95,42 @@ func TestWriteGroupsByKeyWithMeanSDAndFlags(t *testing.T) {
 		t.Fatalf("note: %q", lines[3])
 	}
 }
+
+// TestRatiosMatchEveryOtherParameter holds --baseline's rule: a point is
+// compared with the baseline's point of the same other parameters (the
+// hosts aside), and an older row without a workload is node's.
+func TestRatiosMatchEveryOtherParameter(t *testing.T) {
+	with := func(r results.Row, wl string, cpu float64) results.Row {
+		r.Params["workload"] = wl
+		r.CPUClient = &cpu
+		return r
+	}
+	rows := []results.Row{
+		with(row("a", 1, 4096, 100, 10, "ok"), "", 0.5),
+		with(row("b", 1, 4096, 50, 10, "ok"), "iperf3", 0.25),
+		with(row("c", 1, 8192, 300, 10, "ok"), "node", 0.5),
+		with(row("d", 1, 8192, 100, 10, "ok"), "iperf3", 1),
+		with(row("e", 1, 16384, 70, 10, "ok"), "node", 1), // no iperf3 at 16KiB
+	}
+	rows[3].ClientHost = "elsewhere"
+	b, err := ParseBaseline("workload=iperf3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Match(Build(rows), b)
+	if len(got) != 3 || got[0].Base == nil || got[0].Base.Key != "b" || got[1].Base.Key != "d" || got[2].Base != nil {
+		t.Fatalf("matches %+v", got)
+	}
+	var out bytes.Buffer
+	if err := WriteRatios(&out, Build(rows), b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"IPERF3_MB/S", " 2.00 ", " 3.00 ", "node / iperf3: median ratio 2.50 over 2 pairs run side by side (2.00, 3.00)", "1 points have no workload=iperf3 point"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("ratios lack %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := ParseBaseline("workload"); err == nil {
+		t.Error("ParseBaseline without a value")
+	}
+}

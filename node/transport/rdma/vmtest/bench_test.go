@@ -3,61 +3,86 @@
 package vmtest
 
 import (
+	"bytes"
 	"context"
-	"math"
+	"fmt"
 	"os"
-	"regexp"
-	"strconv"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestBench boots the guest and runs ib_read_bw and node read side by side
-// at 4 KiB, 64 KiB and 1 MiB (package guest, TestBench), printing each pair
-// and the ratio node ÷ ib_read_bw. Run it with `go test -tags bench -run
-// TestBench -v`. Under TCG the figures say how much CPU each program's loop
-// costs, nothing about RDMA hardware.
-func TestBench(t *testing.T) {
+// TestBenchPlans boots the soft-RoCE guest and has the runner exec the
+// checked-in benchmark plans there, both roles in the guest through
+// qemu's SSH port forward, as on real hosts: plans/bench-rdma.yaml (node
+// rdma beside ib_read_bw) and plans/bench-ssd.yaml (fio beside node's
+// pinned registration). The hosts are set with --set; nothing else of the
+// plans changes. Each exec prints its ratio table; the CSVs go to
+// $RDMASWEEP_BENCH_OUT (make bench: out/bench), where make bench prints
+// their summaries again. Under TCG the figures say what each program's
+// loop costs, nothing about RDMA hardware.
+//
+//	go test -tags bench -run TestBenchPlans -v ./node/transport/rdma/vmtest
+func TestBenchPlans(t *testing.T) {
 	needHost(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	if _, err := EnsureImage(ctx, testLog{t}); err != nil {
+	root, err := moduleRoot(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	node, tests := buildBinaries(t, ctx, "bench")
-	var console consoleLog
-	g, err := Boot(ctx, Options{
-		Files:   map[string]File{"/vmtest/node": {Host: node, Mode: 0o755}, "/vmtest/guest.test": {Host: tests, Mode: 0o755}},
-		Run:     "#!/bin/sh\nexport NODE=/vmtest/node\nexec /vmtest/guest.test -test.v -test.run '^TestBench$' -test.timeout 12m\n",
-		Console: &console, Log: testLog{t},
-	})
+	out := os.Getenv("RDMASWEEP_BENCH_OUT")
+	if out == "" {
+		out = t.TempDir()
+	}
+	dir := t.TempDir()
+	runner, node := filepath.Join(dir, "runner"), os.Getenv("RDMASWEEP_NODE")
+	if err := buildRunner(ctx, runner); err != nil {
+		t.Fatal(err)
+	}
+	if node == "" {
+		node = filepath.Join(dir, "node")
+		if err := BuildNode(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := Boot(ctx, Options{Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Stop()
-	err = g.Wait(ctx)
-	out := console.String()
-	n := 0
-	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "BENCH ") {
-			t.Log(strings.TrimSpace(l))
-			os.Stdout.WriteString(l + "\n")
-			n++
-			// A ratio is only a figure when both sides measured something.
-			r := math.NaN()
-			if m := regexp.MustCompile(` ratio=(\S+)`).FindStringSubmatch(l); m != nil {
-				r, _ = strconv.ParseFloat(m[1], 64)
-			}
-			if !(r > 0) || math.IsInf(r, 0) {
-				t.Errorf("BENCH line without a finite, positive ratio: %s", l)
+	knownHosts := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(knownHosts, []byte(g.KnownHostsLine()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "HOME="+t.TempDir())
+	for _, name := range []string{"bench-rdma", "bench-ssd"} {
+		args := []string{"exec", filepath.Join(root, "plans", name+".yaml"), "--rerun",
+			"--out", filepath.Join(out, name+".csv"),
+			"--set", "output.logs=" + filepath.Join(out, "logs"),
+			"--set", "node.binary=" + node, "--set", "node.remote_path=" + remoteNode,
+			"--set", "ssh.known_hosts=" + knownHosts, "--set", "ssh.host_key_policy=strict"}
+		for _, role := range []string{"server", "client"} {
+			for k, v := range map[string]string{"address": "127.0.0.1", "port": fmt.Sprint(g.SSHPort), "user": g.User, "identity_file": g.KeyPath} {
+				args = append(args, "--set", "hosts."+role+"."+k+"="+v)
 			}
 		}
-	}
-	if err != nil {
-		t.Fatalf("guest: %v; console:\n%s", err, out)
-	}
-	if n != 3 {
-		t.Fatalf("%d BENCH lines, want 3; console:\n%s", n, out)
+		args = append(args, "--set", "hosts.server.data_address="+GuestIP)
+		cmd := exec.CommandContext(ctx, runner, args...)
+		cmd.Env = env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		start := time.Now()
+		err := cmd.Run()
+		t.Logf("%s (%s):\n%s", name, time.Since(start).Round(time.Second), stdout.String())
+		os.Stdout.WriteString(name + ":\n" + stdout.String())
+		if err != nil {
+			t.Errorf("runner exec %s: %v\n%s", name, err, lastLines(stderr.String(), 20))
+		}
+		if !strings.Contains(stdout.String(), "median ratio") {
+			t.Errorf("%s printed no ratio", name)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -170,7 +171,9 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		}
 	}
 
-	// Every node the runner started in the guest is gone.
+	peerSweep(t, ctx, dir, env, host, knownHosts, runner, node)
+
+	// Every node and peer the runner started in the guest is gone.
 	sess, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
@@ -184,9 +187,82 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		t.Fatalf("the guest's process list shows no sshd, so it cannot show a node either:\n%s", out)
 	}
 	for _, l := range strings.Split(string(out), "\n") {
-		if strings.Contains(l, remoteNode) {
-			t.Errorf("node left running in the guest: %s", l)
+		if strings.Contains(l, remoteNode) || strings.Contains(l, "/ib_read_bw") || strings.Contains(l, "/fio") {
+			t.Errorf("left running in the guest: %s", l)
 		}
+	}
+}
+
+// peerSweep is issue 14's check in the guest: one plan with workload
+// [node, ib_read_bw, fio] gives interleaved ok rows in one CSV, ib_read_bw
+// over the same rxe0 at the same depth (its report file read back over
+// SSH), fio on the server's own file; exec prints node's ratio to
+// ib_read_bw.
+func peerSweep(t *testing.T, ctx context.Context, dir string, env []string, host, knownHosts, runner, node string) {
+	plan := fmt.Sprintf(`name: vmtest-peers
+hosts:
+  server: %s
+  client: %s
+ssh: {known_hosts: %q, host_key_policy: strict, connect_timeout: 10s, keepalive_interval: 5s}
+node: {binary: %q, remote_path: %s}
+transport: rdma
+rdma: {device: rxe0, gid_index: 1}
+server: {file: /tmp/rdmasweep-peers.dat, file_size: 16MiB, create: true, cache: warm, registration: pinned}
+client: {queue_depth: 16, qps: 1}
+sweep:
+  zip:
+    block_size: [64KiB, 1MiB]
+    total: [32MiB, 32MiB]
+  matrix:
+    workload: [node, ib_read_bw, fio]
+timeouts: {ready: 1m, accept: 1m, point: 3m}
+output: {csv: out/peers.csv, logs: out/logs}
+`, host, host, knownHosts, node, remoteNode)
+	planPath := filepath.Join(dir, "peers.yaml")
+	if err := os.WriteFile(planPath, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, runner, "exec", planPath)
+	cmd.Dir, cmd.Env = dir, env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("runner exec of the peer plan: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Logf("peer sweep took %s:\n%s", time.Since(start).Round(100*time.Millisecond), stdout.String())
+	rows, err := results.ReadCSV(filepath.Join(dir, "out/peers.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range rows {
+		order = append(order, fmt.Sprintf("%s/%d", r.Workload(), r.ParamInt("block_size")))
+		if r.Status != results.StatusOK || r.Bytes == nil || *r.Bytes != 32<<20 || r.BandwidthMBs == nil || *r.BandwidthMBs <= 0 {
+			t.Errorf("%s row: status %q error %q bytes %v", r.Workload(), r.Status, r.Error, r.Bytes)
+			continue
+		}
+		switch r.Workload() {
+		case "ib_read_bw":
+			if r.IOPS == nil || r.LatP99Us != nil || r.Verified != nil {
+				t.Errorf("ib_read_bw row: iops %v, latency %v, verified %v", r.IOPS, r.LatP99Us, r.Verified)
+			}
+		case "fio":
+			if r.LatP99Us == nil || r.CPUClient == nil || r.ClientHost != r.ServerHost {
+				t.Errorf("fio row: latency %v, cpu %v, hosts %q %q", r.LatP99Us, r.CPUClient, r.ServerHost, r.ClientHost)
+			}
+		case "node":
+			if r.CPUClient == nil || r.CPUServer == nil {
+				t.Errorf("node row: cpu %v %v", r.CPUClient, r.CPUServer)
+			}
+		}
+	}
+	want := "[node/65536 ib_read_bw/65536 fio/65536 node/1048576 ib_read_bw/1048576 fio/1048576]"
+	if fmt.Sprint(order) != want {
+		t.Errorf("rows %v, want %s", order, want)
+	}
+	if !strings.Contains(stdout.String(), "IB_READ_BW_MB/S") || !strings.Contains(stdout.String(), "node / ib_read_bw: median ratio") {
+		t.Errorf("exec printed no ratios to ib_read_bw:\n%s", stdout.String())
 	}
 }
 
