@@ -150,7 +150,7 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 		sess.Signal(ssh.SIGKILL)
 		if pid := stdout.pid(); pid > 0 {
 			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.Run(kctx, killGroup("KILL", pid))
+			s.Run(kctx, killGroup(syscall.SIGKILL, pid))
 			cancel()
 		}
 		sess.Close()
@@ -378,7 +378,7 @@ func (p *sshProcess) Signal(sig os.Signal) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
 	defer cancel()
-	if _, err := p.s.Run(ctx, killGroup(string(name), p.pid)); err != nil {
+	if _, err := p.s.Run(ctx, killGroup(sig.(syscall.Signal), p.pid)); err != nil {
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Status == 1 {
 			return nil // already gone: kill(1) found no such group
@@ -398,9 +398,12 @@ func (p *sshProcess) Wait() error {
 // killGroup is the remote command that sends sig to the process group pid
 // leads, or to pid alone where the server did not make it a group leader
 // (Dropbear runs a command without setsid). It exits 1 when neither exists.
-func killGroup(sig string, pid int) []string {
-	p := strconv.Itoa(pid)
-	return []string{"sh", "-c", "kill -" + sig + " -- -" + p + " 2>/dev/null || kill -" + sig + " " + p + " 2>/dev/null"}
+func killGroup(sig syscall.Signal, pid int) []string {
+	// Numbers, and no "--": dash's builtin kill, /bin/sh on Debian,
+	// refuses "kill -KILL -- -PID" ("Illegal number: -"), and a fallback
+	// to the pid alone would then leave the group's other processes.
+	n, p := strconv.Itoa(int(sig)), strconv.Itoa(pid)
+	return []string{"sh", "-c", "kill -" + n + " -" + p + " 2>/dev/null || kill -" + n + " " + p + " 2>/dev/null"}
 }
 
 var sshSignals = map[os.Signal]ssh.Signal{
