@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"rdmasweep/results"
 	"rdmasweep/runner/plot"
 )
 
@@ -15,6 +16,7 @@ func runPlot(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	fs := newFlagSet("plot", "-o FILE.png|FILE.svg [--run RUN_ID] CSV", ui.w)
 	out := fs.String("o", "", "write the chart to this `FILE` (.png or .svg)")
 	x := fs.String("x", "block_size", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+")")
+	scope := fs.String("scope", "", "only the rows of this `SCOPE`: client, or aggregate (several clients' together)")
 	path, rows, err := csvCommand(fs, args, func() error {
 		switch strings.ToLower(filepath.Ext(*out)) {
 		case ".png", ".svg":
@@ -27,6 +29,18 @@ func runPlot(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	})
 	if err != nil {
 		return err
+	}
+	if *scope != "" {
+		var kept []results.Row
+		for _, r := range rows {
+			if r.Scope == *scope {
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) == 0 {
+			return withHint(fmt.Errorf("%s has no rows of scope %q", path, *scope), "the scope column says client or aggregate; a CSV of plans with one client has client rows only")
+		}
+		rows = kept
 	}
 	series, err := plot.Build(rows, *x)
 	if err != nil {
