@@ -121,5 +121,7 @@ func (h *Histogram) Summary() transport.Latencies {
 		P99Us:  h.Quantile(0.99) / 1e3,
 		P999Us: h.Quantile(0.999) / 1e3,
 		MaxUs:  float64(h.Max) / 1e3,
+		SumUs:  float64(h.Sum) / 1e3,
+		N:      int64(h.N),
 	}
 }
