@@ -48,9 +48,20 @@ func printDevices(w io.Writer, devs []rdma.Device) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	for _, d := range devs {
-		fmt.Fprintf(tw, "%s\tmax_qp_rd_atom %d\tmax_qp_init_rd_atom %d\todp %v\n", d.Name, d.MaxQPRdAtom, d.MaxQPInitRdAtom, d.ODP)
+		numa := "numa -"
+		if d.NUMANode != nil {
+			numa = fmt.Sprintf("numa %d", *d.NUMANode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\tmax_qp_rd_atom %d\tmax_qp_init_rd_atom %d\tmax_qp_wr %d\todp %v\t%s\n",
+			d.Name, d.Transport, d.MaxQPRdAtom, d.MaxQPInitRdAtom, d.MaxQPWR, d.ODP, numa)
+		if d.Error != "" {
+			fmt.Fprintf(tw, "  error: %s\n", d.Error)
+		}
+		if d.Unsupported != "" {
+			fmt.Fprintf(tw, "  unsupported: %s\n", d.Unsupported)
+		}
 		for _, p := range d.Ports {
-			fmt.Fprintf(tw, "  port %d\t%s\t%s\tmtu %d\t%s %g Gb/s\tlid %d\n", p.Port, p.State, p.LinkLayer, p.ActiveMTU, p.Width, p.RateGbps, p.LID)
+			fmt.Fprintf(tw, "  port %d\t%s\t%s\tmtu %d\t%s %g Gb/s\tlid %d\tmax_msg_sz %d\n", p.Port, p.State, p.LinkLayer, p.ActiveMTU, p.Width, p.RateGbps, p.LID, p.MaxMsgSz)
 			for _, g := range p.GIDs {
 				fmt.Fprintf(tw, "    gid %d\t%s\t%s\t%s\n", g.Index, g.GID, g.Type, g.Netdev)
 			}

@@ -22,6 +22,8 @@ type readOptions struct {
 	duration   time.Duration
 	warmup     time.Duration
 	verify     bool
+
+	relaxedOrdering bool
 }
 
 func (o *readOptions) addFlags(fs *flag.FlagSet) {
@@ -36,6 +38,9 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.duration, "duration", 0, "read for this long instead of --total")
 	fs.DurationVar(&o.warmup, "warmup", 0, "read this long first, unmeasured")
 	fs.BoolVar(&o.verify, "verify", false, "check every byte against the file's pattern")
+	fs.IntVar(&o.rdma.MaxRdAtomic, "max-rd-atomic", 0, "RDMA READs in flight per QP on the wire (0: the most both sides allow); --queue-depth may be deeper")
+	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 1, "signal every Nth RDMA READ per QP; latency is then timed on the signalled ones")
+	fs.BoolVar(&o.relaxedOrdering, "relaxed-ordering", true, "register the RDMA read buffer with IBV_ACCESS_RELAXED_ORDERING (--relaxed-ordering=false: without)")
 }
 
 func (o *readOptions) check() error {
@@ -54,6 +59,14 @@ func (o *readOptions) check() error {
 		return usagef("read: --total and --duration cannot both be non-zero")
 	case o.duration < 0 || o.warmup < 0:
 		return usagef("read: --duration and --warmup cannot be negative")
+	case o.rdma.MaxRdAtomic < 0 || o.rdma.MaxRdAtomic > 255:
+		return usagef("read: --max-rd-atomic must be 0..255 (got %d)", o.rdma.MaxRdAtomic)
+	case o.rdma.CQModeration < 1:
+		return usagef("read: --cq-moderation must be positive (got %d)", o.rdma.CQModeration)
+	}
+	o.rdma.NoRelaxedOrdering = !o.relaxedOrdering
+	if err := o.checkRDMA("read"); err != nil {
+		return err
 	}
 	return checkFormat(o.format)
 }
@@ -94,6 +107,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		Type: results.TypeResult, Transport: tr.Name(), Bytes: m.Bytes, Reads: m.Reads, Seconds: m.Seconds,
 		LatAvgUs: m.Latency.AvgUs, LatP50Us: m.Latency.P50Us, LatP99Us: m.Latency.P99Us,
 		LatP999Us: m.Latency.P999Us, LatMaxUs: m.Latency.MaxUs, Verified: m.Verified, GIDIndex: m.GIDIndex,
+		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path,
 	}
 	if m.Seconds > 0 {
 		r.BandwidthMBs = float64(m.Bytes) / m.Seconds / 1e6

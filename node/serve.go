@@ -40,6 +40,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.port, "port", 0, "port to listen on (0: a free one)")
 	o.acceptTimeout = durationFlag(defaultAccept)
 	fs.Var(&o.acceptTimeout, "accept-timeout", "how long to wait for the client")
+	fs.BoolVar(&o.rdma.ODPPrefetch, "odp-prefetch", false, "with --registration odp, prefetch the region (ibv_advise_mr) before ready")
 }
 
 func (o *serveOptions) check() error {
@@ -56,6 +57,11 @@ func (o *serveOptions) check() error {
 		return usagef("serve: --port %d out of range", o.port)
 	case o.acceptTimeout <= 0:
 		return usagef("serve: --accept-timeout must be positive")
+	case o.rdma.ODPPrefetch && o.registration != "odp":
+		return usagef("serve: --odp-prefetch needs --registration odp")
+	}
+	if err := o.checkRDMA("serve"); err != nil {
+		return err
 	}
 	return checkFormat(o.format)
 }
@@ -116,6 +122,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		Type: results.TypeReady, Transport: tr.Name(), Address: info.Address, Port: info.Port,
 		RegistrationS: info.RegistrationS, RegistrationMBs: info.RegistrationMBs,
 		CachedFraction: cached, Mapping: info.Mapping, GIDIndex: info.GIDIndex, FileCreated: f.Created,
+		PrefetchS: info.PrefetchS, RDMAPath: info.Path,
 	})
 	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
 	before := faults()
