@@ -20,16 +20,16 @@ import (
 // costs, nothing about RDMA hardware.
 func TestBench(t *testing.T) {
 	needHost(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	if _, err := EnsureImage(ctx, testLog{t}); err != nil {
+	if _, err := EnsureImage(ctx, Bookworm, testLog{t}); err != nil {
 		t.Fatal(err)
 	}
 	node, tests := buildBinaries(t, ctx, "bench")
 	var console consoleLog
 	g, err := Boot(ctx, Options{
 		Files:   map[string]File{"/vmtest/node": {Host: node, Mode: 0o755}, "/vmtest/guest.test": {Host: tests, Mode: 0o755}},
-		Run:     "#!/bin/sh\nexport NODE=/vmtest/node\nexec /vmtest/guest.test -test.v -test.run '^TestBench$' -test.timeout 12m\n",
+		Run:     "#!/bin/sh\nexport NODE=/vmtest/node\nexec /vmtest/guest.test -test.v -test.run '^TestBench$' -test.timeout 25m\n",
 		Console: &console, Log: testLog{t},
 	})
 	if err != nil {
