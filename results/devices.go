@@ -15,6 +15,22 @@ const TypeDevices = "devices"
 type DevicesList struct {
 	Type    string   `json:"type"` // TypeDevices
 	Devices []Device `json:"devices"`
+	// With node devices --address A: the device, port and GID node would
+	// use for a connection over A (Choice), or why it would refuse
+	// (ChoiceError), by the same rule serve and read apply. runner check
+	// asks this rather than guessing.
+	Address     string        `json:"address,omitempty"`
+	Choice      *DeviceChoice `json:"choice,omitempty"`
+	ChoiceError string        `json:"choice_error,omitempty"`
+}
+
+// DeviceChoice is where a connection over an address lands.
+type DeviceChoice struct {
+	Device   string `json:"device"`
+	IBPort   int    `json:"ib_port"`
+	GIDIndex int    `json:"gid_index"`
+	GID      string `json:"gid"`
+	GIDType  string `json:"gid_type"`
 }
 
 // Device is one RDMA device as node's rdma transport sees it.

@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"rdmasweep/results"
 )
 
 func verbErr(st C.rs_status, hint string) error {
@@ -385,6 +387,46 @@ func Devices() ([]Device, error) {
 		out = append(out, c.Device)
 	}
 	return out, nil
+}
+
+// Choose says which device, port and GID node would use for a connection
+// over addr with these settings (name "", port 0 and gidIndex -1 choose),
+// as Listen and Dial do, without opening anything for long.
+func Choose(name string, port, gidIndex int, addr net.IP) (results.DeviceChoice, error) {
+	cands, err := scan()
+	if err != nil {
+		return results.DeviceChoice{}, err
+	}
+	i, p, err := chooseDevice(cands, name, port, addr, ownerOf(addr))
+	if err != nil {
+		return results.DeviceChoice{}, err
+	}
+	c := results.DeviceChoice{Device: cands[i].Name, IBPort: p, GIDIndex: -1}
+	for _, pt := range cands[i].Ports {
+		if pt.Port != p {
+			continue
+		}
+		if gidIndex >= 0 {
+			for _, g := range pt.GIDs {
+				if g.Index == gidIndex {
+					c.GIDIndex, c.GID, c.GIDType = g.Index, g.GID, g.Type
+				}
+			}
+			if c.GIDIndex < 0 {
+				return c, fmt.Errorf("gid_index %d of %s port %d is not populated (populated: %s)", gidIndex, c.Device, p, listGIDs(pt.GIDs))
+			}
+			break
+		}
+		if pt.LinkLayer != "Ethernet" || needsCM(cands[i].Transport) {
+			break // routed by LID, or rdma_cm chooses
+		}
+		g, err := chooseGID(pt.GIDs, addr)
+		if err != nil {
+			return c, fmt.Errorf("%s port %d: %w", c.Device, p, err)
+		}
+		c.GIDIndex, c.GID, c.GIDType = g.Index, g.GID, g.Type
+	}
+	return c, nil
 }
 
 // describe fills info from an opened device.
