@@ -36,6 +36,17 @@ func TestMultiNIC(t *testing.T) {
 		t.Errorf("result verified %v, server served %d bytes", res.Verified, done.BytesServed)
 	}
 	t.Logf("server %s gid %d %s, client %s gid %d %s", ready.Device, *ready.GIDIndex, ready.GID, res.Device, *res.GIDIndex, res.GID)
+
+	// runner check asks node the same question without running a point.
+	out, err := exec.Command(nodeBin(t), "devices", "--json", "--address", guestIP1).Output()
+	var l results.DevicesList
+	if err != nil || json.Unmarshal(out, &l) != nil || l.Choice == nil || l.Choice.Device != "rxe1" || l.Choice.GID != "::ffff:"+guestIP1 || l.Choice.GIDIndex != *res.GIDIndex {
+		t.Errorf("node devices --address %s: %v, %s; want the choice the run made", guestIP1, err, out)
+	}
+	out, _ = exec.Command(nodeBin(t), "devices", "--json", "--address", "10.0.9.9").Output()
+	if json.Unmarshal(out, &l) != nil || l.Choice != nil || !strings.Contains(l.ChoiceError, "no RDMA device holds address 10.0.9.9") {
+		t.Errorf("node devices --address 10.0.9.9: %s; want the refusal a run would give", out)
+	}
 }
 
 // TestWildcardListen: a wildcard listen address says nothing of the
