@@ -44,7 +44,8 @@ func TestMultiNIC(t *testing.T) {
 		t.Errorf("node devices --address %s: %v, %s; want the choice the run made", guestIP1, err, out)
 	}
 	out, _ = exec.Command(nodeBin(t), "devices", "--json", "--address", "10.0.9.9").Output()
-	if json.Unmarshal(out, &l) != nil || l.Choice != nil || !strings.Contains(l.ChoiceError, "no RDMA device holds address 10.0.9.9") {
+	var none results.DevicesList
+	if json.Unmarshal(out, &none) != nil || none.Choice != nil || !strings.Contains(none.ChoiceError, "no RDMA device holds address 10.0.9.9") {
 		t.Errorf("node devices --address 10.0.9.9: %s; want the refusal a run would give", out)
 	}
 }
