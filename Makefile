@@ -11,11 +11,24 @@ GO       ?= go
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 30s
 X        := -X main.version=$(VERSION)
-HAVE_IBVERBS := $(shell pkg-config --exists libibverbs 2>/dev/null && test -e "$$(pkg-config --variable=libdir libibverbs)/libibverbs.a" && echo yes)
+# The RDMA node links rdma-core's libibverbs and librdmacm statically, with
+# libnl under them: these are their .a files, and what provides them.
+RDMA_STATIC_LIBS := libibverbs.a librdmacm.a libnl-3.a libnl-route-3.a
+RDMA_DEV_PKGS    := libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev pkg-config
+RDMA_LIBDIR      := $(shell pkg-config --variable=libdir libibverbs 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)
+RDMA_MISSING     := $(strip $(foreach l,$(RDMA_STATIC_LIBS),$(if $(wildcard $(RDMA_LIBDIR)/$(l)),,$(l))))
+HAVE_IBVERBS     := $(if $(RDMA_MISSING),,$(shell pkg-config --exists librdmacm libibverbs 2>/dev/null && echo yes))
+RDMA_LDFLAGS      = $$(pkg-config --static --libs librdmacm libibverbs)
 
 .PHONY: build runner node node-tcp node-rdma demo readme-plot test test-stub test-rdma-link bench fuzz clean
 
+# build says which transports the node got, and why not rdma when it did
+# not: a tcp-only node still runs every plan with transport: tcp.
 build: runner node
+	@bin/node version
+ifneq ($(HAVE_IBVERBS),yes)
+	@echo "bin/node has no rdma transport: missing $(or $(RDMA_MISSING),pkg-config data for librdmacm/libibverbs); make node-rdma says what to install" >&2
+endif
 
 runner:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(X)' -o bin/runner ./runner
@@ -30,10 +43,28 @@ endif
 node-tcp:
 	CGO_ENABLED=0 $(GO) build -tags netgo,osusergo -ldflags '$(X)' -o bin/node ./node
 
-# A static node with libibverbs and every rdma-core provider linked in, so
-# it finds mlx5, rxe, efa, … on hosts without rdma-core installed.
+# A static node with libibverbs, librdmacm and every rdma-core provider
+# linked in, so it finds a device on hosts without rdma-core installed.
+# What works, not only what is linked:
+#   - InfiniBand and RoCE (mlx5, mlx4, bnxt_re, irdma in RoCE mode, …; rxe
+#     in the test guest): RC RDMA READ with connect tcp or connect cm.
+#   - iWARP (cxgb4, irdma in iWARP mode; siw in the test guest): connect cm
+#     only; connect tcp is refused with a hint to use cm.
+#   - EFA (SRD, no RC queue pairs) and usNIC: listed by node devices, and
+#     refused with the reason.
+# Only rxe and siw run here (the soft-RoCE/soft-iWARP guests of make test);
+# the hardware providers are linked and reached through the same verbs,
+# untested without their hardware.
 node-rdma:
-	CGO_ENABLED=1 CGO_LDFLAGS="$$(pkg-config --static --libs libibverbs)" \
+	@if [ -n "$(RDMA_MISSING)" ] || ! pkg-config --exists librdmacm libibverbs 2>/dev/null; then \
+		echo "make node-rdma: the static node needs $(RDMA_STATIC_LIBS) and their pkg-config data; missing: $(or $(RDMA_MISSING),pkg-config data)" >&2; \
+		echo "  Debian/Ubuntu: apt-get install $(RDMA_DEV_PKGS)" >&2; \
+		echo "  RHEL, Rocky, Fedora: rdma-core-devel and libnl3-devel ship no .a files, so the node cannot be built static there;" >&2; \
+		echo "  build it in a Debian container instead (the static binary runs on any x86-64 Linux):" >&2; \
+		echo "    docker run --rm -v \"\$$PWD\":/src -w /src golang:bookworm sh -c 'apt-get update && apt-get install -y $(RDMA_DEV_PKGS) && make node-rdma'" >&2; \
+		exit 1; \
+	fi
+	CGO_ENABLED=1 CGO_LDFLAGS="$(RDMA_LDFLAGS)" \
 		$(GO) build -tags 'rdma netgo osusergo' \
 		-ldflags '$(X) -linkmode external -extldflags "-static"' -o bin/node ./node
 	@file bin/node | grep -q 'statically linked' || { echo 'bin/node is not statically linked' >&2; exit 1; }
@@ -61,7 +92,7 @@ test-stub:
 # against Go in a static rdma build (the only kind the providers link in).
 test-rdma-link:
 	CGO_ENABLED=1 $(GO) vet -tags 'rdma rdmaguest bench' ./node/...
-	CGO_ENABLED=1 CGO_LDFLAGS="$$(pkg-config --static --libs libibverbs)" \
+	CGO_ENABLED=1 CGO_LDFLAGS="$(RDMA_LDFLAGS)" \
 		$(GO) test -count=1 -tags 'rdma netgo osusergo' \
 		-ldflags '-linkmode external -extldflags "-static"' ./node/transport/rdma/
 

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"rdmasweep/node/transport"
 	"rdmasweep/results"
 )
 
@@ -141,7 +142,7 @@ func (p *printer) warn(msg string) {
 
 func (p *printer) error(err error) {
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-	p.event(results.Error{Type: results.TypeError, Message: msg})
+	p.event(results.Error{Type: results.TypeError, Message: msg, Code: errorCode(err)})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Fprintf(p.stderr, "node: error: %s\n", err)
@@ -294,4 +295,20 @@ func parseSize(v string) (int64, error) {
 		err = fmt.Errorf("size %q is negative", v)
 	}
 	return n, err
+}
+
+// errorCode is the code of an error event: what kind of failure err is,
+// for a program to act on (results.ErrorCode*).
+func errorCode(err error) string {
+	switch {
+	case errors.Is(err, transport.ErrODPMismatch):
+		return results.ErrorCodeODPVerifyMismatch
+	case errors.Is(err, transport.ErrMismatch):
+		return results.ErrorCodeVerifyMismatch
+	case errors.Is(err, transport.ErrMemAvailable):
+		return results.ErrorCodeMemAvailable
+	case errors.Is(err, transport.ErrNeedsCM):
+		return results.ErrorCodeNeedsCM
+	}
+	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"text/tabwriter"
 
 	"rdmasweep/node/transport/rdma"
@@ -20,8 +21,18 @@ func init() { commands["devices"] = runDevices }
 func runDevices(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON line instead of a table")
+	address := fs.String("address", "", "also say which device, port and GID a connection over this address would use")
+	device := fs.String("rdma-device", "", "with --address: the device the plan names")
+	port := fs.Int("ib-port", 0, "with --address: the port the plan names")
+	gidIndex := fs.Int("gid-index", -1, "with --address: the GID index the plan names")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var addr net.IP
+	if *address != "" {
+		if addr = net.ParseIP(*address); addr == nil {
+			return usagef("devices: --address %q is not an IP address", *address)
+		}
 	}
 	if !*asJSON {
 		e.out = newPrinter(e.stdout, e.stderr, "text")
@@ -30,15 +41,33 @@ func runDevices(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("list rdma devices: %w", err)
 	}
+	l := results.DevicesList{Type: results.TypeDevices, Devices: devs, Address: *address}
+	if addr != nil {
+		c, err := rdma.Choose(*device, *port, *gidIndex, addr)
+		if err != nil {
+			l.ChoiceError = err.Error()
+		} else {
+			l.Choice = &c
+		}
+	}
 	if *asJSON {
-		b, err := json.Marshal(results.DevicesList{Type: results.TypeDevices, Devices: devs})
+		b, err := json.Marshal(l)
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
 		return err
 	}
-	return printDevices(e.stdout, devs)
+	if err := printDevices(e.stdout, devs); err != nil {
+		return err
+	}
+	switch {
+	case l.Choice != nil:
+		_, err = fmt.Fprintf(e.stdout, "%s: %s port %d gid %d %s (%s)\n", l.Address, l.Choice.Device, l.Choice.IBPort, l.Choice.GIDIndex, l.Choice.GID, l.Choice.GIDType)
+	case l.ChoiceError != "":
+		_, err = fmt.Fprintf(e.stdout, "%s: %s\n", l.Address, l.ChoiceError)
+	}
+	return err
 }
 
 func printDevices(w io.Writer, devs []rdma.Device) error {
@@ -48,9 +77,20 @@ func printDevices(w io.Writer, devs []rdma.Device) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	for _, d := range devs {
-		fmt.Fprintf(tw, "%s\tmax_qp_rd_atom %d\tmax_qp_init_rd_atom %d\todp %v\n", d.Name, d.MaxQPRdAtom, d.MaxQPInitRdAtom, d.ODP)
+		numa := "numa -"
+		if d.NUMANode != nil {
+			numa = fmt.Sprintf("numa %d", *d.NUMANode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\tmax_qp_rd_atom %d\tmax_qp_init_rd_atom %d\tmax_qp_wr %d\todp %v\t%s\n",
+			d.Name, d.Transport, d.MaxQPRdAtom, d.MaxQPInitRdAtom, d.MaxQPWR, d.ODP, numa)
+		if d.Error != "" {
+			fmt.Fprintf(tw, "  error: %s\n", d.Error)
+		}
+		if d.Unsupported != "" {
+			fmt.Fprintf(tw, "  unsupported: %s\n", d.Unsupported)
+		}
 		for _, p := range d.Ports {
-			fmt.Fprintf(tw, "  port %d\t%s\t%s\tmtu %d\t%s %g Gb/s\tlid %d\n", p.Port, p.State, p.LinkLayer, p.ActiveMTU, p.Width, p.RateGbps, p.LID)
+			fmt.Fprintf(tw, "  port %d\t%s\t%s\tmtu %d\t%s %g Gb/s\tlid %d\tmax_msg_sz %d\n", p.Port, p.State, p.LinkLayer, p.ActiveMTU, p.Width, p.RateGbps, p.LID, p.MaxMsgSz)
 			for _, g := range p.GIDs {
 				fmt.Fprintf(tw, "    gid %d\t%s\t%s\t%s\n", g.Index, g.GID, g.Type, g.Netdev)
 			}

@@ -30,6 +30,7 @@ type roleFlags struct {
 	transport string
 	format    string
 	rdma      transport.RDMA
+	fabric    transport.Fabric
 	lifetime
 }
 
@@ -40,9 +41,42 @@ func (f *roleFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", "json", "stdout format: json or text")
 	f.lifetime.addFlags(fs)
 	r := &f.rdma
-	fs.StringVar(&r.Device, "rdma-device", "", "RDMA device (default: the first active one)")
-	fs.IntVar(&r.IBPort, "ib-port", 1, "RDMA port, 1-based")
-	fs.IntVar(&r.GIDIndex, "gid-index", -1, "GID index (-1: pick from the address in use)")
+	fs.StringVar(&r.Device, "rdma-device", "", "RDMA device (default: the one whose interface holds the address in use)")
+	fs.IntVar(&r.IBPort, "ib-port", 0, "RDMA port, 1-based (0: the port holding the address, or 1)")
+	fs.IntVar(&r.GIDIndex, "gid-index", -1, "GID index (-1: pick from the address in use; given on InfiniBand, the QPs carry a GRH)")
+	fs.StringVar(&r.Connect, "rdma-connect", "tcp", "how QPs connect: tcp (node's exchange) or cm (rdma_cm, needed for iWARP)")
+	f.fabric = transport.DefaultFabric()
+	d := f.fabric
+	fs.IntVar(&f.fabric.TrafficClass, "traffic-class", d.TrafficClass, "GRH traffic class (RoCE DSCP<<2|ECN); set it on both roles")
+	fs.IntVar(&f.fabric.ServiceLevel, "service-level", d.ServiceLevel, "InfiniBand service level")
+	fs.IntVar(&f.fabric.PKeyIndex, "pkey-index", d.PKeyIndex, "P_Key table index")
+	fs.IntVar(&f.fabric.Timeout, "qp-timeout", d.Timeout, "QP local ACK timeout, 4.096us × 2^N")
+	fs.IntVar(&f.fabric.RetryCnt, "retry-cnt", d.RetryCnt, "QP transport retries")
+	fs.IntVar(&f.fabric.RNRRetry, "rnr-retry", d.RNRRetry, "QP RNR retries (7: forever)")
+	fs.IntVar(&f.fabric.MinRNRTimer, "min-rnr-timer", d.MinRNRTimer, "QP minimum RNR NAK timer code")
+	r.Fabric = &f.fabric
+}
+
+func (f *roleFlags) checkRDMA(role string) error {
+	switch {
+	case f.rdma.Connect != "tcp" && f.rdma.Connect != "cm":
+		return usagef("%s: --rdma-connect must be tcp or cm (got %q)", role, f.rdma.Connect)
+	case f.rdma.IBPort < 0:
+		return usagef("%s: --ib-port cannot be negative", role)
+	}
+	for _, c := range []struct {
+		name   string
+		v, max int
+	}{
+		{"traffic-class", f.fabric.TrafficClass, 255}, {"service-level", f.fabric.ServiceLevel, 15},
+		{"pkey-index", f.fabric.PKeyIndex, 65535}, {"qp-timeout", f.fabric.Timeout, 31},
+		{"retry-cnt", f.fabric.RetryCnt, 7}, {"rnr-retry", f.fabric.RNRRetry, 7}, {"min-rnr-timer", f.fabric.MinRNRTimer, 31},
+	} {
+		if c.v < 0 || c.v > c.max {
+			return usagef("%s: --%s must be 0..%d (got %d)", role, c.name, c.max, c.v)
+		}
+	}
+	return nil
 }
 
 func checkFormat(f string) error {

@@ -410,6 +410,12 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--file", "x", "--file-size", "4kb"},
 		{"read", "--server", "127.0.0.1:1", "--pattern", "zigzag"},
 		{"read", "--server", "127.0.0.1:1", "stray"},
+		{"read", "--server", "127.0.0.1:1", "--rdma-connect", "udp"},
+		{"read", "--server", "127.0.0.1:1", "--cq-moderation", "0"},
+		{"read", "--server", "127.0.0.1:1", "--max-rd-atomic", "256"},
+		{"read", "--server", "127.0.0.1:1", "--traffic-class", "256"},
+		{"serve", "--file", "x", "--file-size", "1MiB", "--retry-cnt", "8"},
+		{"serve", "--file", "x", "--file-size", "1MiB", "--odp-prefetch"},
 	} {
 		p := start(t, "", args...)
 		code, last := p.wait(10 * time.Second)
@@ -543,5 +549,40 @@ func TestFanInWithBarrier(t *testing.T) {
 	done := mustType[*results.Done](t, s.next(10*time.Second))
 	if len(done.Connections) != 2 || done.Connections[0].BytesServed+done.Connections[1].BytesServed != done.BytesServed {
 		t.Fatalf("done %+v: want two sessions adding up to the total", done)
+	}
+}
+
+// TestHostJSON: node host --json reports what runner check judges memory
+// by, read from this very host.
+func TestHostJSON(t *testing.T) {
+	out, err := exec.Command(nodeBin, "host", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h results.Host
+	if err := json.Unmarshal(out, &h); err != nil {
+		t.Fatalf("host --json printed %q: %v", out, err)
+	}
+	var u unix.Utsname
+	unix.Uname(&u)
+	if h.Type != results.TypeHost || h.Kernel != unix.ByteSliceToString(u.Release[:]) || h.MemTotalBytes <= 0 ||
+		h.MemAvailableBytes <= 0 || h.MemAvailableBytes > h.MemTotalBytes || h.NUMANodes < 1 || h.PageSize < 4096 {
+		t.Errorf("host %+v: want this kernel, memory figures with available ≤ total, NUMA nodes and a page size", h)
+	}
+}
+
+// TestMakeNodeRDMAMissingLibs: where the static libraries are missing,
+// make node-rdma fails before compiling and says what to install, and how
+// to build where no distribution ships them.
+func TestMakeNodeRDMAMissingLibs(t *testing.T) {
+	testenv.NeedTool(t, "make", "make")
+	out, err := exec.Command("make", "-C", "..", "node-rdma", "RDMA_LIBDIR=/nonexistent").CombinedOutput()
+	for _, want := range []string{"libibverbs.a", "librdmacm.a", "apt-get install libibverbs-dev librdmacm-dev", "RHEL", "container"} {
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("make node-rdma without the static libraries: %v, output lacks %q:\n%s", err, want, out)
+		}
+	}
+	if strings.Contains(string(out), "go build") {
+		t.Errorf("make node-rdma compiled although the libraries are missing:\n%s", out)
 	}
 }

@@ -25,6 +25,8 @@ type readOptions struct {
 	verify     bool
 	barrier    bool
 	interval   time.Duration
+
+	relaxedOrdering bool
 }
 
 func (o *readOptions) addFlags(fs *flag.FlagSet) {
@@ -41,6 +43,9 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.verify, "verify", false, "check every byte against the file's pattern")
 	fs.BoolVar(&o.barrier, "barrier", false, "once connected and registered, print ready and wait for a go control line before reading (with --control-stdin)")
 	fs.DurationVar(&o.interval, "interval", 0, "print what was read in each interval of the measured phase (0: none)")
+	fs.IntVar(&o.rdma.MaxRdAtomic, "max-rd-atomic", 0, "RDMA READs in flight per QP on the wire (0: the most both sides allow); --queue-depth may be deeper")
+	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 1, "signal every Nth RDMA READ per QP; latency is then timed on the signalled ones")
+	fs.BoolVar(&o.relaxedOrdering, "relaxed-ordering", true, "register the RDMA read buffer with IBV_ACCESS_RELAXED_ORDERING (--relaxed-ordering=false: without)")
 }
 
 func (o *readOptions) check() error {
@@ -61,6 +66,14 @@ func (o *readOptions) check() error {
 		return usagef("read: --duration, --warmup and --interval cannot be negative")
 	case o.barrier && !o.controlStdin:
 		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
+	case o.rdma.MaxRdAtomic < 0 || o.rdma.MaxRdAtomic > 255:
+		return usagef("read: --max-rd-atomic must be 0..255 (got %d)", o.rdma.MaxRdAtomic)
+	case o.rdma.CQModeration < 1:
+		return usagef("read: --cq-moderation must be positive (got %d)", o.rdma.CQModeration)
+	}
+	o.rdma.NoRelaxedOrdering = !o.relaxedOrdering
+	if err := o.checkRDMA("read"); err != nil {
+		return err
 	}
 	return checkFormat(o.format)
 }
@@ -125,6 +138,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		LatP999Us: m.Latency.P999Us, LatMaxUs: m.Latency.MaxUs, Verified: m.Verified, GIDIndex: m.GIDIndex,
 		CPUUserS: m.CPU.UserS, CPUSysS: m.CPU.SysS, CPUWallS: m.CPU.WallS,
 		StartUnixNs: start.UnixNano(), Histogram: m.Histogram,
+		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path,
 	}
 	if m.Seconds > 0 {
 		r.BandwidthMBs = float64(m.Bytes) / m.Seconds / 1e6

@@ -48,6 +48,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	o.acceptTimeout = durationFlag(defaultAccept)
 	fs.Var(&o.acceptTimeout, "accept-timeout", "how long to wait for the client")
 	fs.IntVar(&o.clients, "clients", 1, "serve this many clients at once, all reading the one region (fan-in)")
+	fs.BoolVar(&o.rdma.ODPPrefetch, "odp-prefetch", false, "with --registration odp, prefetch the region (ibv_advise_mr) before ready")
 }
 
 func (o *serveOptions) check() error {
@@ -66,6 +67,11 @@ func (o *serveOptions) check() error {
 		return usagef("serve: --accept-timeout must be positive")
 	case o.clients < 1 || o.clients > maxClients:
 		return usagef("serve: --clients must be between 1 and %d (got %d)", maxClients, o.clients)
+	case o.rdma.ODPPrefetch && o.registration != "odp":
+		return usagef("serve: --odp-prefetch needs --registration odp")
+	}
+	if err := o.checkRDMA("serve"); err != nil {
+		return err
 	}
 	return checkFormat(o.format)
 }
@@ -110,6 +116,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		Type: results.TypeReady, Transport: tr.Name(), Address: info.Address, Port: info.Port,
 		RegistrationS: info.RegistrationS, RegistrationMBs: info.RegistrationMBs,
 		CachedFraction: cached, Mapping: info.Mapping, GIDIndex: info.GIDIndex, FileCreated: f.Created,
+		PrefetchS: info.PrefetchS, RDMAPath: info.Path,
 	})
 	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
 	before := faults()

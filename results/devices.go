@@ -15,6 +15,22 @@ const TypeDevices = "devices"
 type DevicesList struct {
 	Type    string   `json:"type"` // TypeDevices
 	Devices []Device `json:"devices"`
+	// With node devices --address A: the device, port and GID node would
+	// use for a connection over A (Choice), or why it would refuse
+	// (ChoiceError), by the same rule serve and read apply. runner check
+	// asks this rather than guessing.
+	Address     string        `json:"address,omitempty"`
+	Choice      *DeviceChoice `json:"choice,omitempty"`
+	ChoiceError string        `json:"choice_error,omitempty"`
+}
+
+// DeviceChoice is where a connection over an address lands.
+type DeviceChoice struct {
+	Device   string `json:"device"`
+	IBPort   int    `json:"ib_port"`
+	GIDIndex int    `json:"gid_index"`
+	GID      string `json:"gid"`
+	GIDType  string `json:"gid_type"`
 }
 
 // Device is one RDMA device as node's rdma transport sees it.
@@ -23,9 +39,32 @@ type Device struct {
 	MaxQPRdAtom     int    `json:"max_qp_rd_atom"`      // READs in flight a QP answers (responder)
 	MaxQPInitRdAtom int    `json:"max_qp_init_rd_atom"` // READs in flight a QP issues (requester)
 	// ODP reports on-demand paging for RC RDMA READ: general support and the
-	// RC READ capability, which is what registration: odp needs.
+	// RC READ capability, which is what registration: odp needs. It is only
+	// what the device advertises: whether its ODP returns the right bytes
+	// takes a verified read (soft-RoCE on 7.x kernels advertises it and
+	// returns wrong data).
 	ODP   bool   `json:"odp"`
 	Ports []Port `json:"ports"`
+
+	// Transport is the device's transport: "InfiniBand" (IB and RoCE),
+	// "iWARP" (connects only through rdma_cm), or what else verbs says.
+	Transport string `json:"transport,omitempty"`
+	// Driver is the kernel driver behind the device, from sysfs (e.g.
+	// "mlx5_core", "efa"); "" for software devices (rxe, siw).
+	Driver string `json:"driver,omitempty"`
+	// NUMANode is the NUMA node of the device's PCI function; nil when
+	// the device has none (software devices) or the kernel does not say.
+	NUMANode *int `json:"numa_node,omitempty"`
+	// MaxQPWR is the deepest send queue a QP may have: the limit of
+	// queue_depth per QP.
+	MaxQPWR int `json:"max_qp_wr,omitempty"`
+	// Unsupported says why node's rdma transport cannot use this device
+	// at all (e.g. EFA, which has no RC QPs); "" when it can.
+	Unsupported string `json:"unsupported,omitempty"`
+	// Error is why the device could not be opened or queried; the other
+	// fields are then partly empty. One such device does not stop the
+	// listing.
+	Error string `json:"error,omitempty"`
 }
 
 // Port is one port of a Device.
@@ -38,6 +77,12 @@ type Port struct {
 	Width     string  `json:"width"`      // e.g. "4x"
 	LID       int     `json:"lid"`
 	GIDs      []GID   `json:"gids"`
+	// MaxMsgSz is the largest message the port carries, in bytes: the
+	// limit of block_size for one RDMA READ.
+	MaxMsgSz int64 `json:"max_msg_sz,omitempty"`
+	// PKeyTblLen is the size of the port's P_Key table (pkey_index is an
+	// index into it).
+	PKeyTblLen int `json:"pkey_tbl_len,omitempty"`
 }
 
 // GID is one populated entry of a port's GID table.
@@ -52,6 +97,27 @@ type GID struct {
 
 // IP is the GID's 16 bytes, or nil if GID does not parse.
 func (g GID) IP() net.IP { return net.ParseIP(g.GID).To16() }
+
+// TypeHost is the type of Host.
+const TypeHost = "host"
+
+// Host is what `node host --json` prints on one line: what the host has
+// for a run, as node sees it (what runner check judges memory by).
+type Host struct {
+	Type   string `json:"type"`   // TypeHost
+	Kernel string `json:"kernel"` // uname -r
+	// MemTotalBytes and MemAvailableBytes are /proc/meminfo's MemTotal
+	// and MemAvailable. node serve refuses to pin a region larger than
+	// MemAvailable.
+	MemTotalBytes     int64 `json:"mem_total_bytes"`
+	MemAvailableBytes int64 `json:"mem_available_bytes"`
+	// MemlockBytes is the soft RLIMIT_MEMLOCK, -1 for unlimited.
+	MemlockBytes int64 `json:"memlock_bytes"`
+	// CapIPCLock reports the process may lock memory beyond the limit.
+	CapIPCLock bool `json:"cap_ipc_lock"`
+	NUMANodes  int  `json:"numa_nodes"` // nodes online, 1 when the kernel does not say
+	PageSize   int  `json:"page_size"`
+}
 
 // Version is what `node version --json` prints.
 type Version struct {

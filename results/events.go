@@ -69,6 +69,12 @@ type Ready struct {
 	Mapping         string   `json:"mapping,omitempty"`   // how the file was mapped, e.g. "private-ro"
 	GIDIndex        *int     `json:"gid_index,omitempty"` // RDMA only
 	FileCreated     bool     `json:"file_created"`        // this run wrote the file
+	// PrefetchS is how long ibv_advise_mr's prefetch of an odp region
+	// took (--odp-prefetch), after RegistrationS, which is then the
+	// ibv_reg_mr call alone.
+	PrefetchS *float64 `json:"prefetch_s,omitempty"`
+	// RDMAPath is the rdma transport's side of the path; nil for tcp.
+	*RDMAPath
 }
 
 // Result is node read's measurement. MB is 10^6 bytes. Latency is per read,
@@ -103,6 +109,55 @@ type Result struct {
 	// node.
 	StartUnixNs int64      `json:"start_unix_ns,omitempty"`
 	Histogram   *Histogram `json:"histogram,omitempty"`
+	// LatSumUs is the sum of the LatSamples latencies: at queue depth 1,
+	// where reads cannot overlap, it is below Seconds by what the client
+	// spends between reads (verifying, posting).
+	LatSumUs float64 `json:"lat_sum_us"`
+	// LatSamples is how many reads the latency figures come from: every
+	// read, or with rdma cq_moderation N > 1 the signalled ones only.
+	LatSamples int64 `json:"lat_samples"`
+	// RDMAPath is the rdma transport's side of the path; nil for tcp.
+	*RDMAPath
+}
+
+// RDMAPath is what node's rdma transport used on its side of a
+// connection: the device and GID, how the QPs were connected, and their
+// attributes. It is flattened into Ready (what the server will set on its
+// QPs) and Result (read back from the client's first QP with
+// ibv_query_qp, after connecting). Fields marked client-only are 0 or ""
+// in Ready.
+type RDMAPath struct {
+	Device    string `json:"device"`
+	IBPort    int    `json:"ib_port"`
+	LinkLayer string `json:"link_layer"` // "InfiniBand" or "Ethernet"
+	// GID is the entry gid_index names; GIDType "IB", "RoCE v1", "RoCE v2".
+	GID     string `json:"gid"`
+	GIDType string `json:"gid_type"`
+	Connect string `json:"connect"` // "tcp" (node's own exchange) or "cm" (rdma_cm)
+	// GRH reports the QPs route by GID: always on RoCE, and on
+	// InfiniBand when gid_index was given (a routed fabric).
+	GRH          bool `json:"grh"`
+	TrafficClass int  `json:"traffic_class"`
+	ServiceLevel int  `json:"service_level"`
+	PKeyIndex    int  `json:"pkey_index"`
+	Timeout      int  `json:"timeout"` // 4.096 µs × 2^timeout per try
+	RetryCnt     int  `json:"retry_cnt"`
+	RNRRetry     int  `json:"rnr_retry"`
+	MinRNRTimer  int  `json:"min_rnr_timer"`
+
+	// MaxRdAtomic is the READs in flight per QP on the wire (client-only).
+	MaxRdAtomic int `json:"max_rd_atomic,omitempty"`
+	// QueueDepthPerQP is the READs posted per QP: up to the queue depth
+	// spread over the QPs; beyond MaxRdAtomic the HCA holds them back
+	// (client-only).
+	QueueDepthPerQP int `json:"queue_depth_per_qp,omitempty"`
+	// CQModeration N signals every Nth READ (client-only; 1: all).
+	CQModeration int `json:"cq_moderation,omitempty"`
+	// RelaxedOrdering reports the client's buffer was registered with
+	// IBV_ACCESS_RELAXED_ORDERING (client-only; the device may ignore it).
+	RelaxedOrdering *bool `json:"relaxed_ordering,omitempty"`
+	// PathMTU in bytes, the smaller of the two ports' (client-only).
+	PathMTU int `json:"path_mtu,omitempty"`
 }
 
 // Interval is what node read completed in one interval of its measured
@@ -144,7 +199,26 @@ type Connection struct {
 type Error struct {
 	Type    string `json:"type"` // "error"
 	Message string `json:"message"`
+	// Code names the kind of failure a program may act on, "" for the
+	// rest: one of the ErrorCode constants.
+	Code string `json:"code,omitempty"`
 }
+
+// Error codes.
+const (
+	// ErrorCodeVerifyMismatch: a byte read differs from the file's pattern.
+	ErrorCodeVerifyMismatch = "verify_mismatch"
+	// ErrorCodeODPVerifyMismatch: the same, from a server that registered
+	// its region with on-demand paging: the device's ODP returned wrong
+	// data, and figures measured on it are not to be trusted.
+	ErrorCodeODPVerifyMismatch = "odp_verify_mismatch"
+	// ErrorCodeMemAvailable: pinning the region would need more memory
+	// than the host has available.
+	ErrorCodeMemAvailable = "mem_available"
+	// ErrorCodeNeedsCM: the device is iWARP, which connects only through
+	// rdma_cm (rdma connect: cm).
+	ErrorCodeNeedsCM = "needs_cm"
+)
 
 // Warning is a message for a person that did not stop the run.
 type Warning struct {

@@ -115,9 +115,12 @@ func (h *Histogram) Quantile(q float64) float64 {
 }
 
 // Latencies summarises per-read latency, issue to completion, in
-// microseconds.
+// microseconds, over N reads (every read, or a sample of them: rdma's
+// cq_moderation); SumUs is their sum.
 type Latencies struct {
 	AvgUs, P50Us, P99Us, P999Us, MaxUs float64
+	SumUs                              float64
+	N                                  int64
 }
 
 // Summary returns average, p50, p99, p99.9 and max in microseconds.
@@ -131,6 +134,8 @@ func (h *Histogram) Summary() Latencies {
 		P99Us:  h.Quantile(0.99) / 1e3,
 		P999Us: h.Quantile(0.999) / 1e3,
 		MaxUs:  float64(h.Max) / 1e3,
+		SumUs:  float64(h.Sum) / 1e3,
+		N:      int64(h.N),
 	}
 }
 

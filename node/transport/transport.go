@@ -12,9 +12,11 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
-	"rdmasweep/results"
 	"time"
+
+	"rdmasweep/results"
 )
 
 // Region is what the server exposes: the first Size bytes of File. The
@@ -35,11 +37,55 @@ type Region struct {
 	Writable bool
 }
 
-// RDMA holds the per-host RDMA settings. Other transports ignore it.
+// RDMA holds the per-host RDMA settings. Other transports ignore it. Its
+// zero value, with GIDIndex -1, is the defaults.
 type RDMA struct {
-	Device   string // "" picks the first active device
-	IBPort   int    // 1-based; 0 means 1
-	GIDIndex int    // -1 picks the GID from the TCP address in use
+	// Device "" picks the device whose network interface holds the
+	// address the connection uses (the server's listen address, the
+	// client's source address); on InfiniBand with no such device, the
+	// only active IB port.
+	Device   string
+	IBPort   int // 1-based; 0: the port holding the address, or 1
+	GIDIndex int // -1 picks the GID from the address in use
+	// Connect is how the QPs are connected: "tcp" ("" too), node's own
+	// exchange over the TCP connection with hand-built QP transitions, or
+	// "cm", the RDMA connection manager, which iWARP needs.
+	Connect string
+	// Fabric is the QPs' fabric attributes; nil is DefaultFabric.
+	Fabric *Fabric
+
+	// MaxRdAtomic (client) is the READs in flight per QP on the wire; 0
+	// is the most both sides allow. The queue depth per QP may be deeper:
+	// the HCA holds the rest back, as perftest's tx depth does.
+	MaxRdAtomic int
+	// CQModeration (client) signals every Nth READ per QP, as perftest's
+	// --cq-mod; 0 is 1. Latency is then timed on the signalled READs only.
+	CQModeration int
+	// NoRelaxedOrdering (client) registers the read buffer without
+	// IBV_ACCESS_RELAXED_ORDERING, as perftest's --disable_pcie_relaxed.
+	NoRelaxedOrdering bool
+	// ODPPrefetch (server), with registration odp, prefetches the whole
+	// region with ibv_advise_mr before the server is ready.
+	ODPPrefetch bool
+}
+
+// Fabric is what a fabric may need set on each QP, on both sides: READ
+// responses carry the server QP's GRH, so RoCE DSCP/ECN needs
+// TrafficClass on both.
+type Fabric struct {
+	TrafficClass int // GRH traffic class: RoCE DSCP << 2 | ECN
+	ServiceLevel int // InfiniBand SL
+	PKeyIndex    int
+	Timeout      int // local ACK timeout, 4.096 µs × 2^Timeout
+	RetryCnt     int
+	RNRRetry     int
+	MinRNRTimer  int
+}
+
+// DefaultFabric is what node set before these were settable, and what
+// perftest sets.
+func DefaultFabric() Fabric {
+	return Fabric{Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12}
 }
 
 // ServerConfig is what node serve passes to Listen.
@@ -55,12 +101,17 @@ type ServerConfig struct {
 
 // ReadyInfo is what a Server reports once it can accept its client.
 type ReadyInfo struct {
-	Address         string // the host part it listens on
-	Port            int
-	RegistrationS   *float64 // nil when the transport registers nothing
+	Address string // the host part it listens on
+	Port    int
+	// RegistrationS is how long registering the region took (nil when
+	// the transport registers nothing); RegistrationMBs its rate, when
+	// registering brought every page in (pinned, or odp with prefetch).
+	RegistrationS   *float64
 	RegistrationMBs *float64
-	Mapping         string // how the region is mapped, "" if not mapped
+	PrefetchS       *float64 // odp prefetch, after RegistrationS
+	Mapping         string   // how the region is mapped, "" if not mapped
 	GIDIndex        *int
+	Path            *results.RDMAPath // rdma only
 }
 
 // ServeStats is the server's own account of one client's session.
@@ -145,6 +196,7 @@ type Measurement struct {
 	Intervals []int64
 	Verified  bool // Verify was on and every byte matched
 	GIDIndex  *int
+	Path      *results.RDMAPath // rdma only
 	// CPU is the process's CPU time over the measured phase, where the
 	// transport can isolate it (tcp), or over warmup and measured phase
 	// together (rdma, whose C loop runs both in one call); CPU.WallS says
@@ -153,7 +205,8 @@ type Measurement struct {
 }
 
 // Latencies summarises per-read latency, issue to completion, in
-// microseconds.
+// microseconds, over N reads (every read, or a sample of them: see
+// RDMA.CQModeration); SumUs is their sum.
 type Latencies = results.Latencies
 
 // Client is a connected, authenticated client.
@@ -177,6 +230,18 @@ type Transport interface {
 // ErrMismatch is wrapped by Client.Read when verify finds a byte that differs
 // from the file's pattern.
 var ErrMismatch = errors.New("verify mismatch")
+
+// ErrODPMismatch wraps ErrMismatch when the server registered its region
+// with on-demand paging: the device's ODP returned wrong data.
+var ErrODPMismatch = fmt.Errorf("%w on a region registered with on-demand paging (odp)", ErrMismatch)
+
+// ErrMemAvailable is wrapped when pinning would need more memory than the
+// host has available.
+var ErrMemAvailable = errors.New("not enough available memory to pin")
+
+// ErrNeedsCM is wrapped when a device connects only through rdma_cm
+// (iWARP) and connect tcp was asked for.
+var ErrNeedsCM = errors.New("the device connects only through rdma_cm")
 
 // ErrAuth is wrapped when a handshake fails authentication.
 var ErrAuth = errors.New("authentication failed")

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"rdmasweep/results"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 
 	"rdmasweep/node/transport"
 	"rdmasweep/node/workload"
+	"rdmasweep/results"
 )
 
 // The C loop fills results.Histogram.Counts directly, so the two must agree.
@@ -28,6 +28,13 @@ var (
 	_ [C.RS_NUM_BUCKETS - results.NumBuckets]struct{}
 	_ [results.SubBucketBits - C.RS_SUB_BUCKET_BITS]struct{}
 	_ [C.RS_SUB_BUCKET_BITS - results.SubBucketBits]struct{}
+	// and wcMessage's status numbers are verbs'.
+	_ [wcRemAccessError - C.IBV_WC_REM_ACCESS_ERR]struct{}
+	_ [C.IBV_WC_REM_ACCESS_ERR - wcRemAccessError]struct{}
+	_ [wcRetryExceeded - C.IBV_WC_RETRY_EXC_ERR]struct{}
+	_ [C.IBV_WC_RETRY_EXC_ERR - wcRetryExceeded]struct{}
+	_ [wcRNRRetryExceeded - C.IBV_WC_RNR_RETRY_EXC_ERR]struct{}
+	_ [C.IBV_WC_RNR_RETRY_EXC_ERR - wcRNRRetryExceeded]struct{}
 )
 
 // stallTimeout bounds how long the loop waits with reads in flight and
@@ -41,12 +48,15 @@ type client struct {
 	dev     *device
 	gid     GID
 	q       *qpSet
+	cmch    *C.struct_rdma_event_channel // connect cm
 	buf     unsafe.Pointer
 	bufLen  int
 	mr      *C.struct_ibv_mr
 	region  regionRecord
-	perQP   int // reads in flight per QP at the configured queue depth
+	perQP   int // READs posted per QP at the configured queue depth
 	maxRd   int // max_rd_atomic the QPs were set to
+	cqMod   int
+	path    *results.RDMAPath
 	next    int64
 	broken  error // set once a QP went to error; later reads fail with it
 	bytes   int64
@@ -67,6 +77,18 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 	if cfg.QPs <= 0 {
 		cfg.QPs = 1
 	}
+	cm, err := connectMode(cfg.RDMA)
+	if err != nil {
+		return nil, err
+	}
+	fabric := fabricOf(cfg.RDMA)
+	if err := checkFabric(fabric); err != nil {
+		return nil, err
+	}
+	cqMod := cfg.RDMA.CQModeration
+	if cqMod == 0 {
+		cqMod = 1
+	}
 	switch {
 	case cfg.QPs > C.RS_MAX_QP:
 		return nil, fmt.Errorf("qps %d is over the %d this node supports", cfg.QPs, C.RS_MAX_QP)
@@ -74,10 +96,18 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 		return nil, fmt.Errorf("queue_depth %d outside 1..%d", cfg.QueueDepth, C.RS_MAX_QD)
 	case cfg.BlockSize <= 0 || cfg.BlockSize > maxBlock:
 		return nil, fmt.Errorf("block size %d outside 1..1GiB (one RDMA READ)", cfg.BlockSize)
+	case cqMod < 0:
+		return nil, fmt.Errorf("cq_moderation %d must be positive", cqMod)
+	case cfg.RDMA.MaxRdAtomic < 0 || cfg.RDMA.MaxRdAtomic > 255:
+		return nil, fmt.Errorf("max_rd_atomic %d outside 1..255 (0: the most both sides allow)", cfg.RDMA.MaxRdAtomic)
 	}
 	perQP := (cfg.QueueDepth + cfg.QPs - 1) / cfg.QPs
 	bufLen := cfg.QueueDepth * cfg.BlockSize
-	if err := raiseMemlock(uint64(bufLen), fmt.Sprintf("the read buffer (queue_depth %d × block size %d)", cfg.QueueDepth, cfg.BlockSize)); err != nil {
+	what := fmt.Sprintf("the read buffer (queue_depth %d × block size %d)", cfg.QueueDepth, cfg.BlockSize)
+	if err := checkPinnable(int64(bufLen), what); err != nil {
+		return nil, err
+	}
+	if err := raiseMemlock(uint64(bufLen), what); err != nil {
 		return nil, err
 	}
 	var d net.Dialer
@@ -85,35 +115,48 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &client{cfg: cfg, conn: conn, perQP: perQP, bufLen: bufLen}
+	c := &client{cfg: cfg, conn: conn, perQP: perQP, bufLen: bufLen, cqMod: cqMod}
 	fail := func(err error) (*client, error) {
 		c.release()
 		return nil, err
 	}
-	c.dev, err = openDevice(cfg.RDMA.Device, cfg.RDMA.IBPort)
+	// The kernel picked the source address to reach the server: the
+	// device holding it is the one the data must leave through.
+	local := conn.LocalAddr().(*net.TCPAddr).IP
+	if cm {
+		if err := c.dialCM(ctx, local, fabric); err != nil {
+			return fail(err)
+		}
+		return c, nil
+	}
+	c.dev, err = openDevice(cfg.RDMA.Device, cfg.RDMA.IBPort, local)
 	if err != nil {
 		return fail(err)
 	}
-	if perQP > c.dev.maxInitRdAtom() {
-		return fail(depthError(cfg, perQP, c.dev.maxInitRdAtom(), fmt.Sprintf("%s's max_qp_init_rd_atom", c.dev.name)))
+	if needsCM(c.dev.transport) {
+		return fail(fmt.Errorf("%w: %s is an %s device; hint: set rdma.connect: cm (node --rdma-connect cm) on both hosts", transport.ErrNeedsCM, c.dev.name, c.dev.transport))
 	}
-	c.gid, err = c.dev.pickGID(cfg.RDMA.GIDIndex, conn.LocalAddr().(*net.TCPAddr).IP)
+	if err := c.checkDepth(); err != nil {
+		return fail(err)
+	}
+	if n := int(c.dev.pattr.pkey_tbl_len); fabric.PKeyIndex >= n {
+		return fail(fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", fabric.PKeyIndex, c.dev.name, c.dev.port, n))
+	}
+	c.gid, err = c.dev.pickGID(cfg.RDMA.GIDIndex, local)
 	if err != nil {
 		return fail(err)
 	}
-	c.q, err = createQPs(c.dev, cfg.QPs, perQP, cfg.QueueDepth, 0)
+	grh := needGRH(c.dev.ethernet(), cfg.RDMA.GIDIndex >= 0)
+	// One more send WR per QP than its slots, for the fence that ends a
+	// run with completion moderation; the CQ holds every one.
+	c.q, err = createQPs(c.dev, cfg.QPs, perQP+1, cfg.QueueDepth+cfg.QPs, 0, fabric)
 	if err != nil {
 		return fail(fmt.Errorf("create %d QPs: %w", cfg.QPs, err))
 	}
-	c.buf = C.rs_alloc_buf(C.size_t(bufLen))
-	if c.buf == nil {
-		return fail(fmt.Errorf("allocate the %d-byte read buffer: out of memory", bufLen))
+	if err := c.allocBuffer(); err != nil {
+		return fail(err)
 	}
-	st := C.rs_reg_mr(c.dev.pd, c.buf, C.size_t(bufLen), C.IBV_ACCESS_LOCAL_WRITE, &c.mr)
-	if err := verbErr(st, "RLIMIT_MEMLOCK or memory may be short for the read buffer: lower queue_depth or block size"); err != nil {
-		return fail(fmt.Errorf("register the read buffer: %w", err))
-	}
-	ours := local(c.dev, c.gid, c.q)
+	ours := localEndpoint(c.dev, c.gid, c.q)
 	theirs, region, err := clientHandshake(ctx, conn, cfg.Secret, ours)
 	if err != nil {
 		return fail(err)
@@ -128,23 +171,85 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 		return abort(errors.New("server announced an empty region"))
 	}
 	c.region = region
-	c.maxRd = min(c.dev.maxInitRdAtom(), int(theirs.MaxDestRdAtomic))
-	if c.maxRd < 1 {
-		return abort(fmt.Errorf("server advertised max_dest_rd_atomic %d; it cannot answer any READ", theirs.MaxDestRdAtomic))
-	}
-	if perQP > c.maxRd {
-		return abort(depthError(cfg, perQP, c.maxRd, fmt.Sprintf("the smaller of %s's max_qp_init_rd_atom %d and the server's max_qp_rd_atom %d", c.dev.name, c.dev.maxInitRdAtom(), theirs.MaxDestRdAtomic)))
-	}
-	if err := connect(c.dev, c.gid, c.q, ours, theirs, c.maxRd); err != nil {
+	if c.maxRd, err = c.negotiate(int(theirs.MaxDestRdAtomic)); err != nil {
 		return abort(err)
 	}
+	if err := connect(c.dev, c.gid, grh, c.q, ours, theirs, c.maxRd, fabric); err != nil {
+		return abort(err)
+	}
+	c.path = c.dev.path(c.gid, false, grh, fabric)
+	c.queryPath()
 	return c, nil
 }
 
-func depthError(cfg transport.ClientConfig, perQP, limit int, why string) error {
-	need := (cfg.QueueDepth + limit - 1) / limit
-	return fmt.Errorf("queue_depth %d over %d QP(s) puts %d READs in flight per QP, over max_rd_atomic %d (%s); hint: raise client.qps to at least %d",
-		cfg.QueueDepth, cfg.QPs, perQP, limit, why, need)
+// checkDepth refuses a queue depth per QP the device cannot queue. Reads
+// beyond max_rd_atomic wait in the send queue, as with perftest's tx depth.
+func (c *client) checkDepth() error {
+	if c.perQP+1 > c.dev.maxQPWR() {
+		need := (c.cfg.QueueDepth + c.dev.maxQPWR() - 2) / (c.dev.maxQPWR() - 1)
+		return fmt.Errorf("queue_depth %d over %d QP(s) puts %d READs per QP, over what %s's send queue holds (max_qp_wr %d, one kept for a fence); hint: raise client.qps to at least %d",
+			c.cfg.QueueDepth, c.cfg.QPs, c.perQP, c.dev.name, c.dev.maxQPWR(), need)
+	}
+	if r := c.cfg.RDMA.MaxRdAtomic; r > c.dev.maxInitRdAtom() {
+		return fmt.Errorf("max_rd_atomic %d is over %s's max_qp_init_rd_atom %d", r, c.dev.name, c.dev.maxInitRdAtom())
+	}
+	return nil
+}
+
+// negotiate returns the QPs' max_rd_atomic: the plan's, or the most both
+// sides allow.
+func (c *client) negotiate(serverDepth int) (int, error) {
+	most := min(c.dev.maxInitRdAtom(), serverDepth)
+	if most < 1 {
+		return 0, fmt.Errorf("server advertised max_dest_rd_atomic %d; it cannot answer any READ", serverDepth)
+	}
+	r := c.cfg.RDMA.MaxRdAtomic
+	if r == 0 {
+		return most, nil
+	}
+	if r > most {
+		return 0, fmt.Errorf("max_rd_atomic %d is over the %d both sides allow (the smaller of %s's max_qp_init_rd_atom %d and the server's max_qp_rd_atom %d)",
+			r, most, c.dev.name, c.dev.maxInitRdAtom(), serverDepth)
+	}
+	return r, nil
+}
+
+// allocBuffer maps and registers the read buffer: relaxed ordering, as
+// perftest does, unless opted out (an optional access flag: a device
+// without it ignores it).
+func (c *client) allocBuffer() error {
+	c.buf = C.rs_alloc_buf(C.size_t(c.bufLen))
+	if c.buf == nil {
+		return fmt.Errorf("allocate the %d-byte read buffer: out of memory", c.bufLen)
+	}
+	access := C.int(C.IBV_ACCESS_LOCAL_WRITE)
+	if !c.cfg.RDMA.NoRelaxedOrdering {
+		access |= C.IBV_ACCESS_RELAXED_ORDERING
+	}
+	st := C.rs_reg_mr(c.dev.pd, c.buf, C.size_t(c.bufLen), access, &c.mr)
+	if err := verbErr(st, "RLIMIT_MEMLOCK or memory may be short for the read buffer: lower queue_depth or block size"); err != nil {
+		return fmt.Errorf("register the read buffer: %w", err)
+	}
+	return nil
+}
+
+// queryPath fills the path with what the first QP says it was set to.
+func (c *client) queryPath() {
+	p := c.path
+	p.MaxRdAtomic, p.QueueDepthPerQP, p.CQModeration = c.maxRd, c.perQP, c.cqMod
+	ro := !c.cfg.RDMA.NoRelaxedOrdering
+	p.RelaxedOrdering = &ro
+	var info C.rs_qp_info
+	if C.rs_query_qp(c.q.qps[0], &info).verb != nil {
+		return
+	}
+	p.MaxRdAtomic = int(info.max_rd_atomic)
+	p.PathMTU = mtuBytes(int(info.path_mtu))
+	if c.dev.transport != "iWARP" {
+		p.GRH = info.is_global != 0
+		p.TrafficClass, p.ServiceLevel, p.PKeyIndex = int(info.f.traffic_class), int(info.f.sl), int(info.f.pkey_index)
+		p.Timeout, p.RetryCnt, p.RNRRetry, p.MinRNRTimer = int(info.f.timeout), int(info.f.retry_cnt), int(info.f.rnr_retry), int(info.f.min_rnr_timer)
+	}
 }
 
 func (c *client) Region() transport.RegionInfo {
@@ -212,6 +317,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if w.Verify {
 		a.verify = 1
 	}
+	a.cq_mod = C.int(c.cqMod)
 	// perm and h.Counts are Go memory without pointers, pinned for the call.
 	var pinner runtime.Pinner
 	if perm != nil {
@@ -234,6 +340,10 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	case C.RS_CANCELLED:
 		return m, ctx.Err()
 	case C.RS_MISMATCH:
+		if c.region.ODP {
+			return m, fmt.Errorf("%w: byte at offset %d of %s does not hold the pattern for seed %#x: the server's device returned wrong data through ODP (soft-RoCE on 7.x kernels does), so figures measured on it cannot be trusted; hint: use registration: pinned on this server, or a kernel whose ODP passes a verified read",
+				transport.ErrODPMismatch, int64(o.bad_offset), c.cfg.Addr, c.region.Seed)
+		}
 		return m, fmt.Errorf("%w: byte at offset %d of %s does not hold the pattern for seed %#x", transport.ErrMismatch, int64(o.bad_offset), c.cfg.Addr, c.region.Seed)
 	case C.RS_WC_ERROR:
 		c.broken = wcError(o, c)
@@ -245,32 +355,33 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		c.broken = &VerbError{Verb: C.GoString(o.verb), Errno: syscall.Errno(o.errnum), Hint: "the QP may be in error after a failed READ"}
 		return m, c.broken
 	}
-	h.N, h.Sum, h.Max = uint64(o.reads), uint64(o.lat_sum), uint64(o.lat_max)
-	gi := c.gid.Index
-	return transport.Measurement{
-		Bytes:    int64(o.reads) * int64(w.BlockSize),
-		Reads:    int64(o.reads),
-		Seconds:  float64(o.seconds_ns) / 1e9,
-		Latency:  h.Summary(),
-		Verified: w.Verify,
-		GIDIndex: &gi,
-		CPU:      used,
-	}, nil
+	h.N, h.Sum, h.Max = uint64(o.lat_n), uint64(o.lat_sum), uint64(o.lat_max)
+	m = transport.Measurement{
+		Bytes:     int64(o.reads) * int64(w.BlockSize),
+		Reads:     int64(o.reads),
+		Seconds:   float64(o.seconds_ns) / 1e9,
+		Latency:   h.Summary(),
+		Histogram: &h,
+		Verified:  w.Verify,
+		Path:      c.path,
+		CPU:       used,
+	}
+	if c.gid.GID != "" {
+		gi := c.gid.Index
+		m.GIDIndex = &gi
+	}
+	return m, nil
 }
 
 func wcError(o C.rs_run_out, c *client) error {
 	st := C.enum_ibv_wc_status(o.wc_status)
-	msg := fmt.Sprintf("RDMA READ on QP %d completed with %s (wc status %d, vendor error %#x)",
-		int(o.wc_qp), C.GoString(C.ibv_wc_status_str(st)), int(o.wc_status), int(o.vendor_err))
-	switch st {
-	case C.IBV_WC_RETRY_EXC_ERR:
-		msg += fmt.Sprintf("; hint: the server never answered: GID types (RoCE v1/v2) or subnets may not match on the two sides; this side used gid_index %d (%s %s) — compare with `node devices` on both hosts", c.gid.Index, c.gid.Type, c.gid.GID)
-	case C.IBV_WC_REM_ACCESS_ERR:
-		msg += "; hint: the server refused the access: the read fell outside its region, or the region was deregistered"
-	case C.IBV_WC_RNR_RETRY_EXC_ERR:
-		msg += "; hint: the server's QP was not ready; with odp, page faults that take too long look like this"
+	qp := fmt.Sprintf("QP with qp_num %d", int(o.wc_qp))
+	for i, q := range c.q.qps {
+		if n := uint32(C.rs_qp_num(q)); n == uint32(o.wc_qp) {
+			qp = qpName(i, len(c.q.qps), n)
+		}
 	}
-	return errors.New(msg)
+	return errors.New(wcMessage(qp, C.GoString(C.ibv_wc_status_str(st)), int(o.wc_status), int(o.vendor_err), c.gid, c.region.ODP))
 }
 
 // Close says bye (the server's only count of what was read), then releases
@@ -300,6 +411,12 @@ func (c *client) release() {
 	}
 	c.q.destroy()
 	c.q = nil
+	defer func() {
+		if c.cmch != nil {
+			C.rs_cm_destroy_channel(c.cmch) // after every id on it
+			c.cmch = nil
+		}
+	}()
 	if c.mr != nil {
 		C.ibv_dereg_mr(c.mr)
 		c.mr = nil

@@ -10,11 +10,16 @@ import "C"
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"rdmasweep/results"
 )
 
 func verbErr(st C.rs_status, hint string) error {
@@ -41,6 +46,10 @@ type device struct {
 	port  int
 	attr  C.struct_ibv_device_attr_ex
 	pattr C.struct_ibv_port_attr
+	// transport is the verbs transport, as transportName names it.
+	transport string
+	// borrowed: ctx belongs to rdma_cm, which closes it.
+	borrowed bool
 }
 
 func portStateName(s C.enum_ibv_port_state) string {
@@ -94,76 +103,165 @@ func listDevices() ([]*C.struct_ibv_device, **C.struct_ibv_device, error) {
 	return unsafe.Slice(list, int(n)), list, nil
 }
 
-// openDevice opens the named device ("" picks the first whose port is
-// ACTIVE) and allocates a protection domain on it.
-func openDevice(name string, port int) (*device, error) {
-	if port <= 0 {
-		port = 1
+// sysfsDevice is where /sys/class/infiniband/<name>/device (or the net
+// class's) leads, "" when there is none; and the kernel driver's name.
+func sysfsDevice(class, name string) (string, string) {
+	p, err := filepath.EvalSymlinks(filepath.Join("/sys/class", class, name, "device"))
+	if err != nil {
+		return "", ""
+	}
+	drv, _ := filepath.EvalSymlinks(filepath.Join(p, "driver"))
+	if drv != "" {
+		drv = filepath.Base(drv)
+	}
+	return p, drv
+}
+
+// numaNode is the NUMA node of a sysfs device, nil when unknown.
+func numaNode(sysDevice string) *int {
+	if sysDevice == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(sysDevice, "numa_node"))
+	if err != nil {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 {
+		return nil
+	}
+	return &n
+}
+
+// scan opens every device in turn and describes it. A device that cannot
+// be opened or queried is listed with its error; it does not stop the rest.
+func scan() ([]devCandidate, error) {
+	devs, list, err := listDevices()
+	if err != nil {
+		return nil, err
+	}
+	defer C.ibv_free_device_list(list)
+	out := []devCandidate{}
+	for _, dev := range devs {
+		dn := C.GoString(C.ibv_get_device_name(dev))
+		c := devCandidate{Device: Device{Name: dn, Ports: []Port{}, Transport: transportName(int(dev.transport_type))}}
+		var drv string
+		c.sysDevice, drv = sysfsDevice("infiniband", dn)
+		c.Driver, c.NUMANode = drv, numaNode(c.sysDevice)
+		c.Unsupported = unsupportedReason(c.Transport, drv)
+		ctx, err := C.ibv_open_device(dev)
+		if ctx == nil {
+			c.Error = fmt.Sprintf("cannot open: %v", cErr("ibv_open_device", err,
+				"the device node /dev/infiniband/uverbs* may be missing or not readable by this user"))
+			out = append(out, c)
+			continue
+		}
+		if err := describe(ctx, &c.Device); err != nil {
+			c.Error = err.Error()
+		}
+		C.ibv_close_device(ctx)
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// ownerOf finds the network interface holding ip, or nil.
+func ownerOf(ip net.IP) *netOwner {
+	if ip == nil || ip.IsUnspecified() {
+		return nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				o := &netOwner{ifname: ifc.Name, mac: ifc.HardwareAddr}
+				o.sysDevice, _ = sysfsDevice("net", ifc.Name)
+				if b, err := os.ReadFile(filepath.Join("/sys/class/net", ifc.Name, "dev_port")); err == nil {
+					o.devPort, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				}
+				return o
+			}
+		}
+	}
+	return nil
+}
+
+// openDevice opens the device for a connection over addr (see
+// chooseDevice) and allocates a protection domain on it.
+func openDevice(name string, port int, addr net.IP) (*device, error) {
+	cands, err := scan()
+	if err != nil {
+		return nil, err
+	}
+	if len(cands) == 0 {
+		return nil, fmt.Errorf("no RDMA devices found; hint: load the NIC's driver, or for soft-RoCE `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev IFACE`")
+	}
+	i, port, err := chooseDevice(cands, name, port, addr, ownerOf(addr))
+	if err != nil {
+		return nil, err
 	}
 	devs, list, err := listDevices()
 	if err != nil {
 		return nil, err
 	}
 	defer C.ibv_free_device_list(list)
-	if len(devs) == 0 {
-		return nil, fmt.Errorf("no RDMA devices found; hint: load the NIC's driver, or for soft-RoCE `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev IFACE`")
-	}
-	var seen []string
 	for _, dev := range devs {
-		dn := C.GoString(C.ibv_get_device_name(dev))
-		if name != "" && dn != name {
-			seen = append(seen, dn)
-			continue
+		if C.GoString(C.ibv_get_device_name(dev)) == cands[i].Name {
+			return openOne(dev, cands[i].Name, port)
 		}
-		d, state, err := openOne(dev, dn, port)
-		if err != nil {
-			if name != "" {
-				return nil, err
-			}
-			seen = append(seen, fmt.Sprintf("%s (%s)", dn, state))
-			continue
-		}
-		return d, nil
 	}
-	if name != "" {
-		return nil, fmt.Errorf("no RDMA device named %q (found: %s); hint: `node devices` lists them", name, strings.Join(seen, ", "))
-	}
-	return nil, fmt.Errorf("no RDMA device with port %d ACTIVE (found: %s); hint: check the link, or name the device", port, strings.Join(seen, ", "))
+	return nil, fmt.Errorf("RDMA device %s went away while opening it", cands[i].Name)
 }
 
-// openOne opens dev and checks its port is active. On failure it returns
-// the port's state (or "unusable") for the caller's list.
-func openOne(dev *C.struct_ibv_device, dn string, port int) (*device, string, error) {
+// openOne opens dev and checks its port is active.
+func openOne(dev *C.struct_ibv_device, dn string, port int) (*device, error) {
 	ctx, err := C.ibv_open_device(dev)
 	if ctx == nil {
-		return nil, "cannot open", fmt.Errorf("open device %s: %w", dn, cErr("ibv_open_device", err,
+		return nil, fmt.Errorf("open device %s: %w", dn, cErr("ibv_open_device", err,
 			"the device node /dev/infiniband/uverbs* may be missing or not readable by this user"))
 	}
-	d := &device{ctx: ctx, name: dn, port: port}
-	if err := verbErr(C.rs_query_device(ctx, &d.attr), ""); err != nil {
-		d.close()
-		return nil, "unusable", fmt.Errorf("device %s: %w", dn, err)
+	d, err := useContext(ctx, dn, port, transportName(int(dev.transport_type)))
+	if err != nil {
+		C.ibv_close_device(ctx)
+		return nil, err
 	}
-	if port > int(d.attr.orig_attr.phys_port_cnt) {
+	return d, nil
+}
+
+// useContext queries an opened device, checks its port is active and
+// allocates a PD. On failure the caller still owns ctx.
+func useContext(ctx *C.struct_ibv_context, dn string, port int, transport string) (*device, error) {
+	d := &device{ctx: ctx, name: dn, port: port, transport: transport}
+	fail := func(err error) (*device, error) {
+		d.ctx = nil
 		d.close()
-		return nil, "no such port", fmt.Errorf("device %s has %d port(s); ib_port %d does not exist", dn, int(d.attr.orig_attr.phys_port_cnt), port)
+		return nil, err
+	}
+	if err := verbErr(C.rs_query_device(ctx, &d.attr), ""); err != nil {
+		return fail(fmt.Errorf("device %s: %w", dn, err))
+	}
+	if port < 1 || port > int(d.attr.orig_attr.phys_port_cnt) {
+		return fail(fmt.Errorf("device %s has %d port(s); ib_port %d does not exist", dn, int(d.attr.orig_attr.phys_port_cnt), port))
 	}
 	if err := verbErr(C.rs_query_port(ctx, C.uint8_t(port), &d.pattr), "check ib_port"); err != nil {
-		d.close()
-		return nil, "unusable", fmt.Errorf("device %s port %d: %w", dn, port, err)
+		return fail(fmt.Errorf("device %s port %d: %w", dn, port, err))
 	}
 	if d.pattr.state != C.IBV_PORT_ACTIVE {
-		st := portStateName(d.pattr.state)
-		d.close()
-		return nil, st, fmt.Errorf("device %s port %d is %s, not ACTIVE; hint: check the cable or link (`node devices`, `ibv_devinfo`)", dn, port, st)
+		return fail(fmt.Errorf("device %s port %d is %s, not ACTIVE; hint: check the cable or link (`node devices`, `ibv_devinfo`)", dn, port, portStateName(d.pattr.state)))
 	}
 	pd, err := C.ibv_alloc_pd(ctx)
 	if pd == nil {
-		d.close()
-		return nil, "unusable", fmt.Errorf("device %s: %w", dn, cErr("ibv_alloc_pd", err, "the device may be out of resources"))
+		return fail(fmt.Errorf("device %s: %w", dn, cErr("ibv_alloc_pd", err, "the device may be out of resources")))
 	}
 	d.pd = pd
-	return d, "ACTIVE", nil
+	return d, nil
 }
 
 func (d *device) close() {
@@ -171,16 +269,19 @@ func (d *device) close() {
 		C.ibv_dealloc_pd(d.pd)
 		d.pd = nil
 	}
-	if d.ctx != nil {
+	if d.ctx != nil && !d.borrowed {
 		C.ibv_close_device(d.ctx)
-		d.ctx = nil
 	}
+	d.ctx = nil
 }
 
 // maxRdAtom and maxInitRdAtom are the device's responder and requester
 // depths for RDMA READ, capped to the u8 the QP attributes hold.
 func (d *device) maxRdAtom() int     { return min(int(d.attr.orig_attr.max_qp_rd_atom), 255) }
 func (d *device) maxInitRdAtom() int { return min(int(d.attr.orig_attr.max_qp_init_rd_atom), 255) }
+
+// maxQPWR is the deepest send queue a QP may have.
+func (d *device) maxQPWR() int { return int(d.attr.orig_attr.max_qp_wr) }
 
 func (d *device) odpRCRead() bool {
 	c := d.attr.odp_caps
@@ -189,7 +290,7 @@ func (d *device) odpRCRead() bool {
 
 // gids returns the populated GIDs of d's port.
 func (d *device) gids() ([]GID, error) {
-	all, err := gidTable(d.ctx, int(d.pattr.gid_tbl_len)*int(d.attr.orig_attr.phys_port_cnt))
+	all, err := gidTable(d.ctx, int(d.attr.orig_attr.phys_port_cnt))
 	if err != nil {
 		return nil, fmt.Errorf("device %s: %w", d.name, err)
 	}
@@ -207,7 +308,20 @@ type portGID struct {
 	port int
 }
 
-func gidTable(ctx *C.struct_ibv_context, max int) ([]portGID, error) {
+// gidTable returns the populated GIDs of every port of ctx. The table
+// ibv_query_gid_table fills holds every port's entries, so it is sized by
+// the sum of the ports' GID table lengths: multi-port HCAs need not have
+// the same length on each.
+func gidTable(ctx *C.struct_ibv_context, nports int) ([]portGID, error) {
+	lens := make([]int, nports)
+	for p := 1; p <= nports; p++ {
+		var pa C.struct_ibv_port_attr
+		if err := verbErr(C.rs_query_port(ctx, C.uint8_t(p), &pa), ""); err != nil {
+			return nil, fmt.Errorf("port %d: %w", p, err)
+		}
+		lens[p-1] = int(pa.gid_tbl_len)
+	}
+	max := gidTableSize(lens)
 	if max <= 0 {
 		return nil, nil
 	}
@@ -227,7 +341,7 @@ func gidTable(ctx *C.struct_ibv_context, max int) ([]portGID, error) {
 
 // pickGID returns the GID index to use: the configured one, checked, or
 // when index < 0 the one chosen by chooseGID for addr. On InfiniBand it
-// still returns a GID, but QPs route by LID.
+// still returns a GID, but QPs route by LID unless the GRH is set.
 func (d *device) pickGID(index int, addr net.IP) (GID, error) {
 	gids, err := d.gids()
 	if err != nil {
@@ -261,63 +375,93 @@ func (d *device) pickGID(index int, addr net.IP) (GID, error) {
 	return g, nil
 }
 
-// Devices lists every RDMA device with its ports and GIDs.
+// Devices lists every RDMA device with its ports and GIDs. A device that
+// cannot be opened is listed with its error.
 func Devices() ([]Device, error) {
-	devs, list, err := listDevices()
+	cands, err := scan()
 	if err != nil {
 		return nil, err
 	}
-	defer C.ibv_free_device_list(list)
 	out := []Device{}
-	for _, dev := range devs {
-		dn := C.GoString(C.ibv_get_device_name(dev))
-		ctx, err := C.ibv_open_device(dev)
-		if ctx == nil {
-			return nil, fmt.Errorf("open device %s: %w", dn, cErr("ibv_open_device", err,
-				"the device node /dev/infiniband/uverbs* may be missing or not readable by this user"))
-		}
-		info, err := describe(ctx, dn)
-		C.ibv_close_device(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, info)
+	for _, c := range cands {
+		out = append(out, c.Device)
 	}
 	return out, nil
 }
 
-func describe(ctx *C.struct_ibv_context, dn string) (Device, error) {
-	d := &device{ctx: ctx, name: dn}
-	if err := verbErr(C.rs_query_device(ctx, &d.attr), ""); err != nil {
-		return Device{}, fmt.Errorf("device %s: %w", dn, err)
+// Choose says which device, port and GID node would use for a connection
+// over addr with these settings (name "", port 0 and gidIndex -1 choose),
+// as Listen and Dial do, without opening anything for long.
+func Choose(name string, port, gidIndex int, addr net.IP) (results.DeviceChoice, error) {
+	cands, err := scan()
+	if err != nil {
+		return results.DeviceChoice{}, err
 	}
-	info := Device{Name: dn, MaxQPRdAtom: int(d.attr.orig_attr.max_qp_rd_atom),
-		MaxQPInitRdAtom: int(d.attr.orig_attr.max_qp_init_rd_atom), ODP: d.odpRCRead()}
+	i, p, err := chooseDevice(cands, name, port, addr, ownerOf(addr))
+	if err != nil {
+		return results.DeviceChoice{}, err
+	}
+	c := results.DeviceChoice{Device: cands[i].Name, IBPort: p, GIDIndex: -1}
+	for _, pt := range cands[i].Ports {
+		if pt.Port != p {
+			continue
+		}
+		if gidIndex >= 0 {
+			for _, g := range pt.GIDs {
+				if g.Index == gidIndex {
+					c.GIDIndex, c.GID, c.GIDType = g.Index, g.GID, g.Type
+				}
+			}
+			if c.GIDIndex < 0 {
+				return c, fmt.Errorf("gid_index %d of %s port %d is not populated (populated: %s)", gidIndex, c.Device, p, listGIDs(pt.GIDs))
+			}
+			break
+		}
+		if pt.LinkLayer != "Ethernet" || needsCM(cands[i].Transport) {
+			break // routed by LID, or rdma_cm chooses
+		}
+		g, err := chooseGID(pt.GIDs, addr)
+		if err != nil {
+			return c, fmt.Errorf("%s port %d: %w", c.Device, p, err)
+		}
+		c.GIDIndex, c.GID, c.GIDType = g.Index, g.GID, g.Type
+	}
+	return c, nil
+}
+
+// describe fills info from an opened device.
+func describe(ctx *C.struct_ibv_context, info *Device) error {
+	d := &device{ctx: ctx, name: info.Name}
+	if err := verbErr(C.rs_query_device(ctx, &d.attr), ""); err != nil {
+		return err
+	}
+	info.MaxQPRdAtom = int(d.attr.orig_attr.max_qp_rd_atom)
+	info.MaxQPInitRdAtom = int(d.attr.orig_attr.max_qp_init_rd_atom)
+	info.MaxQPWR = d.maxQPWR()
+	info.ODP = d.odpRCRead()
 	nports := int(d.attr.orig_attr.phys_port_cnt)
-	var total int
 	for p := 1; p <= nports; p++ {
 		var pa C.struct_ibv_port_attr
 		if err := verbErr(C.rs_query_port(ctx, C.uint8_t(p), &pa), ""); err != nil {
-			return Device{}, fmt.Errorf("device %s port %d: %w", dn, p, err)
+			return fmt.Errorf("port %d: %w", p, err)
 		}
-		total += int(pa.gid_tbl_len)
 		width, lanes := portWidth(int(pa.active_width))
 		info.Ports = append(info.Ports, Port{
 			Port: p, State: portStateName(pa.state), LinkLayer: linkLayerName(pa.link_layer),
 			ActiveMTU: mtuBytes(int(pa.active_mtu)), RateGbps: float64(lanes) * laneGbps(int(pa.active_speed)),
-			Width: width, LID: int(pa.lid), GIDs: []GID{},
+			Width: width, LID: int(pa.lid), GIDs: []GID{}, MaxMsgSz: int64(pa.max_msg_sz), PKeyTblLen: int(pa.pkey_tbl_len),
 		})
 	}
-	gids, err := gidTable(ctx, total)
+	gids, err := gidTable(ctx, nports)
 	if err != nil {
-		return Device{}, fmt.Errorf("device %s: %w", dn, err)
+		return err
 	}
 	for _, g := range gids {
 		if g.port >= 1 && g.port <= len(info.Ports) {
 			info.Ports[g.port-1].GIDs = append(info.Ports[g.port-1].GIDs, g.GID)
 		}
 	}
-	return info, nil
+	return nil
 }
 
 // portWidth decodes ibv_port_attr.active_width.

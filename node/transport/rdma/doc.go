@@ -8,7 +8,9 @@
 // ErrNotBuilt, so a CGO_ENABLED=0 node still builds and says what is
 // missing.
 //
-// The connection setup is in exchange.go; the verbs calls in shim.c; the
-// Go side holds the objects' lifetimes and turns failures into errors that
-// name the verb, its errno and a hint.
+// The device is chosen by the address the connection uses (device.go,
+// device_info.go). The connection setup is node's own exchange
+// (exchange.go) or rdma_cm (cm.go); the verbs calls and the hot loop are in
+// shim.c; the Go side holds the objects' lifetimes and turns failures into
+// errors that name the verb, its errno and a hint.
 package rdma

@@ -12,20 +12,33 @@ package rdma
 // does not allow, before it looks at the body. The conversation is:
 //
 //	S→C challenge    auth u8 | nonce [32]
-//	C→S hello        endpoint | mac [32]
-//	S→C welcome      endpoint | region        (only if the mac checked out)
+//	C→S hello        endpoint | mac [32]         (connect tcp)
+//	 or hello-cm     n u16 | mac [32]            (connect cm)
+//	S→C welcome      endpoint | region           (only if the mac checked out)
+//	 or welcome-cm   cm | region                 (the same, for hello-cm)
 //	 or refusal      utf-8 message
-//	C→S bye          bytes u64 | reads u64    (when the client closes)
-//	 or abort        utf-8 message            (when it gave up after welcome)
+//	C→S bye          bytes u64 | reads u64       (when the client closes)
+//	 or abort        utf-8 message               (when it gave up after welcome)
 //
 //	endpoint = lid u16 | gid [16] | active mtu u8 (enum ibv_mtu) |
 //	           max_dest_rd_atomic u8 | n u16 | n × (qpn u32 | psn u32)
-//	region   = addr u64 | rkey u32 | length u64 | seed u64 | patterned u8
+//	cm       = port u16 | max_dest_rd_atomic u8 | token [16]
+//	region   = addr u64 | rkey u32 | length u64 | seed u64 | flags u8
+//	flags    = bit 0: the file holds the pattern (verifiable);
+//	           bit 1: the region is registered with on-demand paging
 //
-// mac is HMAC-SHA256(secret, nonce || endpoint bytes) when the challenge asks
-// for auth, zero otherwise. The secret itself never crosses the network, and
-// the region (address, rkey, seed) is sent only to a client that proved it
-// holds it. The client's counts in bye are the server's only account of what
+// mac is HMAC-SHA256(secret, nonce || the hello's bytes before it) when the
+// challenge asks for auth, zero otherwise. The secret itself never crosses
+// the network, and the region (address, rkey, seed) is sent only to a client
+// that proved it holds it.
+//
+// With connect cm the QPs are connected by rdma_cm after the welcome: the
+// client sends n connect requests to the server's rdma_cm port, each with
+// private data token [16] | index u16, and the server accepts only those
+// carrying this session's token, each index once. The token is random per
+// session and sent only in the welcome, so a peer that did not pass the
+// challenge gets no QP. (docs/security.md says why the challenge stays on
+// TCP.) The client's counts in bye are the server's only account of what
 // was read, since RDMA READs complete without the server's CPU; so a client
 // that ends after welcome without a bye (an abort, or a bare disconnect) is
 // an error on the server, not a run of zero bytes.
@@ -49,8 +62,9 @@ import (
 )
 
 const (
-	wireMagic   = "RDSW"
-	wireVersion = 1
+	wireMagic = "RDSW"
+	// wireVersion 2: hello-cm and welcome-cm, and the region's flags byte.
+	wireVersion = 2
 	headerLen   = 4 + 1 + 1 + 4
 	maxBody     = 64 << 10
 	// maxQPs bounds the QP list a peer may send; it also bounds client.qps.
@@ -70,6 +84,8 @@ const (
 	kindRefusal   = 4
 	kindBye       = 5
 	kindAbort     = 6
+	kindHelloCM   = 7
+	kindWelcomeCM = 8
 )
 
 func kindName(k byte) string {
@@ -86,6 +102,10 @@ func kindName(k byte) string {
 		return "bye"
 	case kindAbort:
 		return "abort"
+	case kindHelloCM:
+		return "hello-cm"
+	case kindWelcomeCM:
+		return "welcome-cm"
 	}
 	return fmt.Sprintf("kind %d", k)
 }
@@ -123,9 +143,43 @@ type regionRecord struct {
 	Length    uint64
 	Seed      uint64
 	Patterned bool
+	ODP       bool // registered with on-demand paging
 }
 
 const regionLen = 8 + 4 + 8 + 8 + 1
+
+// cmRecord is what a connect-cm client needs to connect its QPs.
+type cmRecord struct {
+	Port            uint16 // the server's rdma_cm port
+	MaxDestRdAtomic uint8  // its responder depth
+	Token           [16]byte
+}
+
+const cmLen = 2 + 1 + 16
+
+func (r cmRecord) encode() []byte {
+	b := binary.BigEndian.AppendUint16(nil, r.Port)
+	b = append(b, r.MaxDestRdAtomic)
+	return append(b, r.Token[:]...)
+}
+
+func decodeCM(b []byte) (cmRecord, []byte, error) {
+	var r cmRecord
+	if len(b) < cmLen {
+		return r, nil, fmt.Errorf("%w: welcome-cm of %d bytes is shorter than %d", errProtocol, len(b), cmLen)
+	}
+	r.Port, r.MaxDestRdAtomic = binary.BigEndian.Uint16(b), b[2]
+	copy(r.Token[:], b[3:cmLen])
+	if r.Port == 0 {
+		return r, nil, fmt.Errorf("%w: welcome-cm names rdma_cm port 0", errProtocol)
+	}
+	return r, b[cmLen:], nil
+}
+
+// cmRequest is the private data of one rdma_cm connect request.
+func cmRequest(token [16]byte, index int) []byte {
+	return binary.BigEndian.AppendUint16(append([]byte(nil), token[:]...), uint16(index))
+}
 
 func (e endpoint) encode() []byte {
 	b := make([]byte, 0, 22+8*len(e.QPs))
@@ -175,7 +229,10 @@ func (r regionRecord) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, r.Seed)
 	p := byte(0)
 	if r.Patterned {
-		p = 1
+		p |= 1
+	}
+	if r.ODP {
+		p |= 2
 	}
 	return append(b, p)
 }
@@ -189,7 +246,8 @@ func decodeRegion(b []byte) (regionRecord, error) {
 		RKey:      binary.BigEndian.Uint32(b[8:]),
 		Length:    binary.BigEndian.Uint64(b[12:]),
 		Seed:      binary.BigEndian.Uint64(b[20:]),
-		Patterned: b[28] != 0,
+		Patterned: b[28]&1 != 0,
+		ODP:       b[28]&2 != 0,
 	}, nil
 }
 
@@ -267,11 +325,33 @@ type serverSession interface {
 	close()
 }
 
-// serverHandshake runs the server's side on c. prepare is called only once the
-// client has authenticated; it sets up the QPs for the client's endpoint. On
-// success the caller owns the returned session.
+// cmSession is a serverSession for a connect-cm client: the welcome
+// carries its cm record instead of an endpoint.
+type cmSession interface {
+	serverSession
+	cm() cmRecord
+}
+
+// hello is a client's hello: an endpoint (connect tcp), or the number of
+// QPs it will connect through rdma_cm.
+type hello struct {
+	cm  bool
+	ep  endpoint // connect tcp
+	qps int      // connect cm
+}
+
+// serverHandshake runs the server's side on c for connect tcp. prepare is
+// called only once the client has authenticated; it sets up the QPs for
+// the client's endpoint. On success the caller owns the returned session.
 func serverHandshake(ctx context.Context, c net.Conn, secret []byte, region regionRecord,
 	prepare func(client endpoint) (serverSession, error)) (serverSession, error) {
+	return serverHandshakeMode(ctx, c, secret, region, false, func(h hello) (serverSession, error) { return prepare(h.ep) })
+}
+
+// serverHandshakeMode is serverHandshake for either connect mode: a hello
+// of the other mode is refused with a message saying so.
+func serverHandshakeMode(ctx context.Context, c net.Conn, secret []byte, region regionRecord, cm bool,
+	prepare func(h hello) (serverSession, error)) (serverSession, error) {
 	defer guardConn(ctx, c)()
 	nonce := make([]byte, transport.NonceSize)
 	if err := transport.NewNonce(nonce); err != nil {
@@ -284,13 +364,33 @@ func serverHandshake(ctx context.Context, c net.Conn, secret []byte, region regi
 	if err := writeMsg(c, kindChallenge, append([]byte{auth}, nonce...)); err != nil {
 		return nil, ctxErr(ctx, err)
 	}
-	_, body, err := readMsg(c, kindHello)
+	kind, body, err := readMsg(c, kindHello, kindHelloCM)
 	if err != nil {
 		return nil, refuse(c, ctxErr(ctx, err))
 	}
-	ep, rest, err := decodeEndpoint(body)
-	if err != nil {
-		return nil, refuse(c, err)
+	mine, theirs := "tcp", "cm"
+	if cm {
+		mine, theirs = "cm", "tcp"
+	}
+	if (kind == kindHelloCM) != cm {
+		return nil, refuse(c, fmt.Errorf("%w: the client connects its QPs with connect %s, this server with connect %s; hint: set rdma.connect the same for both hosts", errProtocol, theirs, mine))
+	}
+	var h hello
+	var rest []byte
+	if cm {
+		if len(body) < 2 {
+			return nil, refuse(c, fmt.Errorf("%w: hello-cm of %d bytes", errProtocol, len(body)))
+		}
+		h = hello{cm: true, qps: int(binary.BigEndian.Uint16(body))}
+		rest = body[2:]
+		if h.qps == 0 || h.qps > maxQPs {
+			return nil, refuse(c, fmt.Errorf("%w: hello-cm asks for %d QPs (want 1..%d)", errProtocol, h.qps, maxQPs))
+		}
+	} else {
+		h.ep, rest, err = decodeEndpoint(body)
+		if err != nil {
+			return nil, refuse(c, err)
+		}
 	}
 	if len(rest) != transport.MACSize {
 		return nil, refuse(c, fmt.Errorf("%w: hello carries %d bytes after the endpoint (want %d)", errProtocol, len(rest), transport.MACSize))
@@ -301,13 +401,16 @@ func serverHandshake(ctx context.Context, c net.Conn, secret []byte, region regi
 			return nil, fmt.Errorf("%w: the client does not hold this run's secret", transport.ErrAuth)
 		}
 	}
-	sess, err := prepare(ep)
+	sess, err := prepare(h)
 	if err != nil {
 		writeMsg(c, kindRefusal, []byte(err.Error()))
 		return nil, err
 	}
-	welcome := append(sess.endpoint().encode(), region.encode()...)
-	if err := writeMsg(c, kindWelcome, welcome); err != nil {
+	wkind, welcome := byte(kindWelcome), sess.endpoint().encode()
+	if cs, ok := sess.(cmSession); ok {
+		wkind, welcome = kindWelcomeCM, cs.cm().encode()
+	}
+	if err := writeMsg(c, wkind, append(welcome, region.encode()...)); err != nil {
 		sess.close()
 		return nil, ctxErr(ctx, err)
 	}
@@ -324,51 +427,75 @@ func refuse(c net.Conn, err error) error {
 	return err
 }
 
-// clientHandshake runs the client's side on c: it sends ours and returns the
-// server's endpoint and region.
+// clientHandshake runs the client's side on c for connect tcp: it sends
+// ours and returns the server's endpoint and region.
 func clientHandshake(ctx context.Context, c net.Conn, secret []byte, ours endpoint) (endpoint, regionRecord, error) {
+	theirs, _, reg, err := clientHandshakeMode(ctx, c, secret, hello{ep: ours})
+	return theirs, reg, err
+}
+
+// clientHandshakeMode runs the client's side for either connect mode. It
+// returns the server's endpoint (connect tcp) or cm record (connect cm).
+func clientHandshakeMode(ctx context.Context, c net.Conn, secret []byte, h hello) (endpoint, cmRecord, regionRecord, error) {
 	defer guardConn(ctx, c)()
+	fail := func(err error) (endpoint, cmRecord, regionRecord, error) {
+		return endpoint{}, cmRecord{}, regionRecord{}, err
+	}
 	_, body, err := readMsg(c, kindChallenge)
 	if err != nil {
-		return endpoint{}, regionRecord{}, ctxErr(ctx, err)
+		return fail(ctxErr(ctx, err))
 	}
 	if len(body) != 1+transport.NonceSize {
-		return endpoint{}, regionRecord{}, fmt.Errorf("%w: challenge of %d bytes (want %d)", errProtocol, len(body), 1+transport.NonceSize)
+		return fail(fmt.Errorf("%w: challenge of %d bytes (want %d)", errProtocol, len(body), 1+transport.NonceSize))
 	}
-	epb := ours.encode()
+	kind, hb := byte(kindHello), h.ep.encode()
+	if h.cm {
+		kind, hb = kindHelloCM, binary.BigEndian.AppendUint16(nil, uint16(h.qps))
+	}
 	mac := make([]byte, transport.MACSize)
 	if body[0] == 1 {
 		if secret == nil {
-			return endpoint{}, regionRecord{}, fmt.Errorf("%w: the server asks for the run's secret and this client has none", transport.ErrAuth)
+			return fail(fmt.Errorf("%w: the server asks for the run's secret and this client has none", transport.ErrAuth))
 		}
-		mac = transport.Answer(secret, body[1:], epb)
+		mac = transport.Answer(secret, body[1:], hb)
 	}
-	if err := writeMsg(c, kindHello, append(epb, mac...)); err != nil {
-		return endpoint{}, regionRecord{}, ctxErr(ctx, err)
+	if err := writeMsg(c, kind, append(hb, mac...)); err != nil {
+		return fail(ctxErr(ctx, err))
 	}
-	kind, body, err := readMsg(c, kindWelcome, kindRefusal)
+	want := byte(kindWelcome)
+	if h.cm {
+		want = kindWelcomeCM
+	}
+	kind, body, err = readMsg(c, want, kindRefusal)
 	if err != nil {
-		return endpoint{}, regionRecord{}, ctxErr(ctx, err)
+		return fail(ctxErr(ctx, err))
 	}
 	if kind == kindRefusal {
 		msg := printable(body)
 		if msg == transport.ErrAuth.Error() {
-			return endpoint{}, regionRecord{}, fmt.Errorf("server refused the client: %w", transport.ErrAuth)
+			return fail(fmt.Errorf("server refused the client: %w", transport.ErrAuth))
 		}
-		return endpoint{}, regionRecord{}, fmt.Errorf("server refused the client: %s", msg)
+		return fail(fmt.Errorf("server refused the client: %s", msg))
 	}
-	theirs, rest, err := decodeEndpoint(body)
+	var theirs endpoint
+	var cmr cmRecord
+	var rest []byte
+	if h.cm {
+		cmr, rest, err = decodeCM(body)
+	} else {
+		theirs, rest, err = decodeEndpoint(body)
+		if err == nil && len(theirs.QPs) != len(h.ep.QPs) {
+			err = fmt.Errorf("%w: server answered with %d QPs for our %d", errProtocol, len(theirs.QPs), len(h.ep.QPs))
+		}
+	}
 	if err != nil {
-		return endpoint{}, regionRecord{}, err
-	}
-	if len(theirs.QPs) != len(ours.QPs) {
-		return endpoint{}, regionRecord{}, fmt.Errorf("%w: server answered with %d QPs for our %d", errProtocol, len(theirs.QPs), len(ours.QPs))
+		return fail(err)
 	}
 	reg, err := decodeRegion(rest)
 	if err != nil {
-		return endpoint{}, regionRecord{}, err
+		return fail(err)
 	}
-	return theirs, reg, nil
+	return theirs, cmr, reg, nil
 }
 
 // byeBody encodes the client's final counts.

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rdmasweep/node/transport"
+	"rdmasweep/results"
 )
 
 // raiseMemlock makes sure need bytes can be pinned. It raises the soft
@@ -87,19 +88,86 @@ func mappings(writable bool) []mapping {
 }
 
 type server struct {
-	cfg   transport.ServerConfig
-	warn  func(string)
-	dev   *device
-	gid   GID
-	mem   []byte
-	mr    *C.struct_ibv_mr
-	l     *transport.Listener // nil until Listen has opened it
-	ready transport.ReadyInfo
+	cfg    transport.ServerConfig
+	fabric transport.Fabric
+	cm     bool // connect cm
+	warn   func(string)
+	dev    *device
+	gid    GID
+	grh    bool
+	mem    []byte
+	mr     *C.struct_ibv_mr
+	odp    bool
+	l      *transport.Listener // nil until Listen has opened it
+	cml    *cmListener         // connect cm: the rdma_cm listener
+	ready  transport.ReadyInfo
 
 	closeOnce sync.Once
 }
 
-// Listen opens the device, maps and registers the region, and listens.
+// fabricOf is r's fabric attributes, or the defaults.
+func fabricOf(r transport.RDMA) transport.Fabric {
+	if r.Fabric != nil {
+		return *r.Fabric
+	}
+	return transport.DefaultFabric()
+}
+
+// checkFabric refuses attributes that do not fit the verbs fields, before
+// any QP is made, so the error names the plan field.
+func checkFabric(f transport.Fabric) error {
+	for _, c := range []struct {
+		name   string
+		v, max int
+	}{
+		{"traffic_class", f.TrafficClass, 255}, {"service_level", f.ServiceLevel, 15}, {"pkey_index", f.PKeyIndex, 65535},
+		{"timeout", f.Timeout, 31}, {"retry_cnt", f.RetryCnt, 7}, {"rnr_retry", f.RNRRetry, 7}, {"min_rnr_timer", f.MinRNRTimer, 31},
+	} {
+		if c.v < 0 || c.v > c.max {
+			return fmt.Errorf("rdma %s %d is outside 0..%d", c.name, c.v, c.max)
+		}
+	}
+	return nil
+}
+
+func cFabric(f transport.Fabric) C.rs_fabric {
+	return C.rs_fabric{traffic_class: C.int(f.TrafficClass), sl: C.int(f.ServiceLevel), pkey_index: C.int(f.PKeyIndex),
+		timeout: C.int(f.Timeout), retry_cnt: C.int(f.RetryCnt), rnr_retry: C.int(f.RNRRetry), min_rnr_timer: C.int(f.MinRNRTimer)}
+}
+
+// connectMode returns whether r asks for connect cm.
+func connectMode(r transport.RDMA) (bool, error) {
+	switch r.Connect {
+	case "", "tcp":
+		return false, nil
+	case "cm":
+		return true, nil
+	}
+	return false, fmt.Errorf("rdma connect %q (want tcp or cm)", r.Connect)
+}
+
+// memAvailable reads MemAvailable from /proc/meminfo, in bytes.
+func memAvailable() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	return meminfoField(b, "MemAvailable")
+}
+
+// checkPinnable refuses to pin need bytes when the host has less
+// available memory: the pin would not fail cleanly, it would bring in the
+// OOM killer.
+func checkPinnable(need int64, what string) error {
+	avail, err := memAvailable()
+	if err != nil {
+		return nil // not Linux as we know it: let the registration say
+	}
+	return pinnable(need, avail, what)
+}
+
+// Listen listens, opens the device that holds the listen address, maps and
+// registers the region.
 func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn func(string)) (transport.Server, error) {
 	if warn == nil {
 		warn = func(string) {}
@@ -111,44 +179,85 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 	if reg == "" {
 		reg = "pinned"
 	}
-	if reg != "pinned" && reg != "odp" && reg != "odp-prefetch" {
-		return nil, fmt.Errorf("rdma listen: registration %q (want pinned, odp or odp-prefetch)", reg)
+	if reg != "pinned" && reg != "odp" {
+		return nil, fmt.Errorf("rdma listen: registration %q (want pinned or odp)", reg)
+	}
+	if cfg.RDMA.ODPPrefetch && reg != "odp" {
+		return nil, errors.New("rdma listen: odp_prefetch needs registration odp")
+	}
+	cm, err := connectMode(cfg.RDMA)
+	if err != nil {
+		return nil, fmt.Errorf("rdma listen: %w", err)
+	}
+	fabric := fabricOf(cfg.RDMA)
+	if err := checkFabric(fabric); err != nil {
+		return nil, fmt.Errorf("rdma listen: %w", err)
 	}
 	if int64(int(cfg.Region.Size)) != cfg.Region.Size {
 		return nil, fmt.Errorf("rdma listen: region of %d bytes does not fit in memory", cfg.Region.Size)
 	}
 	if reg == "pinned" {
+		if err := checkPinnable(cfg.Region.Size, "registering the region"); err != nil {
+			return nil, fmt.Errorf("rdma listen: %w", err)
+		}
 		if err := raiseMemlock(uint64(cfg.Region.Size), "registering the region"); err != nil {
 			return nil, fmt.Errorf("rdma listen: %w", err)
 		}
 	}
-	dev, err := openDevice(cfg.RDMA.Device, cfg.RDMA.IBPort)
-	if err != nil {
-		return nil, fmt.Errorf("rdma listen: %w", err)
-	}
-	s := &server{cfg: cfg, warn: warn, dev: dev}
+	s := &server{cfg: cfg, fabric: fabric, cm: cm, warn: warn, odp: reg == "odp"}
 	fail := func(err error) (transport.Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("rdma listen: %w", err)
 	}
-	if reg != "pinned" && !dev.odpRCRead() {
-		c := dev.attr.odp_caps
-		return fail(fmt.Errorf("registration %s: device %s has no on-demand paging for RC RDMA READ (odp general caps %#x, rc caps %#x); hint: use registration: pinned on this device",
-			reg, dev.name, uint64(c.general_caps), uint32(c.per_transport_caps.rc_odp_caps)))
-	}
-	s.gid, err = dev.pickGID(cfg.RDMA.GIDIndex, net.ParseIP(cfg.Host))
-	if err != nil {
-		return fail(err)
-	}
-	if err := s.register(reg); err != nil {
-		return fail(err)
-	}
+	// The TCP listener comes first: binding resolves the listen address,
+	// and the address picks the device, before anything is registered.
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fail(err)
 	}
 	s.l = transport.NewListener(ln.(*net.TCPListener))
+	ip := ln.Addr().(*net.TCPAddr).IP
+	if ip.IsUnspecified() && (cm || cfg.RDMA.Device == "") {
+		why := "the region is registered on one device before any client connects, so the address must say which"
+		if cm {
+			why = "rdma_cm binds to the address, and the address picks the device"
+		}
+		return fail(fmt.Errorf("listening on all addresses (%s) with rdma: %s; hint: set the server's data_address (node serve --listen) to the address of its RDMA interface%s",
+			ln.Addr(), why, map[bool]string{true: "", false: ", or name the device (rdma.device)"}[cm]))
+	}
+	if cm {
+		s.cml, s.dev, err = cmListen(ip, cfg.RDMA.Device, cfg.RDMA.IBPort, fabric)
+		if err != nil {
+			return fail(err)
+		}
+	} else {
+		s.dev, err = openDevice(cfg.RDMA.Device, cfg.RDMA.IBPort, ip)
+		if err != nil {
+			return fail(err)
+		}
+		if needsCM(s.dev.transport) {
+			return fail(fmt.Errorf("%w: %s is an %s device; hint: set rdma.connect: cm (node --rdma-connect cm) on both hosts", transport.ErrNeedsCM, s.dev.name, s.dev.transport))
+		}
+	}
+	dev := s.dev
+	if s.odp && !dev.odpRCRead() {
+		c := dev.attr.odp_caps
+		return fail(fmt.Errorf("registration odp: device %s has no on-demand paging for RC RDMA READ (odp general caps %#x, rc caps %#x); hint: use registration: pinned on this device",
+			dev.name, uint64(c.general_caps), uint32(c.per_transport_caps.rc_odp_caps)))
+	}
+	if int(fabric.PKeyIndex) >= int(dev.pattr.pkey_tbl_len) && !cm {
+		return fail(fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", fabric.PKeyIndex, dev.name, dev.port, int(dev.pattr.pkey_tbl_len)))
+	}
+	s.grh = needGRH(dev.ethernet(), cfg.RDMA.GIDIndex >= 0)
+	if !cm || dev.ethernet() {
+		if s.gid, err = dev.pickGID(cfg.RDMA.GIDIndex, ip); err != nil && !cm {
+			return fail(err)
+		}
+	}
+	if err := s.register(); err != nil {
+		return fail(err)
+	}
 	host := cfg.Host
 	if host == "" {
 		host = "0.0.0.0"
@@ -156,15 +265,33 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 	s.ready.Address = host
 	s.ready.Port = s.l.Port()
 	gi := s.gid.Index
-	s.ready.GIDIndex = &gi
+	if s.gid.GID != "" {
+		s.ready.GIDIndex = &gi
+	}
+	s.ready.Path = dev.path(s.gid, cm, s.grh, fabric)
 	return s, nil
 }
 
+// path is what the events say of d's side of a connection.
+func (d *device) path(g GID, cm, grh bool, f transport.Fabric) *results.RDMAPath {
+	p := &results.RDMAPath{
+		Device: d.name, IBPort: d.port, LinkLayer: linkLayerName(d.pattr.link_layer), GID: g.GID, GIDType: g.Type,
+		Connect: "tcp", GRH: grh, TrafficClass: f.TrafficClass, ServiceLevel: f.ServiceLevel, PKeyIndex: f.PKeyIndex,
+		Timeout: f.Timeout, RetryCnt: f.RetryCnt, RNRRetry: f.RNRRetry, MinRNRTimer: f.MinRNRTimer,
+	}
+	if cm {
+		p.Connect = "cm"
+	}
+	return p
+}
+
 // register maps the region by the first mapping that registers, and times
-// the registration itself: for pinned it faults in and pins every page.
-func (s *server) register(reg string) error {
+// the registration itself: for pinned it faults in and pins every page,
+// for odp it only sets up the translation (and then the prefetch, when
+// asked, brings the pages in).
+func (s *server) register() error {
 	access := C.int(C.IBV_ACCESS_REMOTE_READ)
-	if reg != "pinned" {
+	if s.odp {
 		access |= C.IBV_ACCESS_ON_DEMAND
 	}
 	size := int(s.cfg.Region.Size)
@@ -189,19 +316,23 @@ func (s *server) register(reg string) error {
 		}
 		s.mem, s.mr = mem, mr
 		s.ready.Mapping = m.name
+		s.ready.RegistrationS = &secs
 		if len(tried) > 0 {
 			s.warn(fmt.Sprintf("registered the region through a %s mapping after: %s", m.name, strings.Join(tried, "; ")))
 		}
-		if reg == "odp-prefetch" {
+		inSecs := secs
+		if s.cfg.RDMA.ODPPrefetch {
 			start := time.Now()
-			if err := verbErr(C.rs_advise_prefetch(s.dev.pd, mr), "prefetch is optional: use registration: odp"); err != nil {
+			if err := verbErr(C.rs_advise_prefetch(s.dev.pd, mr), "prefetch is optional: leave odp_prefetch off"); err != nil {
 				return fmt.Errorf("prefetch the region: %w", err)
 			}
-			secs = time.Since(start).Seconds()
+			p := time.Since(start).Seconds()
+			s.ready.PrefetchS = &p
+			inSecs += p
 		}
-		if reg != "odp" {
-			mbs := float64(size) / 1e6 / secs
-			s.ready.RegistrationS, s.ready.RegistrationMBs = &secs, &mbs
+		if !s.odp || s.cfg.RDMA.ODPPrefetch {
+			mbs := float64(size) / 1e6 / inSecs
+			s.ready.RegistrationMBs = &mbs
 		}
 		return nil
 	}
@@ -233,10 +364,10 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 		// (after Close, Accept fails before it gets here).
 		region := regionRecord{
 			Addr: uint64(uintptr(unsafe.Pointer(&s.mem[0]))), RKey: uint32(s.mr.rkey), Length: uint64(s.cfg.Region.Size),
-			Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned,
+			Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned, ODP: s.odp,
 		}
 		var err error
-		sess, err = serverHandshake(ctx, c, s.cfg.Secret, region, s.prepare)
+		sess, err = serverHandshakeMode(ctx, c, s.cfg.Secret, region, s.cm, s.prepare)
 		return err
 	}, func(from net.Addr, err error) {
 		s.warn(fmt.Sprintf("refused connection from %s: %v", from, err))
@@ -246,6 +377,14 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	}
 	defer release()
 	defer sess.close() // before release: Close frees the device once released
+	if cs, ok := sess.(*cmServerSession); ok {
+		if err := s.cml.accept(ctx, cs, c.RemoteAddr().(*net.TCPAddr).IP, s.warn); err != nil {
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
+			return st, fmt.Errorf("client %s: %w", c.RemoteAddr(), err)
+		}
+	}
 	start := time.Now()
 	cpu := transport.StartCPU()
 	n, reads, err := readEnd(c)
@@ -264,13 +403,28 @@ type qpSet struct {
 	cq  *C.struct_ibv_cq
 	qps []*C.struct_ibv_qp // C memory, so C may keep the array
 	arr **C.struct_ibv_qp
+	// ids are the rdma_cm ids of connect cm QPs (nil for tcp): each owns
+	// its QP, which rs_cm_destroy destroys with it.
+	ids []*C.struct_rdma_cm_id
 }
 
-func createQPs(d *device, n, sendDepth, cqDepth int, access C.int) (*qpSet, error) {
+// newQPSet makes an empty set of n QPs around cq, for rdma_cm to fill.
+func newQPSet(n int, cq *C.struct_ibv_cq) *qpSet {
+	arr := (**C.struct_ibv_qp)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0)))))
+	return &qpSet{arr: arr, qps: unsafe.Slice(arr, n), cq: cq, ids: make([]*C.struct_rdma_cm_id, n)}
+}
+
+func createQPs(d *device, n, sendDepth, cqDepth int, access C.int, f transport.Fabric) (*qpSet, error) {
 	arr := (**C.struct_ibv_qp)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0)))))
 	q := &qpSet{arr: arr, qps: unsafe.Slice(arr, n)}
-	st := C.rs_create_qps(d.ctx, d.pd, C.uint8_t(d.port), C.int(n), C.int(sendDepth), C.int(cqDepth), access, &q.cq, arr)
-	if err := verbErr(st, "the device may allow fewer QPs or a shallower queue: lower qps or queue_depth"); err != nil {
+	hint := "the device may allow fewer QPs or a shallower queue: lower qps or queue_depth"
+	if err := verbErr(C.rs_create_cq(d.ctx, C.int(cqDepth), &q.cq), hint); err != nil {
+		C.free(unsafe.Pointer(arr))
+		return nil, err
+	}
+	cf := cFabric(f)
+	if err := verbErr(C.rs_create_qps(d.pd, C.uint8_t(d.port), C.int(n), C.int(sendDepth), access, &cf, q.cq, arr), hint); err != nil {
+		C.rs_destroy_qps(q.cq, arr, 0)
 		C.free(unsafe.Pointer(arr))
 		return nil, err
 	}
@@ -280,6 +434,12 @@ func createQPs(d *device, n, sendDepth, cqDepth int, access C.int) (*qpSet, erro
 func (q *qpSet) destroy() {
 	if q == nil || q.arr == nil {
 		return
+	}
+	if q.ids != nil {
+		for i, id := range q.ids {
+			C.rs_cm_destroy(id) // disconnects, destroys its QP
+			q.ids[i], q.qps[i] = nil, nil
+		}
 	}
 	C.rs_destroy_qps(q.cq, q.arr, C.int(len(q.qps)))
 	C.free(unsafe.Pointer(q.arr))
@@ -292,8 +452,8 @@ func randomPSN() uint32 {
 	return binary.BigEndian.Uint32(b[:]) & 0xffffff
 }
 
-// local returns d's endpoint for qps, with fresh PSNs.
-func local(d *device, gid GID, q *qpSet) endpoint {
+// localEndpoint returns d's endpoint for qps, with fresh PSNs.
+func localEndpoint(d *device, gid GID, q *qpSet) endpoint {
 	e := endpoint{LID: uint16(d.pattr.lid), GID: gidRaw(gid), MTU: uint8(d.pattr.active_mtu), MaxDestRdAtomic: uint8(d.maxRdAtom())}
 	for _, qp := range q.qps {
 		e.QPs = append(e.QPs, qpAddr{QPN: uint32(C.rs_qp_num(qp)), PSN: randomPSN()})
@@ -302,34 +462,35 @@ func local(d *device, gid GID, q *qpSet) endpoint {
 }
 
 // connect moves every QP of q to RTS against the peer's endpoint.
-func connect(d *device, gid GID, q *qpSet, ours, theirs endpoint, maxRdAtomic int) error {
+func connect(d *device, gid GID, grh bool, q *qpSet, ours, theirs endpoint, maxRdAtomic int, f transport.Fabric) error {
 	mtu := min(ours.MTU, theirs.MTU)
+	cf := cFabric(f)
 	for i, qp := range q.qps {
 		r := C.rs_remote{
 			qpn: C.uint32_t(theirs.QPs[i].QPN), psn: C.uint32_t(theirs.QPs[i].PSN), lid: C.uint16_t(theirs.LID),
 			sgid_index: C.int(gid.Index), hop_limit: 64, mtu: C.int(mtu),
 			max_dest_rd_atomic: C.int(d.maxRdAtom()),
 		}
-		if d.ethernet() {
+		if grh {
 			r.is_global = 1
 		}
 		for j, b := range theirs.GID {
 			r.gid[j] = C.uint8_t(b)
 		}
-		if d.ethernet() && theirs.GID == ([16]byte{}) {
-			return errors.New("the peer sent an empty GID, and RoCE routes by GID; hint: set gid_index on the peer")
+		if grh && theirs.GID == ([16]byte{}) {
+			return errors.New("the peer sent an empty GID, and its QPs must be reached by GID (RoCE, or gid_index given on InfiniBand); hint: set gid_index on the peer")
 		}
 		var stage C.int
-		st := C.rs_connect(qp, C.uint8_t(d.port), &r, C.uint32_t(ours.QPs[i].PSN), C.int(maxRdAtomic), &stage)
+		st := C.rs_connect(qp, C.uint8_t(d.port), &r, C.uint32_t(ours.QPs[i].PSN), C.int(maxRdAtomic), &cf, &stage)
 		if st.verb != nil {
 			hint := ""
 			if stage == 1 {
-				hint = fmt.Sprintf("RTR failing usually means a wrong address handle: check gid_index (%d used on %s port %d; `node devices` lists them) and the MTU (path MTU %d bytes, the smaller of ours %d and the peer's %d)",
-					gid.Index, d.name, d.port, mtuBytes(int(mtu)), mtuBytes(int(ours.MTU)), mtuBytes(int(theirs.MTU)))
+				hint = fmt.Sprintf("RTR failing usually means a wrong address handle: check gid_index (%d used on %s port %d; `node devices` lists them), the MTU (path MTU %d bytes, the smaller of ours %d and the peer's %d), service_level %d and traffic_class %d",
+					gid.Index, d.name, d.port, mtuBytes(int(mtu)), mtuBytes(int(ours.MTU)), mtuBytes(int(theirs.MTU)), f.ServiceLevel, f.TrafficClass)
 			} else {
-				hint = fmt.Sprintf("RTS with max_rd_atomic %d: the device allows %d", maxRdAtomic, d.maxInitRdAtom())
+				hint = fmt.Sprintf("RTS with max_rd_atomic %d, timeout %d, retry_cnt %d, rnr_retry %d: the device allows max_rd_atomic up to %d", maxRdAtomic, f.Timeout, f.RetryCnt, f.RNRRetry, d.maxInitRdAtom())
 			}
-			return fmt.Errorf("connect QP %d of %d: %w", i+1, len(q.qps), verbErr(st, hint))
+			return fmt.Errorf("connect %s: %w", qpName(i, len(q.qps), uint32(C.rs_qp_num(qp))), verbErr(st, hint))
 		}
 	}
 	return nil
@@ -343,15 +504,20 @@ type session struct {
 func (x *session) endpoint() endpoint { return x.ep }
 func (x *session) close()             { x.q.destroy() }
 
-// prepare makes the QPs for an authenticated client and connects them.
-func (s *server) prepare(client endpoint) (serverSession, error) {
-	q, err := createQPs(s.dev, len(client.QPs), 1, 1, C.IBV_ACCESS_REMOTE_READ)
+// prepare makes the QPs for an authenticated client and connects them
+// (connect tcp), or readies the rdma_cm accept of its QPs (connect cm).
+func (s *server) prepare(h hello) (serverSession, error) {
+	if h.cm {
+		return s.cml.session(h.qps, s.dev.maxRdAtom())
+	}
+	client := h.ep
+	q, err := createQPs(s.dev, len(client.QPs), 1, 1, C.IBV_ACCESS_REMOTE_READ, s.fabric)
 	if err != nil {
 		return nil, fmt.Errorf("create %d QPs: %w", len(client.QPs), err)
 	}
-	ours := local(s.dev, s.gid, q)
+	ours := localEndpoint(s.dev, s.gid, q)
 	// The server issues no READs; its requester depth only has to be legal.
-	if err := connect(s.dev, s.gid, q, ours, client, max(1, min(s.dev.maxInitRdAtom(), int(client.MaxDestRdAtomic)))); err != nil {
+	if err := connect(s.dev, s.gid, s.grh, q, ours, client, max(1, min(s.dev.maxInitRdAtom(), int(client.MaxDestRdAtomic))), s.fabric); err != nil {
 		q.destroy()
 		return nil, err
 	}
@@ -374,6 +540,9 @@ func (s *server) Close() error {
 		}
 		if s.dev != nil {
 			s.dev.close()
+		}
+		if s.cml != nil {
+			s.cml.close()
 		}
 	})
 	return nil

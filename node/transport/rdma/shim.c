@@ -1,12 +1,15 @@
 //go:build rdma
 
 // See shim.h for the rules of this file. The hot loop (rs_run) is written
-// for the CPU cost per READ: one clock read per poll batch, one post per QP
-// per batch (a chain of WRs), no allocation, no call back into Go.
+// for the CPU cost per READ: one clock read per poll batch and one per
+// post, one post per QP per batch (a chain of WRs), optional completion
+// moderation, no allocation, no call back into Go.
 
 #include "shim.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -74,18 +77,19 @@ void rs_destroy_qps(struct ibv_cq *cq, struct ibv_qp **qps, int n) {
 		ibv_destroy_cq(cq);
 }
 
-rs_status rs_create_qps(struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port, int n,
-			int send_depth, int cq_depth, int access, struct ibv_cq **cq,
-			struct ibv_qp **qps) {
-	memset(qps, 0, sizeof(*qps) * n);
+rs_status rs_create_cq(struct ibv_context *ctx, int depth, struct ibv_cq **cq) {
 	errno = 0;
-	*cq = ibv_create_cq(ctx, cq_depth, NULL, NULL, 0);
-	if (!*cq)
-		return fail("ibv_create_cq", errno);
+	*cq = ibv_create_cq(ctx, depth, NULL, NULL, 0);
+	return *cq ? ok() : fail("ibv_create_cq", errno);
+}
+
+rs_status rs_create_qps(struct ibv_pd *pd, uint8_t port, int n, int send_depth, int access,
+			const rs_fabric *f, struct ibv_cq *cq, struct ibv_qp **qps) {
+	memset(qps, 0, sizeof(*qps) * n);
 	for (int i = 0; i < n; i++) {
 		struct ibv_qp_init_attr ia = {
-			.send_cq = *cq,
-			.recv_cq = *cq,
+			.send_cq = cq,
+			.recv_cq = cq,
 			.qp_type = IBV_QPT_RC,
 			.sq_sig_all = 0,
 			.cap = {.max_send_wr = send_depth, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
@@ -94,20 +98,18 @@ rs_status rs_create_qps(struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port
 		qps[i] = ibv_create_qp(pd, &ia);
 		if (!qps[i]) {
 			int e = errno;
-			rs_destroy_qps(*cq, qps, n);
-			*cq = NULL;
+			rs_destroy_qps(NULL, qps, n);
 			return fail("ibv_create_qp", e);
 		}
 		struct ibv_qp_attr a = {
 			.qp_state = IBV_QPS_INIT,
-			.pkey_index = 0,
+			.pkey_index = f->pkey_index,
 			.port_num = port,
 			.qp_access_flags = access,
 		};
 		int rc = ibv_modify_qp(qps[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 		if (rc) {
-			rs_destroy_qps(*cq, qps, n);
-			*cq = NULL;
+			rs_destroy_qps(NULL, qps, n);
 			return fail("ibv_modify_qp(INIT)", rc);
 		}
 	}
@@ -117,7 +119,7 @@ rs_status rs_create_qps(struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port
 uint32_t rs_qp_num(struct ibv_qp *qp) { return qp->qp_num; }
 
 rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32_t my_psn,
-		     int max_rd_atomic, int *stage) {
+		     int max_rd_atomic, const rs_fabric *f, int *stage) {
 	struct ibv_qp_attr a;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
@@ -125,9 +127,9 @@ rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32
 	a.dest_qp_num = r->qpn;
 	a.rq_psn = r->psn;
 	a.max_dest_rd_atomic = r->max_dest_rd_atomic;
-	a.min_rnr_timer = 12;
+	a.min_rnr_timer = f->min_rnr_timer;
 	a.ah_attr.dlid = r->lid;
-	a.ah_attr.sl = 0;
+	a.ah_attr.sl = f->sl;
 	a.ah_attr.src_path_bits = 0;
 	a.ah_attr.port_num = port;
 	if (r->is_global) {
@@ -136,7 +138,7 @@ rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32
 		a.ah_attr.grh.sgid_index = r->sgid_index;
 		a.ah_attr.grh.hop_limit = r->hop_limit;
 		a.ah_attr.grh.flow_label = 0;
-		a.ah_attr.grh.traffic_class = 0;
+		a.ah_attr.grh.traffic_class = f->traffic_class;
 	}
 	*stage = 1;
 	int rc = ibv_modify_qp(qp, &a,
@@ -147,9 +149,9 @@ rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
+	a.timeout = f->timeout;
+	a.retry_cnt = f->retry_cnt;
+	a.rnr_retry = f->rnr_retry;
 	a.sq_psn = my_psn;
 	a.max_rd_atomic = max_rd_atomic;
 	*stage = 2;
@@ -159,6 +161,33 @@ rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32
 	if (rc)
 		return fail("ibv_modify_qp(RTS)", rc);
 	*stage = 0;
+	return ok();
+}
+
+rs_status rs_query_qp(struct ibv_qp *qp, rs_qp_info *out) {
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	memset(&a, 0, sizeof(a));
+	memset(out, 0, sizeof(*out));
+	int rc = ibv_query_qp(qp, &a,
+			      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_MAX_DEST_RD_ATOMIC |
+				      IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				      IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_PKEY_INDEX | IBV_QP_CAP,
+			      &ia);
+	if (rc)
+		return fail("ibv_query_qp", rc);
+	out->max_rd_atomic = a.max_rd_atomic;
+	out->max_dest_rd_atomic = a.max_dest_rd_atomic;
+	out->path_mtu = a.path_mtu;
+	out->max_send_wr = (int)a.cap.max_send_wr;
+	out->is_global = a.ah_attr.is_global;
+	out->f.traffic_class = a.ah_attr.grh.traffic_class;
+	out->f.sl = a.ah_attr.sl;
+	out->f.pkey_index = a.pkey_index;
+	out->f.timeout = a.timeout;
+	out->f.retry_cnt = a.retry_cnt;
+	out->f.rnr_retry = a.rnr_retry;
+	out->f.min_rnr_timer = a.min_rnr_timer;
 	return ok();
 }
 
@@ -219,20 +248,42 @@ static inline uint64_t now_ns(void) {
 }
 
 #define RS_POLL_BATCH 32
+// A fence is a zero-length, signalled READ: it completes after every READ
+// posted before it on its QP, so it covers unsignalled ones at the end.
+#define RS_FENCE (1ull << 63)
+
+// Per QP: its slots' READs in flight, in post order (a ring), and what
+// signalling needs. A signalled completion means every earlier READ on the
+// QP completed too (RC completes in order), so it frees the ring up to it.
+typedef struct {
+	int base, cap;   // ring[base .. base+cap) holds this QP's slots
+	int head, count; // in flight, oldest first
+	int mod;         // signal every mod-th READ: min(cq_mod, cap)
+	int since_sig;   // READs posted since the last signalled one
+	int fence;       // a fence is in flight
+	struct ibv_send_wr *chain, *tail; // queued since the last post
+} qpstate;
 
 typedef struct {
 	const rs_run_args *a;
 	rs_run_out *o;
-	uint64_t issued_at[RS_MAX_QD];
+	uint64_t issued_at[RS_MAX_QD]; // per slot: the post stamp of its READ
+	int64_t read_of[RS_MAX_QD];    // per slot: its read index
 	struct ibv_send_wr wr[RS_MAX_QD];
 	struct ibv_sge sge[RS_MAX_QD];
-	// WRs queued since the last post, chained per QP, so one batch of
-	// completions costs one ibv_post_send per QP rather than one per READ.
-	struct ibv_send_wr *head[RS_MAX_QP], *tail[RS_MAX_QP];
+	int ring[RS_MAX_QD + RS_MAX_QP];
+	qpstate q[RS_MAX_QP];
 	int touched[RS_MAX_QP], ntouched;
+	struct ibv_send_wr fence_wr[RS_MAX_QP];
 	int64_t next; // next read index to issue
-	int inflight;
+	int inflight; // READs and fences
+	int stopped;  // no more READs will be issued in this phase
 } loop;
+
+static inline void touch(loop *l, int q) {
+	if (!l->q[q].chain)
+		l->touched[l->ntouched++] = q;
+}
 
 // queue_read prepares slot's WR for read index k and chains it onto its QP.
 static void queue_read(loop *l, int slot, int64_t k) {
@@ -240,37 +291,85 @@ static void queue_read(loop *l, int slot, int64_t k) {
 	int64_t p = k % a->nblocks;
 	int64_t block = a->perm ? a->perm[p] : p;
 	struct ibv_send_wr *w = &l->wr[slot];
-	l->sge[slot].addr = (uintptr_t)(a->buf + (size_t)slot * a->bs);
+	int qi = slot % a->nqp;
+	qpstate *q = &l->q[qi];
+	// Unverified, the bytes are never looked at: like perftest, every
+	// READ lands in one block of the buffer, so the client touches bs
+	// bytes rather than qd × bs (fewer cache and TLB misses per READ).
+	l->sge[slot].addr = (uintptr_t)(a->buf + (a->verify ? (size_t)slot * a->bs : 0));
 	l->sge[slot].length = a->bs;
 	l->sge[slot].lkey = a->lkey;
-	w->wr_id = ((uint64_t)k << 16) | (uint64_t)slot;
+	l->read_of[slot] = k;
+	w->wr_id = (uint64_t)slot;
 	w->next = NULL;
 	w->sg_list = &l->sge[slot];
 	w->num_sge = 1;
 	w->opcode = IBV_WR_RDMA_READ;
-	w->send_flags = IBV_SEND_SIGNALED;
 	w->wr.rdma.remote_addr = a->raddr + (uint64_t)block * a->bs;
 	w->wr.rdma.rkey = a->rkey;
-	int q = slot % a->nqp;
-	if (l->tail[q]) {
-		l->tail[q]->next = w;
-	} else {
-		l->head[q] = w;
-		l->touched[l->ntouched++] = q;
-	}
-	l->tail[q] = w;
+	touch(l, qi);
+	if (q->tail)
+		q->tail->next = w;
+	else
+		q->chain = w;
+	q->tail = w;
+	l->ring[q->base + (q->head + q->count) % q->cap] = slot;
+	q->count++;
+	l->inflight++;
 }
 
-// post_chains posts every queued chain, stamping each WR's slot with t.
-static int post_chains(loop *l, uint64_t t) {
+// queue_fence chains a fence onto QP qi.
+static void queue_fence(loop *l, int qi) {
+	qpstate *q = &l->q[qi];
+	struct ibv_send_wr *w = &l->fence_wr[qi];
+	memset(w, 0, sizeof(*w));
+	w->wr_id = RS_FENCE | (uint64_t)qi;
+	w->opcode = IBV_WR_RDMA_READ;
+	w->send_flags = IBV_SEND_SIGNALED;
+	w->wr.rdma.remote_addr = l->a->raddr;
+	w->wr.rdma.rkey = l->a->rkey;
+	touch(l, qi);
+	if (q->tail)
+		q->tail->next = w;
+	else
+		q->chain = w;
+	q->tail = w;
+	q->fence = 1;
+	q->since_sig = 0;
+	l->inflight++;
+}
+
+// post_chains posts every queued chain. Each READ is signalled when it is
+// its QP's mod-th since the last signalled one, which leaves a signalled
+// READ among any mod in a row, so a QP whose slots are all in flight
+// always has one to wait for. Once the phase stops issuing, a QP whose
+// last READs went unsignalled gets a fence. The stamp is taken just
+// before each ibv_post_send: whatever the loop did before (verifying the
+// reads that freed the slots) is not in the latency.
+static int post_chains(loop *l) {
 	for (int i = 0; i < l->ntouched; i++) {
-		int q = l->touched[i];
-		struct ibv_send_wr *w = l->head[q];
-		l->head[q] = l->tail[q] = NULL;
+		int qi = l->touched[i];
+		qpstate *q = &l->q[qi];
+		for (struct ibv_send_wr *x = q->chain; x; x = x->next) {
+			if (x->wr_id & RS_FENCE)
+				continue;
+			if (++q->since_sig >= q->mod) {
+				x->send_flags = IBV_SEND_SIGNALED;
+				q->since_sig = 0;
+			} else {
+				x->send_flags = 0;
+			}
+		}
+		if (l->stopped && q->since_sig > 0 && !q->fence)
+			queue_fence(l, qi);
+		struct ibv_send_wr *w = q->chain;
+		q->chain = q->tail = NULL;
+		uint64_t t = now_ns();
 		for (struct ibv_send_wr *x = w; x; x = x->next)
-			l->issued_at[x->wr_id & 0xffff] = t;
+			if (!(x->wr_id & RS_FENCE))
+				l->issued_at[x->wr_id] = t;
 		struct ibv_send_wr *bad = NULL;
-		int rc = ibv_post_send(l->a->qps[q], w, &bad);
+		int rc = ibv_post_send(l->a->qps[qi], w, &bad);
 		if (rc) {
 			l->ntouched = 0;
 			l->o->status = RS_POST_ERROR;
@@ -283,26 +382,77 @@ static int post_chains(loop *l, uint64_t t) {
 	return 0;
 }
 
+// stop_issuing ends the phase's issuing and fences every QP whose last
+// READs went unsignalled.
+static void stop_issuing(loop *l) {
+	if (l->stopped)
+		return;
+	l->stopped = 1;
+	for (int qi = 0; qi < l->a->nqp; qi++) {
+		qpstate *q = &l->q[qi];
+		if (q->since_sig > 0 && !q->fence && !q->chain && q->count > 0)
+			queue_fence(l, qi);
+	}
+}
+
+// complete retires slot's READ: verify it, count it, and issue the next.
+// t is when its completion was polled; it is timed only if signalled.
+static void complete(loop *l, int slot, int signalled, uint64_t t, int measure, int64_t stop) {
+	const rs_run_args *a = l->a;
+	rs_run_out *o = l->o;
+	l->inflight--;
+	if (a->verify && o->status == RS_OK) {
+		int64_t p = l->read_of[slot] % a->nblocks;
+		int64_t block = a->perm ? a->perm[p] : p;
+		int64_t bad;
+		if (!rs_check(a->buf + (size_t)slot * a->bs, a->bs, (uint64_t)block * a->bs, a->seed, &bad)) {
+			o->status = RS_MISMATCH;
+			o->bad_offset = bad; // the first: later ones are not checked
+			stop_issuing(l);
+		}
+	}
+	if (measure) {
+		if (signalled) {
+			uint64_t lat = t - l->issued_at[slot];
+			a->hist[rs_bucket(lat)]++;
+			o->lat_sum += lat;
+			o->lat_n++;
+			if (lat > o->lat_max)
+				o->lat_max = lat;
+		}
+		o->reads++;
+		o->bytes += a->bs;
+	}
+	if (!l->stopped && l->next < stop && o->status == RS_OK) {
+		queue_read(l, slot, l->next++);
+		if (l->next >= stop)
+			stop_issuing(l);
+	}
+}
+
 // phase keeps qd reads in flight until it has issued count reads (count > 0)
 // or until_ns has passed, then drains. With measure set it times reads into
 // the output; verify checks each completed block.
 static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 	const rs_run_args *a = l->a;
 	rs_run_out *o = l->o;
-	int64_t first = l->next;
-	int64_t stop = count > 0 ? first + count : INT64_MAX;
+	int64_t stop = count > 0 ? l->next + count : INT64_MAX;
 	struct ibv_wc wc[RS_POLL_BATCH];
 
+	for (int qi = 0; qi < a->nqp; qi++) {
+		qpstate *q = &l->q[qi];
+		q->head = q->count = q->since_sig = q->fence = 0;
+	}
+	l->stopped = 0;
 	uint64_t t = now_ns();
 	uint64_t start = t, last_done = t;
-	int issuing = 1;
 	unsigned idle = 0;
 	for (int s = 0; s < a->qd && l->next < stop; s++)
-		queue_read(l, s, l->next++), l->inflight++;
-	if (post_chains(l, t))
+		queue_read(l, s, l->next++);
+	if (l->next >= stop || (count <= 0 && t >= until_ns))
+		stop_issuing(l);
+	if (post_chains(l))
 		return -1;
-	if (count <= 0 && t >= until_ns)
-		issuing = 0;
 
 	while (l->inflight > 0) {
 		int n = ibv_poll_cq(a->cq, RS_POLL_BATCH, wc);
@@ -317,9 +467,11 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 		// when idle. It is one load.
 		if (*a->cancel && o->status == RS_OK) {
 			o->status = RS_CANCELLED;
-			issuing = 0;
+			stop_issuing(l);
 		}
 		if (n == 0) {
+			if (l->ntouched && post_chains(l)) // fences queued by a cancel
+				return -1;
 			// The clock only now and then: an empty poll is the most
 			// frequent path.
 			if (++idle % 1024 == 0 && now_ns() - last_done > a->stall_ns) {
@@ -331,11 +483,8 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 		t = now_ns();
 		last_done = t;
 		if (count <= 0 && t >= until_ns)
-			issuing = 0;
+			stop_issuing(l);
 		for (int i = 0; i < n; i++) {
-			int slot = (int)(wc[i].wr_id & 0xffff);
-			int64_t k = (int64_t)(wc[i].wr_id >> 16);
-			l->inflight--;
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				o->status = RS_WC_ERROR;
 				o->wc_status = wc[i].status;
@@ -344,31 +493,32 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 				// The QP is in error now; its other WRs flush, so stop here.
 				return -1;
 			}
-			if (a->verify) {
-				int64_t p = k % a->nblocks;
-				int64_t block = a->perm ? a->perm[p] : p;
-				int64_t bad;
-				if (!rs_check(a->buf + (size_t)slot * a->bs, a->bs, (uint64_t)block * a->bs, a->seed, &bad)) {
-					o->status = RS_MISMATCH;
-					o->bad_offset = bad;
-					issuing = 0;
+			if (wc[i].wr_id & RS_FENCE) {
+				int qi = (int)(wc[i].wr_id & 0xffff);
+				qpstate *q = &l->q[qi];
+				q->fence = 0;
+				l->inflight--;
+				for (int left = q->count; left > 0; left--) {
+					int s = l->ring[q->base + q->head];
+					q->head = (q->head + 1) % q->cap;
+					q->count--;
+					complete(l, s, 0, t, measure, stop);
 				}
+				continue;
 			}
-			if (measure) {
-				uint64_t lat = t - l->issued_at[slot];
-				a->hist[rs_bucket(lat)]++;
-				o->lat_sum += lat;
-				if (lat > o->lat_max)
-					o->lat_max = lat;
-				o->reads++;
-				o->bytes += a->bs;
-			}
-			if (issuing && l->next < stop && o->status == RS_OK) {
-				queue_read(l, slot, l->next++);
-				l->inflight++;
+			int slot = (int)wc[i].wr_id;
+			qpstate *q = &l->q[slot % a->nqp];
+			// Everything before slot on its QP completed unsignalled.
+			for (int left = q->count; left > 0; left--) {
+				int s = l->ring[q->base + q->head];
+				q->head = (q->head + 1) % q->cap;
+				q->count--;
+				complete(l, s, s == slot, t, measure, stop);
+				if (s == slot)
+					break;
 			}
 		}
-		if (post_chains(l, t))
+		if (post_chains(l))
 			return -1;
 	}
 	if (measure)
@@ -379,7 +529,7 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 void rs_run(const rs_run_args *a, rs_run_out *o) {
 	memset(o, 0, sizeof(*o));
 	o->next = a->start;
-	if (a->qd > RS_MAX_QD || a->qd < 1 || a->nqp < 1 || a->nqp > RS_MAX_QP || a->nblocks < 1) {
+	if (a->qd > RS_MAX_QD || a->qd < 1 || a->nqp < 1 || a->nqp > RS_MAX_QP || a->nblocks < 1 || a->cq_mod < 1) {
 		o->status = RS_POST_ERROR;
 		o->verb = "rs_run";
 		o->errnum = EINVAL;
@@ -395,6 +545,15 @@ void rs_run(const rs_run_args *a, rs_run_out *o) {
 	l->a = a;
 	l->o = o;
 	l->next = a->start;
+	int per = (a->qd + a->nqp - 1) / a->nqp;
+	for (int qi = 0; qi < a->nqp; qi++) {
+		qpstate *q = &l->q[qi];
+		q->base = qi * per;
+		q->cap = (a->qd - qi + a->nqp - 1) / a->nqp; // slots qi, qi+nqp, … (none when qi >= qd)
+		q->mod = a->cq_mod < q->cap ? a->cq_mod : q->cap;
+		if (q->mod < 1)
+			q->mod = 1;
+	}
 	if (a->warmup_ns == 0 || phase(l, 0, now_ns() + a->warmup_ns, 0) == 0) {
 		if (a->count > 0)
 			phase(l, a->count, 0, 1);
@@ -404,3 +563,175 @@ void rs_run(const rs_run_args *a, rs_run_out *o) {
 	o->next = l->next;
 	free(l);
 }
+
+// rdma_cm.
+
+rs_status rs_cm_channel(struct rdma_event_channel **ch) {
+	errno = 0;
+	*ch = rdma_create_event_channel();
+	return *ch ? ok() : fail("rdma_create_event_channel", errno);
+}
+
+void rs_cm_destroy_channel(struct rdma_event_channel *ch) {
+	if (ch)
+		rdma_destroy_event_channel(ch);
+}
+
+rs_status rs_cm_create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id) {
+	errno = 0;
+	if (rdma_create_id(ch, id, NULL, RDMA_PS_TCP))
+		return fail("rdma_create_id", errno);
+	return ok();
+}
+
+// sockaddr_of fills ss with ip:port; 0 on a bad address.
+static int sockaddr_of(const char *ip, int port, struct sockaddr_storage *ss) {
+	memset(ss, 0, sizeof(*ss));
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, ip, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		return 1;
+	}
+	if (inet_pton(AF_INET6, ip, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		return 1;
+	}
+	return 0;
+}
+
+rs_status rs_cm_listen(struct rdma_cm_id *id, const char *ip, int port, int *bound) {
+	struct sockaddr_storage ss;
+	if (!sockaddr_of(ip, port, &ss))
+		return fail("inet_pton", EINVAL);
+	errno = 0;
+	if (rdma_bind_addr(id, (struct sockaddr *)&ss))
+		return fail("rdma_bind_addr", errno);
+	errno = 0;
+	if (rdma_listen(id, 64))
+		return fail("rdma_listen", errno);
+	*bound = ntohs(rdma_get_src_port(id));
+	return ok();
+}
+
+rs_status rs_cm_resolve_addr(struct rdma_cm_id *id, const char *src, const char *dst, int port, int timeout_ms) {
+	struct sockaddr_storage s, d;
+	if (!sockaddr_of(src, 0, &s) || !sockaddr_of(dst, port, &d))
+		return fail("inet_pton", EINVAL);
+	errno = 0;
+	if (rdma_resolve_addr(id, (struct sockaddr *)&s, (struct sockaddr *)&d, timeout_ms))
+		return fail("rdma_resolve_addr", errno);
+	return ok();
+}
+
+rs_status rs_cm_resolve_route(struct rdma_cm_id *id, int timeout_ms) {
+	errno = 0;
+	if (rdma_resolve_route(id, timeout_ms))
+		return fail("rdma_resolve_route", errno);
+	return ok();
+}
+
+rs_status rs_cm_wait(struct rdma_event_channel *ch, int timeout_ms, rs_cm_event *ev) {
+	memset(ev, 0, sizeof(*ev));
+	ev->event = -1;
+	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+	int rc = poll(&pfd, 1, timeout_ms);
+	if (rc < 0)
+		return errno == EINTR ? ok() : fail("poll(rdma_cm channel)", errno);
+	if (rc == 0)
+		return ok();
+	struct rdma_cm_event *e;
+	errno = 0;
+	if (rdma_get_cm_event(ch, &e))
+		return fail("rdma_get_cm_event", errno);
+	ev->event = e->event;
+	ev->status = e->status;
+	ev->id = e->id;
+	if (e->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		const struct rdma_conn_param *c = &e->param.conn;
+		int n = c->private_data_len;
+		if (n > (int)sizeof(ev->private_data))
+			n = sizeof(ev->private_data);
+		if (c->private_data && n > 0)
+			memcpy(ev->private_data, c->private_data, n);
+		ev->private_data_len = n;
+		ev->initiator_depth = c->initiator_depth;
+		ev->responder_resources = c->responder_resources;
+	}
+	rdma_ack_cm_event(e);
+	return ok();
+}
+
+rs_status rs_cm_set_options(struct rdma_cm_id *id, int tos, int timeout) {
+	uint8_t t = (uint8_t)tos, to = (uint8_t)timeout;
+	errno = 0;
+	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &t, sizeof(t)))
+		return fail("rdma_set_option(TOS)", errno);
+	errno = 0;
+	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to)))
+		return fail("rdma_set_option(ACK_TIMEOUT)", errno);
+	return ok();
+}
+
+rs_status rs_cm_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_depth, struct ibv_qp **qp) {
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0,
+		.cap = {.max_send_wr = send_depth, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
+	};
+	errno = 0;
+	if (rdma_create_qp(id, pd, &ia))
+		return fail("rdma_create_qp", errno);
+	*qp = id->qp;
+	return ok();
+}
+
+rs_status rs_cm_connect(struct rdma_cm_id *id, const void *pdata, int plen, int initiator_depth,
+			int responder_resources, int retry_cnt, int rnr_retry) {
+	struct rdma_conn_param p = {
+		.private_data = pdata,
+		.private_data_len = (uint8_t)plen,
+		.initiator_depth = (uint8_t)initiator_depth,
+		.responder_resources = (uint8_t)responder_resources,
+		.retry_count = (uint8_t)retry_cnt,
+		.rnr_retry_count = (uint8_t)rnr_retry,
+	};
+	errno = 0;
+	if (rdma_connect(id, &p))
+		return fail("rdma_connect", errno);
+	return ok();
+}
+
+rs_status rs_cm_accept(struct rdma_cm_id *id, int responder_resources, int rnr_retry) {
+	struct rdma_conn_param p = {
+		.responder_resources = (uint8_t)responder_resources,
+		.initiator_depth = 0,
+		.rnr_retry_count = (uint8_t)rnr_retry,
+	};
+	errno = 0;
+	if (rdma_accept(id, &p))
+		return fail("rdma_accept", errno);
+	return ok();
+}
+
+void rs_cm_reject(struct rdma_cm_id *id) {
+	rdma_reject(id, NULL, 0);
+	rdma_destroy_id(id);
+}
+
+void rs_cm_destroy(struct rdma_cm_id *id) {
+	if (!id)
+		return;
+	if (id->qp) {
+		rdma_disconnect(id);
+		rdma_destroy_qp(id);
+	}
+	rdma_destroy_id(id);
+}
+
+struct ibv_context *rs_cm_verbs(struct rdma_cm_id *id) { return id->verbs; }
+uint8_t rs_cm_port(struct rdma_cm_id *id) { return id->port_num; }

@@ -39,12 +39,20 @@ rs_status rs_query_gid(struct ibv_context *ctx, uint8_t port, int index, struct 
 rs_status rs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, struct ibv_mr **mr);
 rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr);
 
-// rs_create_qps creates one CQ of cq_depth entries and n RC QPs sharing it,
-// each with send_depth send WRs, and moves each QP to INIT on port with
-// the given remote access flags. On failure everything made is destroyed.
-rs_status rs_create_qps(struct ibv_context *ctx, struct ibv_pd *pd, uint8_t port, int n,
-			int send_depth, int cq_depth, int access, struct ibv_cq **cq,
-			struct ibv_qp **qps);
+// rs_fabric is what a fabric may need set on a QP; perftest's values are
+// the defaults (see transport.DefaultFabric).
+typedef struct {
+	int traffic_class, sl, pkey_index, timeout, retry_cnt, rnr_retry, min_rnr_timer;
+} rs_fabric;
+
+// rs_create_cq creates a CQ of depth entries.
+rs_status rs_create_cq(struct ibv_context *ctx, int depth, struct ibv_cq **cq);
+
+// rs_create_qps creates n RC QPs sharing cq, each with send_depth send
+// WRs, and moves each QP to INIT on port with the given remote access
+// flags and f's pkey_index. On failure the QPs made are destroyed (not cq).
+rs_status rs_create_qps(struct ibv_pd *pd, uint8_t port, int n, int send_depth, int access,
+			const rs_fabric *f, struct ibv_cq *cq, struct ibv_qp **qps);
 void rs_destroy_qps(struct ibv_cq *cq, struct ibv_qp **qps, int n);
 uint32_t rs_qp_num(struct ibv_qp *qp);
 
@@ -52,17 +60,24 @@ typedef struct {
 	uint32_t qpn, psn;
 	uint16_t lid;
 	uint8_t gid[16];
-	int is_global; // route by GID (RoCE), not LID alone (IB)
+	int is_global; // route by GID (RoCE, routed IB), not LID alone
 	int sgid_index;
 	int hop_limit;
 	int mtu; // enum ibv_mtu: the path MTU, min of both sides
 	int max_dest_rd_atomic;
 } rs_remote;
 
-// rs_connect moves qp INIT → RTR → RTS. *stage reports which step failed:
-// 1 RTR, 2 RTS.
+// rs_connect moves qp INIT → RTR → RTS with f's attributes. *stage
+// reports which step failed: 1 RTR, 2 RTS.
 rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32_t my_psn,
-		     int max_rd_atomic, int *stage);
+		     int max_rd_atomic, const rs_fabric *f, int *stage);
+
+// rs_qp_info is what ibv_query_qp says of a connected QP.
+typedef struct {
+	int max_rd_atomic, max_dest_rd_atomic, path_mtu, max_send_wr, is_global;
+	rs_fabric f;
+} rs_qp_info;
+rs_status rs_query_qp(struct ibv_qp *qp, rs_qp_info *out);
 
 // rs_alloc_buf maps len bytes of anonymous, page-aligned memory.
 void *rs_alloc_buf(size_t len);
@@ -86,14 +101,15 @@ enum {
 
 typedef struct {
 	struct ibv_qp **qps;
-	int nqp;
+	int nqp; // slot i uses qps[i % nqp]; each QP's send queue holds its slots + 1
 	struct ibv_cq *cq;
 	uint8_t *buf; // qd slots of bs bytes, registered with lkey
 	uint32_t lkey;
 	uint64_t raddr;
 	uint32_t rkey;
 	uint32_t bs;
-	int qd; // total reads in flight; slot i uses qps[i % nqp]
+	int qd;     // total reads in flight
+	int cq_mod; // signal every cq_mod-th READ per QP (at least once per QP's slots)
 	int64_t nblocks;
 	const int64_t *perm; // block order, NULL for sequential
 	int64_t start;       // read index to begin at; later passes wrap
@@ -112,6 +128,7 @@ typedef struct {
 	int64_t reads, bytes; // measured phase only
 	uint64_t seconds_ns;  // first measured read issued to last completed
 	uint64_t lat_sum, lat_max;
+	int64_t lat_n; // reads timed: the signalled ones
 	int64_t next; // read index after the last one issued
 	int wc_status, vendor_err, wc_qp;
 	const char *verb;
@@ -121,8 +138,45 @@ typedef struct {
 
 // rs_run is the client's hot loop: the warmup phase, a drain, then the
 // measured phase, all in one call. It keeps qd reads in flight, polls
-// completions in batches, times each read, and checks it when verify is on.
-// It returns with nothing in flight unless a QP failed.
+// completions in batches, times each signalled read from just before its
+// ibv_post_send to the poll that found it, and checks every read when
+// verify is on, keeping the first mismatch. It returns with nothing in
+// flight unless a QP failed.
 void rs_run(const rs_run_args *a, rs_run_out *o);
+
+// rdma_cm (connect: cm). These wrap what the Go side cannot reach and
+// keep its event handling in one place: rs_cm_wait polls the channel's fd
+// for up to timeout_ms, so Go can look at its context between calls.
+#include <rdma/rdma_cma.h>
+
+typedef struct {
+	int event; // enum rdma_cm_event_type, or -1 when nothing came in time
+	int status;
+	struct rdma_cm_id *id; // for a connect request: the new id
+	uint8_t private_data[56];
+	int private_data_len;
+	int initiator_depth, responder_resources; // of a connect request
+} rs_cm_event;
+
+rs_status rs_cm_channel(struct rdma_event_channel **ch);
+void rs_cm_destroy_channel(struct rdma_event_channel *ch);
+rs_status rs_cm_create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id);
+// rs_cm_listen binds id to ip:port (port 0: any) and listens; *port is
+// the port bound.
+rs_status rs_cm_listen(struct rdma_cm_id *id, const char *ip, int port, int *bound);
+rs_status rs_cm_resolve_addr(struct rdma_cm_id *id, const char *src, const char *dst, int port, int timeout_ms);
+rs_status rs_cm_resolve_route(struct rdma_cm_id *id, int timeout_ms);
+rs_status rs_cm_wait(struct rdma_event_channel *ch, int timeout_ms, rs_cm_event *ev);
+// rs_cm_set_options sets the ToS (traffic class) and ACK timeout on id.
+rs_status rs_cm_set_options(struct rdma_cm_id *id, int tos, int timeout);
+rs_status rs_cm_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_depth, struct ibv_qp **qp);
+rs_status rs_cm_connect(struct rdma_cm_id *id, const void *pdata, int plen, int initiator_depth,
+			int responder_resources, int retry_cnt, int rnr_retry);
+rs_status rs_cm_accept(struct rdma_cm_id *id, int responder_resources, int rnr_retry);
+void rs_cm_reject(struct rdma_cm_id *id);
+// rs_cm_destroy disconnects id, destroys its QP (if any), then id.
+void rs_cm_destroy(struct rdma_cm_id *id);
+struct ibv_context *rs_cm_verbs(struct rdma_cm_id *id);
+uint8_t rs_cm_port(struct rdma_cm_id *id);
 
 #endif

@@ -4,8 +4,10 @@ package rdma
 
 import (
 	"context"
+	"net"
 
 	"rdmasweep/node/transport"
+	"rdmasweep/results"
 )
 
 // Built reports whether this binary holds the real RDMA transport.
@@ -35,3 +37,8 @@ func (*Transport) Dial(context.Context, transport.ClientConfig) (transport.Clien
 
 // Devices fails with ErrNotBuilt.
 func Devices() ([]Device, error) { return nil, ErrNotBuilt }
+
+// Choose fails with ErrNotBuilt.
+func Choose(string, int, int, net.IP) (results.DeviceChoice, error) {
+	return results.DeviceChoice{}, ErrNotBuilt
+}

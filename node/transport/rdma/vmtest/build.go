@@ -23,11 +23,12 @@ func moduleRoot(ctx context.Context) (string, error) {
 }
 
 // staticEnv is the environment of a static rdma build: cgo on, and the
-// static libibverbs with every provider (as make node-rdma links it).
+// static librdmacm and libibverbs with every provider (as make node-rdma
+// links them).
 func staticEnv(ctx context.Context) ([]string, error) {
-	libs, err := exec.CommandContext(ctx, "pkg-config", "--static", "--libs", "libibverbs").Output()
+	libs, err := exec.CommandContext(ctx, "pkg-config", "--static", "--libs", "librdmacm", "libibverbs").Output()
 	if err != nil {
-		return nil, fmt.Errorf("pkg-config --static --libs libibverbs: %w (apt-get install libibverbs-dev pkg-config)", err)
+		return nil, fmt.Errorf("pkg-config --static --libs librdmacm libibverbs: %w (apt-get install libibverbs-dev librdmacm-dev pkg-config)", err)
 	}
 	return append(os.Environ(), "CGO_ENABLED=1", "CGO_LDFLAGS="+strings.TrimSpace(string(libs))), nil
 }

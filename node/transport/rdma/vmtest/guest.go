@@ -42,6 +42,8 @@ type Options struct {
 	Log io.Writer
 	// CPUs and MemoryMB default to 2 and 2048.
 	CPUs, MemoryMB int
+	// Kernel is the guest kernel (zero: Bookworm).
+	Kernel Kernel
 }
 
 // Guest is a running qemu guest.
@@ -56,6 +58,8 @@ type Guest struct {
 	KeyPath string
 	// HostKey is the guest sshd's host key, for known_hosts.
 	HostKey ssh.PublicKey
+	// Image is what the guest booted: its kernel and release.
+	Image *Image
 
 	cmd     *exec.Cmd
 	tmp     string
@@ -88,11 +92,14 @@ func Boot(ctx context.Context, o Options) (*Guest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boot guest: %w (apt-get install qemu-system-x86)", err)
 	}
-	im, err := EnsureImage(ctx, o.Log)
+	if o.Kernel.Name == "" {
+		o.Kernel = Bookworm
+	}
+	im, err := EnsureImage(ctx, o.Kernel, o.Log)
 	if err != nil {
 		return nil, err
 	}
-	g := &Guest{User: "root", HostKey: im.HostKey, exited: make(chan struct{}), ready: make(chan struct{}), result: make(chan string, 1)}
+	g := &Guest{User: "root", HostKey: im.HostKey, Image: im, exited: make(chan struct{}), ready: make(chan struct{}), result: make(chan string, 1)}
 	g.tmp, err = os.MkdirTemp("", "vmtest-boot-")
 	if err != nil {
 		return nil, err
@@ -137,7 +144,7 @@ func Boot(ctx context.Context, o Options) (*Guest, error) {
 	}
 	args := []string{
 		"-accel", "tcg", "-cpu", "max", "-smp", fmt.Sprint(o.CPUs), "-m", fmt.Sprint(o.MemoryMB),
-		"-kernel", im.Kernel, "-initrd", initrd,
+		"-kernel", im.Vmlinuz, "-initrd", initrd,
 		// no_timer_check: under TCG on a busy host the kernel's check of
 		// the IO-APIC timer can miss its ticks and panic at boot ("IO-APIC +
 		// timer doesn't work"), seen here with the machine loaded.
@@ -145,6 +152,11 @@ func Boot(ctx context.Context, o Options) (*Guest, error) {
 		"-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", g.SSHPort),
 		"-device", "virtio-net-pci,netdev=n0",
+		// eth1 and eth2: networks of their own, for rxe1 and siw0.
+		"-netdev", "user,id=n1,net=10.0.3.0/24,restrict=on",
+		"-device", "virtio-net-pci,netdev=n1",
+		"-netdev", "user,id=n2,net=10.0.4.0/24,restrict=on",
+		"-device", "virtio-net-pci,netdev=n2",
 	}
 	g.cmd = exec.Command(qemu, args...)
 	out, err := g.cmd.StdoutPipe()

@@ -1,20 +1,22 @@
-// Package vmtest boots a Debian guest under qemu with soft-RoCE (rdma_rxe on
-// its virtio NIC), so node's RDMA transport is tested on a real verbs stack
-// on machines without RDMA hardware or KVM.
+// Package vmtest boots a Debian guest under qemu with soft-RoCE (rdma_rxe)
+// and soft-iWARP (siw), so node's RDMA transport is tested on a real verbs
+// stack on machines without RDMA hardware or KVM.
 //
-// The guest is Debian's 6.1 kernel and an initramfs made from Debian
-// packages (apt-get download + dpkg -x, no debootstrap, no maintainer
-// scripts). Both are cached under CacheDir, keyed by the exact package
-// versions. Each boot prepends a small uncompressed cpio with the files of
-// that run (binaries, a script, an authorized key), so the cached image is
-// never rebuilt for new binaries.
+// The guest runs one of several kernels (Kernels: bookworm's 6.1 and the
+// newest in trixie-backports) under the same bookworm user space, in an
+// initramfs made from Debian packages (apt-get download + dpkg -x, no
+// debootstrap, no maintainer scripts). Both are cached under CacheDir,
+// keyed by the exact package versions. Each boot prepends a small
+// uncompressed cpio with the files of that run (binaries, a script, an
+// authorized key), so the cached image is never rebuilt for new binaries.
 //
-// In the guest, /init brings up eth0 as 10.0.2.15/24 (qemu user
-// networking), loads crc32 before rdma_rxe (rxe needs the crc32 crypto
-// algorithm but does not declare it), adds rxe0, starts sshd, prints
-// "VMTEST READY", and runs /vmtest/run if the boot has one, ending with
-// "VMTEST RESULT PASS" or "VMTEST RESULT FAIL": qemu itself exits 0
-// whatever happened inside.
+// The guest has three NICs on user-mode networks of their own: eth0
+// (GuestIP, sshd forwarded to the host) with rxe0, eth1 (GuestIP1) with
+// rxe1, and eth2 (GuestIP2) with siw0 when the kernel has siw. /init loads
+// the modules, adds the devices, starts sshd, prints "VMTEST KERNEL
+// <release>" and "VMTEST READY", and runs /vmtest/run if the boot has one,
+// ending with "VMTEST RESULT PASS" or "VMTEST RESULT FAIL": qemu itself
+// exits 0 whatever happened inside.
 package vmtest
 
 import (
@@ -36,13 +38,17 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
 
-// CacheDir holds one directory per image key: $RDMASWEEP_VM_CACHE, or
-// /var/cache/rdmasweep-vm. Building an image prunes the other keys' images
-// in it, so it should hold nothing else.
+// CacheDir holds the guest images, one directory per kernel and image key
+// ("bookworm-0123456789abcdef"), the downloaded packages they were made
+// from (debs/), the built siw modules (siw/) and the private apt state of
+// extra suites (apt-<suite>/): $RDMASWEEP_VM_CACHE, or
+// /var/cache/rdmasweep-vm. Building a kernel's image prunes that kernel's
+// older images only, so every kernel keeps its own.
 var CacheDir = cacheDir()
 
 func cacheDir() string {
@@ -52,9 +58,42 @@ func cacheDir() string {
 	return "/var/cache/rdmasweep-vm"
 }
 
-// GuestIP is the guest's address on its user-mode network, and the address
-// its RoCE v2 GID (index 1 on rxe0) maps.
+// GuestIP is the guest's address on its first user-mode network (eth0,
+// the one sshd is forwarded on), and the address rxe0's RoCE v2 GID maps.
 const GuestIP = "10.0.2.15"
+
+// The guest's other NICs, each on a user-mode network of its own: eth1
+// carries rxe1, eth2 carries siw0 when the kernel has siw. siw needs a NIC
+// of its own: where it shares one with rxe, rdma_cm resolves the address
+// to the rxe device and a "siw" test silently runs on rxe.
+const (
+	GuestIP1 = "10.0.3.15"
+	GuestIP2 = "10.0.4.15"
+)
+
+// A Kernel is a guest kernel the suite boots. Every kernel boots the same
+// bookworm user space; only the kernel packages differ.
+type Kernel struct {
+	// Name keys the kernel's images in CacheDir and names its tests.
+	Name string
+	// Suite is a Debian suite added as an extra apt source for the
+	// kernel's packages alone; "" takes them from the host's own sources.
+	Suite string
+	// Siw builds the siw (soft-iWARP) module out of tree from Debian's
+	// linux-source and headers at the kernel's version: Debian's kernel
+	// packages ship none.
+	Siw bool
+}
+
+var (
+	// Bookworm is Debian 12's kernel (6.1), from the host's sources.
+	Bookworm = Kernel{Name: "bookworm", Siw: true}
+	// TrixieBackports is the newest kernel Debian backports to 13 (7.x):
+	// crc32 built in, modules in .ko.xz, and an rxe that advertises ODP.
+	TrixieBackports = Kernel{Name: "trixie-backports", Suite: "trixie-backports"}
+	// Kernels are the kernels the guest suite runs on.
+	Kernels = []Kernel{Bookworm, TrixieBackports}
+)
 
 // Packages are installed into the guest root, with their dependencies.
 // perftest (ib_read_bw) and fio are the peer workloads run in the guest.
@@ -63,48 +102,77 @@ var Packages = []string{
 	"openssh-server", "openssh-sftp-server", "busybox", "fio",
 }
 
-// modules are loaded in the guest (with their dependencies).
-var modules = []string{"virtio_pci", "virtio_net", "crc32_generic", "crc32-pclmul", "rdma_rxe"}
+// modules are loaded in the guest (with their dependencies): every kernel
+// must have them, as a module or built in. rdma_ucm is rdma_cm's device
+// for user space.
+var modules = []string{"virtio_pci", "virtio_net", "rdma_rxe", "rdma_ucm"}
+
+// optionalModules are copied when the kernel has them as modules. 6.1's
+// rxe needs the crc32 crypto algorithm without declaring it, and siw the
+// crc32c one; newer kernels build crc32 in. /init loads what is there.
+var optionalModules = []string{"crc32_generic", "crc32-pclmul", "crc32c_generic", "crc32c-intel", "siw"}
 
 //go:embed init.sh
 var initScript []byte
 
 // imageFormat changes whenever the image's layout or /init changes, so old
 // cache entries are not reused.
-const imageFormat = "5"
+const imageFormat = "7"
 
 // Image is a cached kernel and base initramfs.
 type Image struct {
-	Dir       string // CacheDir/<key>
-	Kernel    string // vmlinuz
+	Kernel    Kernel
+	Dir       string // CacheDir/<kernel name>-<key>
+	Vmlinuz   string
 	Initramfs string // base.cpio.zst
-	HostKey   ssh.PublicKey
+	// Release is the kernel's release (uname -r), e.g. "6.1.0-57-amd64".
+	Release string
+	// Siw reports the image holds a siw module.
+	Siw     bool
+	HostKey ssh.PublicKey
 }
 
-// EnsureImage returns the cached image for the current package versions,
-// building it first if needed. Progress goes to log.
-func EnsureImage(ctx context.Context, log io.Writer) (*Image, error) {
-	kpkg, closure, err := resolve(ctx)
+// EnsureImage returns the cached image of kernel k for the current package
+// versions, building it first if needed. Progress goes to log.
+func EnsureImage(ctx context.Context, k Kernel, log io.Writer) (*Image, error) {
+	a, err := aptFor(ctx, k, log)
+	if err != nil {
+		return nil, fmt.Errorf("guest kernel %s: %w", k.Name, err)
+	}
+	kpkgs, err := resolveKernel(ctx, a)
+	if err != nil {
+		return nil, fmt.Errorf("guest kernel %s: resolve the kernel packages: %w", k.Name, err)
+	}
+	closure, err := resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("resolve guest packages: %w", err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "format %s\n%s\n", imageFormat, kpkg)
-	for _, p := range closure {
+	fmt.Fprintf(h, "format %s\nkernel %s %v\n", imageFormat, k.Name, k.Siw)
+	for _, p := range append(kpkgs, closure...) {
 		fmt.Fprintln(h, p)
 	}
 	h.Write(initScript)
 	key := hex.EncodeToString(h.Sum(nil))[:16]
-	im := &Image{Dir: filepath.Join(CacheDir, key)}
-	im.Kernel = filepath.Join(im.Dir, "vmlinuz")
+	im := &Image{Kernel: k, Dir: filepath.Join(CacheDir, k.Name+"-"+key)}
+	im.Vmlinuz = filepath.Join(im.Dir, "vmlinuz")
 	im.Initramfs = filepath.Join(im.Dir, "base.cpio.zst")
 	if _, err := os.Stat(filepath.Join(im.Dir, "complete")); err != nil {
-		fmt.Fprintf(log, "vmtest: building guest image %s (kernel %s, %d packages)\n", im.Dir, kpkg, len(closure))
-		if err := build(ctx, im, kpkg, closure, log); err != nil {
-			return nil, fmt.Errorf("build guest image: %w", err)
+		fmt.Fprintf(log, "vmtest: building guest image %s (kernel %s, %d packages)\n", im.Dir, strings.Join(kpkgs, " "), len(closure))
+		if err := build(ctx, im, a, kpkgs, closure, log); err != nil {
+			return nil, fmt.Errorf("build guest image for kernel %s: %w", k.Name, err)
 		}
-		prune(im.Dir)
+		prune(im)
 	}
+	b, err := os.ReadFile(filepath.Join(im.Dir, "release"))
+	if err != nil {
+		return nil, fmt.Errorf("guest image %s: %w", im.Dir, err)
+	}
+	rel := strings.Fields(string(b))
+	if len(rel) == 0 {
+		return nil, fmt.Errorf("guest image %s: empty release file", im.Dir)
+	}
+	im.Release, im.Siw = rel[0], len(rel) > 1 && rel[1] == "siw"
 	pub, err := os.ReadFile(filepath.Join(im.Dir, "ssh_host_ed25519_key.pub"))
 	if err != nil {
 		return nil, fmt.Errorf("guest image %s: %w", im.Dir, err)
@@ -116,14 +184,42 @@ func EnsureImage(ctx context.Context, log io.Writer) (*Image, error) {
 	return im, nil
 }
 
-// prune removes the cache's other images: they are for package versions
-// apt no longer offers, or for an older layout.
-func prune(keep string) {
-	ents, _ := os.ReadDir(filepath.Dir(keep))
+var (
+	imageDirRE = regexp.MustCompile(`^(?:(.+)-)?[0-9a-f]{16}$`)
+	debNameRE  = regexp.MustCompile(`^([^_]+)_([^_]+)_[^_]+\.deb$`)
+)
+
+// prune removes im's kernel's other images (for package versions apt no
+// longer offers, or an older layout), images of the layout before kernels
+// had names, and downloaded packages no image was built from. Other
+// kernels' images stay.
+func prune(im *Image) {
+	ents, _ := os.ReadDir(CacheDir)
 	for _, e := range ents {
-		p := filepath.Join(filepath.Dir(keep), e.Name())
-		if p != keep && e.IsDir() && regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(e.Name()) {
-			os.RemoveAll(p)
+		p := filepath.Join(CacheDir, e.Name())
+		m := imageDirRE.FindStringSubmatch(e.Name())
+		if p == im.Dir || !e.IsDir() || m == nil || (m[1] != "" && m[1] != im.Kernel.Name) {
+			continue
+		}
+		os.RemoveAll(p)
+	}
+	used := map[string]bool{}
+	ents, _ = os.ReadDir(CacheDir)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(CacheDir, e.Name(), "complete"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Fields(string(b)) {
+			used[l] = true
+		}
+	}
+	debs := filepath.Join(CacheDir, "debs")
+	ents, _ = os.ReadDir(debs)
+	for _, e := range ents {
+		m := debNameRE.FindStringSubmatch(e.Name())
+		if m == nil || !used[m[1]+"="+strings.ReplaceAll(m[2], "%3a", ":")] {
+			os.Remove(filepath.Join(debs, e.Name()))
 		}
 	}
 }
@@ -135,7 +231,7 @@ func run(ctx context.Context, dir string, name string, args ...string) ([]byte, 
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(lastLines(stderr.String()+string(out), 5)))
 	}
 	return out, nil
 }
@@ -150,97 +246,241 @@ func lastLines(s string, n int) string {
 
 var instRE = regexp.MustCompile(`(?m)^Inst (\S+) \((\S+) `)
 
-// resolve returns the kernel package (name=version) and the guest packages'
-// dependency closure (name=version, sorted), as apt would install them
-// on an empty system.
-func resolve(ctx context.Context) (string, []string, error) {
-	out, err := run(ctx, "", "apt-cache", "depends", "--no-recommends", "--no-suggests", "linux-image-amd64")
-	if err != nil {
-		return "", nil, err
+// aptSource is how apt is asked about one kernel's packages: the host's
+// configuration, or that plus options pointing at a private sources list
+// and state for an extra suite.
+type aptSource struct {
+	opts []string
+}
+
+func (a aptSource) cache(ctx context.Context, args ...string) ([]byte, error) {
+	return run(ctx, "", "apt-cache", append(append([]string{}, a.opts...), args...)...)
+}
+
+// aptFor returns k's apt source. For an extra suite it keeps a sources
+// list and package lists of its own under CacheDir, so the host's apt
+// configuration is never changed, and refreshes them; offline, lists from
+// an earlier run are used.
+func aptFor(ctx context.Context, k Kernel, log io.Writer) (aptSource, error) {
+	if k.Suite == "" {
+		return aptSource{}, nil
 	}
-	m := regexp.MustCompile(`Depends: (linux-image-\S+-amd64)`).FindSubmatch(out)
+	dir := filepath.Join(CacheDir, "apt-"+k.Suite)
+	for _, d := range []string{"lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return aptSource{}, err
+		}
+	}
+	list := filepath.Join(dir, "sources.list")
+	src := fmt.Sprintf("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian %s main\n", k.Suite)
+	if err := os.WriteFile(list, []byte(src), 0o644); err != nil {
+		return aptSource{}, err
+	}
+	a := aptSource{opts: []string{
+		"-o", "Dir::Etc::SourceList=" + list,
+		"-o", "Dir::Etc::SourceParts=" + filepath.Join(dir, "sources.list.d"),
+		"-o", "Dir::Etc::Preferences=" + filepath.Join(dir, "preferences"),
+		"-o", "Dir::Etc::PreferencesParts=" + filepath.Join(dir, "preferences.d"),
+		"-o", "Dir::State::Lists=" + filepath.Join(dir, "lists"),
+		"-o", "Dir::Cache=" + filepath.Join(dir, "cache"),
+		"-o", "Dir::State::status=/dev/null",
+	}}
+	if _, err := run(ctx, "", "apt-get", append(append([]string{}, a.opts...), "-o", "APT::Sandbox::User=root", "-q", "update")...); err != nil {
+		if lists, _ := filepath.Glob(filepath.Join(dir, "lists", "*Packages*")); len(lists) == 0 {
+			return aptSource{}, fmt.Errorf("apt-get update for %s: %w", k.Suite, err)
+		}
+		fmt.Fprintf(log, "vmtest: apt-get update for %s failed, using the lists of an earlier run: %v\n", k.Suite, err)
+	}
+	return a, nil
+}
+
+// kernelPkgRE matches the versioned packages a kernel is made of: in
+// bookworm linux-image-6.1.0-N-amd64 alone, in trixie-backports its
+// linux-binary, linux-modules and linux-base parts as well.
+var kernelPkgRE = regexp.MustCompile(`^linux-(image|binary|modules|base)-[0-9]`)
+
+// resolveKernel returns the packages (name=version, sorted) that make up
+// the kernel linux-image-amd64 points at in a.
+func resolveKernel(ctx context.Context, a aptSource) ([]string, error) {
+	out, err := a.cache(ctx, "depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
+		"--no-breaks", "--no-replaces", "--no-enhances", "linux-image-amd64")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var pkgs []string
+	for _, l := range strings.Split(string(out), "\n") {
+		name := strings.TrimSpace(l)
+		if i := strings.LastIndex(name, ": "); i >= 0 {
+			name = strings.TrimSpace(name[i+2:])
+		}
+		name = strings.Trim(name, "<>")
+		if !kernelPkgRE.MatchString(name) || strings.Contains(name, "-unsigned-") || seen[name] {
+			continue
+		}
+		seen[name] = true
+		v, err := candidate(ctx, a, name)
+		if err != nil {
+			return nil, err
+		}
+		pkgs = append(pkgs, name+"="+v)
+	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("linux-image-amd64 depends on no kernel package: %q", out)
+	}
+	sort.Strings(pkgs)
+	return pkgs, nil
+}
+
+// candidate is the version apt would install of name.
+func candidate(ctx context.Context, a aptSource, name string) (string, error) {
+	out, err := a.cache(ctx, "show", "--no-all-versions", name)
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^Version: (\S+)`).FindSubmatch(out)
 	if m == nil {
-		return "", nil, fmt.Errorf("linux-image-amd64 depends on no linux-image package: %q", out)
+		return "", fmt.Errorf("apt-cache show %s: no version", name)
 	}
-	kname := string(m[1])
-	out, err = run(ctx, "", "apt-cache", "show", "--no-all-versions", kname)
-	if err != nil {
-		return "", nil, err
-	}
-	kv := regexp.MustCompile(`(?m)^Version: (\S+)`).FindSubmatch(out)
-	if kv == nil {
-		return "", nil, fmt.Errorf("no version for %s", kname)
-	}
+	return string(m[1]), nil
+}
+
+// resolve returns the guest packages' dependency closure (name=version,
+// sorted), as apt would install them on an empty system from the host's
+// sources.
+func resolve(ctx context.Context) ([]string, error) {
 	dir, err := os.MkdirTemp("", "vmtest-apt-")
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	status := filepath.Join(dir, "status")
 	if err := os.WriteFile(status, nil, 0o644); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	args := append([]string{"-s", "-o", "Dir::State::status=" + status, "install", "--no-install-recommends"}, Packages...)
-	out, err = run(ctx, "", "apt-get", args...)
+	out, err := run(ctx, "", "apt-get", args...)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	var closure []string
 	for _, m := range instRE.FindAllSubmatch(out, -1) {
 		closure = append(closure, string(m[1])+"="+string(m[2]))
 	}
 	if len(closure) == 0 {
-		return "", nil, fmt.Errorf("apt-get -s installs nothing for %v", Packages)
+		return nil, fmt.Errorf("apt-get -s installs nothing for %v", Packages)
 	}
 	sort.Strings(closure)
-	return kname + "=" + string(kv[1]), closure, nil
+	return closure, nil
+}
+
+// download fetches pkgs (name=version) into debs with apt-get download,
+// skipping those already there, and returns their paths.
+func download(ctx context.Context, a aptSource, debs string, pkgs []string, log io.Writer) ([]string, error) {
+	if err := os.MkdirAll(debs, 0o755); err != nil {
+		return nil, err
+	}
+	find := func(p string) string {
+		name, ver, _ := strings.Cut(p, "=")
+		m, _ := filepath.Glob(filepath.Join(debs, name+"_"+strings.ReplaceAll(ver, ":", "%3a")+"_*.deb"))
+		if len(m) == 1 {
+			return m[0]
+		}
+		return ""
+	}
+	var missing []string
+	for _, p := range pkgs {
+		if find(p) == "" {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(log, "vmtest: apt-get download %d packages (%d cached)\n", len(missing), len(pkgs)-len(missing))
+		args := append(append(append([]string{}, a.opts...), "-q", "-o", "APT::Sandbox::User=root", "download"), missing...)
+		if _, err := run(ctx, debs, "apt-get", args...); err != nil {
+			return nil, err
+		}
+	}
+	var paths []string
+	for _, p := range pkgs {
+		f := find(p)
+		if f == "" {
+			return nil, fmt.Errorf("apt-get download left no .deb for %s in %s", p, debs)
+		}
+		paths = append(paths, f)
+	}
+	return paths, nil
 }
 
 // build downloads and unpacks the kernel and packages, writes the files no
 // maintainer script wrote, and packs the initramfs. It writes im.Dir/complete
 // last, so an interrupted build is redone.
-func build(ctx context.Context, im *Image, kpkg string, closure []string, log io.Writer) error {
+func build(ctx context.Context, im *Image, a aptSource, kpkgs, closure []string, log io.Writer) error {
 	work, err := os.MkdirTemp("", "vmtest-image-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	debs := filepath.Join(work, "debs")
 	kdir := filepath.Join(work, "kernel")
 	root := filepath.Join(work, "root")
-	for _, d := range []string{debs, kdir, root} {
+	for _, d := range []string{kdir, root} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(log, "vmtest: apt-get download %d packages\n", len(closure)+1)
-	args := append([]string{"-o", "APT::Sandbox::User=root", "download", kpkg}, closure...)
-	if _, err := run(ctx, debs, "apt-get", args...); err != nil {
-		return err
-	}
-	ents, err := os.ReadDir(debs)
+	debs := filepath.Join(CacheDir, "debs")
+	kdebs, err := download(ctx, a, debs, kpkgs, log)
 	if err != nil {
 		return err
 	}
-	kname := strings.SplitN(kpkg, "=", 2)[0]
-	for _, e := range ents {
-		dest := root
-		if strings.HasPrefix(e.Name(), kname+"_") {
-			dest = kdir
-		}
-		if _, err := run(ctx, "", "dpkg", "-x", filepath.Join(debs, e.Name()), dest); err != nil {
+	udebs, err := download(ctx, aptSource{}, debs, closure, log)
+	if err != nil {
+		return err
+	}
+	for _, d := range kdebs {
+		if _, err := run(ctx, "", "dpkg", "-x", d, kdir); err != nil {
 			return err
+		}
+	}
+	for _, d := range udebs {
+		if _, err := run(ctx, "", "dpkg", "-x", d, root); err != nil {
+			return err
+		}
+	}
+	// Trixie's packages are merged-/usr: modules under usr/lib/modules,
+	// where modprobe -d looks under lib/modules.
+	if _, err := os.Stat(filepath.Join(kdir, "lib/modules")); err != nil {
+		if err := os.MkdirAll(filepath.Join(kdir, "lib"), 0o755); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(kdir, "usr/lib/modules"), filepath.Join(kdir, "lib/modules")); err != nil {
+			return fmt.Errorf("kernel packages %v: %w", kpkgs, err)
 		}
 	}
 	kvers, err := filepath.Glob(filepath.Join(kdir, "lib/modules/*"))
 	if err != nil || len(kvers) != 1 {
-		return fmt.Errorf("kernel package %s holds %d module trees", kpkg, len(kvers))
+		return fmt.Errorf("kernel packages %v hold %d module trees", kpkgs, len(kvers))
 	}
 	kver := filepath.Base(kvers[0])
+	release := kver
+	if im.Kernel.Siw {
+		ko, err := siwModule(ctx, a, kver, kpkgs, log)
+		if err != nil {
+			return fmt.Errorf("build siw for %s: %w", kver, err)
+		}
+		dst := filepath.Join(kvers[0], "updates", "siw.ko")
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := copyFile(ko, dst); err != nil {
+			return err
+		}
+		release += " siw"
+	}
 	if _, err := run(ctx, "", "depmod", "-b", kdir, kver); err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "vmtest: kernel %s; copying modules %v\n", kver, modules)
+	fmt.Fprintf(log, "vmtest: kernel %s; copying modules %v and those of %v it has\n", kver, modules, optionalModules)
 	if err := copyModules(ctx, kdir, root, kver); err != nil {
 		return err
 	}
@@ -262,7 +502,12 @@ func build(ctx context.Context, im *Image, kpkg string, closure []string, log io
 	if err := os.MkdirAll(im.Dir, 0o755); err != nil {
 		return err
 	}
-	if err := copyFile(filepath.Join(kdir, "boot", "vmlinuz-"+kver), im.Kernel); err != nil {
+	// bookworm ships /boot/vmlinuz-<release>, trixie the modules' vmlinuz.
+	vmlinuz := filepath.Join(kdir, "boot", "vmlinuz-"+kver)
+	if _, err := os.Stat(vmlinuz); err != nil {
+		vmlinuz = filepath.Join(kvers[0], "vmlinuz")
+	}
+	if err := copyFile(vmlinuz, im.Vmlinuz); err != nil {
 		return err
 	}
 	if err := os.Rename(filepath.Join(root, "etc/ssh/ssh_host_ed25519_key.pub.copy"), filepath.Join(im.Dir, "ssh_host_ed25519_key.pub")); err != nil {
@@ -277,7 +522,93 @@ func build(ctx context.Context, im *Image, kpkg string, closure []string, log io
 	if err := os.Rename(tmp, im.Initramfs); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(im.Dir, "complete"), []byte(kpkg+"\n"+strings.Join(closure, "\n")+"\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(im.Dir, "release"), []byte(release+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(im.Dir, "complete"), []byte(strings.Join(append(kpkgs, closure...), "\n")+"\n"), 0o644)
+}
+
+// siwModule returns siw.ko for kernel release kver, building it out of
+// tree from linux-source and the headers at the kernel's package version
+// (about 150 MB to download, most of it the source, which is not kept) and
+// caching it under CacheDir/siw.
+func siwModule(ctx context.Context, a aptSource, kver string, kpkgs []string, log io.Writer) (string, error) {
+	var version string
+	for _, p := range kpkgs {
+		if n, v, _ := strings.Cut(p, "="); n == "linux-image-"+kver {
+			version = v
+		}
+	}
+	if version == "" {
+		return "", fmt.Errorf("no linux-image-%s among %v", kver, kpkgs)
+	}
+	cached := filepath.Join(CacheDir, "siw", kver+"_"+version, "siw.ko")
+	if _, err := os.Stat(cached); err == nil {
+		return cached, nil
+	}
+	series := regexp.MustCompile(`^[0-9]+\.[0-9]+`).FindString(kver)
+	pkgs := []string{"linux-source-" + series + "=" + version, "linux-headers-" + kver + "=" + version}
+	out, err := a.cache(ctx, "depends", "--no-recommends", "--no-suggests", "linux-headers-"+kver)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range regexp.MustCompile(`Depends: (linux-(?:headers|kbuild)-\S+)`).FindAllSubmatch(out, -1) {
+		v, err := candidate(ctx, a, string(m[1]))
+		if err != nil {
+			return "", err
+		}
+		pkgs = append(pkgs, string(m[1])+"="+v)
+	}
+	if src, err := candidate(ctx, a, "linux-source-"+series); err != nil || src != version {
+		return "", fmt.Errorf("siw is built from linux-source-%s at the kernel's version %s, and apt offers %q (%v)", series, version, src, err)
+	}
+	work, err := os.MkdirTemp("", "vmtest-siw-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	start := time.Now()
+	debs, err := download(ctx, a, filepath.Join(work, "debs"), pkgs, log)
+	if err != nil {
+		return "", err
+	}
+	x := filepath.Join(work, "x")
+	for _, d := range debs {
+		if _, err := run(ctx, "", "dpkg", "-x", d, x); err != nil {
+			return "", err
+		}
+	}
+	// The headers' Makefile includes the common headers by absolute path.
+	hdr := filepath.Join(x, "usr/src/linux-headers-"+kver)
+	mk, err := os.ReadFile(filepath.Join(hdr, "Makefile"))
+	if err != nil {
+		return "", err
+	}
+	mk = bytes.ReplaceAll(mk, []byte("include /usr/src/"), []byte("include "+filepath.Join(x, "usr/src")+"/"))
+	if err := os.WriteFile(filepath.Join(hdr, "Makefile"), mk, 0o644); err != nil {
+		return "", err
+	}
+	tarball := filepath.Join(x, "usr/src/linux-source-"+series+".tar.xz")
+	rel := "linux-source-" + series + "/drivers/infiniband/sw/siw"
+	if _, err := run(ctx, work, "tar", "-xJf", tarball, rel); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(log, "vmtest: building siw for %s\n", kver)
+	src := filepath.Join(work, rel)
+	if _, err := run(ctx, "", "make", "-s", "-j2", "-C", hdr, "M="+src, "CONFIG_RDMA_SIW=m", "modules"); err != nil {
+		return "", fmt.Errorf("%w (needs make, gcc and libelf1)", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+		return "", err
+	}
+	if err := copyFile(filepath.Join(src, "siw.ko"), cached+".tmp"); err != nil {
+		return "", err
+	}
+	if err := os.Rename(cached+".tmp", cached); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(log, "vmtest: siw for %s built in %s\n", kver, time.Since(start).Round(time.Second))
+	return cached, nil
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -291,12 +622,17 @@ func copyFile(from, to string) error {
 }
 
 // copyModules copies the .ko files the guest loads, with their
-// dependencies, and indexes them for modprobe.
+// dependencies, and indexes them for modprobe. A required module the
+// kernel lacks is an error; a built-in one needs no file.
 func copyModules(ctx context.Context, kdir, root, kver string) error {
 	seen := map[string]bool{}
-	for _, m := range modules {
+	all := append(append([]string{}, modules...), optionalModules...)
+	for i, m := range all {
 		out, err := run(ctx, "", "modprobe", "-d", kdir, "-S", kver, "--show-depends", m)
 		if err != nil {
+			if i >= len(modules) {
+				continue // optional, and not in this kernel
+			}
 			return err
 		}
 		sc := bufio.NewScanner(bytes.NewReader(out))
@@ -313,6 +649,16 @@ func copyModules(ctx context.Context, kdir, root, kver string) error {
 			dst := filepath.Join(root, rel)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return err
+			}
+			// Newer kernels ship .ko.xz. The guest's kmod would unpack
+			// each at every boot under TCG (after the kernel refuses it:
+			// "Invalid ELF header magic"), so unpack them once here.
+			if strings.HasSuffix(dst, ".ko.xz") {
+				dst = strings.TrimSuffix(dst, ".xz")
+				if _, err := run(ctx, "", "sh", "-c", "xz -dc < "+shellQuote(f[1])+" > "+shellQuote(dst)); err != nil {
+					return err
+				}
+				continue
 			}
 			if err := copyFile(f[1], dst); err != nil {
 				return err

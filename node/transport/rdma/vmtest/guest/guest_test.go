@@ -21,8 +21,80 @@ import (
 	"rdmasweep/results"
 )
 
-// guestIP is the address rxe0's RoCE v2 GID maps (see vmtest.GuestIP).
-const guestIP = "10.0.2.15"
+// The guest's addresses (see vmtest.GuestIP…): rxe0 on eth0, rxe1 on
+// eth1, siw0 on eth2 when the kernel has siw.
+const (
+	guestIP  = "10.0.2.15"
+	guestIP1 = "10.0.3.15"
+	guestIP2 = "10.0.4.15"
+)
+
+// kernel is the guest's kernel release.
+func kernel(t *testing.T) string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// devices is what node devices --json lists.
+func devices(t *testing.T) []rdma.Device {
+	t.Helper()
+	out, err := exec.Command(nodeBin(t), "devices", "--json").Output()
+	if err != nil {
+		t.Fatalf("node devices --json: %v", err)
+	}
+	var l struct {
+		Devices []rdma.Device `json:"devices"`
+	}
+	if err := json.Unmarshal(out, &l); err != nil {
+		t.Fatalf("node devices --json printed %q: %v", out, err)
+	}
+	return l.Devices
+}
+
+func device(t *testing.T, name string) *rdma.Device {
+	for _, d := range devices(t) {
+		if d.Name == name {
+			return &d
+		}
+	}
+	return nil
+}
+
+// needSiw skips unless the guest has siw0; under SIW=1 (the host knows
+// the image holds siw) its absence fails.
+func needSiw(t *testing.T) {
+	t.Helper()
+	if device(t, "siw0") != nil {
+		return
+	}
+	if os.Getenv("SIW") == "1" {
+		t.Fatalf("SIW=1, but node devices lists no siw0 (kernel %s)", kernel(t))
+	}
+	t.Skipf("no siw0: this guest's kernel (%s) has no siw module", kernel(t))
+}
+
+// readArgs are node read's arguments against a server on ip:port.
+func readArgs(ip string, port int, extra ...string) []string {
+	return append([]string{"read", "--transport", "rdma", "--server", fmt.Sprintf("%s:%d", ip, port)}, extra...)
+}
+
+// point runs one serve and one read with the given extra arguments and
+// returns both sides' events, failing on an error.
+func point(t *testing.T, secret string, serve, read []string) (*results.Ready, *results.Result, *results.Done) {
+	t.Helper()
+	srv := start(t, secret, serve...)
+	ready := until[results.Ready](t, srv, "ready")
+	ip := ready.Address
+	cl := start(t, secret, readArgs(ip, ready.Port, read...)...)
+	res := until[results.Result](t, cl, "result")
+	finish(t, cl)
+	done := until[results.Done](t, srv, "done")
+	finish(t, srv)
+	return ready, res, done
+}
 
 func nodeBin(t *testing.T) string {
 	p := os.Getenv("NODE")
@@ -129,6 +201,22 @@ func failure(t *testing.T, p *proc) string {
 	return msg
 }
 
+// failureCode is failure, with the error event's code.
+func failureCode(t *testing.T, p *proc) (string, string) {
+	t.Helper()
+	var msg, code string
+	for ev := range p.events {
+		if e, ok := ev.(*results.Error); ok {
+			msg, code = e.Message, e.Code
+		}
+	}
+	err := <-p.done
+	if err == nil || msg == "" {
+		t.Fatalf("%s: exit %v, error %q; want a failure with an error event", strings.Join(p.cmd.Args, " "), err, msg)
+	}
+	return msg, code
+}
+
 func finish(t *testing.T, p *proc) {
 	t.Helper()
 	for range p.events {
@@ -145,41 +233,42 @@ func serveArgs(t *testing.T, size string, extra ...string) []string {
 }
 
 func TestDevices(t *testing.T) {
-	out, err := exec.Command(nodeBin(t), "devices", "--json").Output()
-	if err != nil {
-		t.Fatalf("node devices --json: %v", err)
+	t.Logf("kernel %s", kernel(t))
+	devs := devices(t)
+	byName := map[string]*rdma.Device{}
+	for i := range devs {
+		byName[devs[i].Name] = &devs[i]
 	}
-	var l struct {
-		Devices []rdma.Device `json:"devices"`
-	}
-	if err := json.Unmarshal(out, &l); err != nil {
-		t.Fatalf("node devices --json printed %q: %v", out, err)
-	}
-	var rxe *rdma.Device
-	for i := range l.Devices {
-		if l.Devices[i].Name == "rxe0" {
-			rxe = &l.Devices[i]
+	for _, c := range []struct{ dev, ip, netdev string }{{"rxe0", guestIP, "eth0"}, {"rxe1", guestIP1, "eth1"}} {
+		rxe := byName[c.dev]
+		if rxe == nil || len(rxe.Ports) != 1 {
+			t.Fatalf("the static node does not list %s with one port: %+v", c.dev, devs)
+		}
+		p := rxe.Ports[0]
+		if p.State != "ACTIVE" || p.LinkLayer != "Ethernet" || p.ActiveMTU < 1024 || p.MaxMsgSz <= 0 {
+			t.Errorf("%s port: %+v, want active Ethernet with an MTU and a max_msg_sz", c.dev, p)
+		}
+		if rxe.MaxQPRdAtom <= 1 || rxe.MaxQPInitRdAtom <= 1 || rxe.MaxQPWR < 64 || rxe.Transport != "InfiniBand" || rxe.Error != "" || rxe.Unsupported != "" {
+			t.Errorf("%s: %+v; want depths > 1, max_qp_wr >= 64, transport InfiniBand (RoCE), no error", c.dev, rxe)
+		}
+		if strings.HasPrefix(kernel(t), "6.1.") && rxe.ODP {
+			t.Errorf("%s advertises odp on 6.1", c.dev)
+		}
+		found := false
+		for _, g := range p.GIDs {
+			found = found || (g.GID == "::ffff:"+c.ip && g.Type == "RoCE v2" && g.Netdev == c.netdev)
+		}
+		if !found {
+			t.Errorf("no RoCE v2 GID ::ffff:%s on %s among %+v", c.ip, c.netdev, p.GIDs)
 		}
 	}
-	if rxe == nil || len(rxe.Ports) != 1 {
-		t.Fatalf("the static node does not list rxe0 with one port: %s", out)
-	}
-	p := rxe.Ports[0]
-	if p.State != "ACTIVE" || p.LinkLayer != "Ethernet" || p.ActiveMTU < 1024 {
-		t.Errorf("rxe0 port: %+v, want active Ethernet with an MTU", p)
-	}
-	if rxe.MaxQPRdAtom <= 1 || rxe.MaxQPInitRdAtom <= 1 || rxe.ODP {
-		t.Errorf("rxe0: max_qp_rd_atom %d, max_qp_init_rd_atom %d, odp %v; want depths > 1 and no odp on 6.1", rxe.MaxQPRdAtom, rxe.MaxQPInitRdAtom, rxe.ODP)
-	}
-	found := false
-	for _, g := range p.GIDs {
-		found = found || (g.GID == "::ffff:"+guestIP && g.Type == "RoCE v2" && g.Netdev == "eth0")
-	}
-	if !found {
-		t.Errorf("no RoCE v2 GID ::ffff:%s on eth0 among %+v", guestIP, p.GIDs)
+	if siw := byName["siw0"]; siw != nil {
+		if siw.Transport != "iWARP" || len(siw.Ports) != 1 || siw.Ports[0].State != "ACTIVE" {
+			t.Errorf("siw0: %+v, want an ACTIVE iWARP device", siw)
+		}
 	}
 	text, err := exec.Command(nodeBin(t), "devices").Output()
-	if err != nil || !strings.Contains(string(text), "rxe0") || !strings.Contains(string(text), "::ffff:"+guestIP) {
+	if err != nil || !strings.Contains(string(text), "rxe0") || !strings.Contains(string(text), "::ffff:"+guestIP) || !strings.Contains(string(text), "max_msg_sz") {
 		t.Errorf("node devices (table): %v\n%s", err, text)
 	}
 }
@@ -207,6 +296,9 @@ func TestServeRead(t *testing.T) {
 			if ready.RegistrationS == nil || *ready.RegistrationS <= 0 || ready.RegistrationMBs == nil || *ready.RegistrationMBs <= 0 {
 				t.Errorf("pinned registration not timed: registration_s %v, registration_mb_s %v", ready.RegistrationS, ready.RegistrationMBs)
 			}
+			if ready.RDMAPath == nil || ready.Device != "rxe0" || ready.GID != "::ffff:"+guestIP || ready.Connect != "tcp" {
+				t.Errorf("ready names device/GID %+v, want rxe0 with ::ffff:%s over connect tcp", ready.RDMAPath, guestIP)
+			}
 			t.Logf("ready: mapping %s, gid_index %d, registration %.4f s (%.0f MB/s)", ready.Mapping, *ready.GIDIndex, *ready.RegistrationS, *ready.RegistrationMBs)
 			cl := start(t, secret, "read", "--transport", "rdma", "--server", fmt.Sprintf("%s:%d", guestIP, ready.Port),
 				"--block-size", c.block, "--queue-depth", fmt.Sprint(c.qd), "--qps", fmt.Sprint(c.qps),
@@ -219,6 +311,9 @@ func TestServeRead(t *testing.T) {
 			if !(res.LatP50Us > 0 && res.LatP50Us <= res.LatP99Us && res.LatP99Us <= res.LatMaxUs) {
 				t.Errorf("latencies out of order: %+v", res)
 			}
+			if res.LatSamples != res.Reads || res.RDMAPath == nil || res.Device != "rxe0" || res.GID != "::ffff:"+guestIP || res.QueueDepthPerQP != (c.qd+c.qps-1)/c.qps {
+				t.Errorf("result: %d latency samples of %d reads, path %+v; want every read timed, rxe0 with ::ffff:%s", res.LatSamples, res.Reads, res.RDMAPath, guestIP)
+			}
 			done := until[results.Done](t, srv, "done")
 			finish(t, srv)
 			if done.BytesServed != c.total || done.Requests != c.total/c.bs {
@@ -230,6 +325,9 @@ func TestServeRead(t *testing.T) {
 }
 
 func TestODPRefused(t *testing.T) {
+	if device(t, "rxe0").ODP {
+		t.Skipf("rxe0 advertises odp on %s: TestODPVerified covers it", kernel(t))
+	}
 	msg := failure(t, start(t, "", serveArgs(t, "1MiB", "--registration", "odp")...))
 	if !strings.Contains(msg, "on-demand paging") || !strings.Contains(msg, "registration: pinned") {
 		t.Errorf("odp on rxe: %q, want a clear refusal naming on-demand paging and pinned", msg)
@@ -256,17 +354,23 @@ func TestGIDIndexOutOfRange(t *testing.T) {
 	}
 }
 
-func TestQueueDepthOverMaxRdAtomic(t *testing.T) {
+// TestMaxRdAtomicOverDevice asks for more READs in flight per QP than
+// rxe allows: the client must refuse before any read, naming the limit.
+func TestMaxRdAtomicOverDevice(t *testing.T) {
 	srv := start(t, "", serveArgs(t, "4MiB", "--accept-timeout", "5s")...)
 	ready := until[results.Ready](t, srv, "ready")
-	msg := failure(t, start(t, "", "read", "--transport", "rdma", "--server", fmt.Sprintf("%s:%d", guestIP, ready.Port),
-		"--block-size", "4KiB", "--queue-depth", "1024", "--qps", "1"))
-	if !strings.Contains(msg, "max_rd_atomic") || !strings.Contains(msg, "raise client.qps") {
-		t.Errorf("queue_depth 1024 on one QP: %q, want a refusal with a hint to raise qps", msg)
+	msg := failure(t, start(t, "", readArgs(guestIP, ready.Port, "--block-size", "4KiB", "--queue-depth", "16", "--max-rd-atomic", "255")...))
+	if !strings.Contains(msg, "max_rd_atomic 255") || !strings.Contains(msg, "max_qp_init_rd_atom") {
+		t.Errorf("max_rd_atomic 255 on rxe: %q, want a refusal naming max_qp_init_rd_atom", msg)
 	}
 }
 
-// TestConformance runs the suite every transport passes, over rxe0.
+// TestConformance runs the suite every transport passes, over rxe0, with
+// node's own exchange and with rdma_cm.
 func TestConformance(t *testing.T) {
 	transporttest.Run(t, rdma.New(), transporttest.WithHost(guestIP), transporttest.WithRDMA(transport.RDMA{GIDIndex: -1}))
+}
+
+func TestConformanceCM(t *testing.T) {
+	transporttest.Run(t, rdma.New(), transporttest.WithHost(guestIP), transporttest.WithRDMA(transport.RDMA{GIDIndex: -1, Connect: "cm"}))
 }

@@ -25,15 +25,19 @@ import (
 // format as well as the server:
 //
 //	magic "RDSW" | version u8 | kind u8 | body length u32 | body
-//	hello = lid u16 | gid [16] | mtu u8 | max_dest_rd_atomic u8 | n u16 |
-//	        n × (qpn u32 | psn u32) | mac [32]
+//	hello    = lid u16 | gid [16] | mtu u8 | max_dest_rd_atomic u8 | n u16 |
+//	           n × (qpn u32 | psn u32) | mac [32]
+//	hello-cm = n u16 | mac [32]
 
 const (
+	// wireV is the exchange's version: 2 added hello-cm and welcome-cm.
+	wireV      = 2
 	kChallenge = 1
 	kHello     = 2
 	kWelcome   = 3
 	kRefusal   = 4
 	kAbort     = 6
+	kHelloCM   = 7
 	// regionBytes is the length of the region record that ends a welcome.
 	regionBytes = 8 + 4 + 8 + 8 + 1
 )
@@ -90,8 +94,8 @@ func readFrame(t *testing.T, r io.Reader) (byte, []byte) {
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		t.Fatalf("read a frame header: %v", err)
 	}
-	if string(h[:4]) != "RDSW" || h[4] != 1 {
-		t.Fatalf("frame header %x: want magic RDSW, version 1", h)
+	if string(h[:4]) != "RDSW" || h[4] != wireV {
+		t.Fatalf("frame header %x: want magic RDSW, version %d", h, wireV)
 	}
 	body := make([]byte, binary.BigEndian.Uint32(h[6:]))
 	if _, err := io.ReadFull(r, body); err != nil {
@@ -118,17 +122,17 @@ func TestMalformedHandshake(t *testing.T) {
 		name string
 		send []byte
 	}{
-		{"truncated header", frame("RDSW", 1, kHello, hello)[:6]},
-		{"truncated body", frame("RDSW", 1, kHello, hello)[:30]},
-		{"oversized", frame("RDSW", 1, kHello, make([]byte, 1<<20))},
-		{"wrong magic", frame("SSH-", 1, kHello, hello)},
+		{"truncated header", frame("RDSW", wireV, kHello, hello)[:6]},
+		{"truncated body", frame("RDSW", wireV, kHello, hello)[:30]},
+		{"oversized", frame("RDSW", wireV, kHello, make([]byte, 1<<20))},
+		{"wrong magic", frame("SSH-", wireV, kHello, hello)},
 		{"wrong version", frame("RDSW", 7, kHello, hello)},
-		{"wrong kind", frame("RDSW", 1, kWelcome, hello)},
-		{"zero QPs", frame("RDSW", 1, kHello, append(with(20, 0, 0)[:22], make([]byte, 32)...))},
-		{"1025 QPs", frame("RDSW", 1, kHello, append(append([]byte(nil), endpointBytes(1025)...), make([]byte, 32)...))},
-		{"mtu 9", frame("RDSW", 1, kHello, with(18, 9))},
-		{"no mac", frame("RDSW", 1, kHello, ep)},
-		{"wrong mac", frame("RDSW", 1, kHello, hello)},
+		{"wrong kind", frame("RDSW", wireV, kWelcome, hello)},
+		{"zero QPs", frame("RDSW", wireV, kHello, append(with(20, 0, 0)[:22], make([]byte, 32)...))},
+		{"1025 QPs", frame("RDSW", wireV, kHello, append(append([]byte(nil), endpointBytes(1025)...), make([]byte, 32)...))},
+		{"mtu 9", frame("RDSW", wireV, kHello, with(18, 9))},
+		{"no mac", frame("RDSW", wireV, kHello, ep)},
+		{"wrong mac", frame("RDSW", wireV, kHello, hello)},
 	}
 	for _, c := range cases {
 		conn, _ := peer(t, ready.Port)
@@ -191,7 +195,7 @@ func TestClientGoneAfterHandshake(t *testing.T) {
 	}{
 		{"disconnect", func(*net.TCPConn) {}, "disconnected without a bye"},
 		{"abort", func(c *net.TCPConn) {
-			c.Write(frame("RDSW", 1, kAbort, []byte("connect QP 1 of 1: ibv_modify_qp(RTR): invalid argument")))
+			c.Write(frame("RDSW", wireV, kAbort, []byte("connect QP 1 of 1: ibv_modify_qp(RTR): invalid argument")))
 		}, "failed after the handshake: connect QP 1 of 1: ibv_modify_qp(RTR): invalid argument"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,7 +203,7 @@ func TestClientGoneAfterHandshake(t *testing.T) {
 			ready := until[results.Ready](t, srv, "ready")
 			conn, nonce := peer(t, ready.Port)
 			ep := endpointBytes(2)
-			conn.Write(frame("RDSW", 1, kHello, append(append([]byte(nil), ep...), mac(nonce, ep)...)))
+			conn.Write(frame("RDSW", wireV, kHello, append(append([]byte(nil), ep...), mac(nonce, ep)...)))
 			kind, body := readFrame(t, conn)
 			if kind != kWelcome {
 				t.Fatalf("server answered a proper hello with kind %d: %q", kind, body)
@@ -214,5 +218,20 @@ func TestClientGoneAfterHandshake(t *testing.T) {
 				t.Errorf("server: %q, want it to say %q", msg, c.want)
 			}
 		})
+	}
+}
+
+// TestConnectModeMismatch sends a connect-tcp server a well-formed,
+// authenticated hello-cm: the server must refuse it with a message that
+// names both modes and the fix, and send no region.
+func TestConnectModeMismatch(t *testing.T) {
+	srv := start(t, wireSecret, serveArgs(t, "4MiB")...)
+	ready := until[results.Ready](t, srv, "ready")
+	conn, nonce := peer(t, ready.Port)
+	body := binary.BigEndian.AppendUint16(nil, 1)
+	conn.Write(frame("RDSW", wireV, kHelloCM, append(body, mac(nonce, body)...)))
+	kind, msg := readFrame(t, conn)
+	if kind != kRefusal || !strings.Contains(string(msg), "connect cm") || !strings.Contains(string(msg), "connect tcp") || !strings.Contains(string(msg), "rdma.connect") {
+		t.Fatalf("connect-tcp server answered hello-cm with kind %d: %q; want a refusal naming both modes", kind, msg)
 	}
 }

@@ -1,0 +1,110 @@
+package main
+
+// node host: what this host offers a run, as node sees it, so runner check
+// can judge memory (pinning beyond MemAvailable is refused) without a
+// round trip of its own per fact.
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"rdmasweep/results"
+)
+
+func init() { commands["host"] = runHost }
+
+func runHost(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("host", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print one JSON line instead of text")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	h, err := hostFacts()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, err := json.Marshal(h)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+		return err
+	}
+	memlock := "unlimited"
+	if h.MemlockBytes >= 0 {
+		memlock = strconv.FormatInt(h.MemlockBytes, 10) + " bytes"
+	}
+	_, err = fmt.Fprintf(e.stdout, "kernel %s\nmemory %d bytes, %d available\nmemlock %s (cap_ipc_lock %v)\nnuma nodes %d\npage size %d\n",
+		h.Kernel, h.MemTotalBytes, h.MemAvailableBytes, memlock, h.CapIPCLock, h.NUMANodes, h.PageSize)
+	return err
+}
+
+func hostFacts() (results.Host, error) {
+	h := results.Host{Type: results.TypeHost, MemlockBytes: -1, NUMANodes: 1, PageSize: os.Getpagesize()}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		h.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return h, fmt.Errorf("read /proc/meminfo: %w", err)
+	}
+	h.MemTotalBytes = meminfo(b, "MemTotal")
+	h.MemAvailableBytes = meminfo(b, "MemAvailable")
+	var r unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r) == nil && r.Cur != unix.RLIM_INFINITY {
+		h.MemlockBytes = int64(r.Cur)
+	}
+	h.CapIPCLock = hasCapIPCLock()
+	if nodes, _ := filepath.Glob("/sys/devices/system/node/node[0-9]*"); len(nodes) > 0 {
+		h.NUMANodes = len(nodes)
+	}
+	return h, nil
+}
+
+// meminfo returns a /proc/meminfo field in bytes, or -1.
+func meminfo(b []byte, name string) int64 {
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || k != name {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			return -1
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return -1
+		}
+		if len(f) > 1 && f[1] == "kB" {
+			n *= 1024
+		}
+		return n
+	}
+	return -1
+}
+
+// hasCapIPCLock reads the effective capabilities from /proc/self/status.
+func hasCapIPCLock() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			c, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && c&(1<<unix.CAP_IPC_LOCK) != 0
+		}
+	}
+	return false
+}
