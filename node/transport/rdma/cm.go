@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -84,12 +85,21 @@ func expect(ctx context.Context, ch *C.struct_rdma_event_channel, id *C.struct_r
 
 // cmListener is the server's rdma_cm listener, bound to the listen
 // address: binding resolves the device that holds it.
+//
+// Its one event channel serves every session at once (node serve
+// --clients N): whichever session's accept holds mu reads the next event
+// and hands it to the session it belongs to, by the token of a connect
+// request or by the id of an established or broken QP, so no session
+// rejects or fails on another's events.
 type cmListener struct {
 	ch     *C.struct_rdma_event_channel
 	id     *C.struct_rdma_cm_id
 	port   int
 	dev    *device
 	fabric transport.Fabric
+
+	mu       sync.Mutex
+	sessions map[*cmServerSession]bool // open sessions, under mu
 }
 
 // cmListen binds an rdma_cm listener to ip on a free port and returns it
@@ -97,7 +107,7 @@ type cmListener struct {
 // rdma_cm), checked against the device and port the plan names, if any.
 func cmListen(ip net.IP, name string, port int, f transport.Fabric) (*cmListener, *device, error) {
 	registerProviders()
-	l := &cmListener{fabric: f}
+	l := &cmListener{fabric: f, sessions: map[*cmServerSession]bool{}}
 	if err := verbErr(C.rs_cm_channel(&l.ch), "is the rdma_ucm module loaded?"); err != nil {
 		return nil, nil, err
 	}
@@ -158,21 +168,33 @@ func (l *cmListener) close() {
 
 // cmServerSession is one authenticated connect-cm client: how many QPs it
 // connects, the token its requests must carry, and the QPs accepted.
+// established and err are under the listener's mu.
 type cmServerSession struct {
+	l     *cmListener
 	rec   cmRecord
 	n     int
 	depth int // our responder depth
 	q     *qpSet
+
+	from        net.IP // the authenticated client, for messages
+	established int
+	err         error
 }
 
 func (s *cmServerSession) endpoint() endpoint { return endpoint{} }
 func (s *cmServerSession) cm() cmRecord       { return s.rec }
-func (s *cmServerSession) close()             { s.q.destroy() }
+
+func (s *cmServerSession) close() {
+	s.l.mu.Lock()
+	delete(s.l.sessions, s)
+	s.l.mu.Unlock()
+	s.q.destroy()
+}
 
 var _ cmSession = (*cmServerSession)(nil)
 
 func (l *cmListener) session(n, depth int) (serverSession, error) {
-	s := &cmServerSession{n: n, depth: depth, rec: cmRecord{Port: uint16(l.port), MaxDestRdAtomic: uint8(depth)}}
+	s := &cmServerSession{l: l, n: n, depth: depth, rec: cmRecord{Port: uint16(l.port), MaxDestRdAtomic: uint8(depth)}}
 	if _, err := rand.Read(s.rec.Token[:]); err != nil {
 		return nil, err
 	}
@@ -181,46 +203,91 @@ func (l *cmListener) session(n, depth int) (serverSession, error) {
 		return nil, err
 	}
 	s.q = newQPSet(n, cq)
+	l.mu.Lock()
+	l.sessions[s] = true
+	l.mu.Unlock()
 	return s, nil
 }
 
+// cmPoll is how long one accept holds the event channel before letting
+// another session's accept take a turn.
+const cmPoll = 100 * time.Millisecond
+
 // accept connects the session's QPs: it accepts the connect requests that
-// carry the session's token, each index once, and rejects the rest, until
-// all are established, the handshake timeout passes or ctx ends.
+// carry the session's token, each index once, until all are established,
+// the handshake timeout passes or ctx ends. Requests with no open
+// session's token are rejected.
 func (l *cmListener) accept(ctx context.Context, s *cmServerSession, from net.IP, warn func(string)) error {
 	deadline := time.Now().Add(handshakeTimeout)
-	established := 0
-	for established < s.n {
+	l.mu.Lock()
+	s.from = from
+	l.mu.Unlock()
+	for {
+		l.mu.Lock()
+		switch {
+		case s.err != nil:
+			l.mu.Unlock()
+			return s.err
+		case s.established >= s.n:
+			l.mu.Unlock()
+			return nil
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("only %d of %d QPs connected through rdma_cm within %s", established, s.n, handshakeTimeout)
+			n := s.established
+			l.mu.Unlock()
+			return fmt.Errorf("only %d of %d QPs connected through rdma_cm within %s", n, s.n, handshakeTimeout)
 		}
-		ev, err := waitCM(ctx, l.ch, left)
-		if err != nil {
+		var ev C.rs_cm_event
+		err := verbErr(C.rs_cm_wait(l.ch, C.int(min(left, cmPoll).Milliseconds()), &ev), "")
+		if err == nil && ev.event >= 0 {
+			l.dispatch(ev, warn)
+		}
+		l.mu.Unlock()
+		switch {
+		case err != nil:
 			return fmt.Errorf("accept QPs through rdma_cm: %w", err)
-		}
-		switch ev.event {
-		case C.RDMA_CM_EVENT_CONNECT_REQUEST:
-			i, ok := s.request(C.GoBytes(unsafe.Pointer(&ev.private_data[0]), ev.private_data_len))
-			if !ok {
-				C.rs_cm_reject(ev.id)
-				warn(fmt.Sprintf("rejected an rdma_cm connect request without this session's token (the authenticated client is %s)", from))
-				continue
-			}
-			if err := l.acceptOne(s, i, ev); err != nil {
-				return fmt.Errorf("accept %s: %w", qpName(i, s.n, 0), err)
-			}
-		case C.RDMA_CM_EVENT_ESTABLISHED:
-			for _, id := range s.q.ids {
-				if id == ev.id {
-					established++
-				}
-			}
-		case C.RDMA_CM_EVENT_REJECTED, C.RDMA_CM_EVENT_CONNECT_ERROR, C.RDMA_CM_EVENT_UNREACHABLE, C.RDMA_CM_EVENT_DISCONNECTED:
-			return fmt.Errorf("rdma_cm reported %s (status %d) while connecting the client's QPs", cmEventName(int(ev.event)), int(ev.status))
+		case ctx.Err() != nil:
+			return ctx.Err()
 		}
 	}
-	return nil
+}
+
+// dispatch hands ev to the session it belongs to; l.mu is held.
+func (l *cmListener) dispatch(ev C.rs_cm_event, warn func(string)) {
+	if ev.event == C.RDMA_CM_EVENT_CONNECT_REQUEST {
+		pd := C.GoBytes(unsafe.Pointer(&ev.private_data[0]), ev.private_data_len)
+		for s := range l.sessions {
+			if i, ok := s.request(pd); ok {
+				if err := l.acceptOne(s, i, ev); err != nil && s.err == nil {
+					s.err = fmt.Errorf("accept %s: %w", qpName(i, s.n, 0), err)
+				}
+				return
+			}
+		}
+		C.rs_cm_reject(ev.id)
+		warn("rejected an rdma_cm connect request that carries no open session's token")
+		return
+	}
+	var owner *cmServerSession
+	for s := range l.sessions {
+		for _, id := range s.q.ids {
+			if id != nil && id == ev.id {
+				owner = s
+			}
+		}
+	}
+	if owner == nil {
+		return // a QP of a session that has ended
+	}
+	switch ev.event {
+	case C.RDMA_CM_EVENT_ESTABLISHED:
+		owner.established++
+	case C.RDMA_CM_EVENT_REJECTED, C.RDMA_CM_EVENT_CONNECT_ERROR, C.RDMA_CM_EVENT_UNREACHABLE, C.RDMA_CM_EVENT_DISCONNECTED:
+		if owner.established < owner.n && owner.err == nil {
+			owner.err = fmt.Errorf("rdma_cm reported %s (status %d) while connecting the QPs of client %s", cmEventName(int(ev.event)), int(ev.status), owner.from)
+		}
+	}
 }
 
 // request checks a connect request's private data: the session's token
