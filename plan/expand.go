@@ -364,7 +364,7 @@ func put(m map[string]any, section, name string, v any) {
 func keyJSONOf(planName string, pt Point, params []*param) []byte {
 	keyed := func(prm *param, v value) bool {
 		def, _ := parseDefault(prm)
-		return prm.Since <= 1 || v != def
+		return !prm.Unkeyed && (prm.Since <= 1 || v != def)
 	}
 	host := func(h Host) map[string]any {
 		m := map[string]any{

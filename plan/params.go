@@ -125,6 +125,9 @@ func canonical(p *param, v value) any {
 	switch p.Kind {
 	case results.KindSize, results.KindInt:
 		if p.Auto && v.n < 0 {
+			if p.AutoKey != 0 {
+				return p.AutoKey
+			}
 			return nil
 		}
 		return v.n

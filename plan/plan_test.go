@@ -72,7 +72,7 @@ func TestDefaults(t *testing.T) {
 	for name, want := range map[string]string{
 		"transport": "tcp", "cache": "cold", "registration": "pinned", "create": "false", "port": "0",
 		"block_size": "1MiB", "queue_depth": "16", "qps": "1", "pattern": "sequential", "total": "0",
-		"duration": "0s", "warmup": "0s", "verify": "false", "device": "", "ib_port": "1", "gid_index": "auto",
+		"duration": "0s", "warmup": "0s", "verify": "false", "device": "", "ib_port": "auto", "gid_index": "auto",
 	} {
 		if got := format(paramByName(name), defaults.get(name)); got != want {
 			t.Errorf("default %s = %q, want %q", name, got, want)
@@ -105,9 +105,9 @@ func TestFullSchema(t *testing.T) {
 	}
 	wantServer := Host{Address: "10.0.0.1", Port: 22, User: "alice", IdentityFile: "/home/alice/.ssh/id_ed25519",
 		Jump: "alice@bastion:22", DataAddress: "192.168.100.1", CPUs: "0-3,8",
-		Params: withValues(hostDefaults(), map[string]value{"device": {s: "mlx5_1"}, "gid_index": {n: 3}})}
+		Params: withValues(hostDefaults(), map[string]value{"device": {s: "mlx5_1"}, "ib_port": {n: 1}, "gid_index": {n: 3}})}
 	wantClient := Host{Address: "10.0.0.2", User: "alice",
-		Params: withValues(hostDefaults(), map[string]value{"device": {s: "mlx5_0"}, "gid_index": {n: 3}})}
+		Params: withValues(hostDefaults(), map[string]value{"device": {s: "mlx5_0"}, "ib_port": {n: 1}, "gid_index": {n: 3}})}
 	if !reflect.DeepEqual(p.Hosts.Server(), wantServer) {
 		t.Errorf("server host:\ngot  %+v\nwant %+v", p.Hosts.Server(), wantServer)
 	}
@@ -435,7 +435,8 @@ func TestKeys(t *testing.T) {
 }
 
 func TestSweepableParams(t *testing.T) {
-	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "clients", "workload"}
+	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "clients", "workload",
+		"max_rd_atomic", "cq_moderation", "relaxed_ordering", "odp_prefetch"}
 	if got := results.SweepableParams(); !slices.Equal(got, want) {
 		t.Errorf("SweepableParams = %v, want the CSV order %v", got, want)
 	}

@@ -32,6 +32,11 @@ type Param struct {
 	// when empty): node, or the runner, then chooses.
 	Auto     bool
 	AutoWord string
+	// AutoKey is what an auto value of a KindInt enters point keys as,
+	// when the param became auto after version 1: the default it had
+	// before (ib_port: 1), so the keys of older rows stay. Without it,
+	// auto enters keys as null.
+	AutoKey int64
 	// Min and Max bound the value for every transport (sizes in bytes,
 	// durations in nanoseconds); Max 0 means none.
 	Min, Max int64
@@ -56,6 +61,10 @@ type Param struct {
 	// differ from their default, so adding a param never changes the keys
 	// of points that leave it alone.
 	Since int
+	// Unkeyed params change nothing a point measures (a permission, such
+	// as trust_odp): they never enter the point key, so setting one does
+	// not make done points run again.
+	Unkeyed bool
 	// Doc says what the plan field does, in one or two sentences.
 	Doc string
 	// cell overrides the CSV cell's value (total's column records what
@@ -63,6 +72,10 @@ type Param struct {
 	// apply to the point, shown as "-".
 	cell func(v Values) string
 	none string
+	// when, if set, narrows the points the param applies to beyond its
+	// transports (odp_prefetch: registration odp only): elsewhere its flag
+	// is not passed and its cell is empty.
+	when func(v Values) bool
 }
 
 // Kind is how a param's value is written, checked and recorded.
@@ -111,6 +124,12 @@ func (p *Param) AppliesTo(transport string) bool {
 	return p.Transports == nil || slices.Contains(p.Transports, transport)
 }
 
+// appliesToPoint reports whether the param means anything for the point
+// with values v, run over transport.
+func (p *Param) appliesToPoint(transport string, v Values) bool {
+	return p.AppliesTo(transport) && (p.when == nil || p.when(v))
+}
+
 // LimitFor is the largest value transport takes, and why: the tighter of
 // Max and the transport's Limit. ok is false when there is no bound.
 func (p *Param) LimitFor(transport string) (max int64, why string, ok bool) {
@@ -146,7 +165,7 @@ func (p *Param) Format(v Values) string {
 // Cell is the param's CSV cell for a point of transport: sizes in bytes,
 // durations in seconds, empty where the param does not apply.
 func (p *Param) Cell(transport string, v Values) string {
-	if !p.AppliesTo(transport) {
+	if !p.appliesToPoint(transport, v) {
 		return ""
 	}
 	if p.cell != nil {
@@ -183,19 +202,23 @@ func (p *Param) Display(cell string) string {
 }
 
 // Argv is the param's node flag and value for a point of transport, or
-// nothing: when it does not apply, for a false bool, an unset string and
-// an auto value (node's own default then holds).
+// nothing: when it does not apply, for a bool at its default, an unset
+// string and an auto value (node's own default then holds). A bool is
+// passed as --flag when true and --flag=false when false.
 func (p *Param) Argv(transport string, v Values) []string {
-	if p.Flag == "" || !p.AppliesTo(transport) {
+	if p.Flag == "" || !p.appliesToPoint(transport, v) {
 		return nil
 	}
 	flag := "--" + p.Flag
 	switch p.Kind {
 	case KindBool:
-		if v.Bool(p.Name) {
+		switch b := v.Bool(p.Name); {
+		case strconv.FormatBool(b) == p.Default || !b && p.Default == "":
+			return nil
+		case b:
 			return []string{flag}
 		}
-		return nil
+		return []string{flag + "=false"}
 	case KindSize, KindInt:
 		n := v.Int(p.Name)
 		if p.Auto && n < 0 {

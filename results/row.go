@@ -52,6 +52,11 @@ type Row struct {
 	// role reports none.
 	CPUServer *float64 `csv:"cpu_server"`
 	CPUClient *float64 `csv:"cpu_client"`
+
+	// Mapping is how the rdma server mapped the file, from its ready
+	// event; PrefetchS how long its odp prefetch took.
+	Mapping   string   `csv:"mapping"`
+	PrefetchS *float64 `csv:"prefetch_s"`
 }
 
 // Scope values.
@@ -86,6 +91,10 @@ func (r *Row) SetResult(res *Result) {
 	r.LatMaxUs = &res.LatMaxUs
 	r.Verified = &res.Verified
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
+	// The QPs' max_rd_atomic as set, which auto leaves to the devices.
+	if res.RDMAPath != nil && res.MaxRdAtomic > 0 && r.Params != nil {
+		r.Params["max_rd_atomic"] = strconv.Itoa(res.MaxRdAtomic)
+	}
 }
 
 // SetDone copies node serve's own figures into the row: its CPU.
@@ -117,4 +126,6 @@ func (r *Row) SetReady(rd *Ready) {
 	r.RegistrationS = rd.RegistrationS
 	r.RegistrationMBs = rd.RegistrationMBs
 	r.CachedFraction = &rd.CachedFraction
+	r.Mapping = rd.Mapping
+	r.PrefetchS = rd.PrefetchS
 }

@@ -113,11 +113,11 @@ var schema = []Field{
 	{Param: &Param{
 		Name: "device", Section: "rdma", Kind: KindString, PerHost: true,
 		Transports: []string{"rdma"}, Flag: "rdma-device", Role: "both", Since: 1,
-		Doc: "the verbs device, e.g. `mlx5_0` or `rxe0`; default the first active one"}},
+		Doc: "the verbs device, e.g. `mlx5_0` or `rxe0`; default the one whose network interface holds the address the role uses (the server's listen address, the client's source address to the server), or on InfiniBand the only active port"}},
 	{Param: &Param{
-		Name: "ib_port", Section: "rdma", Kind: KindInt, Default: "1", Min: 1, Max: 255, PerHost: true,
+		Name: "ib_port", Section: "rdma", Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 255, PerHost: true,
 		Transports: []string{"rdma"}, Flag: "ib-port", Role: "both", Since: 1,
-		Doc: "the device's port"}},
+		Doc: "the device's port; auto: the port holding the address in use, else 1"}},
 	{Param: &Param{
 		Name: "gid_index", Section: "rdma", Kind: KindInt, Auto: true, Min: 0, Max: 255, PerHost: true,
 		Transports: []string{"rdma"}, Flag: "gid-index", Role: "both", Since: 1,
@@ -155,6 +155,70 @@ var schema = []Field{
 		Doc: "what measures the point: `node` (serve and read), or a peer the node figure is compared with: `ib_read_bw` (the fabric), `iperf3` (TCP), `fio` (the server's file, on its host); swept, it varies fastest, so node and peer points alternate (docs/workloads.md)"}},
 	{Column: "cpu_server", Unit: "CPU s per s", Doc: "CPU seconds (user + sys) the server role used per second; 1.0 is one core busy; empty when the role reports none (docs/workloads.md says what each span covers)"},
 	{Column: "cpu_client", Unit: "CPU s per s", Doc: "the same for the client role (the reading side: node read, or the peer's client, or fio)"},
+
+	// Version 4: RDMA on real clusters (issue 11).
+	{Column: "mapping", Doc: "rdma: how the server mapped the file before registering it: `shared-ro`, `private-ro`, or `shared-rw` (the fallback where a read-only mapping cannot be registered); empty for tcp"},
+	{Column: "max_rd_atomic", Doc: "rdma: READs in flight per QP on the wire, as the client's QPs were set (the negotiated maximum when the plan leaves it to auto)", Param: &Param{
+		Name: "max_rd_atomic", Section: "rdma", Kind: KindInt, Auto: true, Min: 1, Max: 255,
+		Transports: []string{"rdma"}, Sweep: true, Flag: "max-rd-atomic", Role: "read", Since: 4,
+		// auto: empty until the client's result says what the QPs got.
+		cell: func(v Values) string {
+			if n := v.Int("max_rd_atomic"); n > 0 {
+				return formatInt(n)
+			}
+			return ""
+		},
+		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow. `queue_depth` may be deeper: the HCA holds the rest back"}},
+	{Column: "cq_moderation", Doc: "rdma: every Nth READ is signalled; with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
+		Name: "cq_moderation", Section: "rdma", Kind: KindInt, Default: "1", Min: 1, Max: 4096,
+		Transports: []string{"rdma"}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
+		Doc: "signal every Nth READ, as perftest's `--cq-mod`; 1 times every READ, N > 1 times only the signalled ones and polls less"}},
+	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
+		Name: "relaxed_ordering", Section: "rdma", Kind: KindBool, Default: "true",
+		Transports: []string{"rdma"}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
+		Doc: "register the client's buffer with relaxed PCIe ordering, as perftest does; `false` is perftest's `--disable_pcie_relaxed` (a device without it ignores the flag)"}},
+	{Column: "odp_prefetch", Doc: "rdma with registration odp: the server prefetched the region with `ibv_advise_mr` before ready; empty otherwise", Param: &Param{
+		Name: "odp_prefetch", Section: "rdma", Kind: KindBool, Default: "false",
+		Transports: []string{"rdma"}, Sweep: true, Flag: "odp-prefetch", Role: "serve", Since: 4,
+		when: func(v Values) bool { return v.Str("registration") == "odp" },
+		Doc:  "with `registration: odp`, fault the region in with `ibv_advise_mr` before the server says ready (pinned points ignore it)"}},
+	{Column: "prefetch_s", Unit: "seconds", Doc: "rdma, odp_prefetch: how long the prefetch took, after registration_s"},
+	{Param: &Param{
+		Name: "connect", Section: "rdma", Kind: KindEnum, Enum: []string{"tcp", "cm"}, Default: "tcp",
+		Transports: []string{"rdma"}, Flag: "rdma-connect", Role: "both", Since: 4,
+		Doc: "how the QPs are connected: `tcp`, node's own exchange and QP transitions, as perftest by default; `cm`, the RDMA connection manager (librdmacm), which iWARP devices need. Either way the point's secret is proven over TCP first"}},
+	{Param: &Param{
+		Name: "traffic_class", Section: "rdma", Kind: KindInt, Default: "0", Min: 0, Max: 255,
+		Transports: []string{"rdma"}, Flag: "traffic-class", Role: "both", Since: 4,
+		Doc: "the GRH traffic class on both roles' QPs (RoCE: DSCP << 2 | ECN, for a lossless queue); READ responses carry the server's"}},
+	{Param: &Param{
+		Name: "service_level", Section: "rdma", Kind: KindInt, Default: "0", Min: 0, Max: 15,
+		Transports: []string{"rdma"}, Flag: "service-level", Role: "both", Since: 4,
+		Doc: "the InfiniBand service level"}},
+	{Param: &Param{
+		Name: "pkey_index", Section: "rdma", Kind: KindInt, Default: "0", Min: 0, Max: 65535,
+		Transports: []string{"rdma"}, Flag: "pkey-index", Role: "both", Since: 4,
+		Doc: "the P_Key table index"}},
+	{Param: &Param{
+		Name: "timeout", Section: "rdma", Kind: KindInt, Default: "14", Min: 0, Max: 31,
+		Transports: []string{"rdma"}, Flag: "qp-timeout", Role: "both", Since: 4,
+		Doc: "the QP's local ACK timeout, 4.096 µs × 2^timeout per try; ODP faults on the server and long paths need more"}},
+	{Param: &Param{
+		Name: "retry_cnt", Section: "rdma", Kind: KindInt, Default: "7", Min: 0, Max: 7,
+		Transports: []string{"rdma"}, Flag: "retry-cnt", Role: "both", Since: 4,
+		Doc: "transport retries before a READ fails with retry exceeded"}},
+	{Param: &Param{
+		Name: "rnr_retry", Section: "rdma", Kind: KindInt, Default: "7", Min: 0, Max: 7,
+		Transports: []string{"rdma"}, Flag: "rnr-retry", Role: "both", Since: 4,
+		Doc: "receiver-not-ready retries (7: forever)"}},
+	{Param: &Param{
+		Name: "min_rnr_timer", Section: "rdma", Kind: KindInt, Default: "12", Min: 0, Max: 31,
+		Transports: []string{"rdma"}, Flag: "min-rnr-timer", Role: "both", Since: 4,
+		Doc: "the minimum RNR NAK timer code the QPs advertise"}},
+	{Param: &Param{
+		Name: "trust_odp", Section: "rdma", Kind: KindBool, Default: "false",
+		Transports: []string{"rdma"}, Since: 4, Unkeyed: true,
+		Doc: "run odp points on a server whose ODP returned wrong data to `runner check`'s verified probe (exec refuses them otherwise); the manifest records the probe"}},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a
