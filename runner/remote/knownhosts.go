@@ -153,7 +153,7 @@ func (l khLine) matches(host string) bool {
 		}
 		neg := strings.HasPrefix(p, "!")
 		p = strings.TrimPrefix(p, "!")
-		m, _ := filepath.Match(strings.ToLower(p), strings.ToLower(host))
+		m := sshPattern(strings.ToLower(p), strings.ToLower(host))
 		if m && neg {
 			return false
 		}

@@ -244,7 +244,7 @@ func hostMatches(alias string, patterns []string) bool {
 	for _, p := range patterns {
 		neg := strings.HasPrefix(p, "!")
 		p = strings.TrimPrefix(p, "!")
-		ok, _ := filepath.Match(p, alias)
+		ok := sshPattern(p, alias)
 		if ok && neg {
 			return false
 		}
