@@ -22,6 +22,7 @@ func runDevices(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON line instead of a table")
 	address := fs.String("address", "", "also say which device, port and GID a connection over this address would use")
+	routeTo := fs.String("route-to", "", "as --address, with the source address the kernel picks to reach this one (what node read uses)")
 	device := fs.String("rdma-device", "", "with --address: the device the plan names")
 	port := fs.Int("ib-port", 0, "with --address: the port the plan names")
 	gidIndex := fs.Int("gid-index", -1, "with --address: the GID index the plan names")
@@ -29,10 +30,19 @@ func runDevices(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	var addr net.IP
-	if *address != "" {
+	switch {
+	case *address != "" && *routeTo != "":
+		return usagef("devices: give --address or --route-to, not both")
+	case *address != "":
 		if addr = net.ParseIP(*address); addr == nil {
 			return usagef("devices: --address %q is not an IP address", *address)
 		}
+	case *routeTo != "":
+		src, err := sourceFor(*routeTo)
+		if err != nil {
+			return fmt.Errorf("devices: --route-to %s: %w", *routeTo, err)
+		}
+		addr, *address = src, src.String()
 	}
 	if !*asJSON {
 		e.out = newPrinter(e.stdout, e.stderr, "text")
@@ -68,6 +78,17 @@ func runDevices(ctx context.Context, e *env, args []string) error {
 		_, err = fmt.Fprintf(e.stdout, "%s: %s\n", l.Address, l.ChoiceError)
 	}
 	return err
+}
+
+// sourceFor is the local address the kernel picks to reach host (an IP
+// or a name): a UDP socket's connect chooses it, sending nothing.
+func sourceFor(host string) (net.IP, error) {
+	c, err := net.Dial("udp", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP, nil
 }
 
 func printDevices(w io.Writer, devs []rdma.Device) error {

@@ -29,6 +29,11 @@ import (
 type Query struct {
 	NodePath string // node's absolute path on the host; "" for none
 	File     string // the server's data file; "" for none (a client)
+	// Devices are extra arguments of node devices: --address IP (the
+	// server's listen address) or --route-to IP (a client's server), and
+	// the plan's --rdma-device, --ib-port, --gid-index, so node says
+	// which device, port and GID that role's connection would use.
+	Devices []string
 	// Sysroot prefixes /proc and /sys, so tests can point the script at
 	// a fake tree; "" on real hosts.
 	Sysroot string
@@ -43,12 +48,23 @@ type Facts struct {
 	UID                    int    // effective uid of the login; -1 when unknown
 	Memlock                string // as `ulimit -l` says it: "unlimited" or KiB
 	NICs                   []NIC  // every RDMA device port in sysfs
-	Node                   Node
-	Devices                []results.Device // from node devices --json
+	// NUMACPUs is each NUMA node's CPU list, as sysfs writes it ("0-15,32-47");
+	// nil when the kernel has no NUMA topology.
+	NUMACPUs map[int]string
+	Node     Node
+	Devices  []results.Device // from node devices --json
 	// DevicesError is node's message when it could not list devices (a
 	// node built without rdma, no libibverbs); "" otherwise.
 	DevicesError string
-	File         *File // nil when the query named no file
+	// Choice is the device, port and GID node would use for the role's
+	// connection, and ChoiceError why it would refuse (Query.Devices
+	// asked); both empty when not asked or from an older node.
+	Choice      *results.DeviceChoice
+	ChoiceError string
+	// Host is node's own view of the host (node host): MemAvailable,
+	// memlock, NUMA nodes; nil from an older node or none.
+	Host *results.Host
+	File *File // nil when the query named no file
 }
 
 // NIC is one port of an RDMA device, from /sys/class/infiniband; ActiveMTU
@@ -141,7 +157,8 @@ const marker = "hostfacts"
 // Collect gathers h's facts with one command. Its errors start "cannot
 // collect facts: " and do not name the host: the caller does, once.
 func Collect(ctx context.Context, h remote.Host, q Query) (Facts, error) {
-	out, err := h.Run(ctx, []string{"/bin/sh", "-c", script, "sh", q.Sysroot, q.NodePath, q.File, results.SidecarSuffix})
+	argv := append([]string{"/bin/sh", "-c", script, "sh", q.Sysroot, q.NodePath, q.File, results.SidecarSuffix}, q.Devices...)
+	out, err := h.Run(ctx, argv)
 	if ctx.Err() != nil {
 		return Facts{}, fmt.Errorf("cannot collect facts: %w", ctx.Err())
 	}
@@ -223,6 +240,15 @@ func parse(out []byte) Facts {
 			f.CPUModel = v
 		case "cpu_governor":
 			f.CPUGovernor = v
+		case "numa_cpus":
+			n, err := strconv.Atoi(v)
+			if err != nil || len(fs) < 3 {
+				continue
+			}
+			if f.NUMACPUs == nil {
+				f.NUMACPUs = map[int]string{}
+			}
+			f.NUMACPUs[n] = strings.TrimSpace(fs[2])
 		case "nic":
 			if len(fs) < 10 {
 				continue
@@ -265,8 +291,14 @@ func parse(out []byte) Facts {
 				f.DevicesError = v
 			case d.Type == results.TypeDevices:
 				f.Devices = d.Devices
+				f.Choice, f.ChoiceError = d.Choice, d.ChoiceError
 			default:
 				f.DevicesError = d.Message
+			}
+		case "node_host":
+			var h results.Host
+			if json.Unmarshal([]byte(v), &h) == nil && h.Type == results.TypeHost {
+				f.Host = &h
 			}
 		case "node_sha256":
 			f.Node.SHA256 = v

@@ -31,7 +31,11 @@ func fakeNode(t *testing.T, dir string) string {
 	write(t, path, `#!/bin/sh
 case $1 in
 version) echo '{"version":"v1.2.3-test","go":"go1.26","transports":["rdma","tcp"],"arch":"amd64"}';;
-devices) echo '{"type":"devices","devices":[{"name":"mlx5_0","max_qp_rd_atom":16,"max_qp_init_rd_atom":16,"odp":true,"ports":[{"port":1,"state":"ACTIVE","link_layer":"Ethernet","active_mtu":4096,"rate_gbps":100,"width":"4x","lid":0,"gids":[]}]}]}';;
+devices)
+  choice=
+  [ "$3" = --route-to ] && [ "$4" = 198.51.100.9 ] && choice=',"address":"198.51.100.10","choice":{"device":"mlx5_0","ib_port":1,"gid_index":3,"gid":"::ffff:198.51.100.10","gid_type":"RoCE v2"}'
+  echo '{"type":"devices","devices":[{"name":"mlx5_0","max_qp_rd_atom":16,"max_qp_init_rd_atom":16,"odp":true,"ports":[{"port":1,"state":"ACTIVE","link_layer":"Ethernet","active_mtu":4096,"rate_gbps":100,"width":"4x","lid":0,"gids":[]}]}]'"$choice"'}';;
+host) echo '{"type":"host","kernel":"6.1.0-test","mem_total_bytes":68719476736,"mem_available_bytes":34359738368,"memlock_bytes":-1,"cap_ipc_lock":true,"numa_nodes":2,"page_size":4096}';;
 esac
 `)
 	if err := os.Chmod(path, 0o755); err != nil {
@@ -51,6 +55,8 @@ func TestCollectReadsSysfs(t *testing.T) {
 	write(t, root+"/proc/self/limits", "Limit                     Soft Limit           Hard Limit           Units     \n"+
 		"Max locked memory         8388608              16777216             bytes     \n")
 	write(t, root+"/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "performance\n")
+	write(t, root+"/sys/devices/system/node/node0/cpulist", "0-15,32-47\n")
+	write(t, root+"/sys/devices/system/node/node1/cpulist", "16-31,48-63\n")
 	ib := root + "/sys/class/infiniband/mlx5_0"
 	write(t, ib+"/fw_ver", "22.31.1014\n")
 	write(t, ib+"/device/numa_node", "1\n")
@@ -68,7 +74,7 @@ func TestCollectReadsSysfs(t *testing.T) {
 	node := fakeNode(t, root)
 	data := filepath.Join(root, "data", "file.dat") // not there yet: facts come from its directory
 
-	f, err := Collect(context.Background(), remote.Local{}, Query{NodePath: node, File: data, Sysroot: root})
+	f, err := Collect(context.Background(), remote.Local{}, Query{NodePath: node, File: data, Sysroot: root, Devices: []string{"--route-to", "198.51.100.9"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +99,15 @@ func TestCollectReadsSysfs(t *testing.T) {
 	if !f.Node.Present || f.Node.Version != "v1.2.3-test" || strings.Join(f.Node.Transports, ",") != "rdma,tcp" ||
 		len(f.Devices) != 1 || f.Devices[0].Name != "mlx5_0" || f.DevicesError != "" {
 		t.Errorf("node: %+v devices %+v %q", f.Node, f.Devices, f.DevicesError)
+	}
+	if c := f.Choice; c == nil || c.Device != "mlx5_0" || c.GIDIndex != 3 || f.ChoiceError != "" {
+		t.Errorf("choice %+v %q: want mlx5_0 gid 3, asked with --route-to", f.Choice, f.ChoiceError)
+	}
+	if h := f.Host; h == nil || h.MemAvailableBytes != 32<<30 || h.NUMANodes != 2 {
+		t.Errorf("node host: %+v", f.Host)
+	}
+	if f.NUMACPUs[0] != "0-15,32-47" || f.NUMACPUs[1] != "16-31,48-63" || len(f.NUMACPUs) != 2 {
+		t.Errorf("NUMA CPUs %v", f.NUMACPUs)
 	}
 	b, _ := os.ReadFile(node)
 	if sum := sha256.Sum256(b); f.Node.SHA256 != hex.EncodeToString(sum[:]) {

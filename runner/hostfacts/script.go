@@ -2,7 +2,8 @@ package hostfacts
 
 // script is the one command Collect runs on a host, as /bin/sh -c with
 // $1 sysroot ("" on hosts), $2 node's path ("" for none), $3 the data
-// file ("" for none) and $4 the sidecar suffix. Its rules:
+// file ("" for none), $4 the sidecar suffix, and after them the extra
+// arguments of node devices (Query.Devices). Its rules:
 //
 //   - It prints "key<TAB>value" lines, plus "nic" and "gid" lines with
 //     several fields. Its first line is the marker, so a run without it
@@ -15,6 +16,7 @@ package hostfacts
 //     and only what has no file forks: uname -m, node, sha256sum, stat,
 //     df and lsblk.
 const script = `S=$1 node=$2 file=$3 sidecar=$4
+shift 4
 nl='
 '
 say() { printf '%s\t%s\n' "$1" "$2"; }
@@ -39,6 +41,10 @@ if [ -r "$S/proc/cpuinfo" ]; then
   done <"$S/proc/cpuinfo"
 fi
 get "$S/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"; say cpu_governor "$v"
+for d in "$S"/sys/devices/system/node/node[0-9]*; do
+  [ -e "$d/cpulist" ] || continue
+  get "$d/cpulist"; printf 'numa_cpus\t%s\t%s\n' "${d##*node}" "$v"
+done
 for d in "$S"/sys/class/infiniband/*; do
   [ -e "$d" ] || continue
   n=${d##*/}
@@ -71,7 +77,8 @@ done
 if [ -n "$node" ] && [ -x "$node" ]; then
   say node_present yes
   v=$("$node" version --json 2>/dev/null); say node_version "${v##*"$nl"}"
-  v=$("$node" devices --json 2>/dev/null); say node_devices "${v##*"$nl"}"
+  v=$("$node" devices --json "$@" 2>/dev/null); say node_devices "${v##*"$nl"}"
+  v=$("$node" host --json 2>/dev/null); say node_host "${v##*"$nl"}"
   set -- $(sha256sum "$node" 2>/dev/null)
   say node_sha256 "$1"
 fi
