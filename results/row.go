@@ -22,6 +22,9 @@ type Row struct {
 	StartedAt  string `csv:"started_at"` // RFC 3339, UTC
 	Status     string `csv:"status"`     // ok | failed
 	Error      string `csv:"error"`      // one line; the full stderr is in the log file
+	// ErrorCode is node's code for the failure (ErrorCode*), for the
+	// runner's own decisions; it is not a column.
+	ErrorCode  string `csv:"-"`
 	ServerHost string `csv:"server_host"`
 	ClientHost string `csv:"client_host"`
 
@@ -91,10 +94,6 @@ func (r *Row) SetResult(res *Result) {
 	r.LatMaxUs = &res.LatMaxUs
 	r.Verified = &res.Verified
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
-	// The QPs' max_rd_atomic as set, which auto leaves to the devices.
-	if res.RDMAPath != nil && res.MaxRdAtomic > 0 && r.Params != nil {
-		r.Params["max_rd_atomic"] = strconv.Itoa(res.MaxRdAtomic)
-	}
 }
 
 // SetDone copies node serve's own figures into the row: its CPU.

@@ -134,7 +134,7 @@ var schema = []Field{
 	{Column: "lat_max_us", Unit: "µs", Doc: "the slowest read"},
 	{Column: "verified", Doc: "true only when verify was on and every byte matched"},
 	{Column: "registration_s", Unit: "seconds", Doc: "RDMA: time to register (and, pinned, fault in) the region; empty for tcp"},
-	{Column: "registration_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ registration_s"},
+	{Column: "registration_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ registration_s (odp: empty, or with odp_prefetch ÷ registration_s + prefetch_s); page-cache fault-in plus pinning, not the SSD's read rate"},
 	{Column: "cached_fraction", Unit: "0..1", Doc: "share of the region in the page cache (mincore) before registration"},
 
 	// Version 2: several clients per point (fan-in and pairs).
@@ -158,10 +158,10 @@ var schema = []Field{
 
 	// Version 4: RDMA on real clusters (issue 11).
 	{Column: "mapping", Doc: "rdma: how the server mapped the file before registering it: `shared-ro`, `private-ro`, or `shared-rw` (the fallback where a read-only mapping cannot be registered); empty for tcp"},
-	{Column: "max_rd_atomic", Doc: "rdma: READs in flight per QP on the wire, as the client's QPs were set (the negotiated maximum when the plan leaves it to auto)", Param: &Param{
+	{Column: "max_rd_atomic", Doc: "rdma: READs in flight per QP on the wire, as the plan set them; empty for auto, the most both devices allow (the value they negotiated is in the manifest's `rdma` paths)", Param: &Param{
 		Name: "max_rd_atomic", Section: "rdma", Kind: KindInt, Auto: true, Min: 1, Max: 255,
 		Transports: []string{"rdma"}, Sweep: true, Flag: "max-rd-atomic", Role: "read", Since: 4,
-		// auto: empty until the client's result says what the QPs got.
+		// auto: empty, as a peer's row is; a number here is what the plan asked.
 		cell: func(v Values) string {
 			if n := v.Int("max_rd_atomic"); n > 0 {
 				return formatInt(n)

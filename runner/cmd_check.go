@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,9 +29,11 @@ type checkRow struct {
 	ssh             string
 	verdict         preflight.Verdict
 	dataPath, probe string
+	odpProbe        string
 	label           string // "server (local)", for messages
 	problems        []preflight.Problem
 	programs        map[string]string // a cell per peer workload
+	kernel          string            // uname -r, for the ODP probe's hint
 }
 
 // runCheck is `runner check PLAN`: it connects to both hosts (deploying
@@ -51,8 +54,8 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	for _, s := range p.Hosts.Roles() {
 		rows = append(rows, &checkRow{
 			role: s.Name, host: s.Host.Address, label: s.Name + " (" + s.Host.Address + ")",
-			ssh: "-", dataPath: "-", probe: "-",
-			verdict: preflight.Verdict{System: "-", Node: "-", RDMA: "-", File: "-", Memlock: "-"},
+			ssh: "-", dataPath: "-", probe: "-", odpProbe: "-",
+			verdict: preflight.Verdict{System: "-", Node: "-", RDMA: "-", File: "-", Memory: "-"},
 		})
 	}
 	r, err := connect(ctx, p, ui)
@@ -117,7 +120,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		if needs[i].Role == "server" {
 			file = p.Base.Str("file")
 		}
-		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, File: file})
+		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, File: file, Devices: devicesArgs(p, needs[i])})
 		if err != nil {
 			hint := "check the host has a POSIX sh"
 			var h hinted
@@ -130,6 +133,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		}
 		row.verdict = preflight.Judge(facts, needs[i])
 		row.problems = append(row.problems, row.verdict.Problems...)
+		row.kernel = facts.Kernel
 		cells, problems := programCells(ctx, t, pts)
 		row.programs = cells
 		row.problems = append(row.problems, problems...)
@@ -190,6 +194,11 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			}
 		}
 	}
+	if p.Transport() == "rdma" && planUsesODP(pts) {
+		if odpProbes(ctx, p, pts, r, rows, logDir, ui) {
+			keepLogs = true
+		}
+	}
 	if keepLogs {
 		ui.infof("probe logs in %s", logDir)
 	} else {
@@ -213,9 +222,9 @@ func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSum string) []preflight.Need
 		if server[s.Name] == s.Name {
 			kind = "server"
 		}
-		n := preflight.Need{Role: kind, Transport: p.Transport(), NodeSHA256: nodeSum}
+		n := preflight.Need{Role: kind, Transport: p.Transport(), NodeSHA256: nodeSum, CPUs: s.Host.CPUs, Connect: p.Base.Str("connect")}
 		h := s.Host.Params
-		n.Device, n.IBPort = h.Str("device"), int(h.Int("ib_port"))
+		n.Device, n.IBPort = h.Str("device"), max(int(h.Int("ib_port")), 0)
 		if g := int(h.Int("gid_index")); g >= 0 {
 			n.GIDIndex = &g
 		}
@@ -225,10 +234,15 @@ func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSum string) []preflight.Need
 					n.DataAddress = rl.Host.DataAddress // resolved by Expand
 				}
 			}
+			v := pt.Values
+			n.MaxBlock = max(n.MaxBlock, v.Int("block_size"))
+			n.MaxRdAtomic = max(n.MaxRdAtomic, int(v.Int("max_rd_atomic")))
+			if qps := v.Int("qps"); qps > 0 {
+				n.MaxPerQP = max(n.MaxPerQP, int((v.Int("queue_depth")+qps-1)/qps))
+			}
 			if kind != "server" {
 				continue
 			}
-			v := pt.Values
 			n.Create = v.Bool("create")
 			n.FileSize = max(n.FileSize, v.Int("file_size"))
 			n.Pinned = n.Pinned || v.Str("registration") == "pinned"
@@ -237,6 +251,29 @@ func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSum string) []preflight.Need
 		needs = append(needs, n)
 	}
 	return needs
+}
+
+// devicesArgs asks node devices, on an rdma plan, which device, port and
+// GID the role's connection would use, with the plan's device, ib_port
+// and gid_index: over the source address the kernel picks to reach the
+// server's data address, which on a client is what node read uses and on
+// the server is that address itself (the one node serve listens on; a
+// name is resolved as serve resolves it).
+func devicesArgs(p *plan.Plan, n preflight.Need) []string {
+	if p.Transport() != "rdma" || n.DataAddress == "" {
+		return nil
+	}
+	args := []string{"--route-to", n.DataAddress}
+	if n.Device != "" {
+		args = append(args, "--rdma-device", n.Device)
+	}
+	if n.IBPort > 0 {
+		args = append(args, "--ib-port", strconv.Itoa(n.IBPort))
+	}
+	if n.GIDIndex != nil {
+		args = append(args, "--gid-index", strconv.Itoa(*n.GIDIndex))
+	}
+	return args
 }
 
 func rdmaBlocked(rows []*checkRow) bool {
@@ -272,10 +309,34 @@ func probePairs(p *plan.Plan) []probePair {
 }
 
 // probe runs one 4 KiB read of a small temporary file from pair's client
-// to its server with the given transport, through the same Runner exec
-// uses, and removes the file afterwards. It returns the table cell and,
-// when the read failed, the problem.
+// to its server with the given transport (probeRead), and returns the
+// table cell and, when the read failed, the problem.
 func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair probePair, transport, logDir string, ui *voice) (string, *preflight.Problem) {
+	row, ok := probeRead(ctx, p, pt, r, pair, transport, nil, logDir, ui)
+	if !ok {
+		return "interrupted", nil
+	}
+	srvHost := pt.Hosts.Servers[pair.si]
+	if row.Status != results.StatusOK {
+		hint := fmt.Sprintf("can the client reach %s? check the address and that a firewall lets node's port through (server.port fixes it)", srvHost.DataAddress)
+		if transport == "rdma" {
+			hint = "the GID, MTU or link of the two ports do not agree, or memlock is too low; node devices on both hosts shows them"
+		}
+		return "FAIL", &preflight.Problem{Check: transport + " probe", Msg: row.Error, Hint: hint}
+	}
+	cell := "ok " + srvHost.DataAddress
+	if row.LatAvgUs != nil {
+		cell += fmt.Sprintf(" 4KiB in %.0fus", *row.LatAvgUs)
+	}
+	return cell, nil
+}
+
+// probeRead reads a small temporary file, verified, from pair's client to
+// its server, through the same point.Runner exec uses, and removes the
+// file afterwards: 4 KiB of a 64 KiB file over transport, with the
+// point's other values (the RDMA device, fabric fields) as they are,
+// unless set overrides them. ok is false when ctx ended.
+func probeRead(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair probePair, transport string, set map[string]any, logDir string, ui *voice) (row results.Row, ok bool) {
 	srv, cli := r.get(pair.server.Name), r.get(pair.client.Name)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -292,15 +353,19 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair prob
 		q.Timeouts.Ready = q.Timeouts.Point / 2
 	}
 	// One server and one client: the probe's point has the pair alone.
-	srvHost := pt.Hosts.Servers[pair.si] // its data address resolved
-	pt.Hosts = plan.Hosts{Servers: []plan.Host{srvHost}, Clients: []plan.Host{pt.Hosts.Clients[pair.ci]}}
+	pt.Hosts = plan.Hosts{Servers: []plan.Host{pt.Hosts.Servers[pair.si]}, Clients: []plan.Host{pt.Hosts.Clients[pair.ci]}}
 	srv.Role, cli.Role = "server", "client"
 	pt.Index, pt.Key = 0, "check-"+transport
-	for name, v := range map[string]any{
+	values := map[string]any{
 		"transport": transport, "file": file, "file_size": 64 << 10, "create": true, "cache": "warm",
 		"block_size": 4 << 10, "queue_depth": 1, "qps": 1, "pattern": "sequential", "total": 4 << 10,
 		"duration": time.Duration(0), "warmup": time.Duration(0), "verify": true, "clients": 1,
-	} {
+		"workload": "node", "registration": "pinned", "odp_prefetch": false, "cq_moderation": 1,
+	}
+	for name, v := range set {
+		values[name] = v
+	}
+	for name, v := range values {
 		pt.Values = pt.Values.With(name, v)
 	}
 	sr := &point.Runner{
@@ -309,21 +374,9 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair prob
 	}
 	rows, _, err := sr.Run(ctx, pt, 1)
 	if err != nil {
-		return "interrupted", nil
+		return results.Row{}, false
 	}
-	row := rows[0]
-	if row.Status != results.StatusOK {
-		hint := fmt.Sprintf("can the client reach %s? check the address and that a firewall lets node's port through (server.port fixes it)", srvHost.DataAddress)
-		if transport == "rdma" {
-			hint = "the GID, MTU or link of the two ports do not agree, or memlock is too low; node devices on both hosts shows them"
-		}
-		return "FAIL", &preflight.Problem{Check: transport + " probe", Msg: row.Error, Hint: hint}
-	}
-	cell := "ok " + srvHost.DataAddress
-	if row.LatAvgUs != nil {
-		cell += fmt.Sprintf(" 4KiB in %.0fus", *row.LatAvgUs)
-	}
-	return cell, nil
+	return rows[0], true
 }
 
 // roundTrip times the fastest of three trivial commands on h.
@@ -346,14 +399,14 @@ func roundTrip(ctx context.Context, h remote.Host) (time.Duration, error) {
 // problem.
 func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow, workloads []string) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	head := "ROLE\tHOST\tSSH\tSYSTEM\tNODE\tRDMA\tFILE\tMEMLOCK\tDATA_PATH\tRDMA_PROBE"
+	head := "ROLE\tHOST\tSSH\tSYSTEM\tNODE\tRDMA\tFILE\tMEMORY\tDATA_PATH\tRDMA_PROBE\tODP_PROBE"
 	for _, w := range workloads {
 		head += "\t" + strings.ToUpper(w)
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rows {
 		v := r.verdict
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.role, r.host, r.ssh, v.System, v.Node, v.RDMA, v.File, v.Memlock, r.dataPath, r.probe)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.role, r.host, r.ssh, v.System, v.Node, v.RDMA, v.File, v.Memory, r.dataPath, r.probe, r.odpProbe)
 		for _, w := range workloads {
 			cell := r.programs[w]
 			if cell == "" {
@@ -365,6 +418,11 @@ func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow, workloads []stri
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range rows {
+		for _, w := range r.verdict.Warnings {
+			ui.warnf("%s: %s", r.label, w)
+		}
 	}
 	n := 0
 	for _, r := range rows {

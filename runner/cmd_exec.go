@@ -16,6 +16,7 @@ import (
 	"rdmasweep/plans"
 	"rdmasweep/results"
 	"rdmasweep/runner/point"
+	"rdmasweep/runner/role"
 	"rdmasweep/runner/summary"
 )
 
@@ -98,7 +99,16 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	if err := checkPrograms(ctx, roles, pts); err != nil {
 		return err
 	}
-	if err := writeManifest(ctx, p, roles, runID, csvPath, o.set...); err != nil {
+	man, err := collectManifest(ctx, p, roles, runID, csvPath, o.set...)
+	if err != nil {
+		return err
+	}
+	probes, err := odpGate(ctx, p, todo, roles, man.kernels(), logDir, ui)
+	man.m.ODPProbes = probes
+	if err != nil {
+		return err
+	}
+	if err := man.write(); err != nil {
 		return err
 	}
 
@@ -117,6 +127,7 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		Started: left.Add,
 		Exited:  left.Remove,
 		Series:  series.add,
+		Path:    func(t role.Target, rp *results.RDMAPath) { man.addPath(t, rp, ui.warnf) },
 	}
 	prog := newProgress(ui.w, len(todo))
 	var (

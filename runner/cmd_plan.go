@@ -233,10 +233,12 @@ func writePointTable(w io.Writer, pts []plan.Point) error {
 	var cols []*results.Param
 	head := []string{"#", "KEY"}
 	for _, c := range results.Columns {
-		if p := results.ColumnParam(c); p != nil {
-			cols = append(cols, p)
-			head = append(head, strings.ToUpper(p.Name))
+		p := results.ColumnParam(c)
+		if p == nil || !slices.ContainsFunc(pts, func(pt plan.Point) bool { return p.Display(pt.Cell(p)) != "-" }) {
+			continue // a parameter no point has (registration on tcp) is left out
 		}
+		cols = append(cols, p)
+		head = append(head, strings.ToUpper(p.Name))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(append(head, "READS"), "\t"))

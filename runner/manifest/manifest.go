@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"rdmasweep/internal/atomicfile"
+	"rdmasweep/results"
 )
 
 // Manifest is one exec's provenance. Field names are snake_case and
@@ -33,7 +34,33 @@ type Manifest struct {
 	RunnerVersion string `json:"runner_version"`
 	Plan          Plan   `json:"plan"`
 	Hosts         []Host `json:"hosts"` // the server's role first, then the client's
+	// ODPProbes are exec's verified ODP reads, one per server, when the
+	// exec ran odp points.
+	ODPProbes []ODPProbe `json:"odp_probes,omitempty"`
 }
+
+// ODPProbe is one verified read of an odp-registered region, before any
+// point: whether the server's device returns the right bytes through
+// on-demand paging.
+type ODPProbe struct {
+	Role   string `json:"role"`
+	Host   string `json:"host"`
+	Kernel string `json:"kernel"`
+	// Result is ODPVerified, ODPWrongData or ODPFailed; Message node's
+	// error for the last two.
+	Result  string `json:"result"`
+	Message string `json:"message,omitempty"`
+	// Trusted: wrong data, and the plan's rdma.trust_odp ran the odp
+	// points anyway.
+	Trusted bool `json:"trusted,omitempty"`
+}
+
+// ODPProbe results.
+const (
+	ODPVerified  = "verified"
+	ODPWrongData = "wrong_data"
+	ODPFailed    = "failed"
+)
 
 // Plan is the plan file as the exec read it.
 type Plan struct {
@@ -60,6 +87,14 @@ type Host struct {
 	NICs        []NIC  `json:"nics"`         // every RDMA device port; empty when there is none
 	File        *File  `json:"file,omitempty"`
 	Node        Node   `json:"node"`
+	// RDMA is what node's rdma transport used on this role's side: the
+	// device, port and GID, how the QPs were connected and their
+	// attributes, from the role's ready (server) or result (client)
+	// events; one entry per distinct path seen in the exec, normally one.
+	// Filled in as points run. What the CSV's columns hold
+	// (queue_depth_per_qp, cq_moderation, relaxed_ordering) is left out;
+	// max_rd_atomic is kept, since an auto one is empty in the CSV.
+	RDMA []results.RDMAPath `json:"rdma,omitempty"`
 }
 
 // NIC is one port of an RDMA device, from /sys/class/infiniband and

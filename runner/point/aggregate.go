@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 
 	"rdmasweep/results"
 )
@@ -66,9 +65,6 @@ func aggregate(row *results.Row, clients []*Report) error {
 	row.Bytes, row.Seconds, row.BandwidthMBs, row.IOPS = &whole, &seconds, &bw, &iops
 	row.LatAvgUs, row.LatP50Us, row.LatP99Us, row.LatP999Us, row.LatMaxUs = &lat.AvgUs, &lat.P50Us, &lat.P99Us, &lat.P999Us, &lat.MaxUs
 	row.Verified = &verified
-	if res := clients[0].Result; res.RDMAPath != nil && res.MaxRdAtomic > 0 {
-		row.Params["max_rd_atomic"] = strconv.Itoa(res.MaxRdAtomic) // the first client's: clients of alike devices negotiate alike
-	}
 	return nil
 }
 

@@ -49,6 +49,10 @@ type Runner struct {
 	// Series receives each interval a client reports, for the run's
 	// time-series file. It may be nil.
 	Series func(pt plan.Point, rep int, t role.Target, iv *results.Interval)
+	// Path receives the RDMA path a role reports it used, from the
+	// server's ready event and the client's result, for the manifest. It
+	// may be nil.
+	Path func(t role.Target, p *results.RDMAPath)
 
 	peerState
 }
@@ -132,7 +136,7 @@ func (r *Runner) rows(pt plan.Point, rep int, start time.Time, roles []Role, rep
 		}
 		switch {
 		case err != nil:
-			row.Status, row.Error = results.StatusFailed, err.Error()
+			row.Status, row.Error, row.ErrorCode = results.StatusFailed, err.Error(), ErrorCode(err)
 		default:
 			row.Status = results.StatusOK
 			row.SetResult(cr.Result)

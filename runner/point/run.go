@@ -288,7 +288,7 @@ func (x *execution) next() error {
 		if u.err == nil && x.gaveOutput(i) {
 			return nil
 		}
-		return x.blame(i, x.endedMessage(i, u.err), diedOfCause(u.err))
+		return x.blame(i, errors.New(x.endedMessage(i, u.err)), diedOfCause(u.err))
 	}
 	switch ev := u.ev.(type) {
 	case listening:
@@ -298,14 +298,16 @@ func (x *execution) next() error {
 	case *results.Warning:
 		x.r.warn(x.roles[i].Target, ev.Message)
 	case *results.Error:
-		return x.blame(i, ev.Message, false)
+		return x.blame(i, &NodeError{Message: ev.Message, Code: ev.Code}, false)
 	case *results.Ready:
 		rep.Ready = ev
+		x.path(i, ev.RDMAPath)
 		if x.roles[i].Ready == OnReadyEvent {
 			x.ready[x.roles[i].Target.Role] = ev
 		}
 	case *results.Result:
 		rep.Result, x.resultAt = ev, time.Now()
+		x.path(i, ev.RDMAPath)
 	case *results.Interval:
 		rep.Intervals = append(rep.Intervals, ev)
 		if x.series != nil {
@@ -361,7 +363,7 @@ func (x *execution) endedMessage(i int, err error) string {
 // ("read reply: EOF"), but the death is what the user must see: unless i
 // itself died of an outside cause, each peer still running is given up to
 // blameWindow to show that it died of one, and then it is blamed instead.
-func (x *execution) blame(i int, msg string, external bool) error {
+func (x *execution) blame(i int, cause error, external bool) error {
 	if !external {
 		deadline := time.Now().Add(blameWindow)
 		for j, pr := range x.procs {
@@ -380,7 +382,32 @@ func (x *execution) blame(i int, msg string, external bool) error {
 		}
 	}
 	phase, _ := x.phase(i)
-	return x.roles[i].Target.Wrap(phase, errors.New(msg))
+	return x.roles[i].Target.Wrap(phase, cause)
+}
+
+// path hands role i's RDMA path to the Runner's Path, if any.
+func (x *execution) path(i int, p *results.RDMAPath) {
+	if p != nil && x.r.Path != nil {
+		x.r.Path(x.roles[i].Target, p)
+	}
+}
+
+// NodeError is the error event node ended with: its message, and the code
+// of a failure a program acts on (results.ErrorCode*), such as the
+// verified ODP read runner check and exec judge a server's ODP by.
+type NodeError struct {
+	Message, Code string
+}
+
+func (e *NodeError) Error() string { return e.Message }
+
+// ErrorCode is the code of the node error in err's chain, or "".
+func ErrorCode(err error) string {
+	var ne *NodeError
+	if errors.As(err, &ne) {
+		return ne.Code
+	}
+	return ""
 }
 
 // stopAll stops every role that was started, all at once, and records

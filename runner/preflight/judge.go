@@ -10,6 +10,7 @@ package preflight
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,11 +44,20 @@ type Need struct {
 	Transport  string // "tcp" or "rdma"
 	NodeSHA256 string // of the local binary that was deployed
 	// RDMA selection for this role; Device "" is the first device, IBPort
-	// 0 means 1, GIDIndex nil chooses by address.
+	// 0 means 1, GIDIndex nil chooses by address. When the host's facts
+	// carry node's own Choice (node devices --address/--route-to), that
+	// is what is judged, and these only explain it.
 	Device      string
 	IBPort      int
 	GIDIndex    *int
 	DataAddress string // the server's data_address (the GID to match on the server)
+	Connect     string // rdma.connect: "tcp" or "cm"
+	CPUs        string // the role's hosts.<role>.cpus; "" for none
+	// The largest of any point: block_size (bytes), READs posted per QP
+	// (client), and rdma.max_rd_atomic (0: auto).
+	MaxBlock    int64
+	MaxPerQP    int
+	MaxRdAtomic int
 	// Server only.
 	FileSize int64 // the largest file_size of any point
 	Create   bool
@@ -55,10 +65,12 @@ type Need struct {
 	ODP      bool // some point registers with registration: odp
 }
 
-// Verdict is one role's cells and problems.
+// Verdict is one role's cells and problems, and warnings that do not
+// make the plan fail.
 type Verdict struct {
-	System, Node, RDMA, File, Memlock string
-	Problems                          []Problem
+	System, Node, RDMA, File, Memory string
+	Problems                         []Problem
+	Warnings                         []string
 }
 
 // Judge compares a host's facts with what the plan needs of it.
@@ -93,7 +105,12 @@ func Judge(f Facts, n Need) Verdict {
 	} else {
 		v.File = "-"
 	}
-	v.Memlock = judgeMemlock(f, n, add)
+	v.Memory = judgeMemory(f, n, add)
+	if n.Transport == "rdma" {
+		if w := numaWarning(f, n); w != "" {
+			v.Warnings = append(v.Warnings, w)
+		}
+	}
 	return v
 }
 
@@ -115,9 +132,68 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 		}
 		return "none"
 	}
-	var d *Device
+	d, p, gid, gidNote, cell := chosen(f, n, rdma, add)
+	if p == nil {
+		return cell
+	}
+	odp := "no"
+	if d.ODP {
+		odp = "yes"
+	}
+	cell = fmt.Sprintf("%s/%d %s %s %gGb/s mtu %d gid %s rd_atom %d/%d odp %s",
+		d.Name, p.Port, p.State, p.LinkLayer, p.RateGbps, p.ActiveMTU, gidNote, d.MaxQPRdAtom, d.MaxQPInitRdAtom, odp)
+	if !rdma {
+		return cell
+	}
+	if d.Unsupported != "" {
+		add("rdma", "use another device (rdma.device), or transport: tcp", "%s cannot carry node's RDMA READs: %s", d.Name, d.Unsupported)
+	}
+	if !strings.EqualFold(p.State, "ACTIVE") {
+		add("rdma", "bring the link up (cable, switch port, ip link set IFACE up)", "%s port %d is %s, not ACTIVE", d.Name, p.Port, p.State)
+	}
+	if gid == nil && n.Connect != "cm" {
+		add("rdma", "set rdma.gid_index to a populated entry (node devices lists them), or give the host an address on the RDMA interface", "no usable GID on %s port %d: %s", d.Name, p.Port, gidNote)
+	}
+	if d.Transport == "iWARP" && n.Connect != "cm" {
+		add("rdma", "set rdma.connect: cm", "%s is an iWARP device, which connects only through rdma_cm", d.Name)
+	}
+	if p.MaxMsgSz > 0 && n.MaxBlock > p.MaxMsgSz {
+		add("rdma", "lower block_size to at most the port's max_msg_sz", "block_size %s is over %s port %d's max_msg_sz %s: one READ cannot carry it", sizeText(n.MaxBlock), d.Name, p.Port, sizeText(p.MaxMsgSz))
+	}
+	if n.Role == "client" && d.MaxQPWR > 0 && n.MaxPerQP > d.MaxQPWR {
+		add("rdma", "raise qps, so each QP holds fewer, or lower queue_depth", "queue_depth puts %d READs on one QP, over %s's max_qp_wr %d", n.MaxPerQP, d.Name, d.MaxQPWR)
+	}
+	if lim, what := d.MaxQPInitRdAtom, "max_qp_init_rd_atom"; n.MaxRdAtomic > 0 {
+		if n.Role == "server" {
+			lim, what = d.MaxQPRdAtom, "max_qp_rd_atom"
+		}
+		if n.MaxRdAtomic > lim {
+			add("rdma", fmt.Sprintf("lower rdma.max_rd_atomic to %d, or leave it to auto", lim), "rdma.max_rd_atomic %d is over %s's %s %d", n.MaxRdAtomic, d.Name, what, lim)
+		}
+	}
+	if n.Role == "server" && n.ODP && !d.ODP {
+		add("odp", "use registration: pinned, or a NIC with on-demand paging", "%s has no on-demand paging for RC READ, and the plan registers with odp", d.Name)
+	}
+	return cell
+}
+
+// chosen finds the device, port and GID the role's connection will use:
+// node's own choice when the facts carry it, else the plan's device (or
+// the first) and port, and the GID by node's rule. p is nil when there
+// is none; cell then says why.
+func chosen(f Facts, n Need, rdma bool, add func(check, hint, format string, args ...any)) (d *Device, p *Port, gid *GID, gidNote, cell string) {
+	if f.ChoiceError != "" {
+		if rdma {
+			add("rdma", "set rdma.device (and ib_port, gid_index) to the NIC that carries the address; node devices lists them", "%s", f.ChoiceError)
+		}
+		return nil, nil, nil, "", "no device for the address"
+	}
+	name, port := n.Device, n.IBPort
+	if c := f.Choice; c != nil {
+		name, port = c.Device, c.IBPort
+	}
 	for i := range f.Devices {
-		if n.Device == "" || f.Devices[i].Name == n.Device {
+		if name == "" || f.Devices[i].Name == name {
 			d = &f.Devices[i]
 			break
 		}
@@ -128,15 +204,16 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 			names = append(names, x.Name)
 		}
 		if rdma {
-			add("rdma", "set rdma.device to one of "+strings.Join(names, ", "), "no RDMA device %s", n.Device)
+			add("rdma", "set rdma.device to one of "+strings.Join(names, ", "), "no RDMA device %s", name)
 		}
-		return "no " + n.Device + " (has " + strings.Join(names, ", ") + ")"
+		return nil, nil, nil, "", "no " + name + " (has " + strings.Join(names, ", ") + ")"
 	}
-	port := n.IBPort
+	if d.Error != "" && rdma {
+		add("rdma", "check the device's driver and permissions (/dev/infiniband)", "%s cannot be opened: %s", d.Name, d.Error)
+	}
 	if port == 0 {
 		port = 1
 	}
-	var p *Port
 	for i := range d.Ports {
 		if d.Ports[i].Port == port {
 			p = &d.Ports[i]
@@ -146,28 +223,22 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 		if rdma {
 			add("rdma", "set rdma.ib_port to one the device has (node devices lists them)", "%s has no port %d", d.Name, port)
 		}
-		return fmt.Sprintf("%s: no port %d", d.Name, port)
+		return d, nil, nil, "", fmt.Sprintf("%s: no port %d", d.Name, port)
 	}
-	gid, gidNote := pickGID(p, n)
-	odp := "no"
-	if d.ODP {
-		odp = "yes"
+	if c := f.Choice; c != nil {
+		for i := range p.GIDs {
+			if p.GIDs[i].Index == c.GIDIndex {
+				gid = &p.GIDs[i]
+			}
+		}
+		how := ", auto"
+		if n.GIDIndex != nil && *n.GIDIndex >= 0 {
+			how = ""
+		}
+		return d, p, gid, fmt.Sprintf("%d %s (%s%s)", c.GIDIndex, c.GID, c.GIDType, how), ""
 	}
-	cell := fmt.Sprintf("%s/%d %s %s %gGb/s mtu %d gid %s rd_atom %d/%d odp %s",
-		d.Name, p.Port, p.State, p.LinkLayer, p.RateGbps, p.ActiveMTU, gidNote, d.MaxQPRdAtom, d.MaxQPInitRdAtom, odp)
-	if !rdma {
-		return cell
-	}
-	if !strings.EqualFold(p.State, "ACTIVE") {
-		add("rdma", "bring the link up (cable, switch port, ip link set IFACE up)", "%s port %d is %s, not ACTIVE", d.Name, p.Port, p.State)
-	}
-	if gid == nil {
-		add("rdma", "set rdma.gid_index to a populated entry (node devices lists them), or give the host an address on the RDMA interface", "no usable GID on %s port %d: %s", d.Name, p.Port, gidNote)
-	}
-	if n.Role == "server" && n.ODP && !d.ODP {
-		add("rdma", "use registration: pinned, or a NIC with on-demand paging", "%s has no on-demand paging for RC READ, and the plan registers with odp", d.Name)
-	}
-	return cell
+	gid, gidNote = pickGID(p, n)
+	return d, p, gid, gidNote, ""
 }
 
 // pickGID says which GID node would use: the configured index, else
@@ -249,25 +320,96 @@ func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, 
 	return fmt.Sprintf("will create %s%s", sizeText(need), free)
 }
 
-// judgeMemlock fails only where registration would: a pinned rdma server
-// region larger than the limit of a user without CAP_IPC_LOCK (root has
-// it).
-func judgeMemlock(f Facts, n Need, add func(check, hint, format string, args ...any)) string {
-	if f.Memlock == "" {
-		return "unknown"
+// judgeMemory fails only where registration would: a pinned rdma server
+// region larger than the memlock limit of a user without CAP_IPC_LOCK
+// (root has it), or larger than the memory the host has available, which
+// node refuses rather than bring in the OOM killer.
+func judgeMemory(f Facts, n Need, add func(check, hint, format string, args ...any)) string {
+	cell := "memlock unknown"
+	if kib, err := strconv.ParseInt(f.Memlock, 10, 64); err == nil {
+		cell = "memlock " + sizeText(kib*1024)
+		if n.Transport == "rdma" && n.Role == "server" && n.Pinned && f.UID != 0 && kib*1024 < n.FileSize {
+			add("memory", "raise it in /etc/security/limits.conf (memlock unlimited) and log in again, or use registration: odp", "the memlock limit %s is below file_size %s, so pinned registration fails", sizeText(kib*1024), sizeText(n.FileSize))
+		}
+	} else if f.Memlock != "" {
+		cell = "memlock " + f.Memlock
 	}
-	if f.Memlock == "unlimited" {
-		return "unlimited"
-	}
-	kib, err := strconv.ParseInt(f.Memlock, 10, 64)
-	if err != nil {
-		return f.Memlock
-	}
-	cell := sizeText(kib * 1024)
-	if n.Transport == "rdma" && n.Role == "server" && n.Pinned && f.UID != 0 && kib*1024 < n.FileSize {
-		add("memlock", "raise it in /etc/security/limits.conf (memlock unlimited) and log in again, or use registration: odp", "the memlock limit %s is below file_size %s, so pinned registration fails", cell, sizeText(n.FileSize))
+	if h := f.Host; h != nil && h.MemAvailableBytes > 0 {
+		cell += ", " + sizeText(h.MemAvailableBytes) + " available"
+		if n.Transport == "rdma" && n.Role == "server" && n.Pinned && n.FileSize > h.MemAvailableBytes {
+			add("memory", "lower file_size, free memory on the host, or use registration: odp", "pinning file_size %s needs more than the host's %s MemAvailable (of %s); node refuses rather than bring in the OOM killer", sizeText(n.FileSize), sizeText(h.MemAvailableBytes), sizeText(h.MemTotalBytes))
+		}
 	}
 	return cell
+}
+
+// numaWarning says when the RDMA device, the server's disk and the role's
+// CPUs sit on different NUMA nodes: every byte then crosses the
+// interconnect, which the figures would silently include.
+func numaWarning(f Facts, n Need) string {
+	var parts []string
+	nodes := map[int]bool{}
+	note := func(what string, node int) {
+		parts = append(parts, fmt.Sprintf("%s on node %d", what, node))
+		nodes[node] = true
+	}
+	name := n.Device
+	if f.Choice != nil {
+		name = f.Choice.Device
+	}
+	for _, d := range f.Devices {
+		if (name == "" || d.Name == name) && d.NUMANode != nil && *d.NUMANode >= 0 {
+			note("the RDMA device "+d.Name, *d.NUMANode)
+			break
+		}
+	}
+	if ff := f.File; n.Role == "server" && ff != nil && ff.BlockNUMA != nil && *ff.BlockNUMA >= 0 {
+		note("the file's disk "+ff.BlockDevice, *ff.BlockNUMA)
+	}
+	if n.CPUs != "" && len(f.NUMACPUs) > 1 {
+		want, err := parseCPUList(n.CPUs)
+		if err == nil {
+			for node, list := range f.NUMACPUs {
+				have, err := parseCPUList(list)
+				if err != nil {
+					continue
+				}
+				for c := range want {
+					if have[c] {
+						note("cpus "+n.CPUs, node)
+						break
+					}
+				}
+			}
+		}
+	}
+	if len(nodes) < 2 {
+		return ""
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("NUMA: %s; reads cross between nodes (pin the role's cpus to the device's node, and put the file on a disk there)", strings.Join(parts, ", "))
+}
+
+// parseCPUList reads a CPU list as sysfs and taskset write it: "0-3,8".
+func parseCPUList(s string) (map[int]bool, error) {
+	out := map[int]bool{}
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, err
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, err
+			}
+		}
+		for c := a; c <= b && c-a < 1<<16; c++ {
+			out[c] = true
+		}
+	}
+	return out, nil
 }
 
 func contains(list []string, s string) bool {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"rdmasweep/results"
 	"rdmasweep/runner/hostfacts"
 )
 
@@ -30,6 +31,10 @@ func server(transport string) Need {
 	return Need{Role: "server", Transport: transport, NodeSHA256: "abc", DataAddress: "198.51.100.10", FileSize: 1 << 30, Create: true, Pinned: true}
 }
 
+func client() Need {
+	return Need{Role: "client", Transport: "rdma", NodeSHA256: "abc", DataAddress: "198.51.100.10"}
+}
+
 func checks(v Verdict) string {
 	var c []string
 	for _, p := range v.Problems {
@@ -51,17 +56,55 @@ func TestJudge(t *testing.T) {
 		cell     func(v Verdict) string
 		want     string // a substring of cell
 	}{
-		{"rdma server picks the GID of its data address, RoCE v2", nil, nil, "memlock",
+		{"rdma server picks the GID of its data address, RoCE v2", nil, nil, "memory",
 			func(v Verdict) string { return v.RDMA }, "gid 3 ::ffff:198.51.100.10 (RoCE v2, auto)"},
-		{"root ignores memlock", func(f *Facts) { f.UID = 0 }, nil, "", func(v Verdict) string { return v.Memlock }, "64MiB"},
+		{"root ignores memlock", func(f *Facts) { f.UID = 0 }, nil, "", func(v Verdict) string { return v.Memory }, "memlock 64MiB"},
 		{"configured gid_index", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.GIDIndex = idx(1) }, "",
 			func(v Verdict) string { return v.RDMA }, "gid 1 fe80::1 (RoCE v2)"},
 		{"unpopulated gid_index", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.GIDIndex = idx(7) }, "rdma",
 			func(v Verdict) string { return v.RDMA }, "gid 7 not populated"},
 		{"port down", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Ports[0].State = "DOWN" }, nil, "rdma",
 			func(v Verdict) string { return v.RDMA }, "DOWN"},
-		{"odp without support", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.ODP, n.Pinned = true, false }, "rdma",
+		{"odp without support", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.ODP, n.Pinned = true, false }, "odp",
 			func(v Verdict) string { return v.RDMA }, "odp no"},
+		{"node's choice by address wins over the first device", func(f *Facts) {
+			f.UID = 0
+			f.Devices = append([]Device{{Name: "mlx5_0", Ports: []Port{{Port: 1, State: "ACTIVE", LinkLayer: "Ethernet"}}}}, f.Devices...)
+			f.Choice = &results.DeviceChoice{Device: "rxe0", IBPort: 1, GIDIndex: 3, GID: "::ffff:198.51.100.10", GIDType: "RoCE v2"}
+		}, nil, "", func(v Verdict) string { return v.RDMA }, "rxe0/1 ACTIVE Ethernet 10Gb/s mtu 1024 gid 3 ::ffff:198.51.100.10 (RoCE v2, auto)"},
+		{"no device holds the address", func(f *Facts) {
+			f.UID = 0
+			f.ChoiceError = "no RDMA device's network interface holds 198.51.100.99 (devices: rxe0); hint: name one with rdma.device"
+		}, nil, "rdma", func(v Verdict) string { return v.RDMA }, "no device for the address"},
+		{"block over max_msg_sz", func(f *Facts) { f.UID = 0; f.Devices[0].Ports[0].MaxMsgSz = 1 << 30 }, func(n *Need) { n.MaxBlock = 2 << 30 }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"block within max_msg_sz", func(f *Facts) { f.UID = 0; f.Devices[0].Ports[0].MaxMsgSz = 1 << 30 }, func(n *Need) { n.MaxBlock = 1 << 30 }, "",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"client queue over max_qp_wr", func(f *Facts) { f.UID = 0; f.Devices[0].MaxQPWR = 64 }, func(n *Need) { *n = client(); n.MaxPerQP = 128 }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"server ignores max_qp_wr", func(f *Facts) { f.UID = 0; f.Devices[0].MaxQPWR = 64 }, func(n *Need) { n.MaxPerQP = 128 }, "",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"max_rd_atomic over the requester's", func(f *Facts) { f.UID = 0; f.Devices[0].MaxQPInitRdAtom = 16 }, func(n *Need) { *n = client(); n.MaxRdAtomic = 32 }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rd_atom 128/16"},
+		{"max_rd_atomic over the responder's", func(f *Facts) { f.UID = 0; f.Devices[0].MaxQPRdAtom = 16 }, func(n *Need) { n.MaxRdAtomic = 32 }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rd_atom 16/128"},
+		{"iWARP needs cm", func(f *Facts) { f.UID = 0; f.Devices[0].Transport = "iWARP" }, nil, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"iWARP with cm", func(f *Facts) { f.UID = 0; f.Devices[0].Transport = "iWARP" }, func(n *Need) { n.Connect = "cm" }, "",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"EFA is refused", func(f *Facts) { f.UID = 0; f.Devices[0].Unsupported = "EFA has no RC QPs (it uses SRD)" }, nil, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"pinning beyond MemAvailable", func(f *Facts) {
+			f.UID = 0
+			f.Host = &results.Host{MemAvailableBytes: 512 << 20, MemTotalBytes: 1 << 30}
+		}, nil, "memory",
+			func(v Verdict) string { return v.Memory }, "memlock 64MiB, 512MiB available"},
+		{"odp does not pin", func(f *Facts) {
+			f.UID = 0
+			f.Devices[0].ODP = true
+			f.Host = &results.Host{MemAvailableBytes: 512 << 20}
+		}, func(n *Need) { n.ODP, n.Pinned = true, false }, "",
+			func(v Verdict) string { return v.Memory }, "512MiB available"},
 		{"no device on an rdma plan", func(f *Facts) { f.UID = 0; f.Devices = nil; f.DevicesError = "rdma transport not built in" }, nil, "rdma",
 			func(v Verdict) string { return v.RDMA }, "none"},
 		{"no device on a tcp plan is fine", func(f *Facts) { f.Devices = nil }, func(n *Need) { *n = server("tcp") }, "",
@@ -106,5 +149,32 @@ func TestClientPrefersIPv4MappedGIDWithoutAddress(t *testing.T) {
 	v := Judge(f, Need{Role: "client", Transport: "rdma", NodeSHA256: "abc"})
 	if !strings.Contains(v.RDMA, "gid 3 ") || v.File != "-" || len(v.Problems) != 0 {
 		t.Errorf("client: %+v", v)
+	}
+}
+
+func TestNUMAWarning(t *testing.T) {
+	one, zero := 1, 0
+	f := roce()
+	f.UID = 0
+	f.Devices[0].NUMANode = &one
+	f.File.BlockDevice, f.File.BlockNUMA = "nvme0n1", &zero
+	f.NUMACPUs = map[int]string{0: "0-15", 1: "16-31"}
+	n := server("rdma")
+	n.CPUs = "16-19"
+	v := Judge(f, n)
+	want := "NUMA: cpus 16-19 on node 1, the RDMA device rxe0 on node 1, the file's disk nvme0n1 on node 0;"
+	if len(v.Warnings) != 1 || !strings.HasPrefix(v.Warnings[0], want) || len(v.Problems) != 0 {
+		t.Errorf("warnings %q problems %+v, want one starting %q and no problem", v.Warnings, v.Problems, want)
+	}
+	f.File.BlockNUMA = &one
+	if v := Judge(f, n); len(v.Warnings) != 0 {
+		t.Errorf("all on node 1: warnings %q", v.Warnings)
+	}
+	n.CPUs = "0-3"
+	if v := Judge(f, n); len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "cpus 0-3 on node 0") {
+		t.Errorf("cpus on node 0: warnings %q", v.Warnings)
+	}
+	if v := Judge(f, server("tcp")); len(v.Warnings) != 0 {
+		t.Errorf("tcp plan: warnings %q", v.Warnings)
 	}
 }
