@@ -5,6 +5,9 @@ package peer
 //
 //	block_size -> -s          queue_depth -> -t       qps -> -q
 //	rdma.max_rd_atomic -> -o  rdma.device -> -d       rdma.ib_port -> -i
+//	rdma.cq_moderation -> -Q  (always given: perftest's own default signals
+//	                          every min(100, tx depth)th READ up to 8 KiB
+//	                          and every one above; node's is 1)
 //	rdma.gid_index -> -x      port -> -p
 //	duration d, warmup w -> -D d+2w --margin w   (perftest measures
 //	                          between its two margins, so the measured
@@ -87,6 +90,9 @@ func buildIBReadBW(p Params) Commands {
 	}
 	if p.RDMAMaxRdAtomic > 0 {
 		add("-o", strconv.Itoa(p.RDMAMaxRdAtomic))
+	}
+	if p.RDMACQMod > 0 {
+		add("-Q", strconv.Itoa(p.RDMACQMod))
 	}
 	if p.RDMADevice != "" {
 		add("-d", p.RDMADevice)

@@ -22,9 +22,9 @@ func TestBuildArgv(t *testing.T) {
 		port         int
 	}{
 		{IBReadBW, Params{BlockSize: 1 << 20, QueueDepth: 16, QPs: 1, Duration: 10 * time.Second, Warmup: 2 * time.Second,
-			RDMADevice: "mlx5_0", RDMAIBPort: 1, RDMAGIDIndex: 3, RDMAMaxRdAtomic: 16, ServerAddr: "10.0.0.1", OutDir: "/tmp/rs"},
-			"ib_read_bw -s 1048576 -q 1 -t 16 -o 16 -d mlx5_0 -i 1 -x 3 -p 18515 -D 14 --margin 2 --cpu_util --out_json --out_json_file=/tmp/rs/ib_read_bw.server.json",
-			"ib_read_bw -s 1048576 -q 1 -t 16 -o 16 -d mlx5_0 -i 1 -x 3 -p 18515 -D 14 --margin 2 --cpu_util --out_json --out_json_file=/tmp/rs/ib_read_bw.client.json 10.0.0.1",
+			RDMADevice: "mlx5_0", RDMAIBPort: 1, RDMAGIDIndex: 3, RDMAMaxRdAtomic: 16, RDMACQMod: 4, ServerAddr: "10.0.0.1", OutDir: "/tmp/rs"},
+			"ib_read_bw -s 1048576 -q 1 -t 16 -o 16 -Q 4 -d mlx5_0 -i 1 -x 3 -p 18515 -D 14 --margin 2 --cpu_util --out_json --out_json_file=/tmp/rs/ib_read_bw.server.json",
+			"ib_read_bw -s 1048576 -q 1 -t 16 -o 16 -Q 4 -d mlx5_0 -i 1 -x 3 -p 18515 -D 14 --margin 2 --cpu_util --out_json --out_json_file=/tmp/rs/ib_read_bw.client.json 10.0.0.1",
 			"client", "/tmp/rs/ib_read_bw.client.json", 18515},
 		// total-based: -n per QP, rounded up; no gid index (-1), no -o.
 		{IBReadBW, Params{BlockSize: 65536, QueueDepth: 8, QPs: 3, Total: 1 << 30, RDMAGIDIndex: -1, ServerAddr: "h", Port: 19000},

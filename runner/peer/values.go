@@ -37,6 +37,8 @@ func FromValues(v results.Values) Params {
 		p.RDMADevice = v.Str("device")
 		p.RDMAIBPort = int(v.Int("ib_port"))
 		p.RDMAGIDIndex = int(v.Int("gid_index"))
+		p.RDMAMaxRdAtomic = max(int(v.Int("max_rd_atomic")), 0) // auto: -1
+		p.RDMACQMod = int(v.Int("cq_moderation"))
 	}
 	return p
 }
