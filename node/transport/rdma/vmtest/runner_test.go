@@ -3,6 +3,7 @@ package vmtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -172,6 +173,7 @@ output: {csv: out/rxe.csv, logs: out/logs}
 	}
 
 	peerSweep(t, ctx, dir, env, host, knownHosts, runner, node)
+	fieldsSweep(t, ctx, g, dir, env, knownHosts, runner, node)
 
 	// Every node and peer the runner started in the guest is gone.
 	sess, err := c.NewSession()
@@ -264,6 +266,208 @@ output: {csv: out/peers.csv, logs: out/logs}
 	if !strings.Contains(stdout.String(), "IB_READ_BW_MB/S") || !strings.Contains(stdout.String(), "node / ib_read_bw: median ratio") {
 		t.Errorf("exec printed no ratios to ib_read_bw:\n%s", stdout.String())
 	}
+}
+
+// fieldsSweep is issue 11's check through the runner: plans that name no
+// device and read over the guest's second subnet land on rxe1 (the
+// manifest names the device and GID each role used); queue depth 64 over
+// max_rd_atomic 4 and completion moderation, verified, with the columns
+// saying so; connect cm on rxe and, where the kernel has siw, on siw,
+// whose connect tcp runner check refuses; and ODP, which check probes
+// with a verified read and exec refuses on a device that returns wrong
+// data unless the plan trusts it.
+func fieldsSweep(t *testing.T, ctx context.Context, g *Guest, dir string, env []string, knownHosts, runner, node string) {
+	hostAt := func(addr string) string {
+		return fmt.Sprintf("{address: 127.0.0.1, port: %d, user: %s, identity_file: %q, data_address: %s}", g.SSHPort, g.User, g.KeyPath, addr)
+	}
+	writePlan := func(name, dataAddr, body string) string {
+		plan := fmt.Sprintf(`name: %s
+hosts:
+  server: %s
+  client: %s
+ssh: {known_hosts: %q, host_key_policy: strict, connect_timeout: 10s, keepalive_interval: 5s}
+node: {binary: %q, remote_path: %s}
+transport: rdma
+timeouts: {ready: 1m, accept: 1m, point: 3m}
+output: {csv: out/%s.csv, logs: out/logs}
+%s`, name, hostAt(dataAddr), hostAt(dataAddr), knownHosts, node, remoteNode, name, body)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	run := func(args ...string) (stdout, stderr string, err error) {
+		cmd := exec.CommandContext(ctx, runner, args...)
+		cmd.Dir, cmd.Env = dir, env
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err = cmd.Run()
+		return o.String(), e.String(), err
+	}
+	csvRows := func(name string) []results.Row {
+		rows, err := results.ReadCSV(filepath.Join(dir, "out", name+".csv"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return rows
+	}
+
+	// Depth and moderation over the second subnet, no device named.
+	depth := writePlan("vmtest-depth", GuestIP1, `server: {file: /tmp/rdmasweep-depth.dat, file_size: 4MiB, create: true, cache: warm}
+client: {block_size: 4KiB, total: 1MiB, queue_depth: 64, qps: 1, verify: true}
+rdma: {max_rd_atomic: 4}
+sweep:
+  matrix:
+    cq_moderation: [1, 16]
+`)
+	out, errOut, err := run("check", depth)
+	if err != nil {
+		t.Fatalf("runner check of the depth plan: %v\n%s%s", err, out, errOut)
+	}
+	t.Logf("runner check, second subnet:\n%s", out)
+	for _, row := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if !strings.Contains(row, "rxe1/1 ACTIVE") || !strings.Contains(row, "::ffff:"+GuestIP1) || !strings.Contains(row, "ok "+GuestIP1) {
+			t.Errorf("check row does not show rxe1, its GID and the probe over %s: %s", GuestIP1, row)
+		}
+	}
+	if _, errOut, err = run("exec", depth); err != nil {
+		t.Fatalf("runner exec of the depth plan: %v\n%s", err, errOut)
+	}
+	rows := csvRows("vmtest-depth")
+	if len(rows) != 2 {
+		t.Fatalf("depth plan: %d rows, want 2", len(rows))
+	}
+	for i, r := range rows {
+		t.Logf("depth row %d: %s, qd %s, max_rd_atomic %s, cq_moderation %s, mapping %q, relaxed %s, %.1f MB/s, p50 %.0f µs",
+			i+1, r.Status, r.Param("queue_depth"), r.Param("max_rd_atomic"), r.Param("cq_moderation"), r.Mapping, r.Param("relaxed_ordering"), deref(r.BandwidthMBs), deref(r.LatP50Us))
+		if r.Status != results.StatusOK || r.Verified == nil || !*r.Verified {
+			t.Errorf("depth row %d: %s %q, verified %v", i+1, r.Status, r.Error, r.Verified)
+		}
+		if r.Param("queue_depth") != "64" || r.Param("max_rd_atomic") != "4" || r.Param("cq_moderation") != []string{"1", "16"}[i] || r.Param("relaxed_ordering") != "true" {
+			t.Errorf("depth row %d: queue_depth %q max_rd_atomic %q cq_moderation %q relaxed_ordering %q; want 64, 4, %s, true",
+				i+1, r.Param("queue_depth"), r.Param("max_rd_atomic"), r.Param("cq_moderation"), r.Param("relaxed_ordering"), []string{"1", "16"}[i])
+		}
+		if r.Mapping != "shared-ro" && r.Mapping != "private-ro" && r.Mapping != "shared-rw" {
+			t.Errorf("depth row %d: mapping %q", i+1, r.Mapping)
+		}
+	}
+	m := readManifest(t, dir, rows[0].RunID)
+	for _, h := range m.Hosts {
+		if len(h.RDMA) != 1 || h.RDMA[0].Device != "rxe1" || h.RDMA[0].GID != "::ffff:"+GuestIP1 || h.RDMA[0].Connect != "tcp" {
+			t.Errorf("manifest, %s: rdma %+v; want one path on rxe1, GID ::ffff:%s, connect tcp", h.Role, h.RDMA, GuestIP1)
+		}
+	}
+
+	// The same over rdma_cm.
+	if _, errOut, err = run("exec", depth, "--set", "rdma.connect=cm", "--only", "cq_moderation=1", "--out", "out/cm.csv"); err != nil {
+		t.Fatalf("runner exec with connect cm: %v\n%s", err, errOut)
+	}
+	rows = csvRows("cm")
+	if len(rows) != 1 || rows[0].Status != results.StatusOK {
+		t.Fatalf("connect cm: rows %+v", rows)
+	}
+	if m := readManifest(t, dir, rows[0].RunID); len(m.Hosts) == 0 || len(m.Hosts[0].RDMA) != 1 || m.Hosts[0].RDMA[0].Connect != "cm" || m.Hosts[0].RDMA[0].Device != "rxe1" {
+		t.Errorf("connect cm: manifest %+v", m.Hosts)
+	}
+
+	// soft-iWARP: check refuses connect tcp, exec reads over cm.
+	if g.Image.Siw {
+		siw := writePlan("vmtest-siw", GuestIP2, `server: {file: /tmp/rdmasweep-siw.dat, file_size: 4MiB, create: true, cache: warm}
+client: {block_size: 64KiB, total: 4MiB, queue_depth: 8, verify: true}
+`)
+		out, errOut, err := run("check", siw)
+		if err == nil || !strings.Contains(errOut, "siw0 is an iWARP device, which connects only through rdma_cm") || !strings.Contains(errOut, "hint: set rdma.connect: cm") {
+			t.Errorf("runner check of siw over connect tcp: %v; want a refusal naming iWARP and rdma.connect: cm\n%s%s", err, out, errOut)
+		}
+		if _, errOut, err = run("exec", siw, "--set", "rdma.connect=cm"); err != nil {
+			t.Fatalf("runner exec on siw with connect cm: %v\n%s", err, errOut)
+		}
+		rows := csvRows("vmtest-siw")
+		if len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].Verified == nil || !*rows[0].Verified {
+			t.Fatalf("siw: rows %+v", rows)
+		}
+		t.Logf("siw through the runner: %.1f MB/s", deref(rows[0].BandwidthMBs))
+		if m := readManifest(t, dir, rows[0].RunID); len(m.Hosts) == 0 || len(m.Hosts[0].RDMA) != 1 || m.Hosts[0].RDMA[0].Device != "siw0" {
+			t.Errorf("siw: manifest %+v", m.Hosts)
+		}
+	}
+
+	// ODP: probed with a verified read, by check and by exec.
+	odp := writePlan("vmtest-odp", GuestIP, `server: {file: /tmp/rdmasweep-odp.dat, file_size: 4MiB, create: true, cache: warm, registration: odp}
+client: {block_size: 16KiB, total: 1MiB, queue_depth: 8, verify: true}
+`)
+	advertised := g.Image.Kernel.Suite != "" // rxe advertises ODP from 7.x on; 6.1's has none
+	out, errOut, err = run("check", odp)
+	t.Logf("runner check of an odp plan:\n%s%s", out, errOut)
+	switch {
+	case err == nil:
+		t.Errorf("runner check passed an odp plan on kernel %s", g.Image.Release)
+	case advertised && !(strings.Contains(out, "FAIL wrong data") && strings.Contains(errOut, "on-demand paging on kernel "+g.Image.Release)):
+		t.Errorf("check on %s: want ODP_PROBE FAIL wrong data and a hint naming ODP and the kernel", g.Image.Release)
+	case !advertised && !(strings.Contains(out, "no ODP") && strings.Contains(errOut, "has no on-demand paging")):
+		t.Errorf("check on %s: want ODP_PROBE no ODP and the reason", g.Image.Release)
+	}
+	_, errOut, err = run("exec", odp)
+	if advertised {
+		if err == nil || !strings.Contains(errOut, "returned wrong data through ODP to a verified read: refusing to measure 1 odp point on it") {
+			t.Errorf("exec of an odp plan on %s: %v, want a refusal before any point:\n%s", g.Image.Release, err, errOut)
+		}
+		if _, statErr := os.Stat(filepath.Join(dir, "out/vmtest-odp.csv")); statErr == nil {
+			if rows := csvRows("vmtest-odp"); len(rows) != 0 {
+				t.Errorf("exec refused, yet wrote %d rows", len(rows))
+			}
+		}
+		// Trusted, unverified: it runs, and the manifest says what was trusted.
+		_, errOut, err = run("exec", odp, "--set", "rdma.trust_odp=true", "--set", "verify=false")
+		if err != nil || !strings.Contains(errOut, "running odp points anyway (rdma.trust_odp)") {
+			t.Fatalf("exec with trust_odp: %v\n%s", err, errOut)
+		}
+		rows := csvRows("vmtest-odp")
+		if len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].Param("registration") != "odp" || rows[0].RegistrationS == nil {
+			t.Fatalf("trusted odp: rows %+v", rows)
+		}
+		m := readManifest(t, dir, rows[0].RunID)
+		if len(m.ODPProbes) != 1 || m.ODPProbes[0].Result != "wrong_data" || !m.ODPProbes[0].Trusted || m.ODPProbes[0].Kernel != g.Image.Release {
+			t.Errorf("manifest odp_probes %+v", m.ODPProbes)
+		}
+	} else {
+		// No ODP: the probe fails, exec warns, and the point fails with
+		// node's refusal.
+		if err == nil || !strings.Contains(errOut, "the ODP probe failed") {
+			t.Errorf("exec of an odp plan on %s: %v; want the probe's warning and a failed point:\n%s", g.Image.Release, err, errOut)
+		}
+		if rows := csvRows("vmtest-odp"); len(rows) != 1 || rows[0].Status != results.StatusFailed || !strings.Contains(rows[0].Error, "no on-demand paging") {
+			t.Errorf("odp on %s: rows %+v", g.Image.Release, rows)
+		}
+	}
+}
+
+// runManifest is the part of RUN_ID.json the fields sweep reads, as a
+// user's script would.
+type runManifest struct {
+	Hosts []struct {
+		Role string             `json:"role"`
+		RDMA []results.RDMAPath `json:"rdma"`
+	} `json:"hosts"`
+	ODPProbes []struct {
+		Result  string `json:"result"`
+		Kernel  string `json:"kernel"`
+		Trusted bool   `json:"trusted"`
+	} `json:"odp_probes"`
+}
+
+func readManifest(t *testing.T, dir, runID string) runManifest {
+	t.Helper()
+	var m runManifest
+	b, err := os.ReadFile(filepath.Join(dir, "out", runID+".json"))
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		t.Fatalf("manifest of %s: %v", runID, err)
+	}
+	return m
 }
 
 func deref(p *float64) float64 {
