@@ -317,6 +317,10 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if w.Verify {
 		a.verify = 1
 	}
+	if iv := w.Interval; iv > 0 {
+		a.interval_ns = C.uint64_t(iv.Nanoseconds())
+		a.intervals_hint = C.int64_t(intervalsHint(dur, iv))
+	}
 	a.cq_mod = C.int(c.cqMod)
 	// perm and h.Counts are Go memory without pointers, pinned for the call.
 	var pinner runtime.Pinner
@@ -331,6 +335,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	C.rs_run(a, &o)
 	used := cpu()
 	pinner.Unpin()
+	defer C.rs_run_free(&o)
 
 	c.next = int64(o.next)
 	c.bytes += int64(o.bytes)
@@ -355,22 +360,42 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		c.broken = &VerbError{Verb: C.GoString(o.verb), Errno: syscall.Errno(o.errnum), Hint: "the QP may be in error after a failed READ"}
 		return m, c.broken
 	}
+	if o.intervals_failed != 0 {
+		return m, fmt.Errorf("count the reads per interval of %s: out of memory; hint: use a longer interval", w.Interval)
+	}
 	h.N, h.Sum, h.Max = uint64(o.lat_n), uint64(o.lat_sum), uint64(o.lat_max)
 	m = transport.Measurement{
 		Bytes:     int64(o.reads) * int64(w.BlockSize),
 		Reads:     int64(o.reads),
 		Seconds:   float64(o.seconds_ns) / 1e9,
+		Start:     time.Unix(0, int64(o.start_unix_ns)),
 		Latency:   h.Summary(),
 		Histogram: &h,
 		Verified:  w.Verify,
 		Path:      c.path,
 		CPU:       used,
 	}
+	if o.intervals != nil {
+		m.Intervals = append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(o.intervals)), int(o.nintervals))...)
+	}
 	if c.gid.GID != "" {
 		gi := c.gid.Index
 		m.GIDIndex = &gi
 	}
 	return m, nil
+}
+
+// intervalsHint is how many intervals of iv the C loop makes room for up
+// front: a duration run's, with one for its drain and one for rounding
+// (it grows past them only if the drain outlasts an interval); a run of
+// a number of reads starts small and doubles. A hint is capped, so an
+// interval far shorter than the run asks for memory only as it is used.
+func intervalsHint(dur, iv time.Duration) int64 {
+	n := int64(64)
+	if dur > 0 {
+		n = int64(dur/iv) + 2
+	}
+	return min(n, 1<<20)
 }
 
 func wcError(o C.rs_run_out, c *client) error {

@@ -7,8 +7,9 @@ import "C"
 
 import "unsafe"
 
-// These expose the C mirrors of results.Bucket and node/pattern to the tests
-// that cross-check them (test files cannot use cgo).
+// These expose the C mirrors of results.Bucket and node/pattern, and the C
+// loop's interval series, to the tests that cross-check them (test files
+// cannot use cgo).
 
 // The C loop's bounds on reads in flight and QPs.
 const (
@@ -30,4 +31,23 @@ func cCheck(buf []byte, off int64, seed uint64) (int64, bool) {
 		return 0, true
 	}
 	return int64(bad), false
+}
+
+// cSeries counts one completed read at each time of ts (nondecreasing, at
+// or after start) into a C rs_series as rs_run does, making each time's
+// interval current only when it crosses the current one's end, and returns
+// the counts of the intervals up to the last time's.
+func cSeries(start, interval uint64, hint int64, ts []uint64) []int64 {
+	var s C.rs_series
+	if C.rs_series_init(&s, C.uint64_t(start), C.uint64_t(interval), C.int64_t(hint)) != 0 {
+		panic("rs_series_init: out of memory")
+	}
+	defer C.rs_series_free(&s)
+	for _, t := range ts {
+		if C.uint64_t(t) >= s.end && C.rs_series_at(&s, C.uint64_t(t)) != 0 {
+			panic("rs_series_at: out of memory")
+		}
+		*s.cur++
+	}
+	return append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(s.counts)), int(s.len))...)
 }

@@ -5,6 +5,7 @@ package rdma
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"rdmasweep/node/pattern"
@@ -62,6 +63,53 @@ func TestCCheckMatchesGo(t *testing.T) {
 		cb, cok := cCheck(buf, off, seed)
 		if gok || cok || gb != cb {
 			t.Fatalf("corrupted buffer (off %d len %d): Go (%d,%v), C (%d,%v)", off, len(buf), gb, gok, cb, cok)
+		}
+	}
+}
+
+// TestCSeriesMatchesTCP: the C loop's reads per interval are the tcp
+// client's (node/transport/tcp: interval int(t/iv) of the phase, counted
+// up to the last completion's), for completions on interval boundaries,
+// in bursts, after gaps of many empty intervals, and past the room made
+// up front (the series doubles, its new intervals zeroed).
+func TestCSeriesMatchesTCP(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for trial := range 500 {
+		start := r.Uint64() >> 8
+		iv := 1 + r.Uint64N(1000)
+		hint := int64(r.IntN(4))
+		var ts []uint64
+		at := start
+		for range r.IntN(2000) {
+			switch r.IntN(4) {
+			case 0: // a burst: the same poll
+			case 1: // onto a boundary
+				at = start + ((at-start)/iv+1)*iv
+			case 2: // a gap of many intervals
+				at += iv * r.Uint64N(50)
+			default:
+				at += r.Uint64N(iv)
+			}
+			ts = append(ts, at)
+		}
+		var want []int64
+		for _, tt := range ts {
+			i := int((tt - start) / iv)
+			for len(want) <= i {
+				want = append(want, 0)
+			}
+			want[i]++
+		}
+		if len(want) == 0 {
+			want = []int64{0} // interval 0 is current from the start
+		}
+		if got := cSeries(start, iv, hint, ts); !slices.Equal(got, want) {
+			i := 0
+			for i < min(len(got), len(want)) && got[i] == want[i] {
+				i++
+			}
+			t.Fatalf("trial %d (interval %d, hint %d, %d reads): C has %d intervals, want %d; first difference at interval %d: C %v, want %v",
+				trial, iv, hint, len(ts), len(got), len(want), i, got[i:min(i+5, len(got))], want[i:min(i+5, len(want))])
 		}
 	}
 }

@@ -3,7 +3,8 @@
 // See shim.h for the rules of this file. The hot loop (rs_run) is written
 // for the CPU cost per READ: one clock read per poll batch and one per
 // post, one post per QP per batch (a chain of WRs), optional completion
-// moderation, no allocation, no call back into Go.
+// moderation, no call back into Go, and no allocation but the interval
+// series' doubling when a run outlasts the room made for it up front.
 
 #include "shim.h"
 
@@ -247,6 +248,52 @@ static inline uint64_t now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static inline uint64_t realtime_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int rs_series_init(rs_series *s, uint64_t start, uint64_t interval, int64_t hint) {
+	memset(s, 0, sizeof(*s));
+	if (hint < 1)
+		hint = 1;
+	s->counts = calloc((size_t)hint, sizeof(int64_t));
+	if (!s->counts)
+		return -1;
+	s->cap = hint;
+	s->start = start;
+	s->interval = interval;
+	s->end = start + interval;
+	s->len = 1;
+	s->cur = s->counts;
+	return 0;
+}
+
+int rs_series_at(rs_series *s, uint64_t t) {
+	if (t < s->end)
+		return 0;
+	int64_t i = (int64_t)((t - s->start) / s->interval);
+	if (i >= s->cap) {
+		int64_t cap = s->cap * 2 > i ? s->cap * 2 : i + 1;
+		int64_t *c = realloc(s->counts, (size_t)cap * sizeof(int64_t));
+		if (!c)
+			return -1;
+		memset(c + s->cap, 0, (size_t)(cap - s->cap) * sizeof(int64_t));
+		s->counts = c;
+		s->cap = cap;
+	}
+	s->len = i + 1;
+	s->cur = &s->counts[i];
+	s->end = s->start + (uint64_t)(i + 1) * s->interval;
+	return 0;
+}
+
+void rs_series_free(rs_series *s) {
+	free(s->counts);
+	memset(s, 0, sizeof(*s));
+}
+
 #define RS_POLL_BATCH 32
 // A fence is a zero-length, signalled READ: it completes after every READ
 // posted before it on its QP, so it covers unsignalled ones at the end.
@@ -278,6 +325,7 @@ typedef struct {
 	int64_t next; // next read index to issue
 	int inflight; // READs and fences
 	int stopped;  // no more READs will be issued in this phase
+	rs_series series; // the measured phase's, with interval_ns
 } loop;
 
 static inline void touch(loop *l, int q) {
@@ -422,6 +470,8 @@ static void complete(loop *l, int slot, int signalled, uint64_t t, int measure, 
 		}
 		o->reads++;
 		o->bytes += a->bs;
+		if (l->series.cur)
+			(*l->series.cur)++;
 	}
 	if (!l->stopped && l->next < stop && o->status == RS_OK) {
 		queue_read(l, slot, l->next++);
@@ -447,6 +497,16 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 	uint64_t t = now_ns();
 	uint64_t start = t, last_done = t;
 	unsigned idle = 0;
+	if (measure) {
+		o->start_unix_ns = realtime_ns();
+		// Nothing is in flight yet: the warmup drained.
+		if (a->interval_ns && rs_series_init(&l->series, start, a->interval_ns, a->intervals_hint)) {
+			o->status = RS_POST_ERROR;
+			o->verb = "calloc";
+			o->errnum = ENOMEM;
+			return -1;
+		}
+	}
 	for (int s = 0; s < a->qd && l->next < stop; s++)
 		queue_read(l, s, l->next++);
 	if (l->next >= stop || (count <= 0 && t >= until_ns))
@@ -484,6 +544,10 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 		last_done = t;
 		if (count <= 0 && t >= until_ns)
 			stop_issuing(l);
+		if (l->series.cur && t >= l->series.end && rs_series_at(&l->series, t)) {
+			o->intervals_failed = 1; // the reads go on, uncounted
+			rs_series_free(&l->series);
+		}
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				o->status = RS_WC_ERROR;
@@ -561,7 +625,17 @@ void rs_run(const rs_run_args *a, rs_run_out *o) {
 			phase(l, 0, now_ns() + a->duration_ns, 1);
 	}
 	o->next = l->next;
+	if (l->series.counts) {
+		o->intervals = l->series.counts; // the caller's, by rs_run_free
+		o->nintervals = l->series.len;
+	}
 	free(l);
+}
+
+void rs_run_free(rs_run_out *o) {
+	free(o->intervals);
+	o->intervals = NULL;
+	o->nintervals = 0;
 }
 
 // rdma_cm.

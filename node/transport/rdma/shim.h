@@ -121,6 +121,8 @@ typedef struct {
 	uint64_t *hist; // RS_NUM_BUCKETS counts, added to
 	volatile int *cancel;
 	uint64_t stall_ns;
+	uint64_t interval_ns;    // count the measured reads per interval (0: don't)
+	int64_t intervals_hint;  // how many intervals to make room for up front
 } rs_run_args;
 
 typedef struct {
@@ -134,6 +136,13 @@ typedef struct {
 	const char *verb;
 	int errnum;
 	int64_t bad_offset;
+	uint64_t start_unix_ns; // CLOCK_REALTIME when the measured phase began
+	// With interval_ns: the reads completed in each interval of the
+	// measured phase (see rs_series), nintervals of them, up to the last
+	// completion's. Allocated by rs_run; rs_run_free releases them.
+	int64_t *intervals;
+	int64_t nintervals;
+	int intervals_failed; // the series outgrew memory: counting stopped
 } rs_run_out;
 
 // rs_run is the client's hot loop: the warmup phase, a drain, then the
@@ -143,6 +152,29 @@ typedef struct {
 // verify is on, keeping the first mismatch. It returns with nothing in
 // flight unless a QP failed.
 void rs_run(const rs_run_args *a, rs_run_out *o);
+// rs_run_free releases what rs_run allocated in o.
+void rs_run_free(rs_run_out *o);
+
+// rs_series counts reads per interval of a phase: counts[i] holds those
+// completed in [start + i*interval, start + (i+1)*interval), by the
+// time their completion was polled. rs_run makes the completion time's
+// interval current once per poll batch (rs_series_at, only when the batch
+// crossed end), and each read completed adds one to *cur, so moderated
+// reads count where the completion that covers them was polled. counts
+// starts with room for the hint and doubles, zeroed, when a later
+// interval needs it.
+typedef struct {
+	uint64_t start, interval, end; // end: where the current interval ends
+	int64_t *counts, cap, len;     // len: intervals up to the current one
+	int64_t *cur;                  // &counts[len-1]
+} rs_series;
+// rs_series_init starts a series at start with interval 0 current: 0, or
+// -1 when out of memory.
+int rs_series_init(rs_series *s, uint64_t start, uint64_t interval, int64_t hint);
+// rs_series_at makes the interval holding t (>= start, and never earlier
+// than a t before) current: 0, or -1 when out of memory.
+int rs_series_at(rs_series *s, uint64_t t);
+void rs_series_free(rs_series *s);
 
 // rdma_cm (connect: cm). These wrap what the Go side cannot reach and
 // keep its event handling in one place: rs_cm_wait polls the channel's fd

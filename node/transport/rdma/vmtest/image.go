@@ -38,7 +38,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -80,8 +79,8 @@ type Kernel struct {
 	// kernel's packages alone; "" takes them from the host's own sources.
 	Suite string
 	// Siw builds the siw (soft-iWARP) module out of tree from Debian's
-	// linux-source and headers at the kernel's version: Debian's kernel
-	// packages ship none.
+	// linux-source and headers at the kernel's version (siw.go): Debian's
+	// kernel packages ship none.
 	Siw bool
 }
 
@@ -90,7 +89,7 @@ var (
 	Bookworm = Kernel{Name: "bookworm", Siw: true}
 	// TrixieBackports is the newest kernel Debian backports to 13 (7.x):
 	// crc32 built in, modules in .ko.xz, and an rxe that advertises ODP.
-	TrixieBackports = Kernel{Name: "trixie-backports", Suite: "trixie-backports"}
+	TrixieBackports = Kernel{Name: "trixie-backports", Suite: "trixie-backports", Siw: true}
 	// Kernels are the kernels the guest suite runs on.
 	Kernels = []Kernel{Bookworm, TrixieBackports}
 )
@@ -526,89 +525,6 @@ func build(ctx context.Context, im *Image, a aptSource, kpkgs, closure []string,
 		return err
 	}
 	return os.WriteFile(filepath.Join(im.Dir, "complete"), []byte(strings.Join(append(kpkgs, closure...), "\n")+"\n"), 0o644)
-}
-
-// siwModule returns siw.ko for kernel release kver, building it out of
-// tree from linux-source and the headers at the kernel's package version
-// (about 150 MB to download, most of it the source, which is not kept) and
-// caching it under CacheDir/siw.
-func siwModule(ctx context.Context, a aptSource, kver string, kpkgs []string, log io.Writer) (string, error) {
-	var version string
-	for _, p := range kpkgs {
-		if n, v, _ := strings.Cut(p, "="); n == "linux-image-"+kver {
-			version = v
-		}
-	}
-	if version == "" {
-		return "", fmt.Errorf("no linux-image-%s among %v", kver, kpkgs)
-	}
-	cached := filepath.Join(CacheDir, "siw", kver+"_"+version, "siw.ko")
-	if _, err := os.Stat(cached); err == nil {
-		return cached, nil
-	}
-	series := regexp.MustCompile(`^[0-9]+\.[0-9]+`).FindString(kver)
-	pkgs := []string{"linux-source-" + series + "=" + version, "linux-headers-" + kver + "=" + version}
-	out, err := a.cache(ctx, "depends", "--no-recommends", "--no-suggests", "linux-headers-"+kver)
-	if err != nil {
-		return "", err
-	}
-	for _, m := range regexp.MustCompile(`Depends: (linux-(?:headers|kbuild)-\S+)`).FindAllSubmatch(out, -1) {
-		v, err := candidate(ctx, a, string(m[1]))
-		if err != nil {
-			return "", err
-		}
-		pkgs = append(pkgs, string(m[1])+"="+v)
-	}
-	if src, err := candidate(ctx, a, "linux-source-"+series); err != nil || src != version {
-		return "", fmt.Errorf("siw is built from linux-source-%s at the kernel's version %s, and apt offers %q (%v)", series, version, src, err)
-	}
-	work, err := os.MkdirTemp("", "vmtest-siw-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(work)
-	start := time.Now()
-	debs, err := download(ctx, a, filepath.Join(work, "debs"), pkgs, log)
-	if err != nil {
-		return "", err
-	}
-	x := filepath.Join(work, "x")
-	for _, d := range debs {
-		if _, err := run(ctx, "", "dpkg", "-x", d, x); err != nil {
-			return "", err
-		}
-	}
-	// The headers' Makefile includes the common headers by absolute path.
-	hdr := filepath.Join(x, "usr/src/linux-headers-"+kver)
-	mk, err := os.ReadFile(filepath.Join(hdr, "Makefile"))
-	if err != nil {
-		return "", err
-	}
-	mk = bytes.ReplaceAll(mk, []byte("include /usr/src/"), []byte("include "+filepath.Join(x, "usr/src")+"/"))
-	if err := os.WriteFile(filepath.Join(hdr, "Makefile"), mk, 0o644); err != nil {
-		return "", err
-	}
-	tarball := filepath.Join(x, "usr/src/linux-source-"+series+".tar.xz")
-	rel := "linux-source-" + series + "/drivers/infiniband/sw/siw"
-	if _, err := run(ctx, work, "tar", "-xJf", tarball, rel); err != nil {
-		return "", err
-	}
-	fmt.Fprintf(log, "vmtest: building siw for %s\n", kver)
-	src := filepath.Join(work, rel)
-	if _, err := run(ctx, "", "make", "-s", "-j2", "-C", hdr, "M="+src, "CONFIG_RDMA_SIW=m", "modules"); err != nil {
-		return "", fmt.Errorf("%w (needs make, gcc and libelf1)", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
-		return "", err
-	}
-	if err := copyFile(filepath.Join(src, "siw.ko"), cached+".tmp"); err != nil {
-		return "", err
-	}
-	if err := os.Rename(cached+".tmp", cached); err != nil {
-		return "", err
-	}
-	fmt.Fprintf(log, "vmtest: siw for %s built in %s\n", kver, time.Since(start).Round(time.Second))
-	return cached, nil
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

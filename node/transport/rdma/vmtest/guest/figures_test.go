@@ -4,7 +4,7 @@ package guest
 
 // The figures a row reports: latency with verification on, the first
 // mismatch, ODP's registration time and its wrong data on newer kernels,
-// the memory check before pinning.
+// the memory check before pinning, the time series of --interval.
 
 import (
 	"context"
@@ -144,15 +144,30 @@ func TestFirstMismatch(t *testing.T) {
 	}
 }
 
-// TestODPVerified: where rxe advertises ODP (7.x), registration odp is
-// timed, and a small verified read, as runner check probes it, must fail
-// with the ODP verify-failure code and a message naming ODP when the data
-// is wrong (on 7.3 it always is); where it passes, the figures must be
-// whole.
-func TestODPVerified(t *testing.T) {
+// TestODP checks what registration odp does on this kernel's rxe, with no
+// skip either way. Where rxe has no ODP (6.1), subtest "refused": the
+// server refuses odp clearly. Where it advertises ODP (7.x), subtest
+// "advertised": odp registration is timed, and a small verified read, as
+// runner check probes it, either verifies or fails with the ODP
+// verify-failure code and a message naming ODP (on 7.3 the data is always
+// wrong). The host requires the subtest its kernel should run, so a
+// device that changes its claim fails there too.
+func TestODP(t *testing.T) {
 	if !device(t, "rxe0").ODP {
-		t.Skipf("rxe0 has no odp on %s: TestODPRefused covers it", kernel(t))
+		t.Run("refused", testODPRefused)
+		return
 	}
+	t.Run("advertised", testODPAdvertised)
+}
+
+func testODPRefused(t *testing.T) {
+	msg, code := failureCode(t, start(t, "", serveArgs(t, "1MiB", "--registration", "odp")...))
+	if !strings.Contains(msg, "rxe0") || !strings.Contains(msg, "on-demand paging") || !strings.Contains(msg, "registration: pinned") {
+		t.Errorf("odp on rxe without ODP (kernel %s): %q (code %q), want a clear refusal naming on-demand paging and pinned", kernel(t), msg, code)
+	}
+}
+
+func testODPAdvertised(t *testing.T) {
 	for _, prefetch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) {
 			extra := []string{"--registration", "odp"}
@@ -218,6 +233,83 @@ func TestODPVerified(t *testing.T) {
 			default:
 				t.Errorf("kernel %s: odp read: %q (code %q); want a verify failure naming ODP (code %s)", kernel(t), msg, code, results.ErrorCodeODPVerifyMismatch)
 			}
+		})
+	}
+}
+
+// TestIntervals: node read --interval over rdma prints the reads and bytes
+// completed in each interval of the measured phase, counted in the C loop:
+// they add up to the result's, start at the result's start (the wall
+// clock when the first measured read was posted) one interval apart, and
+// run up to the interval of the last completion, so there are
+// seconds/interval + 1 of them, at least duration/interval for a
+// duration run. With cq moderation a completion accounts for every read
+// it covers, fences included.
+func TestIntervals(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		interval time.Duration
+		args     []string
+	}{
+		{"duration", 250 * time.Millisecond, []string{"--block-size", "64KiB", "--queue-depth", "8", "--duration", "2s"}},
+		{"moderated", 100 * time.Millisecond, []string{"--block-size", "4KiB", "--queue-depth", "16", "--qps", "2", "--cq-moderation", "8", "--duration", "1s", "--verify", "--pattern", "random"}},
+		{"total", 100 * time.Millisecond, []string{"--block-size", "16KiB", "--queue-depth", "4", "--total", "8MiB", "--warmup", "200ms"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := start(t, "", serveArgs(t, "4MiB")...)
+			ready := until[results.Ready](t, srv, "ready")
+			before := time.Now()
+			cl := start(t, "", readArgs(guestIP, ready.Port, append(c.args, "--interval", c.interval.String())...)...)
+			var ivs []*results.Interval
+			var res *results.Result
+			for ev := range cl.events {
+				switch e := ev.(type) {
+				case *results.Interval:
+					if res != nil {
+						t.Errorf("interval after the result: %+v", e)
+					}
+					ivs = append(ivs, e)
+				case *results.Result:
+					res = e
+				case *results.Error:
+					t.Fatalf("read: %s", e.Message)
+				}
+			}
+			after := time.Now()
+			if err := <-cl.done; err != nil || res == nil {
+				t.Fatalf("read: %v, result %v; stderr:\n%s", err, res, cl.stderr.String())
+			}
+			finish(t, srv)
+			var reads, bytes int64
+			for i, iv := range ivs {
+				reads += iv.Reads
+				bytes += iv.Bytes
+				if iv.Seconds != c.interval.Seconds() || iv.StartUnixNs != res.StartUnixNs+int64(i)*c.interval.Nanoseconds() || iv.Bytes != iv.Reads*int64(res.Bytes/res.Reads) {
+					t.Errorf("interval %d: %+v; want %v long, %v after the result's start, bytes = reads × block", i, iv, c.interval, time.Duration(i)*c.interval)
+				}
+			}
+			if reads != res.Reads || bytes != res.Bytes {
+				t.Errorf("intervals add up to %d reads, %d bytes; the result has %d, %d", reads, bytes, res.Reads, res.Bytes)
+			}
+			want := int(time.Duration(res.Seconds*1e9)/c.interval) + 1
+			if len(ivs) != want {
+				t.Errorf("%d intervals for a phase of %.3f s; want seconds/interval + 1 = %d", len(ivs), res.Seconds, want)
+			}
+			if i := slices.Index(c.args, "--duration"); i >= 0 {
+				d, _ := time.ParseDuration(c.args[i+1])
+				if len(ivs) < int(d/c.interval) {
+					t.Errorf("%d intervals for a %v run of %v intervals", len(ivs), d, c.interval)
+				}
+			}
+			start := time.Unix(0, res.StartUnixNs)
+			if start.Before(before) || start.Add(time.Duration(res.Seconds*1e9)).After(after) {
+				t.Errorf("measured phase from %v for %.3f s, outside the client's run %v .. %v", start, res.Seconds, before, after)
+			}
+			counts := make([]int64, len(ivs))
+			for i, iv := range ivs {
+				counts[i] = iv.Reads
+			}
+			t.Logf("%d reads in %.2f s over %d intervals of %v: %v", res.Reads, res.Seconds, len(ivs), c.interval, counts)
 		})
 	}
 }
