@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -26,5 +27,11 @@ func runMain() int {
 		cancel(&interrupted{sig: sig.(syscall.Signal)})
 	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// Whatever a command was doing when the signal came (connecting,
+	// collecting facts), it failed because of the signal: say so, and
+	// exit 128+signal.
+	if intr := (*interrupted)(nil); err != nil && errors.As(context.Cause(ctx), &intr) {
+		err = intr
+	}
 	return exitCode(err, os.Stderr)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,7 +70,18 @@ output: {csv: out/slurm.csv, logs: out/logs}
 		t.Fatal(err)
 	}
 	p := startRunner(t, dir, env, "exec", plan)
-	p.Until(t, "both clients reading", 60*time.Second, func() bool { return len(job.Steps(t)) >= 3 })
+	// Both clients released from the barrier: the facts and deploy steps
+	// come and go before, so counting steps alone is not enough.
+	p.Until(t, "both clients reading", 60*time.Second, func() bool {
+		n := 0
+		logs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.client*.log"))
+		for _, l := range logs {
+			if b, _ := os.ReadFile(l); bytes.Contains(b, []byte(`"type":"ready"`)) {
+				n++
+			}
+		}
+		return n >= 2 && len(job.Steps(t)) >= 3
+	})
 	time.Sleep(500 * time.Millisecond)
 	p.Signal(syscall.SIGINT)
 	if code := p.Wait(t, 30*time.Second); code != 130 {

@@ -105,9 +105,10 @@ func TestBenchOverheadClients(t *testing.T) {
 
 // overheads runs a fan-in plan whose clients are the first k of clients,
 // for each count, several points each, and returns the median overhead.
-// Each reads for 300 ms: the clients' phases must overlap for the
+// Each reads for 1 s: the clients' phases must overlap for the
 // aggregate row, and a point of a few ms would not (their start skew
-// alone is ~10 ms).
+// is ~10 ms over SSH, and up to 0.3 s was seen as Slurm steps on this
+// loaded 2-core machine).
 func overheads(t *testing.T, dir, node, deployDir, server string, clients []string, counts []int, extra string, dial func(string) remote.Host) map[int]time.Duration {
 	var list []string
 	for _, c := range clients {
@@ -128,7 +129,7 @@ hosts:
 %snode: {binary: %s, remote_path: %s/node}
 transport: tcp
 server: {file: %s/bench.dat, file_size: 1MiB, create: true, cache: warm}
-client: {block_size: 4KiB, queue_depth: 4, duration: 300ms}
+client: {block_size: 4KiB, queue_depth: 4, duration: 1s}
 sweep: {matrix: {clients: [%s]}}
 repeat: 7
 `, server, dataAddr, strings.Join(list, ", "), extra, node, deployDir, deployDir, strings.Join(sweep, ", "))), plan.Options{})
