@@ -1,15 +1,20 @@
 package main
 
 import (
+	"crypto/sha256"
 	"debug/elf"
 	"encoding/binary"
+	"encoding/hex"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"rdmasweep/internal/clitest"
 	"rdmasweep/results"
+	"rdmasweep/runner/remote/slurmlab"
 	"rdmasweep/runner/remote/testhosts"
 )
 
@@ -87,5 +92,73 @@ func TestExecRefusesAHostNoNodeRunsOn(t *testing.T) {
 	r = runnerEnv(t, dir, env, "check", plan, "--set", "node.binary="+filepath.Join(build, "node"))
 	if r.Code != 1 || !strings.Contains(r.Stderr, "the host is riscv64; this build has nodes for x86_64, aarch64") {
 		t.Errorf("check: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// TestSlurmBroadcastsEachArchitecturesNode: under Slurm, sbcast sends a
+// file to every node of the allocation, so each architecture's node goes
+// to a path of its own: an x86-64 server's node to node.remote_path, an
+// aarch64 client's to node.remote_path-linux-arm64, and every node holds
+// both, neither overwriting the other. (The aarch64 node is real, but an
+// x86-64 machine cannot run it: its host is x86-64 with uname faked, so
+// only the deploy is judged here; the arm64 guest runs it for real.)
+func TestSlurmBroadcastsEachArchitecturesNode(t *testing.T) {
+	c := slurmlab.Start(t)
+	job := c.Allocate(t, slurmlab.AllocOptions{Nodes: 2})
+	n2 := c.Nodes["n2"]
+	script := filepath.Join(t.TempDir(), "uname")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho aarch64\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := n2.Output("mount", "--bind", script, "/usr/bin/uname"); err != nil {
+		t.Fatalf("fake uname on n2: %v %s", err, out)
+	}
+	t.Cleanup(func() { n2.Output("umount", "/usr/bin/uname") })
+
+	build := t.TempDir()
+	node, arm64Node := filepath.Join(build, "node"), filepath.Join(build, "node-linux-arm64")
+	if err := os.Symlink(filepath.Join(binDir, "node"), node); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-tags", "netgo,osusergo", "-o", arm64Node, "../node")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH=arm64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the arm64 node: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	env := append(append(os.Environ(), job.Env...), "HOME="+dir)
+	plan := filepath.Join(dir, "slurm.yaml")
+	if err := os.WriteFile(plan, []byte(fmt.Sprintf(`name: slurm-arches
+launcher: slurm
+node: {binary: %s}
+server: {file: %s/slurm.dat, file_size: 1MiB, create: true}
+client: {block_size: 64KiB, total: 1MiB}
+output: {csv: out/slurm.csv, logs: out/logs}
+`, node, slurmlab.LocalDir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runnerEnv(t, dir, env, "check", plan)
+	for _, want := range []string{"server (n1): deployed node to " + slurmlab.LocalDir + "/node ", "client (n2): deployed node to " + slurmlab.LocalDir + "/node-linux-arm64 "} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("check's stderr lacks %q:\n%s", want, r.Stderr)
+		}
+	}
+	sum := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.Sum256(b)
+		return hex.EncodeToString(s[:])
+	}
+	for _, name := range []string{"n1", "n2"} {
+		out, err := c.Nodes[name].Output("sha256sum", slurmlab.LocalDir+"/node", slurmlab.LocalDir+"/node-linux-arm64")
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if want := sum(node) + "  " + slurmlab.LocalDir + "/node\n" + sum(arm64Node) + "  " + slurmlab.LocalDir + "/node-linux-arm64\n"; out != want {
+			t.Errorf("%s holds\n%swant\n%s", name, out, want)
+		}
 	}
 }
