@@ -143,7 +143,6 @@ hosts:
 ssh: {known_hosts: %q, host_key_policy: strict, connect_timeout: 10s, keepalive_interval: 5s}
 node: {binary: %q, remote_path: %s}
 transport: rdma
-rdma: {device: rxe0, ib_port: 1}
 server: {file: /tmp/rdmasweep-arm64.dat, file_size: 8MiB, create: true, cache: warm, registration: pinned}
 client: {queue_depth: 8, qps: 1, pattern: sequential, verify: true}
 sweep:
@@ -234,6 +233,25 @@ output: {csv: out/arm64-mixed.csv, logs: out/logs}
 		stdout, _ := run(t, "check", "arm64-mixed", plan)
 		checkTable(t, stdout, false)
 	})
+
+	// No node the runner started is left in the guest.
+	c, err := g.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	out, err := sess.Output("ls -l /proc/[0-9]*/exe 2>/dev/null; echo END")
+	if err != nil || !strings.Contains(string(out), "/usr/sbin/sshd") || !strings.HasSuffix(strings.TrimSpace(string(out)), "END") {
+		t.Fatalf("list the guest's processes: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "node-linux-arm64") {
+		t.Errorf("node left running in the guest:\n%s", out)
+	}
 	t.Logf("arm64: %s from the start of the image build to the end of the runs", time.Since(start).Round(time.Second))
 }
 
