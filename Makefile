@@ -1,6 +1,8 @@
 # rdmasweep — see README.md.
 #
-#   make build      bin/runner and bin/node (the RDMA node when libibverbs is installed)
+#   make build      bin/runner, bin/node-linux-amd64 and bin/node-linux-arm64 (static,
+#                   with rdma where rdma-core's static libraries are installed), and
+#                   bin/node, this machine's own
 #   make demo       run plans/loopback.yaml: both roles here, tcp
 #   make readme-plot  redraw docs/loopback.png from a real loopback run
 #   make test       every test (as root, for the namespace hosts and the soft-RoCE guest)
@@ -20,15 +22,67 @@ RDMA_MISSING     := $(strip $(foreach l,$(RDMA_STATIC_LIBS),$(if $(wildcard $(RD
 HAVE_IBVERBS     := $(if $(RDMA_MISSING),,$(shell pkg-config --exists librdmacm libibverbs 2>/dev/null && echo yes))
 RDMA_LDFLAGS      = $$(pkg-config --static --libs librdmacm libibverbs)
 
-.PHONY: build runner node node-tcp node-rdma demo readme-plot test test-stub test-rdma-link bench fuzz clean
+# The other architectures' nodes are cross-built: Debian's cross gcc, and
+# that architecture's rdma-core and libnl static libraries from Debian's
+# multiarch packages (dpkg --add-architecture), found with their own
+# pkg-config data. Where those are missing the node is built tcp-only.
+HOST_GOARCH     := $(shell $(GO) env GOARCH 2>/dev/null)
+NODE_ARCHES     := amd64 arm64
+CROSS_ARCHES    := $(filter-out $(HOST_GOARCH),$(NODE_ARCHES))
+TRIPLET_amd64   := x86_64-linux-gnu
+TRIPLET_arm64   := aarch64-linux-gnu
+CROSS_GCC_amd64 := gcc-x86-64-linux-gnu libc6-dev-amd64-cross
+CROSS_GCC_arm64 := gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+cross_missing    = $(strip $(if $(shell command -v $(TRIPLET_$(1))-gcc 2>/dev/null),,$(TRIPLET_$(1))-gcc) \
+	$(foreach l,$(RDMA_STATIC_LIBS),$(if $(wildcard /usr/lib/$(TRIPLET_$(1))/$(l)),,$(1)/$(l))))
+$(foreach a,$(CROSS_ARCHES),$(eval CROSS_MISSING_$(a) := $(call cross_missing,$(a))))
 
-# build says which transports the node got, and why not rdma when it did
-# not: a tcp-only node still runs every plan with transport: tcp.
-build: runner node
+# node-linux-% and node-rdma-% are pattern rules, which make skips for
+# .PHONY targets; no file has their names.
+.PHONY: build runner node node-tcp node-rdma node-linux-$(HOST_GOARCH) \
+	demo readme-plot test test-stub test-rdma-link test-arm64 bench fuzz clean
+
+# build says which transports each node got, and why not rdma when it did
+# not: a tcp-only node still runs every plan with transport: tcp. The
+# runner gives each host the node for its architecture (bin/node for this
+# machine's, bin/node-linux-ARCH for the others).
+build: runner node $(addprefix node-linux-,$(NODE_ARCHES))
 	@bin/node version
 ifneq ($(HAVE_IBVERBS),yes)
 	@echo "bin/node has no rdma transport: missing $(or $(RDMA_MISSING),pkg-config data for librdmacm/libibverbs); make node-rdma says what to install" >&2
 endif
+
+# This machine's own node under its other name, for copying bin/ to a
+# host of this architecture.
+node-linux-$(HOST_GOARCH): node
+	cp -f bin/node bin/node-linux-$(HOST_GOARCH)
+
+# Another architecture's node: static with rdma when the cross compiler
+# and its static libraries are installed, else tcp-only, said but not
+# failed.
+node-linux-%:
+	@if [ -n "$(CROSS_MISSING_$*)" ]; then \
+		echo "bin/node-linux-$* has no rdma transport: missing $(CROSS_MISSING_$*); make node-rdma-$* says what to install" >&2; \
+		echo "CGO_ENABLED=0 GOARCH=$* $(GO) build -tags netgo,osusergo -o bin/node-linux-$* ./node"; \
+		CGO_ENABLED=0 GOARCH=$* $(GO) build -tags netgo,osusergo -ldflags '$(X)' -o bin/node-linux-$* ./node; \
+	else \
+		$(MAKE) --no-print-directory node-rdma-$*; \
+	fi
+	@echo "bin/node-linux-$*: $$(file -b bin/node-linux-$* | cut -d, -f1-2), transports: $(if $(CROSS_MISSING_$*),tcp,rdma tcp)"
+
+# Another architecture's static rdma node, cross-built; it fails, saying
+# what to install, where the cross compiler or libraries are missing.
+node-rdma-%:
+	@if [ -n "$(CROSS_MISSING_$*)" ]; then \
+		echo "make node-rdma-$*: the static $* node needs $(TRIPLET_$*)-gcc and $*'s $(RDMA_STATIC_LIBS); missing: $(CROSS_MISSING_$*)" >&2; \
+		echo "  Debian/Ubuntu: dpkg --add-architecture $* && apt-get update && apt-get install $(CROSS_GCC_$*) $(addsuffix :$*,$(filter-out pkg-config,$(RDMA_DEV_PKGS))) pkg-config" >&2; \
+		exit 1; \
+	fi
+	CGO_ENABLED=1 GOARCH=$* CC=$(TRIPLET_$*)-gcc \
+		CGO_LDFLAGS="$$(PKG_CONFIG_LIBDIR=/usr/lib/$(TRIPLET_$*)/pkgconfig pkg-config --static --libs librdmacm libibverbs)" \
+		$(GO) build -tags 'rdma netgo osusergo' \
+		-ldflags '$(X) -linkmode external -extldflags "-static"' -o bin/node-linux-$* ./node
+	@file bin/node-linux-$* | grep -q 'statically linked' || { echo 'bin/node-linux-$* is not statically linked' >&2; exit 1; }
 
 runner:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(X)' -o bin/runner ./runner
@@ -96,10 +150,36 @@ test-rdma-link:
 		$(GO) test -count=1 -tags 'rdma netgo osusergo' \
 		-ldflags '-linkmode external -extldflags "-static"' ./node/transport/rdma/
 
-ifeq ($(HAVE_IBVERBS),yes)
-test: build test-stub test-rdma-link
+# The arm64 node under qemu-user, which needs no binfmt registration:
+# node's package tests built for arm64 and run by qemu-aarch64-static (node
+# itself through the same emulator), the C shim's in the static rdma
+# build, and bin/node-linux-arm64 saying version --json. Soft-RoCE on
+# arm64 is runner's TestArm64Guest, in qemu-system-aarch64.
+QEMU_ARM64 ?= qemu-aarch64-static
+ARM64_ENV   = GOARCH=arm64 CC=aarch64-linux-gnu-gcc \
+	CGO_LDFLAGS="$$(PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig pkg-config --static --libs librdmacm libibverbs)"
+ifneq ($(shell command -v $(QEMU_ARM64) 2>/dev/null),)
+test-arm64: node-linux-arm64
+	@[ "$$CI" != true ] || [ -z "$(CROSS_MISSING_arm64)" ] || { echo "make test-arm64: CI builds the arm64 rdma node, and $(CROSS_MISSING_arm64) is missing" >&2; exit 1; }
+	RDMASWEEP_NODE_EXEC=$(QEMU_ARM64) CGO_ENABLED=0 GOARCH=arm64 \
+		$(GO) test -count=1 -exec $(QEMU_ARM64) $$($(GO) list ./node/... | grep -v /vmtest)
+ifeq ($(CROSS_MISSING_arm64),)
+	CGO_ENABLED=1 $(ARM64_ENV) $(GO) test -count=1 -exec $(QEMU_ARM64) -tags 'rdma netgo osusergo' \
+		-ldflags '-linkmode external -extldflags "-static"' ./node/transport/rdma/
+endif
+	@v=$$($(QEMU_ARM64) bin/node-linux-arm64 version --json) && echo "$(QEMU_ARM64) bin/node-linux-arm64 version --json: $$v" && \
+	echo "$$v" | grep -q '"arch":"arm64"' && { [ -n "$(CROSS_MISSING_arm64)" ] || echo "$$v" | grep -q '"transports":\["rdma","tcp"\]'; } || \
+	{ echo "make test-arm64: want arch arm64$(if $(CROSS_MISSING_arm64),, and the rdma transport)" >&2; exit 1; }
 else
-test: build test-stub
+test-arm64:
+	@echo "make test-arm64: skipped: no $(QEMU_ARM64) (apt-get install qemu-user-static)" >&2
+	@[ "$$CI" != true ] || { echo "make test-arm64: CI must run it" >&2; exit 1; }
+endif
+
+ifeq ($(HAVE_IBVERBS),yes)
+test: build test-stub test-rdma-link test-arm64
+else
+test: build test-stub test-arm64
 endif
 	$(GO) vet ./...
 	$(GO) vet -tags bench ./...   # the benchmarks build, though make test does not run them

@@ -191,16 +191,19 @@ func (v *voice) warnf(format string, args ...any)  { v.say("warning: ", format, 
 func (v *voice) hintf(format string, args ...any)  { v.say("hint: ", format, args...) }
 func (v *voice) infof(format string, args ...any)  { v.say("", format, args...) }
 
-// warnOnce prints a warning the first time it is seen in this run.
-func (v *voice) warnOnce(format string, args ...any) {
+// warnOnce prints a warning the first time it is seen in this run, and
+// reports whether it did.
+func (v *voice) warnOnce(format string, args ...any) bool {
 	msg := fmt.Sprintf(format, args...)
 	if v.seen == nil {
 		v.seen = map[string]bool{}
 	}
-	if !v.seen[msg] {
-		v.seen[msg] = true
-		v.warnf("%s", msg)
+	if v.seen[msg] {
+		return false
 	}
+	v.seen[msg] = true
+	v.warnf("%s", msg)
+	return true
 }
 
 func (v *voice) say(kind, format string, args ...any) {

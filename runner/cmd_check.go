@@ -94,11 +94,14 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		row.host, row.label = r.list[i].Host.Name(), r.list[i].Label
 	}
 
-	localSum, err := fileSHA256(p.Node.Binary)
-	if err != nil {
-		return fmt.Errorf("node binary: %w", err)
+	// Each host's node is the one of the build for its architecture.
+	sums := make([]string, len(r.list))
+	for i, t := range r.list {
+		if sums[i], err = fileSHA256(r.nodes[t.Host].Path); err != nil {
+			return fmt.Errorf("node binary: %w", err)
+		}
 	}
-	needs := checkNeeds(p, pts, localSum)
+	needs := checkNeeds(p, pts, sums)
 	_ = parallel(len(rows), func(i int) error { // each row records its own problems
 		row, t := rows[i], r.list[i]
 		rtt, err := roundTrip(ctx, t.Host)
@@ -208,21 +211,22 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 }
 
 // checkNeeds says what the plan asks of each role's host, over all
-// points, in the plan's role order.
-func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSum string) []preflight.Need {
+// points, in the plan's role order; nodeSums are the sha256 of the node
+// each role's host got, in the same order.
+func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSums []string) []preflight.Need {
 	var needs []preflight.Need
 	server := map[string]string{} // each role's server
 	for _, pair := range probePairs(p) {
 		server[pair.client.Name], server[pair.server.Name] = pair.server.Name, pair.server.Name
 	}
-	for _, s := range p.Hosts.Roles() {
+	for i, s := range p.Hosts.Roles() {
 		// The server's role is its Need's role: the judge asks of it what
 		// a server needs.
 		kind := "client"
 		if server[s.Name] == s.Name {
 			kind = "server"
 		}
-		n := preflight.Need{Role: kind, Transport: p.Transport(), NodeSHA256: nodeSum, CPUs: s.Host.CPUs, Connect: p.Base.Str("connect")}
+		n := preflight.Need{Role: kind, Transport: p.Transport(), NodeSHA256: nodeSums[i], CPUs: s.Host.CPUs, Connect: p.Base.Str("connect")}
 		h := s.Host.Params
 		n.Device, n.IBPort = h.Str("device"), max(int(h.Int("ib_port")), 0)
 		if g := int(h.Int("gid_index")); g >= 0 {

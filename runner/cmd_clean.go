@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
@@ -25,7 +26,7 @@ type removable int
 const (
 	dataFile   removable = iota // the server's file, only with its sidecar
 	sidecar                     // FILE.rdmasweep: node made the file
-	nodeBinary                  // node.remote_path on a remote host
+	nodeBinary                  // node.remote_path (and -linux-GOARCH) on a remote host
 	leftovers                   // the CSV's leftover record, after its nodes are stopped
 )
 
@@ -83,7 +84,15 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	defer r.close()
 
 	// What each host may hold: the server's data file and sidecar, and
-	// node on every remote host (once per host).
+	// node on every remote host (once per host), at the path of each
+	// architecture the build has a node for.
+	nodePaths := []string{p.Node.RemotePath}
+	if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil {
+		nodePaths = nodePaths[:0]
+		for _, n := range nodes {
+			nodePaths = append(nodePaths, n.RemotePath(p.Node.RemotePath))
+		}
+	}
 	file := p.Base.Str("file")
 	targets := r.targets()
 	wanted := make([][]removal, len(targets))
@@ -95,7 +104,9 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			}
 		}
 		if _, local := t.Host.(remote.Local); !local {
-			wanted[i] = append(wanted[i], removal{target: t, path: p.Node.RemotePath, what: nodeBinary})
+			for _, np := range nodePaths {
+				wanted[i] = append(wanted[i], removal{target: t, path: np, what: nodeBinary})
+			}
 		}
 	}
 	var todo []removal

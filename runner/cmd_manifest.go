@@ -40,7 +40,8 @@ func collectManifest(ctx context.Context, p *plan.Plan, r *roles, runID, csvPath
 	rm := &runManifest{path: manifest.PathFor(csvPath, runID), m: m, roles: map[string]int{}}
 	var queries []manifest.Query
 	for i, s := range p.Hosts.Roles() {
-		q := manifest.Query{Role: s.Name, NodePath: r.list[i].NodePath, CPUs: s.Host.CPUs}
+		n := r.nodes[r.list[i].Host]
+		q := manifest.Query{Role: s.Name, NodePath: r.list[i].NodePath, Binary: n.Path, BinaryArch: n.Arch, CPUs: s.Host.CPUs}
 		if i < len(p.Hosts.Servers) {
 			q.File = p.Base.Str("file")
 		}

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +15,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
+	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/peer"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/slurm"
@@ -158,11 +157,11 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 		ui.warnf("%s of %d make fewer than 1,000 reads (%s); figures from so few reads are noisy", plural(few, "point"), len(pts), example)
 		ui.hintf("raise client.total, or read for a time with client.duration")
 	}
-	// The node that runs here or is uploaded is node.binary either way.
+	// Which node a host gets depends on its architecture, known once the
+	// host is reached (deploy warns then); a build of one node is known now.
 	if p.Transport() == "rdma" {
-		if built, err := localTransports(p.Node.Binary); err == nil && !contains(built, "rdma") {
-			ui.warnf("the plan asks for rdma, but %s was built without it (transports: %s)", p.Node.Binary, strings.Join(built, ", "))
-			ui.hintf("build the RDMA node with: make node-rdma")
+		if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil && len(nodes) == 1 {
+			warnNoRDMA(ui, nodes[0])
 		}
 	}
 	if p.SSH.HostKeyPolicy == "insecure" && slices.ContainsFunc(p.Hosts.Roles(), func(r plan.Role) bool { return !r.Host.IsLocal() }) {
@@ -170,17 +169,22 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 	}
 }
 
-// localTransports asks the local node binary which transports it has.
-func localTransports(binary string) ([]string, error) {
-	out, err := exec.Command(binary, "version", "--json").Output()
-	if err != nil {
-		return nil, err
+// warnNoRDMA warns, once per file, that an rdma plan gives hosts node n
+// although n was built without rdma. It reads n's build information, so
+// it also judges another architecture's node, which cannot run here.
+func warnNoRDMA(ui *voice, n deploy.Node) {
+	built, err := deploy.Transports(n.Path)
+	if err != nil || contains(built, "rdma") {
+		return
 	}
-	var v results.Version
-	if err := json.Unmarshal(out, &v); err != nil {
-		return nil, err
+	if !ui.warnOnce("the plan asks for rdma, but %s was built without it (transports: %s)", n.Path, strings.Join(built, ", ")) {
+		return
 	}
-	return v.Transports, nil
+	if n.Sibling {
+		ui.hintf("build the RDMA node for %s with: make node-rdma-%s (it needs the cross compiler and %s's rdma-core, see docs/rdma.md)", n.Arch, n.GOARCH, n.GOARCH)
+		return
+	}
+	ui.hintf("build the RDMA node with: make node-rdma")
 }
 
 func contains(list []string, s string) bool {

@@ -27,6 +27,9 @@ import (
 type roles struct {
 	list  []role.Target
 	hosts []remote.Host // unique, to close
+	// nodes is the node of the build each host got, chosen by its
+	// architecture; set by deploy.
+	nodes map[remote.Host]deploy.Node
 }
 
 func (r *roles) close() {
@@ -180,29 +183,76 @@ func dialRoles(ctx context.Context, p *plan.Plan, ui *voice) (*roles, error) {
 	return r, nil
 }
 
-// deploy uploads node.binary to every remote host once, in parallel.
+// deploy gives every host the node of the build for its architecture
+// (node.binary, or a node-linux-GOARCH beside it) and uploads it to every
+// remote host once, in parallel. Every host's node is chosen before
+// anything is uploaded, so a host no node runs on stops the exec before
+// any host is touched.
 func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
-	local, err := filepath.Abs(p.Node.Binary)
+	nodes, err := deploy.FindNodes(p.Node.Binary)
 	if err != nil {
-		return err
+		return withHint(err, "build the nodes with: make build (or set node.binary)")
 	}
 	targets := r.targets()
+	chosen, arches := make([]deploy.Node, len(targets)), make([]string, len(targets))
+	err = parallel(len(targets), func(i int) error {
+		t := targets[i]
+		arch := deploy.LocalUname()
+		if _, isLocal := t.Host.(remote.Local); !isLocal {
+			// The first command on the host: it also finds a host where
+			// no shell runs, before anything is uploaded there.
+			facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{})
+			if err != nil {
+				return t.Wrap(role.Facts, err)
+			}
+			arch = facts.Arch
+		}
+		n, err := nodes.For(arch)
+		if err != nil {
+			err := error(t.Wrap(role.Deploy, err))
+			var no *deploy.NoNodeError
+			if errors.As(err, &no) {
+				err = withHint(err, no.Hint())
+			}
+			return err
+		}
+		chosen[i], arches[i] = n, arch
+		return nil
+	})
+	if err != nil {
+		return firstError(err)
+	}
+	r.nodes = map[remote.Host]deploy.Node{}
+	for i, t := range targets {
+		r.nodes[t.Host] = chosen[i]
+		for j := range r.list {
+			if r.list[j].Host != t.Host {
+				continue
+			}
+			if _, isLocal := t.Host.(remote.Local); isLocal {
+				r.list[j].NodePath = chosen[i].Path // run in place
+			} else {
+				r.list[j].NodePath = chosen[i].RemotePath(p.Node.RemotePath)
+			}
+		}
+	}
+	if p.Transport() == "rdma" {
+		for _, n := range uniqueNodes(chosen) {
+			warnNoRDMA(ui, n)
+		}
+	}
+	targets = r.targets() // with their node paths
 	return firstError(parallel(len(targets), func(i int) error {
 		t := targets[i]
 		if _, isLocal := t.Host.(remote.Local); isLocal {
 			return nil
 		}
-		// The first command on the host: it also finds a host where no
-		// shell runs, before anything is uploaded there.
-		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{})
-		if err != nil {
-			return t.Wrap(role.Facts, err)
-		}
-		res, err := deploy.Deploy(ctx, t.Host, local, t.NodePath, facts.Arch)
+		local := chosen[i]
+		res, err := deploy.Deploy(ctx, t.Host, local.Path, t.NodePath, arches[i])
 		switch {
 		case err != nil:
 			err := error(t.Errorf(role.Deploy, "deploy node to %s: %w", t.NodePath, err))
-			if hint := diskHint(ctx, t.Host, local, t.NodePath); hint != "" {
+			if hint := diskHint(ctx, t.Host, local.Path, t.NodePath); hint != "" {
 				err = withHint(err, hint)
 			}
 			return err
@@ -213,6 +263,16 @@ func (r *roles) deploy(ctx context.Context, p *plan.Plan, ui *voice) error {
 		}
 		return nil
 	}))
+}
+
+func uniqueNodes(ns []deploy.Node) []deploy.Node {
+	var out []deploy.Node
+	for _, n := range ns {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // firstError is the first of errors.Join's errors, or err itself: a

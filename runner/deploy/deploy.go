@@ -94,6 +94,8 @@ func goarch(uname string) string {
 		return "386"
 	case "armv6l", "armv7l", "armv8l":
 		return "arm"
+	case "loongarch64":
+		return "loong64"
 	}
 	return uname
 }

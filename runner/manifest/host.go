@@ -16,6 +16,9 @@ type Query struct {
 	// Sysroot prefixes /proc and /sys, so tests can point the script at
 	// a fake tree; "" on real hosts.
 	Sysroot string
+	// Binary and BinaryArch are the local file node came from and the
+	// architecture it was built for.
+	Binary, BinaryArch string
 }
 
 // Collect gathers one host's facts with a single command on h (see
@@ -29,7 +32,7 @@ func Collect(ctx context.Context, h remote.Host, q Query) (Host, error) {
 		Role: q.Role, Name: h.Name(), CPUs: q.CPUs,
 		Hostname: f.Hostname, Kernel: f.Kernel, Arch: f.Arch, CPUModel: f.CPUModel, CPUGovernor: f.CPUGovernor,
 		NICs: []NIC{},
-		Node: Node{Path: q.NodePath, Version: f.Node.Version, SHA256: f.Node.SHA256},
+		Node: Node{Path: q.NodePath, Version: f.Node.Version, SHA256: f.Node.SHA256, Binary: q.Binary, Arch: q.BinaryArch},
 	}
 	for _, n := range f.NICs {
 		nic := NIC{

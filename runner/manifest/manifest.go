@@ -134,11 +134,15 @@ type File struct {
 	NUMANode    *int   `json:"numa_node"`
 }
 
-// Node is the node binary the role runs.
+// Node is the node binary the role runs: Path and SHA256 as the host has
+// it, Binary and Arch the file of the build it was chosen from for the
+// host's architecture (node.binary, or a node-linux-GOARCH beside it).
 type Node struct {
 	Path    string `json:"path"`
 	Version string `json:"version"`
 	SHA256  string `json:"sha256"`
+	Binary  string `json:"binary,omitempty"`
+	Arch    string `json:"arch,omitempty"` // as uname -m names it: "x86_64", "aarch64"
 }
 
 // ForPlan describes the plan file at path with the bytes the exec read.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -22,25 +23,43 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// staticEnv is the environment of a static rdma build: cgo on, and the
-// static librdmacm and libibverbs with every provider (as make node-rdma
-// links them).
-func staticEnv(ctx context.Context) ([]string, error) {
-	libs, err := exec.CommandContext(ctx, "pkg-config", "--static", "--libs", "librdmacm", "libibverbs").Output()
-	if err != nil {
-		return nil, fmt.Errorf("pkg-config --static --libs librdmacm libibverbs: %w (apt-get install libibverbs-dev librdmacm-dev pkg-config)", err)
+// crossTriplets are the GNU triplets of the architectures whose static
+// rdma node is cross-built, as make node-rdma-ARCH does: Debian's cross
+// gcc, and the architecture's multiarch rdma-core and libnl.
+var crossTriplets = map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
+
+// staticEnv is the environment of a static rdma build for goarch ("" for
+// this machine's): cgo on, and the static librdmacm and libibverbs with
+// every provider (as make node-rdma links them).
+func staticEnv(ctx context.Context, goarch string) ([]string, error) {
+	env := os.Environ()
+	pc := exec.CommandContext(ctx, "pkg-config", "--static", "--libs", "librdmacm", "libibverbs")
+	install := "apt-get install libibverbs-dev librdmacm-dev pkg-config"
+	if goarch != "" && goarch != runtime.GOARCH {
+		triplet, ok := crossTriplets[goarch]
+		if !ok {
+			return nil, fmt.Errorf("no cross build of the rdma node for %s", goarch)
+		}
+		pc.Env = append(os.Environ(), "PKG_CONFIG_LIBDIR=/usr/lib/"+triplet+"/pkgconfig")
+		env = append(env, "GOARCH="+goarch, "CC="+triplet+"-gcc")
+		install = fmt.Sprintf("dpkg --add-architecture %s && apt-get update && apt-get install gcc-%s libibverbs-dev:%s librdmacm-dev:%s libnl-3-dev:%s libnl-route-3-dev:%s",
+			goarch, strings.ReplaceAll(triplet, "_", "-"), goarch, goarch, goarch, goarch)
 	}
-	return append(os.Environ(), "CGO_ENABLED=1", "CGO_LDFLAGS="+strings.TrimSpace(string(libs))), nil
+	libs, err := pc.Output()
+	if err != nil {
+		return nil, fmt.Errorf("pkg-config --static --libs librdmacm libibverbs: %w (%s)", err, install)
+	}
+	return append(env, "CGO_ENABLED=1", "CGO_LDFLAGS="+strings.TrimSpace(string(libs))), nil
 }
 
 const staticLDFlags = `-linkmode external -extldflags "-static"`
 
-func goBuild(ctx context.Context, args ...string) error {
+func goBuild(ctx context.Context, goarch string, args ...string) error {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return err
 	}
-	env, err := staticEnv(ctx)
+	env, err := staticEnv(ctx, goarch)
 	if err != nil {
 		return err
 	}
@@ -63,13 +82,25 @@ func goBuild(ctx context.Context, args ...string) error {
 
 // BuildNode builds the static rdma node into out, as make node-rdma does.
 func BuildNode(ctx context.Context, out string) error {
-	return goBuild(ctx, "build", "-tags", "rdma netgo osusergo", "-ldflags", "-X main.version=vmtest "+staticLDFlags, "-o", out, "./node")
+	return BuildNodeFor(ctx, out, "")
+}
+
+// BuildNodeFor builds the static rdma node for goarch ("" for this
+// machine's) into out, as make node-rdma and make node-rdma-ARCH do.
+func BuildNodeFor(ctx context.Context, out, goarch string) error {
+	return goBuild(ctx, goarch, "build", "-tags", "rdma netgo osusergo", "-ldflags", "-X main.version=vmtest "+staticLDFlags, "-o", out, "./node")
 }
 
 // BuildGuestTests builds the static test binary of the guest tests (package
 // ./node/transport/rdma/vmtest/guest) into out, with extra build tags
 // (e.g. "bench").
 func BuildGuestTests(ctx context.Context, out string, tags ...string) error {
+	return BuildGuestTestsFor(ctx, out, "", tags...)
+}
+
+// BuildGuestTestsFor is BuildGuestTests for goarch ("" for this
+// machine's).
+func BuildGuestTestsFor(ctx context.Context, out, goarch string, tags ...string) error {
 	tags = append([]string{"rdma", "rdmaguest", "netgo", "osusergo"}, tags...)
-	return goBuild(ctx, "test", "-c", "-tags", strings.Join(tags, " "), "-ldflags", staticLDFlags, "-o", out, "./node/transport/rdma/vmtest/guest")
+	return goBuild(ctx, goarch, "test", "-c", "-tags", strings.Join(tags, " "), "-ldflags", staticLDFlags, "-o", out, "./node/transport/rdma/vmtest/guest")
 }

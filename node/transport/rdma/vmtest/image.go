@@ -5,7 +5,8 @@
 // The guest runs one of several kernels (Kernels: bookworm's 6.1 and the
 // newest in trixie-backports) under the same bookworm user space, in an
 // initramfs made from Debian packages (apt-get download + dpkg -x, no
-// debootstrap, no maintainer scripts). Both are cached under CacheDir,
+// debootstrap, no maintainer scripts). BookwormArm64 is the same for arm64,
+// kernel and user space, booted under qemu-system-aarch64. Both are cached under CacheDir,
 // keyed by the exact package versions. Each boot prepends a small
 // uncompressed cpio with the files of that run (binaries, a script, an
 // authorized key), so the cached image is never rebuilt for new binaries.
@@ -82,6 +83,18 @@ type Kernel struct {
 	// linux-source and headers at the kernel's version (siw.go): Debian's
 	// kernel packages ship none.
 	Siw bool
+	// Arch is the guest's Debian architecture, of its kernel and its user
+	// space alike: "" for amd64, or "arm64", whose packages come from the
+	// host's arm64 lists (dpkg --add-architecture arm64; apt-get update).
+	Arch string
+}
+
+// arch is k's Debian architecture.
+func (k Kernel) arch() string {
+	if k.Arch == "" {
+		return "amd64"
+	}
+	return k.Arch
 }
 
 var (
@@ -92,6 +105,10 @@ var (
 	TrixieBackports = Kernel{Name: "trixie-backports", Suite: "trixie-backports", Siw: true}
 	// Kernels are the kernels the guest suite runs on.
 	Kernels = []Kernel{Bookworm, TrixieBackports}
+	// BookwormArm64 is Debian 12's arm64 kernel and user space, booted
+	// under qemu-system-aarch64 (TCG) as Grace, BlueField and Ampere
+	// hosts run them; one NIC, no siw.
+	BookwormArm64 = Kernel{Name: "bookworm-arm64", Arch: "arm64"}
 )
 
 // Packages are installed into the guest root, with their dependencies.
@@ -138,16 +155,20 @@ func EnsureImage(ctx context.Context, k Kernel, log io.Writer) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("guest kernel %s: %w", k.Name, err)
 	}
-	kpkgs, err := resolveKernel(ctx, a)
+	kpkgs, err := resolveKernel(ctx, a, k.arch())
 	if err != nil {
 		return nil, fmt.Errorf("guest kernel %s: resolve the kernel packages: %w", k.Name, err)
 	}
-	closure, err := resolve(ctx)
+	u := userSpace(k)
+	closure, err := resolve(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("resolve guest packages: %w", err)
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "format %s\nkernel %s %v\n", imageFormat, k.Name, k.Siw)
+	if k.Arch != "" {
+		fmt.Fprintf(h, "arch %s\n", k.Arch) // amd64's keys stay as they were
+	}
 	for _, p := range append(kpkgs, closure...) {
 		fmt.Fprintln(h, p)
 	}
@@ -158,7 +179,7 @@ func EnsureImage(ctx context.Context, k Kernel, log io.Writer) (*Image, error) {
 	im.Initramfs = filepath.Join(im.Dir, "base.cpio.zst")
 	if _, err := os.Stat(filepath.Join(im.Dir, "complete")); err != nil {
 		fmt.Fprintf(log, "vmtest: building guest image %s (kernel %s, %d packages)\n", im.Dir, strings.Join(kpkgs, " "), len(closure))
-		if err := build(ctx, im, a, kpkgs, closure, log); err != nil {
+		if err := build(ctx, im, a, u, kpkgs, closure, log); err != nil {
 			return nil, fmt.Errorf("build guest image for kernel %s: %w", k.Name, err)
 		}
 		prune(im)
@@ -247,9 +268,26 @@ var instRE = regexp.MustCompile(`(?m)^Inst (\S+) \((\S+) `)
 
 // aptSource is how apt is asked about one kernel's packages: the host's
 // configuration, or that plus options pointing at a private sources list
-// and state for an extra suite.
+// and state for an extra suite, or making another architecture native.
 type aptSource struct {
 	opts []string
+	arch string // the packages' Debian architecture: "amd64", "arm64"
+}
+
+// archOpts make arch apt's native and only architecture: package names
+// without a suffix, and their dependencies, resolve to arch's packages.
+// amd64 needs none, so the host's own configuration asks as it always has.
+func archOpts(arch string) []string {
+	if arch == "" || arch == "amd64" {
+		return nil
+	}
+	return []string{"-o", "APT::Architecture=" + arch, "-o", "APT::Architectures::=" + arch}
+}
+
+// userSpace is how apt is asked about the guest's user space for k: the
+// host's sources (bookworm), in k's architecture.
+func userSpace(k Kernel) aptSource {
+	return aptSource{opts: archOpts(k.arch()), arch: k.arch()}
 }
 
 func (a aptSource) cache(ctx context.Context, args ...string) ([]byte, error) {
@@ -262,7 +300,10 @@ func (a aptSource) cache(ctx context.Context, args ...string) ([]byte, error) {
 // an earlier run are used.
 func aptFor(ctx context.Context, k Kernel, log io.Writer) (aptSource, error) {
 	if k.Suite == "" {
-		return aptSource{}, nil
+		return userSpace(k), nil
+	}
+	if k.arch() != "amd64" {
+		return aptSource{}, fmt.Errorf("an extra suite (%s) is only for amd64 kernels", k.Suite)
 	}
 	dir := filepath.Join(CacheDir, "apt-"+k.Suite)
 	for _, d := range []string{"lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d"} {
@@ -283,7 +324,7 @@ func aptFor(ctx context.Context, k Kernel, log io.Writer) (aptSource, error) {
 		"-o", "Dir::State::Lists=" + filepath.Join(dir, "lists"),
 		"-o", "Dir::Cache=" + filepath.Join(dir, "cache"),
 		"-o", "Dir::State::status=/dev/null",
-	}}
+	}, arch: "amd64"}
 	if _, err := run(ctx, "", "apt-get", append(append([]string{}, a.opts...), "-o", "APT::Sandbox::User=root", "-q", "update")...); err != nil {
 		if lists, _ := filepath.Glob(filepath.Join(dir, "lists", "*Packages*")); len(lists) == 0 {
 			return aptSource{}, fmt.Errorf("apt-get update for %s: %w", k.Suite, err)
@@ -299,10 +340,11 @@ func aptFor(ctx context.Context, k Kernel, log io.Writer) (aptSource, error) {
 var kernelPkgRE = regexp.MustCompile(`^linux-(image|binary|modules|base)-[0-9]`)
 
 // resolveKernel returns the packages (name=version, sorted) that make up
-// the kernel linux-image-amd64 points at in a.
-func resolveKernel(ctx context.Context, a aptSource) ([]string, error) {
+// the kernel linux-image-ARCH points at in a.
+func resolveKernel(ctx context.Context, a aptSource, arch string) ([]string, error) {
+	meta := "linux-image-" + arch
 	out, err := a.cache(ctx, "depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
-		"--no-breaks", "--no-replaces", "--no-enhances", "linux-image-amd64")
+		"--no-breaks", "--no-replaces", "--no-enhances", meta)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +367,7 @@ func resolveKernel(ctx context.Context, a aptSource) ([]string, error) {
 		pkgs = append(pkgs, name+"="+v)
 	}
 	if len(pkgs) == 0 {
-		return nil, fmt.Errorf("linux-image-amd64 depends on no kernel package: %q", out)
+		return nil, fmt.Errorf("%s depends on no kernel package: %q", meta, out)
 	}
 	sort.Strings(pkgs)
 	return pkgs, nil
@@ -346,8 +388,8 @@ func candidate(ctx context.Context, a aptSource, name string) (string, error) {
 
 // resolve returns the guest packages' dependency closure (name=version,
 // sorted), as apt would install them on an empty system from the host's
-// sources.
-func resolve(ctx context.Context) ([]string, error) {
+// sources, in u's architecture.
+func resolve(ctx context.Context, u aptSource) ([]string, error) {
 	dir, err := os.MkdirTemp("", "vmtest-apt-")
 	if err != nil {
 		return nil, err
@@ -357,9 +399,12 @@ func resolve(ctx context.Context) ([]string, error) {
 	if err := os.WriteFile(status, nil, 0o644); err != nil {
 		return nil, err
 	}
-	args := append([]string{"-s", "-o", "Dir::State::status=" + status, "install", "--no-install-recommends"}, Packages...)
+	args := append(append(append([]string{}, u.opts...), "-s", "-o", "Dir::State::status="+status, "install", "--no-install-recommends"), Packages...)
 	out, err := run(ctx, "", "apt-get", args...)
 	if err != nil {
+		if u.arch != "amd64" && strings.Contains(err.Error(), "Unable to locate package") {
+			err = fmt.Errorf("%w (the host's apt has no %s lists: dpkg --add-architecture %s && apt-get update)", err, u.arch, u.arch)
+		}
 		return nil, err
 	}
 	var closure []string
@@ -379,11 +424,19 @@ func download(ctx context.Context, a aptSource, debs string, pkgs []string, log 
 	if err := os.MkdirAll(debs, 0o755); err != nil {
 		return nil, err
 	}
+	// Packages of every architecture share debs: a package is its own
+	// architecture's file, or the one arch-independent file.
+	arch := a.arch
+	if arch == "" {
+		arch = "amd64"
+	}
 	find := func(p string) string {
 		name, ver, _ := strings.Cut(p, "=")
-		m, _ := filepath.Glob(filepath.Join(debs, name+"_"+strings.ReplaceAll(ver, ":", "%3a")+"_*.deb"))
-		if len(m) == 1 {
-			return m[0]
+		base := filepath.Join(debs, name+"_"+strings.ReplaceAll(ver, ":", "%3a")+"_")
+		for _, f := range []string{base + arch + ".deb", base + "all.deb"} {
+			if _, err := os.Stat(f); err == nil {
+				return f
+			}
 		}
 		return ""
 	}
@@ -414,7 +467,7 @@ func download(ctx context.Context, a aptSource, debs string, pkgs []string, log 
 // build downloads and unpacks the kernel and packages, writes the files no
 // maintainer script wrote, and packs the initramfs. It writes im.Dir/complete
 // last, so an interrupted build is redone.
-func build(ctx context.Context, im *Image, a aptSource, kpkgs, closure []string, log io.Writer) error {
+func build(ctx context.Context, im *Image, a, u aptSource, kpkgs, closure []string, log io.Writer) error {
 	work, err := os.MkdirTemp("", "vmtest-image-")
 	if err != nil {
 		return err
@@ -432,7 +485,7 @@ func build(ctx context.Context, im *Image, a aptSource, kpkgs, closure []string,
 	if err != nil {
 		return err
 	}
-	udebs, err := download(ctx, aptSource{}, debs, closure, log)
+	udebs, err := download(ctx, u, debs, closure, log)
 	if err != nil {
 		return err
 	}
