@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -188,6 +189,9 @@ func Boot(ctx context.Context, o Options) (*Guest, error) {
 		)
 	}
 	g.cmd = exec.Command(qemu, args...)
+	// A test binary that dies without Stop (go test's -timeout panics)
+	// takes its guest with it: an orphaned qemu keeps 2 GiB and a core.
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := g.cmd.StdoutPipe()
 	if err != nil {
 		return fail(err)
