@@ -157,8 +157,10 @@ var errStdinClosed = errors.New("stdin closed: stopping")
 type lifetime struct {
 	controlStdin bool
 	deadline     time.Duration
-	// released is closed when a control line with "go" arrives.
+	// released is closed when a control line with "go" arrives; goAt is
+	// its start time, written before the close (0: at once).
 	released chan struct{}
+	goAt     int64
 }
 
 func (l *lifetime) addFlags(fs *flag.FlagSet) {
@@ -207,6 +209,7 @@ func (l *lifetime) start(ctx context.Context, stdin io.Reader) (context.Context,
 			b, err := r.ReadBytes('\n')
 			var c results.Control
 			if !released && json.Unmarshal(b, &c) == nil && c.Go {
+				l.goAt = c.AtUnixNs
 				close(l.released)
 				released = true
 			}
@@ -251,6 +254,18 @@ func (l *lifetime) waitGo(ctx context.Context) error {
 	}
 	select {
 	case <-l.released:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// The go may name a start time (results.Control.AtUnixNs).
+	d := time.Until(time.Unix(0, l.goAt))
+	if l.goAt == 0 || d <= 0 || d > results.MaxGoWait {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -513,6 +513,42 @@ func TestPrepare(t *testing.T) {
 // waiting (--barrier) until its control stdin says go, then reading; each
 // reports its measured phase's start on the wall clock, its intervals and
 // its latency histogram, and the server each client's session.
+// TestGoAt checks a go that names a start time: the two clients are told
+// at once but at different moments, and both start reading at the time
+// named, not when their go arrived (what makes srun's late stdin harmless).
+func TestGoAt(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	ctl := `{"secret":"00112233445566778899aabbccddeeff"}` + "\n"
+	s, ready := serveReady(t, ctl, serveArgs(file, "--create", "--cache", "warm", "--control-stdin", "--clients", "2")...)
+	var clients []*proc
+	for range 2 {
+		c := start(t, ctl, readArgs(ready.Port, "--control-stdin", "--barrier", "--total", "0", "--duration", "200ms")...)
+		mustType[*results.Started](t, c.next(10*time.Second))
+		mustType[*results.Ready](t, c.next(10*time.Second))
+		clients = append(clients, c)
+	}
+	at := time.Now().Add(700 * time.Millisecond)
+	line := fmt.Sprintf(`{"go":true,"at_unix_ns":%d}`+"\n", at.UnixNano())
+	io.WriteString(clients[0].stdin, line)
+	time.Sleep(300 * time.Millisecond) // the second go arrives late
+	io.WriteString(clients[1].stdin, line)
+	var starts []time.Time
+	for _, c := range clients {
+		res := mustType[*results.Result](t, c.next(20*time.Second))
+		starts = append(starts, time.Unix(0, res.StartUnixNs))
+		c.stdin.Close()
+	}
+	for i, st := range starts {
+		if st.Before(at) || st.After(at.Add(150*time.Millisecond)) {
+			t.Errorf("client %d started reading at %s, %v after the time the go named", i+1, st.Format(time.StampMicro), st.Sub(at))
+		}
+	}
+	if d := starts[1].Sub(starts[0]).Abs(); d > 100*time.Millisecond {
+		t.Errorf("the clients started %v apart, though their go arrived 300 ms apart with one start time", d)
+	}
+	mustType[*results.Done](t, s.next(10*time.Second))
+}
+
 func TestFanInWithBarrier(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "data")
 	ctl := `{"secret":"00112233445566778899aabbccddeeff"}` + "\n"

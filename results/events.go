@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Event type names.
@@ -232,7 +233,17 @@ type Warning struct {
 type Control struct {
 	Secret string `json:"secret,omitempty"`
 	Go     bool   `json:"go,omitempty"`
+	// AtUnixNs, with Go, is when to start reading, wall clock
+	// (CLOCK_REALTIME) in nanoseconds since the epoch: a launcher whose
+	// stdin is slow to deliver (srun) would otherwise skew the clients'
+	// starts by its delay. A go that arrives after it starts at once; one
+	// more than MaxGoWait ahead (a clock that disagrees that much) too.
+	AtUnixNs int64 `json:"at_unix_ns,omitempty"`
 }
+
+// MaxGoWait bounds how long node read --barrier waits for a go's
+// AtUnixNs.
+const MaxGoWait = 10 * time.Second
 
 // ErrNotEvent is wrapped by Decode for lines that are not events.
 var ErrNotEvent = errors.New("not a node event")

@@ -129,6 +129,9 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		Series:  series.add,
 		Path:    func(t role.Target, rp *results.RDMAPath) { man.addPath(t, rp, ui.warnf) },
 	}
+	if p.Launcher == "slurm" {
+		r.BarrierLead = point.SlurmBarrierLead
+	}
 	prog := newProgress(ui.w, len(todo))
 	var (
 		rows   []results.Row

@@ -2,6 +2,7 @@ package point
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -211,24 +212,52 @@ func stages(roles []Role) [][]int {
 
 // startStage starts the stage's roles.
 func (x *execution) startStage(stage []int) error {
-	for _, i := range stage {
-		rl, t := x.roles[i], x.roles[i].Target
-		if rl.Ready == OnListening {
-			if err := portFree(x.ctx, t, rl.Port); err != nil {
-				return t.Wrap(role.Start, err)
+	// The stage's roles start at once: each start is a round trip to its
+	// host (an SSH session, a Slurm step), and one after another they
+	// made the point's overhead grow by a round trip per client.
+	procs := make([]*proc, len(stage))
+	errs := make([]error, len(stage))
+	var wg sync.WaitGroup
+	for n, i := range stage {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rl, t := x.roles[i], x.roles[i].Target
+			if rl.Ready == OnListening {
+				if err := portFree(x.ctx, t, rl.Port); err != nil {
+					errs[n] = t.Wrap(role.Start, err)
+					return
+				}
 			}
+			pr, err := startProc(x.ctx, t, rl.Argv(x.ready), rl.Tool, x.control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
+				x.updates, x.abandon, func(st *results.Started) { x.r.markStarted(t, st) })
+			if err != nil {
+				errs[n] = t.Wrap(role.Start, err)
+				return
+			}
+			procs[n] = pr
+		}()
+	}
+	wg.Wait()
+	// Every role that started is recorded, so a failure of another stops
+	// it with the rest.
+	for n, i := range stage {
+		pr := procs[n]
+		if pr == nil {
+			continue
 		}
-		pr, err := startProc(x.ctx, t, rl.Argv(x.ready), rl.Tool, x.control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
-			x.updates, x.abandon, func(st *results.Started) { x.r.markStarted(t, st) })
-		if err != nil {
-			return t.Wrap(role.Start, err)
-		}
+		rl, t := x.roles[i], x.roles[i].Target
 		x.procs[i] = pr
 		switch rl.Ready {
 		case OnStart:
 			x.ready[t.Role] = nil
 		case OnListening:
 			go pollListening(x.ctx, t, rl.Port, i, x.updates, x.abandon, pr.gone)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -244,12 +273,26 @@ func (x *execution) await(stage []int) error {
 	return nil
 }
 
-// release sends go to the stage's roles held at the barrier, all ready.
+// release sends go to the stage's roles held at the barrier, all ready:
+// one line, the same for all, naming a start time BarrierLead ahead when
+// the Runner has one and there are several to start together.
 func (x *execution) release(stage []int) {
+	held := 0
+	for _, i := range stage {
+		if x.roles[i].Barrier {
+			held++
+		}
+	}
+	c := results.Control{Go: true}
+	if lead := x.r.BarrierLead; lead > 0 && held > 1 { // one client has nobody to be skewed from
+		c.AtUnixNs = time.Now().Add(lead).UnixNano()
+	}
+	b, _ := json.Marshal(c)
+	goLine := append(b, '\n')
 	for _, i := range stage {
 		if x.roles[i].Barrier {
 			// A failed write means node is gone; its exit says why.
-			_, _ = x.procs[i].p.Stdin().Write([]byte(`{"go":true}` + "\n"))
+			_, _ = x.procs[i].p.Stdin().Write(goLine)
 		}
 	}
 }
