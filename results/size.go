@@ -61,3 +61,20 @@ func FormatSize(n int64) string {
 	}
 	return strconv.FormatInt(n, 10)
 }
+
+// SizeText writes n bytes for a person, in powers of 1024 with one
+// decimal where the figure is not whole: "8MiB", "1.7GiB", "512B". Unlike
+// FormatSize it rounds; it is for messages and tables, never for a plan.
+func SizeText(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f := float64(n)
+	i := 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if f == float64(int64(f)) {
+		return fmt.Sprintf("%d%s", int64(f), units[i])
+	}
+	return fmt.Sprintf("%.1f%s", f, units[i])
+}

@@ -158,7 +158,7 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 		add("rdma", "set rdma.connect: cm", "%s is an iWARP device, which connects only through rdma_cm", d.Name)
 	}
 	if p.MaxMsgSz > 0 && n.MaxBlock > p.MaxMsgSz {
-		add("rdma", "lower block_size to at most the port's max_msg_sz", "block_size %s is over %s port %d's max_msg_sz %s: one READ cannot carry it", sizeText(n.MaxBlock), d.Name, p.Port, sizeText(p.MaxMsgSz))
+		add("rdma", "lower block_size to at most the port's max_msg_sz", "block_size %s is over %s port %d's max_msg_sz %s: one READ cannot carry it", results.SizeText(n.MaxBlock), d.Name, p.Port, results.SizeText(p.MaxMsgSz))
 	}
 	if n.Role == "client" && d.MaxQPWR > 0 && n.MaxPerQP > d.MaxQPWR {
 		add("rdma", "raise qps, so each QP holds fewer, or lower queue_depth", "queue_depth puts %d READs on one QP, over %s's max_qp_wr %d", n.MaxPerQP, d.Name, d.MaxQPWR)
@@ -285,18 +285,18 @@ func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, 
 	}
 	free := ""
 	if ff.AvailBytes >= 0 {
-		free = ", " + sizeText(ff.AvailBytes) + " free" + where
+		free = ", " + results.SizeText(ff.AvailBytes) + " free" + where
 	}
 	need := n.FileSize
 	switch {
 	case ff.Exists && !ff.Sidecar && n.Create:
 		add("file", "point server.file at a new path, or set server.create: false to serve it as it is", "%s exists and was not made by rdmasweep (no %s sidecar); node will not overwrite it", ff.Path, results.SidecarSuffix)
-		return fmt.Sprintf("exists %s, not ours%s", sizeText(ff.Size), free)
+		return fmt.Sprintf("exists %s, not ours%s", results.SizeText(ff.Size), free)
 	case ff.Exists && ff.Size >= need:
-		return fmt.Sprintf("exists %s%s", sizeText(ff.Size), free)
+		return fmt.Sprintf("exists %s%s", results.SizeText(ff.Size), free)
 	case ff.Exists && !n.Create:
-		add("file", "set server.create: true, or use a file of at least file_size", "%s holds %s, less than file_size %s", ff.Path, sizeText(ff.Size), sizeText(need))
-		return fmt.Sprintf("exists %s, too small%s", sizeText(ff.Size), free)
+		add("file", "set server.create: true, or use a file of at least file_size", "%s holds %s, less than file_size %s", ff.Path, results.SizeText(ff.Size), results.SizeText(need))
+		return fmt.Sprintf("exists %s, too small%s", results.SizeText(ff.Size), free)
 	case !ff.Exists && !n.Create:
 		add("file", "set server.create: true to let node make it, or fix server.file", "%s does not exist", ff.Path)
 		return "missing" + free
@@ -312,12 +312,12 @@ func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, 
 		grow -= ff.Size
 	}
 	if ff.AvailBytes >= 0 && grow > ff.AvailBytes {
-		add("file", "free space there, or lower file_size", "%s needs %s more, and only %s is free%s", ff.Path, sizeText(grow), sizeText(ff.AvailBytes), where)
+		add("file", "free space there, or lower file_size", "%s needs %s more, and only %s is free%s", ff.Path, results.SizeText(grow), results.SizeText(ff.AvailBytes), where)
 	}
 	if ff.Exists {
-		return fmt.Sprintf("exists %s, will grow to %s%s", sizeText(ff.Size), sizeText(need), free)
+		return fmt.Sprintf("exists %s, will grow to %s%s", results.SizeText(ff.Size), results.SizeText(need), free)
 	}
-	return fmt.Sprintf("will create %s%s", sizeText(need), free)
+	return fmt.Sprintf("will create %s%s", results.SizeText(need), free)
 }
 
 // judgeMemory fails only where registration would: a pinned rdma server
@@ -327,17 +327,17 @@ func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, 
 func judgeMemory(f Facts, n Need, add func(check, hint, format string, args ...any)) string {
 	cell := "memlock unknown"
 	if kib, err := strconv.ParseInt(f.Memlock, 10, 64); err == nil {
-		cell = "memlock " + sizeText(kib*1024)
+		cell = "memlock " + results.SizeText(kib*1024)
 		if n.Transport == "rdma" && n.Role == "server" && n.Pinned && f.UID != 0 && kib*1024 < n.FileSize {
-			add("memory", "raise it in /etc/security/limits.conf (memlock unlimited) and log in again, or use registration: odp", "the memlock limit %s is below file_size %s, so pinned registration fails", sizeText(kib*1024), sizeText(n.FileSize))
+			add("memory", "raise it in /etc/security/limits.conf (memlock unlimited) and log in again, or use registration: odp", "the memlock limit %s is below file_size %s, so pinned registration fails", results.SizeText(kib*1024), results.SizeText(n.FileSize))
 		}
 	} else if f.Memlock != "" {
 		cell = "memlock " + f.Memlock
 	}
 	if h := f.Host; h != nil && h.MemAvailableBytes > 0 {
-		cell += ", " + sizeText(h.MemAvailableBytes) + " available"
+		cell += ", " + results.SizeText(h.MemAvailableBytes) + " available"
 		if n.Transport == "rdma" && n.Role == "server" && n.Pinned && n.FileSize > h.MemAvailableBytes {
-			add("memory", "lower file_size, free memory on the host, or use registration: odp", "pinning file_size %s needs more than the host's %s MemAvailable (of %s); node refuses rather than bring in the OOM killer", sizeText(n.FileSize), sizeText(h.MemAvailableBytes), sizeText(h.MemTotalBytes))
+			add("memory", "lower file_size, free memory on the host, or use registration: odp", "pinning file_size %s needs more than the host's %s MemAvailable (of %s); node refuses rather than bring in the OOM killer", results.SizeText(n.FileSize), results.SizeText(h.MemAvailableBytes), results.SizeText(h.MemTotalBytes))
 		}
 	}
 	return cell
@@ -419,19 +419,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// sizeText prints bytes in binary units with one decimal when needed.
-func sizeText(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f := float64(n)
-	i := 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if f == float64(int64(f)) {
-		return fmt.Sprintf("%d%s", int64(f), units[i])
-	}
-	return fmt.Sprintf("%.1f%s", f, units[i])
 }

@@ -395,22 +395,7 @@ func pinnable(need, avail int64, what string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s pins %s (%d bytes), but the host has only %s (%d bytes) available (MemAvailable in /proc/meminfo); pinning it would bring in the OOM killer; hint: lower file_size, free memory, or use registration: odp",
-		transport.ErrMemAvailable, what, sizeText(need), need, sizeText(avail), avail)
-}
-
-// sizeText writes n bytes for a person, in powers of 1024.
-func sizeText(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f := float64(n)
-	i := 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
+		transport.ErrMemAvailable, what, results.SizeText(need), need, results.SizeText(avail), avail)
 }
 
 // wcMessage is the error of a READ that completed with a failure status:

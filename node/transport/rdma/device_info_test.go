@@ -119,7 +119,7 @@ func TestPinnable(t *testing.T) {
 		t.Fatalf("MemAvailable = %d, %v", avail, err)
 	}
 	err = pinnable(8<<30, avail, "registering the region")
-	if !errors.Is(err, transport.ErrMemAvailable) || !strings.Contains(err.Error(), "8.0 GiB") || !strings.Contains(err.Error(), "1.7 GiB") {
+	if !errors.Is(err, transport.ErrMemAvailable) || !strings.Contains(err.Error(), "8GiB") || !strings.Contains(err.Error(), "1.7GiB") {
 		t.Errorf("pinnable(8 GiB, %d) = %v; want ErrMemAvailable naming both", avail, err)
 	}
 	if err := pinnable(1<<30, avail, "x"); err != nil {
