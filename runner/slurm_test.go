@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,19 +70,16 @@ output: {csv: out/slurm.csv, logs: out/logs}
 		t.Fatal(err)
 	}
 	p := startRunner(t, dir, env, "exec", plan)
-	// Both clients released from the barrier: the facts and deploy steps
-	// come and go before, so counting steps alone is not enough.
-	p.Until(t, "both clients reading", 60*time.Second, func() bool {
-		n := 0
-		logs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.client*.log"))
-		for _, l := range logs {
-			if b, _ := os.ReadFile(l); bytes.Contains(b, []byte(`"type":"ready"`)) {
-				n++
-			}
-		}
-		return n >= 2 && len(job.Steps(t)) >= 3
+	// The server and both clients running: the record of started nodes
+	// beside the CSV lists three (the facts and deploy steps, which come
+	// and go before, are not nodes, so counting steps alone is not
+	// enough). Then time for the barrier and its 0.5 s lead.
+	p.Until(t, "server and both clients started", 60*time.Second, func() bool {
+		var nodes []json.RawMessage
+		b, err := os.ReadFile(filepath.Join(dir, "out/slurm.csv.state"))
+		return err == nil && json.Unmarshal(b, &nodes) == nil && len(nodes) == 3
 	})
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(2 * time.Second)
 	p.Signal(syscall.SIGINT)
 	if code := p.Wait(t, 30*time.Second); code != 130 {
 		t.Errorf("interrupted exec: exit %d, want 130\n%s", code, p.Stderr())

@@ -174,6 +174,7 @@ output: {csv: out/rxe.csv, logs: out/logs}
 
 	peerSweep(t, ctx, dir, env, host, knownHosts, runner, node)
 	fieldsSweep(t, ctx, g, dir, env, knownHosts, runner, node)
+	manySweep(t, ctx, dir, env, host, knownHosts, runner, node)
 
 	// Every node and peer the runner started in the guest is gone.
 	sess, err := c.NewSession()
@@ -439,6 +440,85 @@ client: {block_size: 16KiB, total: 1MiB, queue_depth: 8, verify: true}
 		}
 		if rows := csvRows("vmtest-odp"); len(rows) != 1 || rows[0].Status != results.StatusFailed || !strings.Contains(rows[0].Error, "no on-demand paging") {
 			t.Errorf("odp on %s: rows %+v", g.Image.Release, rows)
+		}
+	}
+}
+
+// manySweep is issue 13 over rdma: two clients reading one server (fan-in)
+// and two pairs, all in the guest (the same SSH host listed twice), with
+// the start barrier, verified: each point gives a row per client and then
+// the aggregate, and the run's time series holds the clients' rdma
+// intervals. Fan-in runs first and makes the file, so the two pairs'
+// servers, on the same host, find it ready instead of both creating it.
+func manySweep(t *testing.T, ctx context.Context, dir string, env []string, host, knownHosts, runner, node string) {
+	for _, topo := range []string{"fan-in", "pairs"} {
+		servers := host
+		if topo == "pairs" {
+			servers = "[" + host + ", " + host + "]"
+		}
+		name := "vmtest-" + topo
+		plan := fmt.Sprintf(`name: %s
+hosts:
+  server: %s
+  client: [%s, %s]
+topology: %s
+ssh: {known_hosts: %q, host_key_policy: strict, connect_timeout: 10s, keepalive_interval: 5s}
+node: {binary: %q, remote_path: %s}
+transport: rdma
+server: {file: /tmp/rdmasweep-many.dat, file_size: 16MiB, create: true, cache: warm}
+client: {block_size: 64KiB, queue_depth: 8, duration: 2s, verify: true}
+timeouts: {ready: 1m, accept: 1m, point: 3m}
+output: {csv: out/%s.csv, logs: out/logs}
+`, name, servers, host, host, topo, knownHosts, node, remoteNode, name)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, runner, "exec", path)
+		cmd.Dir, cmd.Env = dir, env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("runner exec %s over rdma: %v\n%s", topo, err, stderr.String())
+		}
+		rows, err := results.ReadCSV(filepath.Join(dir, "out", name+".csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scopes []string
+		for _, r := range rows {
+			scopes = append(scopes, r.Scope)
+			if r.Status != results.StatusOK || r.Verified == nil || !*r.Verified || r.BandwidthMBs == nil || *r.BandwidthMBs <= 0 {
+				t.Errorf("%s %s row: %s %q, verified %v", topo, r.Scope, r.Status, r.Error, r.Verified)
+			}
+		}
+		if fmt.Sprint(scopes) != "[client client aggregate]" {
+			t.Fatalf("%s: rows %v, want two clients' and the aggregate", topo, scopes)
+		}
+		agg := rows[2]
+		t.Logf("%s over rdma, 2 clients: %.1f + %.1f MB/s each, aggregate %.1f MB/s over %.3f s, start skew %.1f ms, p99 %.0f µs",
+			topo, *rows[0].BandwidthMBs, *rows[1].BandwidthMBs, *agg.BandwidthMBs, deref(agg.Seconds), 1000*deref(agg.StartSkewS), deref(agg.LatP99Us))
+		if agg.StartSkewS == nil || *agg.StartSkewS > 0.5 || agg.Param("clients") != "2" {
+			t.Errorf("%s aggregate: start skew %v, clients %q", topo, agg.StartSkewS, agg.Param("clients"))
+		}
+		series, _ := filepath.Glob(filepath.Join(dir, "out", agg.RunID+".series.jsonl"))
+		if len(series) != 1 {
+			t.Fatalf("%s: no time series beside the CSV", topo)
+		}
+		b, _ := os.ReadFile(series[0])
+		perClient := map[string]int{}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var iv struct {
+				Role  string `json:"role"`
+				Reads int64  `json:"reads"`
+			}
+			if json.Unmarshal([]byte(l), &iv) == nil {
+				perClient[iv.Role]++
+			}
+		}
+		// 2 s at 100 ms intervals: about 20 each.
+		if len(perClient) != 2 || perClient["client1"] < 15 || perClient["client2"] < 15 {
+			t.Errorf("%s: intervals per client %v, want about 20 for each of client1 and client2", topo, perClient)
 		}
 	}
 }
