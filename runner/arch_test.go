@@ -101,7 +101,8 @@ func TestExecRefusesAHostNoNodeRunsOn(t *testing.T) {
 // aarch64 client's to node.remote_path-linux-arm64, and every node holds
 // both, neither overwriting the other. (The aarch64 node is real, but an
 // x86-64 machine cannot run it: its host is x86-64 with uname faked, so
-// only the deploy is judged here; the arm64 guest runs it for real.)
+// only the deploy is judged here; the arm64 guest runs it for real.) Then
+// clean removes both from both.
 func TestSlurmBroadcastsEachArchitecturesNode(t *testing.T) {
 	c := slurmlab.Start(t)
 	job := c.Allocate(t, slurmlab.AllocOptions{Nodes: 2})
@@ -159,6 +160,23 @@ output: {csv: out/slurm.csv, logs: out/logs}
 		}
 		if want := sum(node) + "  " + slurmlab.LocalDir + "/node\n" + sum(arm64Node) + "  " + slurmlab.LocalDir + "/node-linux-arm64\n"; out != want {
 			t.Errorf("%s holds\n%swant\n%s", name, out, want)
+		}
+	}
+
+	// clean removes both architectures' nodes from every node of the
+	// allocation, whichever architecture the host is.
+	r = runnerEnv(t, dir, env, "clean", plan, "--yes")
+	if r.Code != 0 {
+		t.Fatalf("clean: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for _, name := range []string{"n1", "n2"} {
+		for _, path := range []string{slurmlab.LocalDir + "/node", slurmlab.LocalDir + "/node-linux-arm64"} {
+			if !strings.Contains(r.Stdout, path) {
+				t.Errorf("clean's list lacks %s:\n%s", path, r.Stdout)
+			}
+			if out, err := c.Nodes[name].Output("ls", path); err == nil {
+				t.Errorf("%s still holds %s after clean", name, out)
+			}
 		}
 	}
 }
