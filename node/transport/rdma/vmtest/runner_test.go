@@ -173,8 +173,12 @@ output: {csv: out/rxe.csv, logs: out/logs}
 	}
 
 	peerSweep(t, ctx, dir, env, host, knownHosts, runner, node)
+	start := time.Now()
 	fieldsSweep(t, ctx, g, dir, env, knownHosts, runner, node)
+	t.Logf("fields sweep took %s", time.Since(start).Round(100*time.Millisecond))
+	start = time.Now()
 	manySweep(t, ctx, dir, env, host, knownHosts, runner, node)
+	t.Logf("fan-in and pairs took %s", time.Since(start).Round(100*time.Millisecond))
 
 	// Every node and peer the runner started in the guest is gone.
 	sess, err := c.NewSession()
