@@ -2,8 +2,11 @@ package remote
 
 import (
 	"bufio"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -258,13 +261,14 @@ func hostMatches(alias string, patterns []string) bool {
 // matchBlock evaluates a Match line as OpenSSH does in its final pass:
 // every criterion must hold. Supported: all, host (the HostName found so
 // far, else the alias), originalhost, user (the plan's user, else the
-// User found so far, else the local user), localuser, and final (true:
-// there is only one pass). canonical never holds (no canonicalisation),
-// and exec is not run: a block whose command we will not run is safer
-// skipped than applied. Each criterion may be negated with "!", and takes
-// a comma-separated pattern list that may itself use "!".
+// User found so far, else the local user), localuser, exec (matchExec),
+// and final (true: there is only one pass). canonical never holds (no
+// canonicalisation). Each criterion may be negated with "!", and takes a
+// comma-separated pattern list that may itself use "!". Criteria are
+// taken in order and the first that fails ends the line, so an exec after
+// it is not run, as in ssh.
 func matchBlock(e *sshConfigEntry, line string) bool {
-	args := strings.Fields(line)
+	args := configArgs(line)
 	if len(args) == 0 {
 		return false
 	}
@@ -296,7 +300,7 @@ func matchBlock(e *sshConfigEntry, line string) bool {
 			case "localuser":
 				ok = matchList(localUserName(), arg)
 			case "exec":
-				return false
+				ok = matchExec(e, arg)
 			}
 		default:
 			return false // unknown criterion: OpenSSH would refuse the file
@@ -306,6 +310,40 @@ func matchBlock(e *sshConfigEntry, line string) bool {
 		}
 	}
 	return true
+}
+
+// matchExec runs a Match exec command as ssh does: its %-tokens expanded
+// with what is known so far, through the user's $SHELL (else /bin/sh)
+// with -c, stdin and stdout on /dev/null and stderr the runner's; it
+// matches when the command exits 0. Tokens: %h the HostName so far (else
+// the alias), %n the alias, %p the Port so far (else 22), %r the remote
+// user as Match user sees it, %u the local user, %d home, %l and %L the
+// local host name and its first label, %i the uid, %k the host (no
+// HostKeyAlias is read), %C the SHA-1 of %l%h%p%r.
+func matchExec(e *sshConfigEntry, cmd string) bool {
+	host, port := firstOf(e.HostName, e.alias), firstOf(e.Port, "22")
+	ruser := firstOf(e.planUser, e.User, localUserName())
+	// As OpenSSH 9.6 and later: a name from the plan is not handed to a
+	// shell when a shell would read more into it than a name.
+	for _, name := range []string{e.alias, ruser} {
+		if strings.HasPrefix(name, "-") || strings.ContainsFunc(name, func(r rune) bool {
+			return r <= ' ' || r == 0x7f || strings.ContainsRune("'`\"$\\;&<>|(){}", r)
+		}) {
+			fmt.Fprintf(os.Stderr, "runner: ssh_config: Match exec not run for %q: it holds characters a shell would interpret\n", name)
+			return false
+		}
+	}
+	vals := tokenValues(host, e.alias, port, ruser)
+	vals['k'] = host
+	sum := sha1.Sum([]byte(vals['l'] + host + port + ruser))
+	vals['C'] = hex.EncodeToString(sum[:])
+	shell := os.Getenv("SHELL")
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	c := exec.Command(shell, "-c", expandTokens(cmd, vals))
+	c.Stderr = os.Stderr
+	return c.Run() == nil
 }
 
 // matchList applies a comma-separated pattern list: some positive pattern
@@ -360,8 +398,14 @@ func expandTokens(s string, vals map[byte]string) string {
 // %i uid, %l local host name, %L its first label, %n the alias as given,
 // %p port, %r remote user, %u local user).
 func expandIdentity(p string, t target, alias string) string {
-	p = expandTilde(p)
-	vals := map[byte]string{'h': t.host, 'n': alias, 'p': strconv.Itoa(t.port), 'r': t.user,
+	return expandTokens(expandTilde(p), tokenValues(t.host, alias, strconv.Itoa(t.port), t.user))
+}
+
+// tokenValues are the %-tokens ssh expands in paths and commands: %h
+// host, %n alias, %p port, %r remote user, %i uid, %u local user, %d
+// home, %l local host name, %L its first label.
+func tokenValues(host, alias, port, ruser string) map[byte]string {
+	vals := map[byte]string{'h': host, 'n': alias, 'p': port, 'r': ruser,
 		'i': strconv.Itoa(os.Getuid()), 'u': localUserName()}
 	if home, err := os.UserHomeDir(); err == nil {
 		vals['d'] = home
@@ -370,7 +414,7 @@ func expandIdentity(p string, t target, alias string) string {
 		vals['l'] = h
 		vals['L'], _, _ = strings.Cut(h, ".")
 	}
-	return expandTokens(p, vals)
+	return vals
 }
 
 // expandTilde expands a leading ~ to the home directory.

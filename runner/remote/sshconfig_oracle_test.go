@@ -139,6 +139,10 @@ var oracleConfigs = []struct{ name, alias, config string }{
 	{"include relative to ~/.ssh", "lab", "Include inc.conf\nHost *\n  User outer\n"},
 	{"include glob", "lab", "Include conf.d/*.conf\n"},
 	{"hostname token", "node3", "Host node*\n  HostName %h.ib.cluster.example\n"},
+	{"match exec true", "lab", "Match exec true\n  User viaexec\n"},
+	{"match exec false skipped", "lab", "Match exec false\n  User viaexec\nHost *\n  User fallback\n"},
+	{"match exec quoted, tokens", "lab", "Host lab\n  HostName lab.cluster.example\n  Port 2208\nMatch exec \"test %h:%p:%n = lab.cluster.example:2208:lab\"\n  User tokens\n"},
+	{"match exec negated", "lab", "Match !exec \"exit 3\"\n  User negexec\n"},
 	{"comments and blanks", "lab", "# comment\n\n   # indented comment\nHost lab\n\n  User frank # not a comment to ssh? \n"},
 }
 
@@ -216,6 +220,52 @@ func TestSSHConfigAgainstOpenSSH(t *testing.T) {
 				t.Errorf("config:\n%s\nrunner: %+v\nssh -G: %+v", c.config, got, want)
 			}
 		})
+	}
+}
+
+// TestMatchExecAgainstOpenSSH: a Match exec command sees the same
+// %-tokens from the runner as from ssh -G (each writes them to a file),
+// and one after a criterion that failed is not run by either.
+func TestMatchExecAgainstOpenSSH(t *testing.T) {
+	if !inOwnMounts(t, "TestMatchExecAgainstOpenSSH", "") {
+		return
+	}
+	home, _ := os.UserHomeDir()
+	dir := t.TempDir()
+	out, never := filepath.Join(dir, "tokens"), filepath.Join(dir, "never")
+	file := filepath.Join(dir, "config")
+	config := "Host lab\n  HostName lab.cluster.example\n  Port 2209\n" +
+		"Match exec \"echo %h %n %p %r %u %d %l %L %i %k %C %% > " + out + "\"\n  User fromexec\n" +
+		"Match host nomatch exec \"touch " + never + "\"\n  User never\n"
+	os.WriteFile(file, []byte(config), 0o600)
+	for _, planUser := range []string{"", "bob"} {
+		os.Remove(out)
+		var want oracleView
+		if planUser == "" {
+			want = fromSSHG(sshG(t, home, file, "lab"))
+		} else {
+			want = fromSSHG(sshG(t, home, file, planUser+"@lab"))
+		}
+		fromSSH, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatalf("ssh -G did not run the exec: %v", err)
+		}
+		os.Remove(out)
+		got, _ := fromResolved(t, SSHConfig{Address: "lab", User: planUser, ConfigFile: file})
+		fromRunner, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatalf("the runner did not run the exec: %v", err)
+		}
+		if string(fromRunner) != string(fromSSH) {
+			t.Errorf("user %q: the exec's tokens\nrunner: %sssh -G: %s", planUser, fromRunner, fromSSH)
+		}
+		if got.User != want.User || got.Hostname != want.Hostname || got.Port != want.Port {
+			t.Errorf("user %q: runner %s@%s:%s, ssh -G %s@%s:%s", planUser, got.User, got.Hostname, got.Port, want.User, want.Hostname, want.Port)
+		}
+		t.Logf("user %q: tokens %s", planUser, strings.TrimSpace(string(fromSSH)))
+	}
+	if _, err := os.Stat(never); err == nil {
+		t.Errorf("an exec after a failed criterion was run")
 	}
 }
 

@@ -82,7 +82,8 @@ func TestResolveTargetPlanWins(t *testing.T) {
 
 func TestSSHConfigMatch(t *testing.T) {
 	local := localUserName()
-	cfg := filepath.Join(t.TempDir(), "config")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
 	os.WriteFile(cfg, []byte(`Host gpu-*
   HostName %h.cluster.example
 Match host *.cluster.example user alice
@@ -91,7 +92,7 @@ Match originalhost gpu-2 !user bob
   ProxyJump gw
 Match localuser `+local+` host gpu-*,!gpu-9.cluster.example
   IdentityFile ~/.ssh/%r@%h-%p
-Match exec "true"
+Match exec "test %n = login"
   User from-exec
 Match canonical
   User from-canonical
@@ -110,13 +111,19 @@ Match final all
 		{"gpu-2", "bob", sshConfigEntry{HostName: "gpu-2.cluster.example",
 			IdentityFiles: []string{"~/.ssh/%r@%h-%p"}, User: "from-final"}},
 		{"gpu-9", "alice", sshConfigEntry{HostName: "gpu-9.cluster.example", Port: "2201", User: "from-final"}},
-		{"login", "", sshConfigEntry{User: "from-final"}},
+		// exec runs, with the alias for %n.
+		{"login", "", sshConfigEntry{User: "from-exec"}},
+		// A name a shell would read more into is not handed to one.
+		{"login$(touch " + filepath.Join(dir, "ran") + ")", "", sshConfigEntry{User: "from-final"}},
 	} {
 		got, err := lookupSSHConfig(c.alias, c.planUser, cfg)
 		got.alias, got.planUser, got.proxySet = "", "", false
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("lookup %s (plan user %q) = %+v, %v\nwant %+v", c.alias, c.planUser, got, err, c.want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Errorf("a shell ran what an alias held")
 	}
 }
 
