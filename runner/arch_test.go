@@ -33,24 +33,33 @@ func aarch64Header() []byte {
 	return b
 }
 
-// fakeArch makes `uname -m` on h print arch until the test ends: a script
-// bind-mounted over uname in h's own mount namespace, so nothing outside
-// the host sees it.
+// fakeArch makes `uname -m` on h print arch until the test ends.
 func fakeArch(t *testing.T, h *testhosts.Host, arch string) {
 	t.Helper()
-	script := filepath.Join(t.TempDir(), "uname")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho "+arch+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h.Run(t, "mount", "--bind", script, "/usr/bin/uname")
-	t.Cleanup(func() {
-		if _, err := h.Output("umount", "/usr/bin/uname"); err != nil {
-			t.Errorf("restore uname on %s: %v", h.Name, err)
-		}
-	})
+	fakeCommand(t, h, "/usr/bin/uname", "#!/bin/sh\necho "+arch+"\n")
 	if got := strings.TrimSpace(h.Run(t, "uname", "-m")); got != arch {
 		t.Fatalf("uname -m on %s says %q after faking %q", h.Name, got, arch)
 	}
+}
+
+// fakeCommand replaces the command at path on h with script until the
+// test ends: bind-mounted over it in h's own mount namespace, so nothing
+// outside the host sees it. {orig} in script is a copy of the original.
+func fakeCommand(t *testing.T, h *testhosts.Host, path, script string) {
+	t.Helper()
+	dir := t.TempDir()
+	orig := filepath.Join(dir, filepath.Base(path)+".orig")
+	h.Run(t, "cp", path, orig)
+	fake := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(fake, []byte(strings.ReplaceAll(script, "{orig}", orig)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.Run(t, "mount", "--bind", fake, path)
+	t.Cleanup(func() {
+		if _, err := h.Output("umount", path); err != nil {
+			t.Errorf("restore %s on %s: %v", path, h.Name, err)
+		}
+	})
 }
 
 // TestExecRefusesAHostNoNodeRunsOn: with nodes for x86_64 and aarch64 in

@@ -19,7 +19,6 @@ import (
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/preflight"
-	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
 
@@ -30,6 +29,7 @@ type checkRow struct {
 	verdict         preflight.Verdict
 	dataPath, probe string
 	odpProbe        string
+	clock           string // the host's clock against the runner's
 	label           string // "server (local)", for messages
 	problems        []preflight.Problem
 	programs        map[string]string // a cell per peer workload
@@ -54,7 +54,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	for _, s := range p.Hosts.Roles() {
 		rows = append(rows, &checkRow{
 			role: s.Name, host: s.Host.Address, label: s.Name + " (" + s.Host.Address + ")",
-			ssh: "-", dataPath: "-", probe: "-", odpProbe: "-",
+			ssh: "-", dataPath: "-", probe: "-", odpProbe: "-", clock: "-",
 			verdict: preflight.Verdict{System: "-", Node: "-", RDMA: "-", File: "-", Memory: "-"},
 		})
 	}
@@ -104,7 +104,19 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	needs := checkNeeds(p, pts, sums)
 	_ = parallel(len(rows), func(i int) error { // each row records its own problems
 		row, t := rows[i], r.list[i]
-		rtt, err := roundTrip(ctx, t.Host)
+		clock, err := hostfacts.ReadClock(ctx, t.Host)
+		switch {
+		case errors.Is(err, hostfacts.ErrUnreadableClock):
+			row.clock = "unknown"
+			err = nil
+		case err == nil && t.Host.Name() == "local":
+			row.clock = "local"
+		case err == nil:
+			row.clock = clock.String()
+			if clock.Disagrees(clockLimit) {
+				row.clock = "WARN " + row.clock
+			}
+		}
 		if err != nil {
 			row.ssh = "FAIL"
 			hint := "the host accepts the login but cannot run commands: check the user's shell"
@@ -118,7 +130,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		if t.Host.Name() == "local" {
 			kind = "local"
 		}
-		row.ssh = fmt.Sprintf("%s %.2fms", kind, float64(rtt)/float64(time.Millisecond))
+		row.ssh = fmt.Sprintf("%s %.2fms", kind, float64(clock.RTT)/float64(time.Millisecond))
 		file := ""
 		if needs[i].Role == "server" {
 			file = p.Base.Str("file")
@@ -135,6 +147,9 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			return nil
 		}
 		row.verdict = preflight.Judge(facts, needs[i])
+		if strings.HasPrefix(row.clock, "WARN") {
+			row.verdict.Warnings = append(row.verdict.Warnings, clockWarning(clock))
+		}
 		row.problems = append(row.problems, row.verdict.Problems...)
 		row.kernel = facts.Kernel
 		cells, problems := programCells(ctx, t, pts)
@@ -383,19 +398,15 @@ func probeRead(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair 
 	return rows[0], true
 }
 
-// roundTrip times the fastest of three trivial commands on h.
-func roundTrip(ctx context.Context, h remote.Host) (time.Duration, error) {
-	best := time.Duration(0)
-	for range 3 {
-		start := time.Now()
-		if _, err := h.Run(ctx, []string{"true"}); err != nil {
-			return 0, err
-		}
-		if d := time.Since(start); best == 0 || d < best {
-			best = d
-		}
-	}
-	return best, nil
+// clockLimit is how far a host's clock may be from the runner's, for
+// certain, before check and exec warn: the go time of the start barrier,
+// the time series and the aggregate's common window all compare the
+// hosts' clocks, and a 10 ms error is a tenth of the shortest interval.
+const clockLimit = 10 * time.Millisecond
+
+// clockWarning says what a clock beyond clockLimit does to the figures.
+func clockWarning(c hostfacts.Clock) string {
+	return fmt.Sprintf("clock %s from the runner's: the start barrier, the time series and the aggregate's common window compare hosts' clocks; sync them (chrony, PTP)", c)
 }
 
 // reportCheck prints the table on stdout, with a column per peer workload
@@ -403,14 +414,14 @@ func roundTrip(ctx context.Context, h remote.Host) (time.Duration, error) {
 // problem.
 func reportCheck(stdout io.Writer, ui *voice, rows []*checkRow, workloads []string) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	head := "ROLE\tHOST\tSSH\tSYSTEM\tNODE\tRDMA\tFILE\tMEMORY\tDATA_PATH\tRDMA_PROBE\tODP_PROBE"
+	head := "ROLE\tHOST\tSSH\tSYSTEM\tNODE\tRDMA\tFILE\tMEMORY\tDATA_PATH\tRDMA_PROBE\tODP_PROBE\tCLOCK"
 	for _, w := range workloads {
 		head += "\t" + strings.ToUpper(w)
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rows {
 		v := r.verdict
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.role, r.host, r.ssh, v.System, v.Node, v.RDMA, v.File, v.Memory, r.dataPath, r.probe, r.odpProbe)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.role, r.host, r.ssh, v.System, v.Node, v.RDMA, v.File, v.Memory, r.dataPath, r.probe, r.odpProbe, r.clock)
 		for _, w := range workloads {
 			cell := r.programs[w]
 			if cell == "" {

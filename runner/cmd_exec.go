@@ -103,6 +103,7 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	if err != nil {
 		return err
 	}
+	man.warnClocks(roles, ui)
 	probes, err := odpGate(ctx, p, todo, roles, man.kernels(), logDir, ui)
 	man.m.ODPProbes = probes
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/role"
 )
@@ -61,6 +62,22 @@ func collectManifest(ctx context.Context, p *plan.Plan, r *roles, runID, csvPath
 		return nil, firstError(err)
 	}
 	return rm, nil
+}
+
+// warnClocks warns, once per host, of a clock certainly beyond
+// clockLimit from the runner's.
+func (rm *runManifest) warnClocks(r *roles, ui *voice) {
+	seen := map[string]bool{}
+	for i, h := range rm.m.Hosts {
+		if h.Clock == nil || seen[h.Name] {
+			continue
+		}
+		seen[h.Name] = true
+		c := hostfacts.Clock{Offset: time.Duration(h.Clock.OffsetNs), Uncertainty: time.Duration(h.Clock.UncertaintyNs)}
+		if c.Disagrees(clockLimit) {
+			ui.warnf("%s: %s", r.list[i].Label, clockWarning(c))
+		}
+	}
 }
 
 // kernels is each role's kernel, by role name.

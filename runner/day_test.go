@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -201,13 +202,53 @@ func TestCheckAndCleanOnSSHHosts(t *testing.T) {
 		if dp := clitest.Column(t, r.Stdout, row, "DATA_PATH"); !strings.HasPrefix(dp, "ok "+a.Addr+" ") {
 			t.Errorf("%s data path %q", role, dp)
 		}
+		// The namespace hosts share this machine's clock.
+		if c := clitest.Column(t, r.Stdout, row, "CLOCK"); !regexp.MustCompile(`^[+-][0-9.]+ms ±[0-9.]+ms$`).MatchString(c) {
+			t.Errorf("%s clock %q", role, c)
+		}
+	}
+	if strings.Contains(r.Stderr, "): clock ") {
+		t.Errorf("a clock warning for hosts on one clock:\n%s", r.Stderr)
+	}
+
+	// A host whose clock is 2 s ahead: check warns, naming the offset
+	// and what it skews, and passes (the figures of one host are sound).
+	fakeCommand(t, b, "/usr/bin/date", "#!/bin/sh\necho $(( $('{orig}' +%s%N) + 2000000000 ))\n")
+	r = runnerEnv(t, dir, env, "check", plan)
+	if r.Code != 0 {
+		t.Fatalf("check with a clock 2 s ahead: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	c := clitest.Column(t, r.Stdout, clitest.TableRow(t, r.Stdout, "client"), "CLOCK")
+	if !regexp.MustCompile(`^WARN \+[12]\.[0-9]{3}s ±`).MatchString(c) {
+		t.Errorf("client clock %q, want WARN and about +2s", c)
+	}
+	if want := "runner: warning: client (root@" + b.Addr + ":22): clock +"; !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "chrony") {
+		t.Errorf("stderr lacks %q… with a hint to sync:\n%s", want, r.Stderr)
+	}
+
+	// exec warns the same, and its manifest records each host's clock.
+	if r = runnerEnv(t, dir, env, "exec", plan); r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if want := "runner: warning: client (root@" + b.Addr + ":22): clock +"; strings.Count(r.Stderr, want) != 1 || strings.Contains(r.Stderr, "server (root@"+a.Addr+":22): clock") {
+		t.Errorf("exec's stderr, want one clock warning, the client's:\n%s", r.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/hosts.csv"))
+	m, err := manifest.Read(filepath.Join(dir, "out", rows[0].RunID+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The true offsets are known, 0 and exactly 2 s: each lies within
+	// the bound recorded (1 µs spare for rounding).
+	for _, h := range m.Hosts {
+		want := map[string]int64{"server": 0, "client": 2e9}[h.Role]
+		if c := h.Clock; c == nil || c.UncertaintyNs <= 0 || c.OffsetNs-want > c.UncertaintyNs+1e3 || want-c.OffsetNs > c.UncertaintyNs+1e3 {
+			t.Errorf("manifest: %s clock %+v, want %d ns within the bound", h.Role, h.Clock, want)
+		}
 	}
 
 	// After an exec, clean removes the data file, its sidecar and node
 	// from both hosts.
-	if r = runnerEnv(t, dir, env, "exec", plan); r.Code != 0 {
-		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
-	}
 	r = runnerEnv(t, dir, env, "clean", plan, "--yes")
 	if r.Code != 0 || !strings.Contains(r.Stderr, "removed 4 files") {
 		t.Fatalf("clean: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)

@@ -50,5 +50,9 @@ func Collect(ctx context.Context, h remote.Host, q Query) (Host, error) {
 			BlockDevice: ff.BlockDevice, Model: ff.BlockModel, NUMANode: ff.BlockNUMA,
 		}
 	}
+	// A clock that cannot be read is recorded as unknown, not a failure.
+	if c, err := hostfacts.ReadClock(ctx, h); err == nil {
+		host.Clock = &Clock{OffsetNs: int64(c.Offset), UncertaintyNs: int64(c.Uncertainty)}
+	}
 	return host, nil
 }

@@ -95,6 +95,17 @@ type Host struct {
 	// (queue_depth_per_qp, cq_moderation, relaxed_ordering) is left out;
 	// max_rd_atomic is kept, since an auto one is empty in the CSV.
 	RDMA []results.RDMAPath `json:"rdma,omitempty"`
+	// Clock is the host's wall clock against the runner's when the exec
+	// began; nil when it could not be read.
+	Clock *Clock `json:"clock,omitempty"`
+}
+
+// Clock is where a host's CLOCK_REALTIME stood against the runner's: the
+// true offset lies within OffsetNs ± UncertaintyNs (half the reading's
+// round trip). The time series' timestamps are the hosts' own clocks.
+type Clock struct {
+	OffsetNs      int64 `json:"offset_ns"`
+	UncertaintyNs int64 `json:"uncertainty_ns"`
 }
 
 // NIC is one port of an RDMA device, from /sys/class/infiniband and

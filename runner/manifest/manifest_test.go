@@ -49,6 +49,10 @@ func TestHostJSON(t *testing.T) {
 		h.Node.Path != node || h.Node.Version != "v1.2.3-test" || h.Node.SHA256 == "" || h.File == nil || h.File.Path != data {
 		t.Errorf("host: %+v", h)
 	}
+	// This machine's clock against itself: zero within the bound.
+	if c := h.Clock; c == nil || c.UncertaintyNs <= 0 || c.OffsetNs-c.UncertaintyNs > 0 || c.OffsetNs+c.UncertaintyNs < 0 {
+		t.Errorf("clock %+v, want an interval around 0", c)
+	}
 	b, err := json.Marshal(h)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +77,7 @@ func TestHostJSON(t *testing.T) {
 	walk("", doc)
 	sort.Strings(keys)
 	want := []string{
-		"arch", "cpu_governor", "cpu_model", "cpus",
+		"arch", "clock", "clock.offset_ns", "clock.uncertainty_ns", "cpu_governor", "cpu_model", "cpus",
 		"file", "file.block_device", "file.exists", "file.fs_device", "file.fs_type", "file.model", "file.numa_node", "file.path",
 		"hostname", "kernel", "name",
 		"nics", "nics.active_mtu", "nics.device", "nics.firmware", "nics.gids", "nics.gids.gid", "nics.gids.index", "nics.gids.type",
