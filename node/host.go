@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/meminfo"
 	"rdmasweep/results"
 )
 
@@ -58,8 +59,7 @@ func hostFacts() (results.Host, error) {
 	if err != nil {
 		return h, fmt.Errorf("read /proc/meminfo: %w", err)
 	}
-	h.MemTotalBytes = meminfo(b, "MemTotal")
-	h.MemAvailableBytes = meminfo(b, "MemAvailable")
+	h.MemTotalBytes, h.MemAvailableBytes = meminfoOr(b, "MemTotal"), meminfoOr(b, "MemAvailable")
 	var r unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r) == nil && r.Cur != unix.RLIM_INFINITY {
 		h.MemlockBytes = int64(r.Cur)
@@ -71,27 +71,14 @@ func hostFacts() (results.Host, error) {
 	return h, nil
 }
 
-// meminfo returns a /proc/meminfo field in bytes, or -1.
-func meminfo(b []byte, name string) int64 {
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(l, ":")
-		if !ok || k != name {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			return -1
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return -1
-		}
-		if len(f) > 1 && f[1] == "kB" {
-			n *= 1024
-		}
-		return n
+// meminfoOr is a /proc/meminfo field in bytes, or -1 where the host has
+// none.
+func meminfoOr(b []byte, name string) int64 {
+	n, err := meminfo.Field(b, name)
+	if err != nil {
+		return -1
 	}
-	return -1
+	return n
 }
 
 // hasCapIPCLock reads the effective capabilities from /proc/self/status.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -364,29 +363,6 @@ func gidTableSize(lens []int) int {
 		n += l
 	}
 	return n
-}
-
-// meminfoField returns a /proc/meminfo field in bytes.
-func meminfoField(b []byte, name string) (int64, error) {
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(l, ":")
-		if !ok || k != name {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			break
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			break
-		}
-		if len(f) > 1 && f[1] == "kB" {
-			n *= 1024
-		}
-		return n, nil
-	}
-	return 0, fmt.Errorf("no %s in /proc/meminfo", name)
 }
 
 // pinnable refuses to pin need bytes when only avail are available.

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/meminfo"
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
 )
@@ -146,20 +147,11 @@ func connectMode(r transport.RDMA) (bool, error) {
 	return false, fmt.Errorf("rdma connect %q (want tcp or cm)", r.Connect)
 }
 
-// memAvailable reads MemAvailable from /proc/meminfo, in bytes.
-func memAvailable() (int64, error) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	return meminfoField(b, "MemAvailable")
-}
-
 // checkPinnable refuses to pin need bytes when the host has less
 // available memory: the pin would not fail cleanly, it would bring in the
 // OOM killer.
 func checkPinnable(need int64, what string) error {
-	avail, err := memAvailable()
+	avail, err := meminfo.Available()
 	if err != nil {
 		return nil // not Linux as we know it: let the registration say
 	}
