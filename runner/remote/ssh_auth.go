@@ -371,14 +371,6 @@ func (t *authTrace) saw(i int) {
 	t.mu.Unlock()
 }
 
-// asked is how many distinct keys were offered, and whether publickey
-// authentication was tried at all.
-func (t *authTrace) asked() (n int, tried bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.offered), len(t.offered) > 0
-}
-
 // tracedSigner records that its key was offered. It is an AlgorithmSigner
 // whatever it wraps, so RSA keys are offered as rsa-sha2-*.
 type tracedSigner struct {
