@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -296,14 +297,7 @@ func devicesArgs(p *plan.Plan, n preflight.Need) []string {
 }
 
 func rdmaBlocked(rows []*checkRow) bool {
-	for _, row := range rows {
-		for _, pr := range row.problems {
-			if pr.Check == "rdma" {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(rows, func(row *checkRow) bool { return hasProblem(row, "rdma") })
 }
 
 // probePair is a client and the server it reads: with fan-in the one

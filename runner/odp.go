@@ -32,11 +32,16 @@ func planUsesODP(pts []plan.Point) bool {
 
 func firstODP(pts []plan.Point) (plan.Point, bool) {
 	for _, pt := range pts {
-		if pt.Values.Str("transport") == "rdma" && pt.Values.Str("registration") == "odp" {
+		if isODP(pt) {
 			return pt, true
 		}
 	}
 	return plan.Point{}, false
+}
+
+// isODP reports whether pt registers the server's region with odp.
+func isODP(pt plan.Point) bool {
+	return pt.Values.Str("transport") == "rdma" && pt.Values.Str("registration") == "odp"
 }
 
 // odpServers are the probe pairs whose servers serve odp points: one pair
@@ -180,7 +185,7 @@ func odpGate(ctx context.Context, p *plan.Plan, todo []job, r *roles, kernels ma
 	if len(bad) > 0 {
 		n := 0
 		for _, pt := range pts {
-			if pt.Values.Str("registration") == "odp" {
+			if isODP(pt) {
 				n++
 			}
 		}
