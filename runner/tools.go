@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"rdmasweep/plan"
 	"rdmasweep/runner/peer"
@@ -100,7 +101,7 @@ func programCells(ctx context.Context, t role.Target, pts []plan.Point) (map[str
 		}
 	}
 	for _, p := range progs { // a helper missing beside a present tool
-		if !p.Version && facts[p.Binary].Path == "" && cells[p.Workload] != "" && cells[p.Workload][:min(7, len(cells[p.Workload]))] != "missing" {
+		if c := cells[p.Workload]; !p.Version && facts[p.Binary].Path == "" && c != "" && !strings.HasPrefix(c, "missing") {
 			cells[p.Workload] += ", no " + p.Binary
 		}
 	}
