@@ -441,15 +441,18 @@ func (s *suite) manyClients(t *testing.T) {
 	ctx := testCtx(t)
 	f := file(t, 64*block)
 	srv := s.serve(t, ctx, regionOf(f), secretA, 20*time.Second) // the first Serve
-	stats := make(chan transport.ServeStats, n)
-	errs := make(chan error, 2*n)
+	type serve struct {
+		stats transport.ServeStats
+		err   error
+	}
+	serves := make(chan serve, n)
 	for range n - 1 {
 		go func() {
 			st, err := srv.srv.Serve(ctx)
-			stats <- st
-			errs <- err
+			serves <- serve{st, err}
 		}()
 	}
+	errs := make(chan error, n)                       // the clients'; closed once they are done
 	totals := []int64{4 * f.Size, 2 * f.Size, f.Size} // each client reads its own amount
 	var wg sync.WaitGroup
 	for _, total := range totals {
@@ -472,18 +475,18 @@ func (s *suite) manyClients(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	st, err := srv.wait(t, 20*time.Second)
-	stats <- st
-	errs <- err
-	served := map[int64]bool{}
-	for range n {
-		st := <-stats
-		served[st.BytesServed] = true
-	}
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Error(err)
+		t.Error(err)
+	}
+	st, err := srv.wait(t, 20*time.Second)
+	serves <- serve{st, err}
+	served := map[int64]bool{}
+	for range n {
+		sv := <-serves
+		served[sv.stats.BytesServed] = true
+		if sv.err != nil {
+			t.Error(sv.err)
 		}
 	}
 	for _, total := range totals {
