@@ -17,7 +17,7 @@ package results
 // docs/plan.md's parameter tables and docs/csv.md are generated from this
 // table (go generate ./results/...); a test fails when they drift.
 
-//go:generate go run ../internal/gendocs -docs ../docs
+//go:generate go run ./internal/gendocs -docs ../docs
 
 // Field is one entry of the schema: a CSV column, a param, or a param
 // recorded in its own column.

@@ -11,7 +11,7 @@ import (
 // what the parameter table says: run go generate ./results.
 func TestDocsAreGenerated(t *testing.T) {
 	for _, s := range sections {
-		path := filepath.Join("..", "..", "docs", s.file)
+		path := filepath.Join("..", "..", "..", "docs", s.file)
 		doc, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
