@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"rdmasweep/internal/testenv"
 	"rdmasweep/results"
+	"rdmasweep/testbed/testenv"
 )
 
 // nodeBin is the real node binary, built once for every test here.

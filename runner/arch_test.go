@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/internal/clitest"
 	"rdmasweep/results"
-	"rdmasweep/runner/remote/slurmlab"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/slurmlab"
+	"rdmasweep/testbed/testhosts"
 )
 
 // aarch64Header is the smallest file debug/elf reads as an aarch64

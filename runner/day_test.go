@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/internal/clitest"
 	"rdmasweep/runner/manifest"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/testhosts"
 )
 
 // A researcher's day, as the CLI sees it: check before, manifest during,

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/clitest"
 	"rdmasweep/results"
+	"rdmasweep/testbed/clitest"
 )
 
 // loopbackPlan writes a small local tcp plan into dir and returns its path.

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/clitest"
-	"rdmasweep/internal/testenv"
 	"rdmasweep/results"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/testenv"
+	"rdmasweep/testbed/testhosts"
 )
 
 // The fault table of issue 5, injected across the namespace SSH hosts

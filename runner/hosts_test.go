@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/clitest"
-	"rdmasweep/internal/testenv"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/testenv"
+	"rdmasweep/testbed/testhosts"
 )
 
 // These tests drive real OpenSSH hosts in network namespaces: the runner

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"rdmasweep/internal/clitest"
+	"rdmasweep/testbed/clitest"
 	"strconv"
 	"strings"
 	"testing"
 
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testhosts"
 )
 
 // oneHostPlan has both roles on host h, sharing one SSH host: the case

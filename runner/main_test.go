@@ -10,7 +10,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"rdmasweep/internal/clitest"
+	"rdmasweep/testbed/clitest"
 )
 
 // The CLI is tested as a user runs it: the runner and node programs,

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/testenv"
 	"rdmasweep/results"
+	"rdmasweep/testbed/testenv"
 )
 
 // The notebook examples/sweep.ipynb, executed the way CI does it: on a CSV

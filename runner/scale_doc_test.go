@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/internal/clitest"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/testhosts"
 )
 
 // TestScaleDoc makes docs/scale.md's figures from a real run: a fan-in

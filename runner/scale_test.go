@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/internal/clitest"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/testhosts"
 )
 
 // Several clients per point, across four real SSH hosts: fan-in (one

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/clitest"
-	"rdmasweep/runner/remote/slurmlab"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/slurmlab"
 )
 
 // The runner under Slurm, on a real cluster: exec with launcher slurm and

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/clitest"
-	"rdmasweep/internal/testenv"
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/testenv"
 )
 
 // Peer workloads and the CSV's version 2 through the CLI.

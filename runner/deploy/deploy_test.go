@@ -12,7 +12,7 @@ import (
 
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testhosts"
 )
 
 // elfHeader is the smallest file debug/elf accepts: a 64-bit

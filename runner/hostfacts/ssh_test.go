@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testhosts"
 )
 
 // TestNoShellOnSSHHosts collects facts from real OpenSSH hosts as users

@@ -9,7 +9,7 @@ package peer
 //	go test -tags peerfixtures -run TestFixtures -v ./runner/peer/
 //
 // TestFixturesLocal runs iperf3 and fio here; TestFixturesGuest boots the
-// soft-RoCE guest (node/transport/rdma/vmtest; set RDMASWEEP_VM_CACHE) and
+// soft-RoCE guest (testbed/guest; set RDMASWEEP_VM_CACHE) and
 // runs ib_read_bw's server and client in it over ssh, awaiting the server
 // with ss -ltn and Listening. Each fixture NAME.json has a NAME.cmd beside
 // it with the argv that made it and the tool's version.
@@ -27,8 +27,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"rdmasweep/internal/testenv"
-	"rdmasweep/node/transport/rdma/vmtest"
+	"rdmasweep/testbed/guest"
+	"rdmasweep/testbed/testenv"
 )
 
 func writeFixture(t *testing.T, peer, name string, report []byte, version string, cmds ...[]string) {
@@ -121,7 +121,7 @@ func TestFixturesGuest(t *testing.T) {
 	testenv.NeedTool(t, "qemu-system-x86_64", "qemu-system-x86")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	g, err := vmtest.Boot(ctx, vmtest.Options{Log: os.Stderr})
+	g, err := guest.Boot(ctx, guest.Options{Log: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/testenv"
+	"rdmasweep/testbed/testenv"
 )
 
 // awaitListening runs ss -ltn (through run) until port listens, as the

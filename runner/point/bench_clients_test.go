@@ -19,9 +19,9 @@ import (
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/slurm"
-	"rdmasweep/runner/remote/slurmlab"
-	"rdmasweep/runner/remote/testhosts"
 	"rdmasweep/runner/role"
+	"rdmasweep/testbed/slurmlab"
+	"rdmasweep/testbed/testhosts"
 )
 
 // TestBenchOverheadClients measures the runner's overhead per point (wall

@@ -18,8 +18,8 @@ import (
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/remote/testhosts"
 	"rdmasweep/runner/role"
+	"rdmasweep/testbed/testhosts"
 )
 
 // TestBenchOverhead measures what the runner adds to each point across two

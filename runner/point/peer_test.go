@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/internal/testenv"
 	"rdmasweep/results"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
+	"rdmasweep/testbed/testenv"
 )
 
 // freePort is a TCP port nothing listens on now.

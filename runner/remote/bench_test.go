@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/testenv"
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testenv"
+	"rdmasweep/testbed/testhosts"
 )
 
 // TestBenchUpload compares the runner's uploader with OpenSSH's sftp, both

@@ -10,7 +10,7 @@ import (
 
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/hosttest"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testhosts"
 )
 
 // TestConformanceLocal runs the remote.Host suite against this machine.

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"rdmasweep/internal/testenv"
 	"rdmasweep/runner/remote"
+	"rdmasweep/testbed/testenv"
 )
 
 const ttyChild = "RDMASWEEP_TTY_CHILD"

@@ -29,7 +29,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testhosts"
 )
 
 // writeFile writes a test file and returns its path.

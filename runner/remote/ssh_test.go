@@ -24,7 +24,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"rdmasweep/runner/remote"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testhosts"
 )
 
 // slack is what a timing assertion allows beyond the configured bound, for

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/testenv"
+	"rdmasweep/testbed/testenv"
 )
 
 // sshG runs `ssh -G` (with -F file when file is not "") for alias under

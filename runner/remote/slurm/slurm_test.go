@@ -25,7 +25,7 @@ import (
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/hosttest"
 	"rdmasweep/runner/remote/slurm"
-	"rdmasweep/runner/remote/slurmlab"
+	"rdmasweep/testbed/slurmlab"
 )
 
 // helperEnv makes the test binary a runner stand-in that starts a step and

@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/testenv"
 	"rdmasweep/results"
 	"rdmasweep/runner/manifest"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/guest"
+	"rdmasweep/testbed/testenv"
+	"rdmasweep/testbed/testhosts"
 )
 
 // needArm64 skips (or fails under CI) unless the host can also cross-build
@@ -54,14 +55,14 @@ func TestArm64Guest(t *testing.T) {
 	build := t.TempDir()
 	node, arm64Node := filepath.Join(build, "node"), filepath.Join(build, "node-linux-arm64")
 	runner := filepath.Join(t.TempDir(), "runner")
-	var im *Image
+	var im *guest.Image
 	errs := make([]error, 4)
 	var wg sync.WaitGroup
 	for i, f := range []func() error{
-		func() (err error) { im, err = EnsureImage(ctx, BookwormArm64, testLog{t}); return err },
+		func() (err error) { im, err = guest.EnsureImage(ctx, guest.BookwormArm64, testLog{t}); return err },
 		func() error { return buildRunner(ctx, runner) },
-		func() error { return BuildNode(ctx, node) },
-		func() error { return BuildNodeFor(ctx, arm64Node, "arm64") },
+		func() error { return guest.BuildNode(ctx, node) },
+		func() error { return guest.BuildNodeFor(ctx, arm64Node, "arm64") },
 	} {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = f() }()
@@ -74,7 +75,7 @@ func TestArm64Guest(t *testing.T) {
 
 	var console consoleLog
 	bootStart := time.Now()
-	g, err := Boot(ctx, Options{Kernel: BookwormArm64, OneNIC: true, CPUs: 1, MemoryMB: 1024, Console: &console, Log: testLog{t}})
+	g, err := guest.Boot(ctx, guest.Options{Kernel: guest.BookwormArm64, OneNIC: true, CPUs: 1, MemoryMB: 1024, Console: &console, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestArm64Guest(t *testing.T) {
 
 	dir := t.TempDir()
 	knownHosts := filepath.Join(dir, "known_hosts")
-	guest := fmt.Sprintf("{address: 127.0.0.1, port: %d, user: %s, identity_file: %q, data_address: %s}", g.SSHPort, g.User, g.KeyPath, GuestIP)
+	guestHost := fmt.Sprintf("{address: 127.0.0.1, port: %d, user: %s, identity_file: %q, data_address: %s}", g.SSHPort, g.User, g.KeyPath, guest.GuestIP)
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
@@ -151,7 +152,7 @@ sweep:
     total: [2MiB, 16MiB]
 timeouts: {ready: 2m, accept: 1m, point: 4m}
 output: {csv: out/arm64-rxe.csv, logs: out/logs}
-`, guest, guest, knownHosts, node, remoteNode)
+`, guestHost, guestHost, knownHosts, node, remoteNode)
 		_, stderr := run(t, "exec", "arm64-rxe", plan)
 		if want := "deployed node to " + remoteNode + "-linux-arm64"; strings.Count(stderr, want) != 1 {
 			t.Errorf("want the arm64 node deployed once to %s-linux-arm64:\n%s", remoteNode, stderr)
@@ -205,7 +206,7 @@ sweep:
     total: [8MiB, 8MiB]
 timeouts: {ready: 2m, accept: 1m, point: 4m}
 output: {csv: out/arm64-mixed.csv, logs: out/logs}
-`, a.Addr, n.KeyFile, strings.Replace(guest, ", data_address: "+GuestIP, "", 1), knownHosts, node, testhosts.DeployDir, testhosts.DeployDir)
+`, a.Addr, n.KeyFile, strings.Replace(guestHost, ", data_address: "+guest.GuestIP, "", 1), knownHosts, node, testhosts.DeployDir, testhosts.DeployDir)
 		_, stderr := run(t, "exec", "arm64-mixed", plan)
 		// The guest still has its node from the rdma plan, at the same path.
 		for _, want := range []string{"server (root@" + a.Addr + ":22): deployed node to " + testhosts.DeployDir + "/node ",

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rdmasweep/testbed/guest"
 )
 
 // TestBenchPlans boots the soft-RoCE guest and has the runner exec the
@@ -29,7 +31,7 @@ func TestBenchPlans(t *testing.T) {
 	needHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	root, err := moduleRoot(ctx)
+	root, err := guest.ModuleRoot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +46,11 @@ func TestBenchPlans(t *testing.T) {
 	}
 	if node == "" {
 		node = filepath.Join(dir, "node")
-		if err := BuildNode(ctx, node); err != nil {
+		if err := guest.BuildNode(ctx, node); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g, err := Boot(ctx, Options{Log: testLog{t}})
+	g, err := guest.Boot(ctx, guest.Options{Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestBenchPlans(t *testing.T) {
 				args = append(args, "--set", "hosts."+role+"."+k+"="+v)
 			}
 		}
-		args = append(args, "--set", "hosts.server.data_address="+GuestIP)
+		args = append(args, "--set", "hosts.server.data_address="+guest.GuestIP)
 		cmd := exec.CommandContext(ctx, runner, args...)
 		cmd.Env = env
 		var stdout, stderr bytes.Buffer

@@ -15,12 +15,13 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"rdmasweep/results"
+	"rdmasweep/testbed/guest"
 )
 
 // buildRunner builds the runner into out. node must never import the
 // runner, so the sweep drives it as a user would: as a program.
 func buildRunner(ctx context.Context, out string) error {
-	root, err := moduleRoot(ctx)
+	root, err := guest.ModuleRoot(ctx)
 	if err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ var sweepPoints = []struct {
 // checking, as they would be real hosts: deploy over SFTP, node serve and
 // node read over rxe0, one CSV row per point. c is an SSH connection to the
 // guest, used only to look for leftover node processes.
-func runnerSweep(t *testing.T, ctx context.Context, g *Guest, c *ssh.Client, runner, node string) {
+func runnerSweep(t *testing.T, ctx context.Context, g *guest.Guest, c *ssh.Client, runner, node string) {
 	dir := t.TempDir()
 	knownHosts := filepath.Join(dir, "known_hosts")
 	if err := os.WriteFile(knownHosts, []byte(g.KnownHostsLine()+"\n"), 0o600); err != nil {
@@ -62,7 +63,7 @@ func runnerSweep(t *testing.T, ctx context.Context, g *Guest, c *ssh.Client, run
 	for _, p := range sweepPoints {
 		blocks, totals = append(blocks, p.block), append(totals, p.total)
 	}
-	host := fmt.Sprintf("{address: 127.0.0.1, port: %d, user: %s, identity_file: %q, data_address: %s}", g.SSHPort, g.User, g.KeyPath, GuestIP)
+	host := fmt.Sprintf("{address: 127.0.0.1, port: %d, user: %s, identity_file: %q, data_address: %s}", g.SSHPort, g.User, g.KeyPath, guest.GuestIP)
 	plan := fmt.Sprintf(`name: vmtest-rxe
 description: block-size sweep over soft-RoCE in the vmtest guest, driven over SSH
 hosts:
@@ -110,13 +111,13 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		t.Fatalf("check table:\n%s", checkOut.String())
 	}
 	for _, row := range table[1:] {
-		for _, want := range []string{"rxe0", "ACTIVE", "128/128", "ok " + GuestIP} {
+		for _, want := range []string{"rxe0", "ACTIVE", "128/128", "ok " + guest.GuestIP} {
 			if !strings.Contains(row, want) {
 				t.Errorf("check row lacks %q: %s", want, row)
 			}
 		}
 	}
-	if !strings.Contains(table[1], "4KiB in") || strings.Count(checkOut.String(), "ok "+GuestIP) != 4 {
+	if !strings.Contains(table[1], "4KiB in") || strings.Count(checkOut.String(), "ok "+guest.GuestIP) != 4 {
 		t.Errorf("want the tcp data path and the rdma probe ok on both rows:\n%s", checkOut.String())
 	}
 
@@ -281,7 +282,7 @@ output: {csv: out/peers.csv, logs: out/logs}
 // whose connect tcp runner check refuses; and ODP, which check probes
 // with a verified read and exec refuses on a device that returns wrong
 // data unless the plan trusts it.
-func fieldsSweep(t *testing.T, ctx context.Context, g *Guest, dir string, env []string, knownHosts, runner, node string) {
+func fieldsSweep(t *testing.T, ctx context.Context, g *guest.Guest, dir string, env []string, knownHosts, runner, node string) {
 	hostAt := func(addr string) string {
 		return fmt.Sprintf("{address: 127.0.0.1, port: %d, user: %s, identity_file: %q, data_address: %s}", g.SSHPort, g.User, g.KeyPath, addr)
 	}
@@ -319,7 +320,7 @@ output: {csv: out/%s.csv, logs: out/logs}
 	}
 
 	// Depth and moderation over the second subnet, no device named.
-	depth := writePlan("vmtest-depth", GuestIP1, `server: {file: /tmp/rdmasweep-depth.dat, file_size: 4MiB, create: true, cache: warm}
+	depth := writePlan("vmtest-depth", guest.GuestIP1, `server: {file: /tmp/rdmasweep-depth.dat, file_size: 4MiB, create: true, cache: warm}
 client: {block_size: 4KiB, total: 1MiB, queue_depth: 64, qps: 1, verify: true}
 rdma: {max_rd_atomic: 4}
 sweep:
@@ -332,8 +333,8 @@ sweep:
 	}
 	t.Logf("runner check, second subnet:\n%s", out)
 	for _, row := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
-		if !strings.Contains(row, "rxe1/1 ACTIVE") || !strings.Contains(row, "::ffff:"+GuestIP1) || !strings.Contains(row, "ok "+GuestIP1) {
-			t.Errorf("check row does not show rxe1, its GID and the probe over %s: %s", GuestIP1, row)
+		if !strings.Contains(row, "rxe1/1 ACTIVE") || !strings.Contains(row, "::ffff:"+guest.GuestIP1) || !strings.Contains(row, "ok "+guest.GuestIP1) {
+			t.Errorf("check row does not show rxe1, its GID and the probe over %s: %s", guest.GuestIP1, row)
 		}
 	}
 	if _, errOut, err = run("exec", depth); err != nil {
@@ -359,8 +360,8 @@ sweep:
 	}
 	m := readManifest(t, dir, rows[0].RunID)
 	for _, h := range m.Hosts {
-		if len(h.RDMA) != 1 || h.RDMA[0].Device != "rxe1" || h.RDMA[0].GID != "::ffff:"+GuestIP1 || h.RDMA[0].Connect != "tcp" {
-			t.Errorf("manifest, %s: rdma %+v; want one path on rxe1, GID ::ffff:%s, connect tcp", h.Role, h.RDMA, GuestIP1)
+		if len(h.RDMA) != 1 || h.RDMA[0].Device != "rxe1" || h.RDMA[0].GID != "::ffff:"+guest.GuestIP1 || h.RDMA[0].Connect != "tcp" {
+			t.Errorf("manifest, %s: rdma %+v; want one path on rxe1, GID ::ffff:%s, connect tcp", h.Role, h.RDMA, guest.GuestIP1)
 		}
 	}
 
@@ -378,7 +379,7 @@ sweep:
 
 	// soft-iWARP: check refuses connect tcp, exec reads over cm.
 	if g.Image.Siw {
-		siw := writePlan("vmtest-siw", GuestIP2, `server: {file: /tmp/rdmasweep-siw.dat, file_size: 4MiB, create: true, cache: warm}
+		siw := writePlan("vmtest-siw", guest.GuestIP2, `server: {file: /tmp/rdmasweep-siw.dat, file_size: 4MiB, create: true, cache: warm}
 client: {block_size: 64KiB, total: 4MiB, queue_depth: 8, verify: true}
 `)
 		out, errOut, err := run("check", siw)
@@ -399,7 +400,7 @@ client: {block_size: 64KiB, total: 4MiB, queue_depth: 8, verify: true}
 	}
 
 	// ODP: probed with a verified read, by check and by exec.
-	odp := writePlan("vmtest-odp", GuestIP, `server: {file: /tmp/rdmasweep-odp.dat, file_size: 4MiB, create: true, cache: warm, registration: odp}
+	odp := writePlan("vmtest-odp", guest.GuestIP, `server: {file: /tmp/rdmasweep-odp.dat, file_size: 4MiB, create: true, cache: warm, registration: odp}
 client: {block_size: 16KiB, total: 1MiB, queue_depth: 8, verify: true}
 `)
 	advertised := g.Image.Kernel.Suite != "" // rxe advertises ODP from 7.x on; 6.1's has none

@@ -16,7 +16,8 @@ import (
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
-	"rdmasweep/internal/testenv"
+	"rdmasweep/testbed/guest"
+	"rdmasweep/testbed/testenv"
 )
 
 // needHost skips (or fails under CI) unless the host can build the image,
@@ -54,10 +55,10 @@ func buildBinaries(t *testing.T, ctx context.Context, tags ...string) (node, tes
 	if node == "" {
 		node = filepath.Join(dir, "node")
 		wg.Add(1)
-		go func() { defer wg.Done(); nodeErr = BuildNode(ctx, node) }()
+		go func() { defer wg.Done(); nodeErr = guest.BuildNode(ctx, node) }()
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); testsErr = BuildGuestTests(ctx, tests, tags...) }()
+	go func() { defer wg.Done(); testsErr = guest.BuildGuestTests(ctx, tests, tags...) }()
 	wg.Wait()
 	if err := errors.Join(nodeErr, testsErr); err != nil {
 		t.Fatal(err)
@@ -108,8 +109,8 @@ func TestGuest(t *testing.T) {
 	imgDone, runnerDone := make(chan error, 1), make(chan error, 1)
 	go func() {
 		var errs []error
-		for _, k := range Kernels {
-			if _, err := EnsureImage(ctx, k, testLog{t}); err != nil {
+		for _, k := range guest.Kernels {
+			if _, err := guest.EnsureImage(ctx, k, testLog{t}); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -124,7 +125,7 @@ func TestGuest(t *testing.T) {
 	// A runner that does not build fails only RunnerSweep, below.
 	runnerErr := <-runnerDone
 	t.Logf("images and binaries ready after %s", time.Since(start).Round(time.Second))
-	for _, k := range Kernels {
+	for _, k := range guest.Kernels {
 		t.Run(k.Name, func(t *testing.T) { guestSuite(t, ctx, k, node, tests, runner, runnerErr) })
 	}
 }
@@ -139,7 +140,7 @@ var required = []string{"TestDevices", "TestServeRead", "TestGIDIndexOutOfRange"
 // requiredOn are what a kernel's guest must pass besides: siw where the
 // image has it; registration odp refused where rxe lacks ODP (6.1), and
 // timed and caught returning wrong data where it advertises it (7.x).
-func requiredOn(k Kernel, im *Image) []string {
+func requiredOn(k guest.Kernel, im *guest.Image) []string {
 	var r []string
 	if im.Siw {
 		r = append(r, siwTests...)
@@ -188,7 +189,7 @@ func guestSkips(out string) []string {
 	return skips
 }
 
-func guestSuite(t *testing.T, ctx context.Context, k Kernel, node, tests, runner string, runnerErr error) {
+func guestSuite(t *testing.T, ctx context.Context, k guest.Kernel, node, tests, runner string, runnerErr error) {
 	start := time.Now()
 	var console consoleLog
 	var tee io.Writer = &console
@@ -200,9 +201,9 @@ func guestSuite(t *testing.T, ctx context.Context, k Kernel, node, tests, runner
 		defer f.Close()
 		tee = io.MultiWriter(&console, f)
 	}
-	g, err := Boot(ctx, Options{
+	g, err := guest.Boot(ctx, guest.Options{
 		Kernel:  k,
-		Files:   map[string]File{"/vmtest/node": {Host: node, Mode: 0o755}, "/vmtest/guest.test": {Host: tests, Mode: 0o755}},
+		Files:   map[string]guest.File{"/vmtest/node": {Host: node, Mode: 0o755}, "/vmtest/guest.test": {Host: tests, Mode: 0o755}},
 		Console: tee, Log: testLog{t},
 	})
 	if err != nil {
@@ -302,12 +303,12 @@ func TestGuestScript(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var console consoleLog
-	g, err := Boot(ctx, Options{Run: "#!/bin/sh\nibv_devices | grep -q rxe0 || exit 1\nexit 3\n", Console: &console, Log: testLog{t}})
+	g, err := guest.Boot(ctx, guest.Options{Run: "#!/bin/sh\nibv_devices | grep -q rxe0 || exit 1\nexit 3\n", Console: &console, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = g.Wait(ctx)
-	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "rc=3") {
+	if !errors.Is(err, guest.ErrFailed) || !strings.Contains(err.Error(), "rc=3") {
 		t.Errorf("Wait = %v, want ErrFailed with rc=3; console:\n%s", err, console.String())
 	}
 }

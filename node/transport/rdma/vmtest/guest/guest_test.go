@@ -21,7 +21,7 @@ import (
 	"rdmasweep/results"
 )
 
-// The guest's addresses (see vmtest.GuestIP…): rxe0 on eth0, rxe1 on
+// The guest's addresses (see GuestIP… in testbed/guest): rxe0 on eth0, rxe1 on
 // eth1, siw0 on eth2 when the kernel has siw.
 const (
 	guestIP  = "10.0.2.15"

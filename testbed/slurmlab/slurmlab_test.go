@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/runner/remote/slurmlab"
+	"rdmasweep/testbed/slurmlab"
 )
 
 // TestCluster checks the harness with Slurm's own commands: an

@@ -22,7 +22,7 @@
 //     found by name prefix and `ip netns pids`, never by process name.
 //   - It needs root, sshd, ip and nft (and dropbear for Options.Dropbear):
 //     without them the test skips (fails under CI=true) through
-//     internal/testenv.
+//     testbed/testenv.
 //   - Only the hosts a test asks for are built: each costs a namespace, key
 //     generation and a server start.
 package testhosts
@@ -43,8 +43,8 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/internal/testenv"
-	"rdmasweep/runner/remote/internal/netns"
+	"rdmasweep/testbed/netns"
+	"rdmasweep/testbed/testenv"
 )
 
 const (

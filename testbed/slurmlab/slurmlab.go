@@ -27,7 +27,7 @@
 //     by process name alone.
 //   - It needs root and Debian's slurmctld, slurmd, slurm-client and munge
 //     packages: without them the test skips (fails under CI=true) through
-//     internal/testenv.
+//     testbed/testenv.
 package slurmlab
 
 import (
@@ -48,8 +48,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"rdmasweep/internal/testenv"
-	"rdmasweep/runner/remote/internal/netns"
+	"rdmasweep/testbed/netns"
+	"rdmasweep/testbed/testenv"
 )
 
 const (

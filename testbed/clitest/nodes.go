@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testhosts"
 )
 
 // NodesOn lists the node processes that h's SSH sessions run or left

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/internal/testenv"
-	"rdmasweep/runner/remote/testhosts"
+	"rdmasweep/testbed/testenv"
+	"rdmasweep/testbed/testhosts"
 )
 
 // TestHostsWithOpenSSH checks the harness with OpenSSH's own client: every

@@ -1,6 +1,8 @@
-// Package vmtest boots a Debian guest under qemu with soft-RoCE (rdma_rxe)
+// Package guest boots a Debian guest under qemu with soft-RoCE (rdma_rxe)
 // and soft-iWARP (siw), so node's RDMA transport is tested on a real verbs
-// stack on machines without RDMA hardware or KVM.
+// stack on machines without RDMA hardware or KVM. The tests that boot it
+// are node/transport/rdma/vmtest's; the tests that run inside it are
+// node/transport/rdma/vmtest/guest, built by BuildGuestTests.
 //
 // The guest runs one of several kernels (Kernels: bookworm's 6.1 and the
 // newest in trixie-backports) under the same bookworm user space, in an
@@ -18,7 +20,7 @@
 // <release>" and "VMTEST READY", and runs /vmtest/run if the boot has one,
 // ending with "VMTEST RESULT PASS" or "VMTEST RESULT FAIL": qemu itself
 // exits 0 whatever happened inside.
-package vmtest
+package guest
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package vmtest
+package guest
 
 // Debian's kernel packages build no siw (soft-iWARP) module, so the
 // harness builds it out of tree from Debian's own linux-source and headers

@@ -1,4 +1,4 @@
-package vmtest
+package guest
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"strings"
 )
 
-// moduleRoot returns the directory of the module's go.mod.
-func moduleRoot(ctx context.Context) (string, error) {
+// ModuleRoot returns the directory of the module's go.mod.
+func ModuleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -55,7 +55,7 @@ func staticEnv(ctx context.Context, goarch string) ([]string, error) {
 const staticLDFlags = `-linkmode external -extldflags "-static"`
 
 func goBuild(ctx context.Context, goarch string, args ...string) error {
-	root, err := moduleRoot(ctx)
+	root, err := ModuleRoot(ctx)
 	if err != nil {
 		return err
 	}
