@@ -1,0 +1,158 @@
+// Package docs holds the project's reference pages. Its test keeps them
+// true to the tree: every repository path or package that README.md,
+// CONTRIBUTING.md and docs/*.md name in backquotes exists, and a number of
+// CSV columns the README states is the header's.
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"rdmasweep/results"
+)
+
+// topLevel are the repository's own roots: a backquoted span that starts
+// with one of them names a path in the tree. Anything else in backquotes
+// (a plan field, a command, a path on a remote host) is left alone.
+var topLevel = []string{
+	"runner/", "node/", "plan/", "results/", "plans/", "internal/", "testbed/",
+	"docs/", "examples/", ".ci/",
+}
+
+// topFiles are the files at the root that the docs name bare.
+var topFiles = map[string]bool{
+	"go.mod": true, "go.sum": true, "Makefile": true, "README.md": true,
+	"CONTRIBUTING.md": true, ".ci/run": true,
+}
+
+var (
+	span    = regexp.MustCompile("`([^`\n]+)`")
+	columns = regexp.MustCompile(`\b(\d+) columns\b`)
+	// placeholder is a path element in capitals, such as PEER or ARCH.
+	placeholder = regexp.MustCompile(`(^|/)[A-Z][A-Z0-9_]+(/|$)`)
+)
+
+// pages are the documents under test, relative to the repository root.
+func pages(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("list docs/*.md: %v (found %d)", err, len(docs))
+	}
+	out := []string{"../README.md", "../CONTRIBUTING.md"}
+	for _, d := range docs {
+		out = append(out, filepath.Join("..", "docs", d))
+	}
+	return out
+}
+
+// repoPath returns the path a backquoted span names in the tree, or "" when
+// it names none: a leading "../", a trailing ":line", "#anchor" or "/" and
+// a trailing "/..." package pattern are dropped.
+func repoPath(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.ContainsAny(s, " \t$=<>|{}") {
+		return ""
+	}
+	s = strings.TrimPrefix(s, "./")
+	if i := strings.IndexAny(s, "#"); i >= 0 {
+		s = s[:i]
+	}
+	if i := strings.Index(s, ":"); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.TrimSuffix(s, "/...")
+	s = strings.TrimSuffix(s, "/")
+	// `node/transport.Transport` names the package node/transport.
+	if dot := strings.LastIndex(s, "."); dot > strings.LastIndex(s, "/") && dot+1 < len(s) &&
+		s[dot+1] >= 'A' && s[dot+1] <= 'Z' {
+		s = s[:dot]
+	}
+	// An upper-case placeholder (`runner/peer/testdata/PEER/*.json`)
+	// stands for any name there.
+	s = placeholder.ReplaceAllString(s, "$1*$2")
+	if topFiles[s] {
+		return s
+	}
+	for _, top := range topLevel {
+		if strings.HasPrefix(s+"/", top) {
+			return s
+		}
+	}
+	return ""
+}
+
+func TestNamedPathsExist(t *testing.T) {
+	checked := 0
+	for _, page := range pages(t) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(b), "\n") {
+			for _, m := range span.FindAllStringSubmatch(line, -1) {
+				p := repoPath(m[1])
+				if p == "" {
+					continue
+				}
+				checked++
+				matches, err := filepath.Glob(filepath.Join("..", p))
+				if err != nil || len(matches) == 0 {
+					t.Errorf("%s:%d: `%s` names %s, which is not in the tree", strings.TrimPrefix(page, "../"), n+1, m[1], p)
+				}
+			}
+		}
+	}
+	// The docs name dozens of paths; none found means the scan broke.
+	if checked < 20 {
+		t.Fatalf("checked only %d backquoted paths; the scan is broken", checked)
+	}
+}
+
+func TestRepoPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"runner/point":                     "runner/point",
+		"./node/transport/rdma/...":        "node/transport/rdma",
+		"plans/bench-*.yaml":               "plans/bench-*.yaml",
+		"results/schema.go:172":            "results/schema.go",
+		"docs/scale.md#under-slurm":        "docs/scale.md",
+		"Makefile":                         "Makefile",
+		"/srv/t/node":                      "",
+		"runner exec plans/x.yaml":         "",
+		"block_size":                       "",
+		"node/transport.Transport":         "node/transport",
+		"runner/peer/testdata/PEER/*.json": "runner/peer/testdata/*/*.json",
+	} {
+		if got := repoPath(in); got != want {
+			t.Errorf("repoPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestREADMEColumnCount holds every "N columns" the README states to the
+// CSV header of today's schema.
+func TestREADMEColumnCount(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := 0
+	for _, f := range results.Schema() {
+		if f.Column != "" {
+			header++
+		}
+	}
+	found := columns.FindAllStringSubmatch(string(b), -1)
+	if len(found) == 0 {
+		t.Fatal("README.md states no number of columns; say how many the CSV has")
+	}
+	for _, m := range found {
+		if n, _ := strconv.Atoi(m[1]); n != header {
+			t.Errorf("README.md says %q; the header has %d columns", m[0], header)
+		}
+	}
+}
