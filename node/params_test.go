@@ -6,6 +6,7 @@ import (
 
 	"rdmasweep/node/transport/tcp"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // TestParamsAreNodeFlags holds node to the parameter table: every
@@ -30,7 +31,7 @@ func TestParamsAreNodeFlags(t *testing.T) {
 // rdma transport's own (checked by its package's tests, which need cgo),
 // to the parameter table, which runner validate reads.
 func TestLimitsAreTheTables(t *testing.T) {
-	bs := results.ParamByName("block_size")
+	bs := results.ParamOf(param.BlockSize)
 	if max, _, _ := bs.LimitFor("tcp"); max != tcp.MaxBlock {
 		t.Errorf("block_size for tcp: table %d, tcp.MaxBlock %d", max, tcp.MaxBlock)
 	}
