@@ -30,16 +30,27 @@ type Values struct{ m map[string]value }
 
 // Int is a size in bytes, an integer (-1 for auto) or a duration in
 // nanoseconds.
-func (v Values) Int(id param.ID) int64 { return v.get(id.String()).n }
+func (v Values) Int(id param.ID) int64 { return v.of(id).n }
 
 // Str is an enum, path or string value.
-func (v Values) Str(id param.ID) string { return v.get(id.String()).s }
+func (v Values) Str(id param.ID) string { return v.of(id).s }
 
 // Bool is a bool value.
-func (v Values) Bool(id param.ID) bool { return v.get(id.String()).b }
+func (v Values) Bool(id param.ID) bool { return v.of(id).b }
 
 // Duration is a duration value.
-func (v Values) Duration(id param.ID) time.Duration { return time.Duration(v.get(id.String()).n) }
+func (v Values) Duration(id param.ID) time.Duration { return time.Duration(v.of(id).n) }
+
+// of is the value of parameter id. It panics on an id the schema lacks:
+// results/param/names.go is stale (go generate ./results), which every
+// test that reaches the call finds.
+func (v Values) of(id param.ID) value {
+	x, ok := v.m[id.String()]
+	if !ok && results.ParamByName(id.String()) == nil {
+		panic("plan: no parameter " + id.String() + " in the schema; run go generate ./results")
+	}
+	return x
+}
 
 // get is the value of the parameter name, as the table and plans name it.
 func (v Values) get(name string) value { return v.m[name] }
@@ -222,7 +233,7 @@ func Defaults() Values { return defaults.clone() }
 // leaves the parameter alone gets (-1 for auto). runner check's probes
 // read their neutral values from here, not from copies of the table.
 func Default(id param.ID) any {
-	p, x := results.ParamOf(id), defaults.get(id.String())
+	p, x := results.ParamOf(id), defaults.of(id)
 	switch {
 	case p.Kind == results.KindDuration:
 		return time.Duration(x.n)
