@@ -57,28 +57,6 @@ func (f *roleFlags) addFlags(fs *flag.FlagSet) {
 	r.Fabric = &f.fabric
 }
 
-func (f *roleFlags) checkRDMA(role string) error {
-	switch {
-	case f.rdma.Connect != "tcp" && f.rdma.Connect != "cm":
-		return usagef("%s: --rdma-connect must be tcp or cm (got %q)", role, f.rdma.Connect)
-	case f.rdma.IBPort < 0:
-		return usagef("%s: --ib-port cannot be negative", role)
-	}
-	for _, c := range []struct {
-		name   string
-		v, max int
-	}{
-		{"traffic-class", f.fabric.TrafficClass, 255}, {"service-level", f.fabric.ServiceLevel, 15},
-		{"pkey-index", f.fabric.PKeyIndex, 65535}, {"qp-timeout", f.fabric.Timeout, 31},
-		{"retry-cnt", f.fabric.RetryCnt, 7}, {"rnr-retry", f.fabric.RNRRetry, 7}, {"min-rnr-timer", f.fabric.MinRNRTimer, 31},
-	} {
-		if c.v < 0 || c.v > c.max {
-			return usagef("%s: --%s must be 0..%d (got %d)", role, c.name, c.max, c.v)
-		}
-	}
-	return nil
-}
-
 func checkFormat(f string) error {
 	if f != "json" && f != "text" {
 		return usagef("--format must be json or text (got %q)", f)
@@ -89,6 +67,11 @@ func checkFormat(f string) error {
 // roleCommand is a subcommand that runs one role: serve or read.
 type roleCommand interface {
 	addFlags(fs *flag.FlagSet)
+	// paramRole is the role whose parameters' flags it takes, as the
+	// schema names it: "serve" or "read".
+	paramRole() string
+	// check checks what the schema does not say: required flags and how
+	// flags combine.
 	check() error
 	flags() *roleFlags
 }
@@ -104,10 +87,13 @@ func runRole(ctx context.Context, e *env, role string, o roleCommand, args []str
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	f := o.flags()
+	if err := checkParamFlags(fs, role, o.paramRole(), f.transport); err != nil {
+		return err
+	}
 	if err := o.check(); err != nil {
 		return err
 	}
-	f := o.flags()
 	e.out = newPrinter(e.stdout, e.stderr, f.format)
 	tr, err := lookupTransport(f.transport)
 	if err != nil {

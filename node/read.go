@@ -48,33 +48,23 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.relaxedOrdering, "relaxed-ordering", true, "register the RDMA read buffer with IBV_ACCESS_RELAXED_ORDERING (--relaxed-ordering=false: without)")
 }
 
+func (o *readOptions) paramRole() string { return "read" }
+
+// check checks what checkParamFlags does not: the schema bounds each
+// parameter's flag (block size, depth, QPs, pattern, the RDMA and fabric
+// fields) before it runs.
 func (o *readOptions) check() error {
 	switch {
 	case o.server == "":
 		return usagef("read: --server is required")
-	case o.blockSize <= 0 || o.blockSize > maxBlockFlag:
-		return usagef("read: --block-size must be positive and below 2GiB")
-	case o.queueDepth <= 0:
-		return usagef("read: --queue-depth must be positive")
-	case o.qps <= 0:
-		return usagef("read: --qps must be positive")
-	case o.pattern != "sequential" && o.pattern != "random":
-		return usagef("read: --pattern must be sequential or random (got %q)", o.pattern)
 	case o.total > 0 && o.duration > 0:
 		return usagef("read: --total and --duration cannot both be non-zero")
-	case o.duration < 0 || o.warmup < 0 || o.interval < 0:
-		return usagef("read: --duration, --warmup and --interval cannot be negative")
+	case o.interval < 0:
+		return usagef("read: --interval cannot be negative")
 	case o.barrier && !o.controlStdin:
 		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
-	case o.rdma.MaxRdAtomic < 0 || o.rdma.MaxRdAtomic > 255:
-		return usagef("read: --max-rd-atomic must be 0..255 (got %d)", o.rdma.MaxRdAtomic)
-	case o.rdma.CQModeration < 1:
-		return usagef("read: --cq-moderation must be positive (got %d)", o.rdma.CQModeration)
 	}
 	o.rdma.NoRelaxedOrdering = !o.relaxedOrdering
-	if err := o.checkRDMA("read"); err != nil {
-		return err
-	}
 	return checkFormat(o.format)
 }
 

@@ -51,27 +51,21 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.rdma.ODPPrefetch, "odp-prefetch", false, "with --registration odp, prefetch the region (ibv_advise_mr) before ready")
 }
 
+func (o *serveOptions) paramRole() string { return "serve" }
+
+// check checks what checkParamFlags does not: the schema bounds each
+// parameter's flag (file size, cache, registration, port, the RDMA and
+// fabric fields) before it runs.
 func (o *serveOptions) check() error {
 	switch {
 	case o.file == "":
 		return usagef("serve: --file is required")
-	case o.fileSize <= 0:
-		return usagef("serve: --file-size must be positive")
-	case o.cache != "cold" && o.cache != "warm":
-		return usagef("serve: --cache must be cold or warm (got %q)", o.cache)
-	case o.registration != "pinned" && o.registration != "odp":
-		return usagef("serve: --registration must be pinned or odp (got %q)", o.registration)
-	case o.port < 0 || o.port > 65535:
-		return usagef("serve: --port %d out of range", o.port)
 	case o.acceptTimeout <= 0:
 		return usagef("serve: --accept-timeout must be positive")
 	case o.clients < 1 || o.clients > maxClients:
 		return usagef("serve: --clients must be between 1 and %d (got %d)", maxClients, o.clients)
 	case o.rdma.ODPPrefetch && o.registration != "odp":
 		return usagef("serve: --odp-prefetch needs --registration odp")
-	}
-	if err := o.checkRDMA("serve"); err != nil {
-		return err
 	}
 	return checkFormat(o.format)
 }

@@ -4,6 +4,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // maxComboChecks bounds the cross-field checks in Load; a bigger cross
@@ -19,7 +20,8 @@ type source struct {
 	nodes  []*yaml.Node
 }
 
-func (l *loader) source(p *Plan, base map[string]baseValue, name string) source {
+func (l *loader) source(p *Plan, base map[string]baseValue, id param.ID) source {
+	name := id.String()
 	for _, a := range p.sweep.axes {
 		for _, e := range a.entries {
 			if e.p.Name == name {
@@ -64,8 +66,8 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 		}
 		return root
 	}
-	fs, bs := l.source(p, base, "file_size"), l.source(p, base, "block_size")
-	if base["file_size"].node != nil || fs.axis != nil {
+	fs, bs := l.source(p, base, param.FileSize), l.source(p, base, param.BlockSize)
+	if base[param.FileSize.String()].node != nil || fs.axis != nil {
 		pairs(fs, bs, func(i, j int) bool {
 			f, b := fs.values[i].n, bs.values[j].n
 			if f <= 0 || b <= 0 {
@@ -82,7 +84,7 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 			return true
 		})
 	}
-	total, dur := l.source(p, base, "total"), l.source(p, base, "duration")
+	total, dur := l.source(p, base, param.Total), l.source(p, base, param.Duration)
 	pairs(total, dur, func(i, j int) bool {
 		if msg := totalDurationProblem(total.values[i].n, dur.values[j].n); msg != "" {
 			l.errorf(at(dur, j), dur.path, "%s", msg)
@@ -94,12 +96,12 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 
 	// What a transport takes: the limits node enforces, per transport, for
 	// every value a point will have, reported where the value was written.
-	tr := l.source(p, base, "transport")
+	tr := l.source(p, base, param.Transport)
 	for _, prm := range results.Params() {
 		if len(prm.Limits) == 0 && (prm.Kind != results.KindSize || prm.Max == 0) {
 			continue // ints are held to Max as they are read
 		}
-		src := l.source(p, base, prm.Name)
+		src := l.source(p, base, prm.ID())
 		pairs(tr, src, func(i, j int) bool {
 			transport, v := tr.values[i].s, src.values[j].n
 			max, why, ok := prm.LimitFor(transport)
@@ -129,7 +131,7 @@ func blockFileProblem(fileSize, blockSize int64) string {
 
 func totalDurationProblem(total, duration int64) string {
 	if total != 0 && duration != 0 {
-		return "total " + results.FormatSize(total) + " and duration " + format(paramByName("duration"), value{n: duration}) +
+		return "total " + results.FormatSize(total) + " and duration " + format(results.ParamOf(param.Duration), value{n: duration}) +
 			" are both non-zero; a point reads either total bytes or for a duration"
 	}
 	return ""
@@ -143,17 +145,17 @@ func (l *loader) checkTopology(root *yaml.Node, p *Plan, base map[string]baseVal
 	if servers == 0 || clients == 0 {
 		return // hosts are missing, and reported
 	}
-	topo := l.source(p, base, "topology")
+	topo := l.source(p, base, param.Topology)
 	switch where := l.roles["server"]; {
 	case topo.values[0].s == "fan-in" && servers > 1:
-		if base["topology"].node != nil {
+		if base[param.Topology.String()].node != nil {
 			where = at(topo, 0)
 		}
 		l.errorf(where, "topology", "fan-in has one server, and hosts.server lists %d; for one server per client use topology: pairs", servers)
 	case topo.values[0].s == "pairs" && servers != clients:
 		l.errorf(where, "hosts.server", "topology pairs needs one server per client: hosts.server lists %d, hosts.client %d", servers, clients)
 	}
-	k := l.source(p, base, "clients")
+	k := l.source(p, base, param.Clients)
 	for j, v := range k.values {
 		if v.n > int64(clients) {
 			l.errorf(at(k, j), k.path, "%d clients, but hosts.client lists %d", v.n, clients)

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // DefaultMaxPoints is the expansion limit when ExpandOptions.MaxPoints is 0.
@@ -63,7 +64,7 @@ type Point struct {
 type Param struct{ Name, Value string }
 
 // Transport is the point's transport.
-func (pt Point) Transport() string { return pt.Values.Str("transport") }
+func (pt Point) Transport() string { return pt.Values.Str(param.Transport) }
 
 // For is the point's values as role (a name of Hosts.Roles) has them:
 // with its host's per-host parameters.
@@ -79,7 +80,7 @@ func (pt Point) For(role string) Values {
 // Clients is how many clients take part in the point: its clients
 // parameter, or every listed client when that is auto.
 func (pt Point) Clients() int {
-	if k := pt.Values.Int("clients"); k > 0 {
+	if k := pt.Values.Int(param.Clients); k > 0 {
 		return int(k)
 	}
 	return len(pt.Hosts.Clients)
@@ -88,7 +89,7 @@ func (pt Point) Clients() int {
 // Cell is the point's CSV cell for parameter p (see results.Param.Cell),
 // with clients, when auto, as how many take part.
 func (pt Point) Cell(p *results.Param) string {
-	if p.Name == "clients" {
+	if p.ID() == param.Clients {
 		return strconv.Itoa(pt.Clients())
 	}
 	return p.Cell(pt.Transport(), pt.Values)
@@ -98,7 +99,7 @@ func (pt Point) Cell(p *results.Param) string {
 // divided by block_size. It is 0 for duration-based points, whose count is
 // not known in advance.
 func (pt Point) ExpectedReads() int64 {
-	bs := pt.Values.Int("block_size")
+	bs := pt.Values.Int(param.BlockSize)
 	if bs <= 0 {
 		return 0
 	}
@@ -198,8 +199,8 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 		v := pt.Values
 		before := len(l.errs)
 		for _, msg := range []string{
-			blockFileProblem(v.Int("file_size"), v.Int("block_size")),
-			totalDurationProblem(v.Int("total"), v.Int("duration")),
+			blockFileProblem(v.Int(param.FileSize), v.Int(param.BlockSize)),
+			totalDurationProblem(v.Int(param.Total), v.Int(param.Duration)),
 		} {
 			if msg != "" {
 				l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)
@@ -212,7 +213,7 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 			for _, r := range opts.Check(pt) {
 				at, path := p.writtenAt(r.Param, axes, pos)
 				if at == nil || path == "" {
-					at, path = p.writtenAt(fastestParam, axes, pos)
+					at, path = p.writtenAt(fastestParam.String(), axes, pos)
 				}
 				k := refusedAt{at, r.Param, pt.Values.Str(fastestParam)}
 				if !refused[k] {
@@ -237,14 +238,14 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 }
 
 // writtenAt is where the point at pos (the odometer over the kept axes)
-// got its value of param (a name, maybe with its section): its sweep
+// got its value of the parameter name (maybe with its section): its sweep
 // entry's item, or the base value's node, with the field path to name. A
 // default has no node.
-func (p *Plan) writtenAt(param string, axes [][]int, pos []int) (*yaml.Node, string) {
-	if i := strings.LastIndexByte(param, '.'); i >= 0 {
-		param = param[i+1:]
+func (p *Plan) writtenAt(name string, axes [][]int, pos []int) (*yaml.Node, string) {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
 	}
-	prm := paramByName(param)
+	prm := paramByName(name)
 	if prm == nil {
 		return nil, ""
 	}
@@ -361,8 +362,8 @@ func put(m map[string]any, section, name string, v any) {
 }
 
 // keyJSONOf is keyJSON over the given parameters (a test adds one).
-func keyJSONOf(planName string, pt Point, params []*param) []byte {
-	keyed := func(prm *param, v value) bool {
+func keyJSONOf(planName string, pt Point, params []*results.Param) []byte {
+	keyed := func(prm *results.Param, v value) bool {
 		def, _ := parseDefault(prm)
 		return !prm.Unkeyed && (prm.Since <= 1 || v != def)
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 
 	"errors"
 	"fmt"
@@ -43,25 +44,25 @@ func FuzzLoad(f *testing.F) {
 			}
 			keys[pt.Key] = true
 			v := pt.Values
-			bs, fs := v.Int("block_size"), v.Int("file_size")
+			bs, fs := v.Int(param.BlockSize), v.Int(param.FileSize)
 			if bs <= 0 || fs < bs || fs%bs != 0 {
 				t.Fatalf("point %d: block_size %d, file_size %d accepted", i, bs, fs)
 			}
-			if total, dur := v.Int("total"), v.Duration("duration"); total < 0 || dur < 0 || v.Duration("warmup") < 0 || (total != 0 && dur != 0) {
-				t.Fatalf("point %d: total %d, duration %v, warmup %v accepted", i, total, dur, v.Duration("warmup"))
+			if total, dur := v.Int(param.Total), v.Duration(param.Duration); total < 0 || dur < 0 || v.Duration(param.Warmup) < 0 || (total != 0 && dur != 0) {
+				t.Fatalf("point %d: total %d, duration %v, warmup %v accepted", i, total, dur, v.Duration(param.Warmup))
 			}
 			for _, prm := range results.Params() {
 				max, _, limited := prm.LimitFor(pt.Transport())
-				if n := v.Int(prm.Name); (prm.Kind == results.KindSize || prm.Kind == results.KindInt) && !(prm.Auto && n == -1) &&
+				if n := v.Int(prm.ID()); (prm.Kind == results.KindSize || prm.Kind == results.KindInt) && !(prm.Auto && n == -1) &&
 					(n < prm.Min || limited && n > max) {
 					t.Fatalf("point %d: %s %d accepted, outside %d..%d for %s", i, prm.Name, n, prm.Min, max, pt.Transport())
 				}
-				if prm.Kind == results.KindEnum && !slices.Contains(prm.Enum, v.Str(prm.Name)) {
-					t.Fatalf("point %d: %s %q accepted", i, prm.Name, v.Str(prm.Name))
+				if prm.Kind == results.KindEnum && !slices.Contains(prm.Enum, v.Str(prm.ID())) {
+					t.Fatalf("point %d: %s %q accepted", i, prm.Name, v.Str(prm.ID()))
 				}
 			}
-			if !strings.HasPrefix(v.Str("file"), "/") {
-				t.Fatalf("point %d: file %q accepted", i, v.Str("file"))
+			if !strings.HasPrefix(v.Str(param.File), "/") {
+				t.Fatalf("point %d: file %q accepted", i, v.Str(param.File))
 			}
 		}
 		if p.Timeouts.Ready >= p.Timeouts.Point || p.Repeat < 1 || !nameRe.MatchString(p.Name) || !strings.HasPrefix(p.Node.RemotePath, "/") {

@@ -63,7 +63,7 @@ func TestKeyOfALaterParameter(t *testing.T) {
 		t.Fatal(err)
 	}
 	pt := pts[0]
-	for _, later := range []*param{
+	for _, later := range []*results.Param{
 		{Name: "later_top", Kind: results.KindInt, Default: "7", Since: 2},
 		{Name: "later_client", Section: "client", Kind: results.KindEnum, Enum: []string{"a", "b"}, Default: "a", Since: 2},
 		{Name: "later_rdma", Section: "rdma", Kind: results.KindInt, Default: "0", Since: 2},

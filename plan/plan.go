@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"rdmasweep/results/param"
 )
 
 // Options are the command-line inputs to Load.
@@ -68,7 +70,7 @@ type Plan struct {
 }
 
 // Transport is the plan's transport.
-func (p *Plan) Transport() string { return p.Base.Str("transport") }
+func (p *Plan) Transport() string { return p.Base.Str(param.Transport) }
 
 // Hosts are where the roles run: one server, or with topology pairs one
 // per client; and one or more clients. hosts.server and hosts.client each

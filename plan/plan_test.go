@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // minimalYAML is the least a valid plan says; tests append to it.
@@ -131,10 +132,10 @@ func TestFullSchema(t *testing.T) {
 		t.Fatalf("got %d points, want 2 caches x 13 block sizes", len(pts))
 	}
 	first, last := pts[0], pts[25]
-	if first.Values.Str("cache") != "cold" || first.Values.Int("block_size") != 16<<20 || first.Values.Int("file_size") != 4<<30 {
+	if first.Values.Str(param.Cache) != "cold" || first.Values.Int(param.BlockSize) != 16<<20 || first.Values.Int(param.FileSize) != 4<<30 {
 		t.Errorf("first point = %v, want cold, 16MiB, 4GiB", swept(pts[:1]))
 	}
-	if last.Values.Str("cache") != "warm" || last.Values.Int("block_size") != 4<<10 || last.Values.Int("file_size") != 1<<20 {
+	if last.Values.Str(param.Cache) != "warm" || last.Values.Int(param.BlockSize) != 4<<10 || last.Values.Int(param.FileSize) != 1<<20 {
 		t.Errorf("last point = %v, want warm, 4KiB, 1MiB", swept(pts[25:]))
 	}
 	if got := first.Hosts.Server().DataAddress; got != "192.168.100.1" {
@@ -156,7 +157,7 @@ func TestOrder(t *testing.T) {
 		p := mustParse(t, minimalYAML+body, Options{})
 		var got []string
 		for _, pt := range mustExpand(t, p, ExpandOptions{}) {
-			got = append(got, fmt.Sprintf("%s/%s/%s/%d", pt.Values.Str("cache"), pt.Values.Str("pattern"), results.FormatSize(pt.Values.Int("block_size")), pt.Values.Int("queue_depth")))
+			got = append(got, fmt.Sprintf("%s/%s/%s/%d", pt.Values.Str(param.Cache), pt.Values.Str(param.Pattern), results.FormatSize(pt.Values.Int(param.BlockSize)), pt.Values.Int(param.QueueDepth)))
 		}
 		want := []string{
 			"cold/sequential/4KiB/1", "cold/sequential/8KiB/2", "cold/random/4KiB/1", "cold/random/8KiB/2",
@@ -185,7 +186,7 @@ func TestWorkloadVariesFastest(t *testing.T) {
 		p := mustParse(t, minimalYAML+body, Options{})
 		var got []string
 		for _, pt := range mustExpand(t, p, ExpandOptions{}) {
-			got = append(got, fmt.Sprintf("%s/%s/%s", pt.Values.Str("cache"), results.FormatSize(pt.Values.Int("block_size")), pt.Values.Str("workload")))
+			got = append(got, fmt.Sprintf("%s/%s/%s", pt.Values.Str(param.Cache), results.FormatSize(pt.Values.Int(param.BlockSize)), pt.Values.Str(param.Workload)))
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: order\ngot  %v\nwant %v", body, got, want)
@@ -193,7 +194,7 @@ func TestWorkloadVariesFastest(t *testing.T) {
 		// --only keeps the order among what is left.
 		got = nil
 		for _, pt := range mustExpand(t, p, ExpandOptions{Only: []string{"workload=iperf3,node", "cache=warm"}}) {
-			got = append(got, pt.Values.Str("workload"))
+			got = append(got, pt.Values.Str(param.Workload))
 		}
 		if !slices.Equal(got, []string{"node", "iperf3", "node", "iperf3"}) {
 			t.Errorf("--only: %v", got)
@@ -276,33 +277,33 @@ sweep:
 		check func(*Plan, []Point) string
 	}{
 		{"parameter", []string{"queue_depth=32"}, func(p *Plan, pts []Point) string {
-			if p.Base.Int("queue_depth") != 32 || pts[0].Values.Int("queue_depth") != 32 {
-				return fmt.Sprint("queue_depth ", p.Base.Int("queue_depth"))
+			if p.Base.Int(param.QueueDepth) != 32 || pts[0].Values.Int(param.QueueDepth) != 32 {
+				return fmt.Sprint("queue_depth ", p.Base.Int(param.QueueDepth))
 			}
 			return ""
 		}},
 		{"section path", []string{"client.queue_depth=8", "server.create=true"}, func(p *Plan, _ []Point) string {
-			if p.Base.Int("queue_depth") != 8 || !p.Base.Bool("create") {
+			if p.Base.Int(param.QueueDepth) != 8 || !p.Base.Bool(param.Create) {
 				return fmt.Sprintf("%+v", p.Base)
 			}
 			return ""
 		}},
 		{"swept matrix parameter replaces its sweep", []string{"cache=warm"}, func(p *Plan, pts []Point) string {
-			if got := swept(pts); len(pts) != 3 || pts[0].Values.Str("cache") != "warm" || strings.Contains(strings.Join(got, " "), "cache") {
+			if got := swept(pts); len(pts) != 3 || pts[0].Values.Str(param.Cache) != "warm" || strings.Contains(strings.Join(got, " "), "cache") {
 				return fmt.Sprint(got)
 			}
 			return ""
 		}},
 		{"swept size in bytes", []string{"total=1048576", "block_size=64KiB"}, func(p *Plan, pts []Point) string {
-			if len(pts) != 2 || pts[0].Values.Int("block_size") != 64<<10 || pts[0].Values.Int("total") != 1<<20 {
+			if len(pts) != 2 || pts[0].Values.Int(param.BlockSize) != 64<<10 || pts[0].Values.Int(param.Total) != 1<<20 {
 				return fmt.Sprint(swept(pts))
 			}
 			return ""
 		}},
 		{"dotted paths", []string{"ssh.connect_timeout=5s", "hosts.server.address=10.1.1.1", "hosts.server.port=2222", "hosts.client.rdma.gid_index=1", "timeouts.point=20m", "verify=true", "description=a b"}, func(p *Plan, _ []Point) string {
 			if p.SSH.ConnectTimeout != 5*time.Second || p.Hosts.Server().Address != "10.1.1.1" || p.Hosts.Server().Port != 2222 ||
-				p.Hosts.Client().Params.Int("gid_index") != 1 || p.Hosts.Server().Params.Int("gid_index") != -1 ||
-				p.Timeouts.Point != 20*time.Minute || !p.Base.Bool("verify") || p.Description != "a b" {
+				p.Hosts.Client().Params.Int(param.GIDIndex) != 1 || p.Hosts.Server().Params.Int(param.GIDIndex) != -1 ||
+				p.Timeouts.Point != 20*time.Minute || !p.Base.Bool(param.Verify) || p.Description != "a b" {
 				return fmt.Sprintf("%+v", p)
 			}
 			return ""
@@ -314,7 +315,7 @@ sweep:
 			return ""
 		}},
 		{"creates missing sections", []string{"rdma.device=mlx5_2", "output.csv=~/r.csv"}, func(p *Plan, _ []Point) string {
-			if p.Hosts.Server().Params.Str("device") != "mlx5_2" || p.Output.CSV != "/home/setter/r.csv" {
+			if p.Hosts.Server().Params.Str(param.Device) != "mlx5_2" || p.Output.CSV != "/home/setter/r.csv" {
 				return fmt.Sprintf("%+v %+v", p.Hosts.Server().Params, p.Output)
 			}
 			return ""
@@ -556,8 +557,8 @@ func TestSetThenOnly(t *testing.T) {
 		t.Fatalf("--set queue_depth=4 --only block_size=2MiB: %v", got)
 	}
 	for _, pt := range pts {
-		if pt.Values.Int("queue_depth") != 4 {
-			t.Errorf("point %v: queue_depth %d, want the --set 4", pt.Swept, pt.Values.Int("queue_depth"))
+		if pt.Values.Int(param.QueueDepth) != 4 {
+			t.Errorf("point %v: queue_depth %d, want the --set 4", pt.Swept, pt.Values.Int(param.QueueDepth))
 		}
 	}
 	// --set a swept parameter: it leaves the sweep, so --only on it matches
@@ -594,17 +595,17 @@ sweep:
     block_size: [4KiB, 1MiB]
 `
 	check := func(pt Point) []Refusal {
-		if pt.Values.Str("workload") == "node" {
+		if pt.Values.Str(param.Workload) == "node" {
 			return nil
 		}
 		var r []Refusal
-		if pt.Values.Bool("verify") {
+		if pt.Values.Bool(param.Verify) {
 			r = append(r, Refusal{"verify", "no verify here"})
 		}
-		if pt.Values.Int("block_size") == 4<<10 {
+		if pt.Values.Int(param.BlockSize) == 4<<10 {
 			r = append(r, Refusal{"block_size", "no 4KiB here"})
 		}
-		if pt.Values.Str("pattern") == "sequential" {
+		if pt.Values.Str(param.Pattern) == "sequential" {
 			r = append(r, Refusal{"client.pattern", "only random"})
 		}
 		return r
@@ -649,7 +650,7 @@ func TestSeveralClients(t *testing.T) {
 	if strings.Join(names, " ") != "server=s client1=c1 client2=c2 client3=c3 client4=c4" {
 		t.Fatalf("roles %v", names)
 	}
-	if pts[0].For("client2").Str("device") != "" || p.Hosts.Clients[1].User != "bob" {
+	if pts[0].For("client2").Str(param.Device) != "" || p.Hosts.Clients[1].User != "bob" {
 		t.Fatalf("client2 %+v", p.Hosts.Clients[1])
 	}
 	if format(paramByName("clients"), defaults.get("clients")) != "all" {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // TestCheckedInPlans loads, validates and expands every plan in plans/, so
@@ -39,7 +40,7 @@ func TestCheckedInPlans(t *testing.T) {
 					t.Errorf("points %d and %d share key %s", j, pt.Index, pt.Key)
 				}
 				keys[pt.Key] = pt.Index
-				if pt.Values.Duration("duration") == 0 && pt.ExpectedReads() < 1000 {
+				if pt.Values.Duration(param.Duration) == 0 && pt.ExpectedReads() < 1000 {
 					t.Errorf("point %d %v makes %d reads; the runner warns below 1000", pt.Index, pt.Swept, pt.ExpectedReads())
 				}
 			}
@@ -55,20 +56,20 @@ func TestLoopbackPlan(t *testing.T) {
 	if !p.Hosts.Server().IsLocal() || !p.Hosts.Client().IsLocal() || p.Transport() != "tcp" {
 		t.Errorf("loopback must be two local roles over tcp: %+v, %s", p.Hosts, p.Transport())
 	}
-	if !strings.HasPrefix(p.Base.Str("file"), "/tmp/") || !p.Base.Bool("create") {
-		t.Errorf("loopback file %q (create %v): want a created file under /tmp", p.Base.Str("file"), p.Base.Bool("create"))
+	if !strings.HasPrefix(p.Base.Str(param.File), "/tmp/") || !p.Base.Bool(param.Create) {
+		t.Errorf("loopback file %q (create %v): want a created file under /tmp", p.Base.Str(param.File), p.Base.Bool(param.Create))
 	}
 	pts, err := Expand(p, ExpandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first, last := pts[0].Values.Int("block_size"), pts[len(pts)-1].Values.Int("block_size"); first != 4<<20 || last != 4<<10 || len(pts) != 11 {
+	if first, last := pts[0].Values.Int(param.BlockSize), pts[len(pts)-1].Values.Int(param.BlockSize); first != 4<<20 || last != 4<<10 || len(pts) != 11 {
 		t.Errorf("block sizes %s..%s in %d points, want 4MiB..4KiB in 11", results.FormatSize(first), results.FormatSize(last), len(pts))
 	}
 	// "Runs in seconds": bound the bytes moved over loopback.
 	var bytes int64
 	for _, pt := range pts {
-		bytes += pt.Values.Int("total")
+		bytes += pt.Values.Int(param.Total)
 	}
 	if bytes == 0 || bytes > 16<<30 {
 		t.Errorf("loopback reads %s in all; want a bounded, non-zero total", results.FormatSize(bytes))
@@ -92,18 +93,18 @@ func TestSSDSweepPlan(t *testing.T) {
 	}
 	var prev Point
 	for i, pt := range pts {
-		if pt.Values.Duration("duration") == 0 && pt.ExpectedReads() < 4096 {
+		if pt.Values.Duration(param.Duration) == 0 && pt.ExpectedReads() < 4096 {
 			t.Errorf("point %v reads only %d blocks", pt.Swept, pt.ExpectedReads())
 		}
-		if i%13 != 0 && (pt.Values.Int("block_size")*2 != prev.Values.Int("block_size") || pt.Values.Int("file_size")*2 != prev.Values.Int("file_size")) {
+		if i%13 != 0 && (pt.Values.Int(param.BlockSize)*2 != prev.Values.Int(param.BlockSize) || pt.Values.Int(param.FileSize)*2 != prev.Values.Int(param.FileSize)) {
 			t.Errorf("point %v does not halve block_size and file_size in step after %v", pt.Swept, prev.Swept)
 		}
 		prev = pt
 	}
-	if len(pts) != 26 || pts[0].Values.Int("block_size") != 16<<20 || pts[12].Values.Int("block_size") != 4<<10 || pts[0].Values.Int("file_size") != 4<<30 {
+	if len(pts) != 26 || pts[0].Values.Int(param.BlockSize) != 16<<20 || pts[12].Values.Int(param.BlockSize) != 4<<10 || pts[0].Values.Int(param.FileSize) != 4<<30 {
 		t.Errorf("got %d points from %v to %v; want 2 caches x 16MiB..4KiB zipped with 4GiB halving", len(pts), pts[0].Swept, pts[len(pts)-1].Swept)
 	}
-	if pts[0].Values.Str("cache") != "cold" || pts[13].Values.Str("cache") != "warm" {
+	if pts[0].Values.Str(param.Cache) != "cold" || pts[13].Values.Str(param.Cache) != "warm" {
 		t.Error("cache is not the outer loop, cold first")
 	}
 }

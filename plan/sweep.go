@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // Sweep rules: sweep.matrix parameters are crossed with each other in the
@@ -24,16 +25,16 @@ import (
 // takes its length from the other zip parameters.
 
 // fastestParam varies fastest in every expansion; see the sweep rules.
-const fastestParam = "workload"
+const fastestParam = param.Workload
 
 // maxRangeValues bounds one range, so a factor near 1 cannot spin.
 const maxRangeValues = 10000
 
 // sweep is the parsed sweep section.
 type sweep struct {
-	node  *yaml.Node // the sweep: key, for errors about the whole sweep
-	axes  []*axis    // matrix parameters in written order, then the zip group
-	order []*param   // swept parameters in the order they appear in the plan
+	node  *yaml.Node       // the sweep: key, for errors about the whole sweep
+	axes  []*axis          // matrix parameters in written order, then the zip group
+	order []*results.Param // swept parameters in the order they appear in the plan
 }
 
 // axis is one dimension of the expansion: one matrix parameter, or the zip
@@ -57,7 +58,7 @@ func (s sweep) has(name string) bool {
 // sweepEntry is one swept parameter and its values. nodes[i] is where
 // values[i] was written (the list item, or the range).
 type sweepEntry struct {
-	p      *param
+	p      *results.Param
 	group  string // "zip" | "matrix"
 	key    *yaml.Node
 	values []value
@@ -113,7 +114,7 @@ func (l *loader) sweep(sf field, unswept map[string]bool) sweep {
 	for _, a := range matrix {
 		switch {
 		case len(a.entries[0].values) == 0:
-		case a.entries[0].p.Name == fastestParam:
+		case a.entries[0].p.ID() == fastestParam:
 			fastest = a
 		default:
 			s.axes = append(s.axes, a)
@@ -164,7 +165,7 @@ func (l *loader) sweepGroup(n *yaml.Node, group string, seen map[string]*sweepEn
 		case !p.Sweep:
 			l.errorf(k, ppath, "%s cannot be swept: it has no CSV column (sweepable: %s)", p.Name, strings.Join(results.SweepableParams(), ", "))
 			continue
-		case p.Name == fastestParam && group == "zip":
+		case p.ID() == fastestParam && group == "zip":
 			l.errorf(k, ppath, "%s cannot be zipped: each workload must run at every other point, so its rows can be compared; list it under sweep.matrix", p.Name)
 			continue
 		}
@@ -296,7 +297,7 @@ func (l *loader) rangeValues(e *sweepEntry, n *yaml.Node, path string) bool {
 }
 
 // ratFormat formats a whole rational that may not fit in an int64.
-func ratFormat(p *param, r *big.Rat) string {
+func ratFormat(p *results.Param, r *big.Rat) string {
 	if r.Num().IsInt64() {
 		return format(p, value{n: r.Num().Int64()})
 	}

@@ -389,7 +389,7 @@ func (l *loader) sizeValue(n *yaml.Node, path string, lo int64) (int64, bool) {
 // paramValue reads one value of parameter p from a node that must be a
 // single value: "only sweep sweeps", so a list or a range here is an error
 // that points the user at sweep.
-func (l *loader) paramValue(p *param, n *yaml.Node, path string, inSweep bool) (value, bool) {
+func (l *loader) paramValue(p *results.Param, n *yaml.Node, path string, inSweep bool) (value, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode {
 		if inSweep {

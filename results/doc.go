@@ -3,7 +3,8 @@
 //
 //   - schema.go and params.go: every parameter of an experiment (its plan
 //     field, type, default, limits per transport, node flag) and every CSV
-//     column, declared once.
+//     column, declared once. Package results/param names each parameter
+//     by a constant generated from it, for code to look values up with.
 //   - events.go: the JSON-lines events node prints and the runner reads.
 //   - devices.go: `node devices` and `node version` output, and the rule
 //     that picks a GID for an address.

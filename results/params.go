@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"rdmasweep/results/param"
 )
 
 // A Param is one parameter of an experiment: a field of a plan, a flag of
@@ -15,7 +17,7 @@ import (
 // the generated docs all read it from there.
 type Param struct {
 	// Name is how plans, --set, --only and sweeps write it; unique across
-	// sections.
+	// sections. Code names it by its constant in package param (ID).
 	Name string
 	// Section is where a plan writes it: "" (top level), "server",
 	// "client" or "rdma".
@@ -76,6 +78,8 @@ type Param struct {
 	// transports (odp_prefetch: registration odp only): elsewhere its flag
 	// is not passed and its cell is empty.
 	when func(v Values) bool
+	// id is the param's constant, set from its Name when the table loads.
+	id param.ID
 }
 
 // Kind is how a param's value is written, checked and recorded.
@@ -100,12 +104,17 @@ type Limit struct {
 
 // Values are one point's parameter values, as results sees them; plan's
 // values implement it. Int serves sizes (bytes), ints and durations
-// (nanoseconds); an Auto param left to auto reads as -1.
+// (nanoseconds); an Auto param left to auto reads as -1. A param is named
+// by its constant (param.CQModeration), never by a string, so a misspelt
+// name fails the build.
 type Values interface {
-	Int(name string) int64
-	Str(name string) string
-	Bool(name string) bool
+	Int(id param.ID) int64
+	Str(id param.ID) string
+	Bool(id param.ID) bool
 }
+
+// ID is the param's constant in package param.
+func (p *Param) ID() param.ID { return p.id }
 
 // Unit names what the param's number counts, for docs: "bytes",
 // "seconds" or "".
@@ -147,19 +156,19 @@ func (p *Param) LimitFor(transport string) (max int64, why string, ok bool) {
 func (p *Param) Format(v Values) string {
 	switch p.Kind {
 	case KindSize:
-		return FormatSize(v.Int(p.Name))
+		return FormatSize(v.Int(p.id))
 	case KindInt:
-		n := v.Int(p.Name)
+		n := v.Int(p.id)
 		if p.Auto && n < 0 {
 			return p.AutoText()
 		}
 		return strconv.FormatInt(n, 10)
 	case KindDuration:
-		return time.Duration(v.Int(p.Name)).String()
+		return time.Duration(v.Int(p.id)).String()
 	case KindBool:
-		return strconv.FormatBool(v.Bool(p.Name))
+		return strconv.FormatBool(v.Bool(p.id))
 	}
-	return v.Str(p.Name)
+	return v.Str(p.id)
 }
 
 // Cell is the param's CSV cell for a point of transport: sizes in bytes,
@@ -173,13 +182,13 @@ func (p *Param) Cell(transport string, v Values) string {
 	}
 	switch p.Kind {
 	case KindSize, KindInt:
-		return formatInt(v.Int(p.Name))
+		return formatInt(v.Int(p.id))
 	case KindDuration:
-		return strconv.FormatFloat(time.Duration(v.Int(p.Name)).Seconds(), 'f', -1, 64)
+		return strconv.FormatFloat(time.Duration(v.Int(p.id)).Seconds(), 'f', -1, 64)
 	case KindBool:
-		return strconv.FormatBool(v.Bool(p.Name))
+		return strconv.FormatBool(v.Bool(p.id))
 	}
-	return v.Str(p.Name)
+	return v.Str(p.id)
 }
 
 // Display turns a CSV cell of the param into what people read: sizes in
@@ -212,7 +221,7 @@ func (p *Param) Argv(transport string, v Values) []string {
 	flag := "--" + p.Flag
 	switch p.Kind {
 	case KindBool:
-		switch b := v.Bool(p.Name); {
+		switch b := v.Bool(p.id); {
 		case strconv.FormatBool(b) == p.Default || !b && p.Default == "":
 			return nil
 		case b:
@@ -220,15 +229,15 @@ func (p *Param) Argv(transport string, v Values) []string {
 		}
 		return []string{flag + "=false"}
 	case KindSize, KindInt:
-		n := v.Int(p.Name)
+		n := v.Int(p.id)
 		if p.Auto && n < 0 {
 			return nil
 		}
 		return []string{flag, strconv.FormatInt(n, 10)}
 	case KindDuration:
-		return []string{flag, time.Duration(v.Int(p.Name)).String()}
+		return []string{flag, time.Duration(v.Int(p.id)).String()}
 	}
-	s := v.Str(p.Name)
+	s := v.Str(p.id)
 	if s == "" {
 		return nil
 	}
@@ -261,15 +270,26 @@ func (p *Param) Path() string {
 // total is 0; 0 when the point reads for a duration instead.
 func EffectiveTotal(v Values) int64 {
 	switch {
-	case v.Int("duration") > 0:
+	case v.Int(param.Duration) > 0:
 		return 0
-	case v.Int("total") > 0:
-		return v.Int("total")
+	case v.Int(param.Total) > 0:
+		return v.Int(param.Total)
 	}
-	return v.Int("file_size")
+	return v.Int(param.FileSize)
 }
 
-// ParamByName returns the param called name, or nil.
+// ParamOf returns the param of id: the schema's entry for a constant of
+// package param.
+func ParamOf(id param.ID) *Param {
+	p := ParamByName(id.String())
+	if p == nil {
+		panic("results: no param " + id.String() + " in the schema; run go generate ./results")
+	}
+	return p
+}
+
+// ParamByName returns the param called name, or nil: for names read from a
+// plan or a command line. Code uses ParamOf.
 func ParamByName(name string) *Param {
 	for _, p := range params {
 		if p.Name == name {

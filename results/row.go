@@ -2,6 +2,8 @@ package results
 
 import (
 	"strconv"
+
+	"rdmasweep/results/param"
 )
 
 // Status values.
@@ -79,7 +81,7 @@ func (r Row) ParamInt(name string) int64 {
 }
 
 // Transport is the row's transport column.
-func (r Row) Transport() string { return r.Params["transport"] }
+func (r Row) Transport() string { return r.Params[param.Transport.String()] }
 
 // SetResult copies a client's measurement into the row.
 func (r *Row) SetResult(res *Result) {
@@ -114,7 +116,7 @@ func cpuPerSecond(user, sys, wall float64) *float64 {
 // Workload is the row's workload, "node" for rows written before the
 // column existed.
 func (r Row) Workload() string {
-	if w := r.Params["workload"]; w != "" {
+	if w := r.Params[param.Workload.String()]; w != "" {
 		return w
 	}
 	return "node"

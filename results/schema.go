@@ -1,5 +1,7 @@
 package results
 
+import "rdmasweep/results/param"
+
 // The schema: every CSV column and every parameter, declared once.
 //
 // Rules (TestSchema and TestHeaderHistory hold them):
@@ -14,10 +16,11 @@ package results
 //   - Entries without a column (plan-only params) may sit anywhere; they
 //     are placed beside their relatives.
 //
-// docs/plan.md's parameter tables and docs/csv.md are generated from this
-// table (go generate ./results/...); a test fails when they drift.
+// docs/plan.md's parameter tables, docs/csv.md and the parameters' Go
+// constants (param/names.go) are generated from this table (go generate
+// ./results); a test fails when they drift.
 
-//go:generate go run ./internal/gendocs -docs ../docs
+//go:generate go run ./internal/gendocs -docs ../docs -names param/names.go
 
 // Field is one entry of the schema: a CSV column, a param, or a param
 // recorded in its own column.
@@ -163,7 +166,7 @@ var schema = []Field{
 		Transports: []string{"rdma"}, Sweep: true, Flag: "max-rd-atomic", Role: "read", Since: 4,
 		// auto: empty, as a peer's row is; a number here is what the plan asked.
 		cell: func(v Values) string {
-			if n := v.Int("max_rd_atomic"); n > 0 {
+			if n := v.Int(param.MaxRdAtomic); n > 0 {
 				return formatInt(n)
 			}
 			return ""
@@ -180,7 +183,7 @@ var schema = []Field{
 	{Column: "odp_prefetch", Doc: "rdma with registration odp: the server prefetched the region with `ibv_advise_mr` before ready; empty otherwise", Param: &Param{
 		Name: "odp_prefetch", Section: "rdma", Kind: KindBool, Default: "false",
 		Transports: []string{"rdma"}, Sweep: true, Flag: "odp-prefetch", Role: "serve", Since: 4,
-		when: func(v Values) bool { return v.Str("registration") == "odp" },
+		when: func(v Values) bool { return v.Str(param.Registration) == "odp" },
 		Doc:  "with `registration: odp`, fault the region in with `ibv_advise_mr` before the server says ready (pinned points ignore it)"}},
 	{Column: "prefetch_s", Unit: "seconds", Doc: "rdma, odp_prefetch: how long the prefetch took, after registration_s"},
 	{Param: &Param{
@@ -233,11 +236,18 @@ var Columns = func() []string {
 	return cols
 }()
 
-// params is every param, in table order.
+// params is every param, in table order, each with its constant. A param
+// the generated constants lack (param/names.go is stale until go generate
+// ./results runs) gets an ID no constant has; TestNamesAreGenerated fails.
 var params = func() []*Param {
 	var ps []*Param
 	for _, f := range schema {
 		if f.Param != nil {
+			id, ok := param.ByName(f.Param.Name)
+			if !ok {
+				id = param.ID(-1 - len(ps))
+			}
+			f.Param.id = id
 			ps = append(ps, f.Param)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/preflight"
@@ -134,7 +135,7 @@ func runCheck(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		row.ssh = fmt.Sprintf("%s %.2fms", kind, float64(clock.RTT)/float64(time.Millisecond))
 		file := ""
 		if needs[i].Role == "server" {
-			file = p.Base.Str("file")
+			file = p.Base.Str(param.File)
 		}
 		facts, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, File: file, Devices: devicesArgs(p, needs[i])})
 		if err != nil {
@@ -242,10 +243,10 @@ func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSums []string) []preflight.N
 		if server[s.Name] == s.Name {
 			kind = "server"
 		}
-		n := preflight.Need{Role: kind, Transport: p.Transport(), NodeSHA256: nodeSums[i], CPUs: s.Host.CPUs, Connect: p.Base.Str("connect")}
+		n := preflight.Need{Role: kind, Transport: p.Transport(), NodeSHA256: nodeSums[i], CPUs: s.Host.CPUs, Connect: p.Base.Str(param.Connect)}
 		h := s.Host.Params
-		n.Device, n.IBPort = h.Str("device"), max(int(h.Int("ib_port")), 0)
-		if g := int(h.Int("gid_index")); g >= 0 {
+		n.Device, n.IBPort = h.Str(param.Device), max(int(h.Int(param.IBPort)), 0)
+		if g := int(h.Int(param.GIDIndex)); g >= 0 {
 			n.GIDIndex = &g
 		}
 		for _, pt := range pts {
@@ -255,18 +256,18 @@ func checkNeeds(p *plan.Plan, pts []plan.Point, nodeSums []string) []preflight.N
 				}
 			}
 			v := pt.Values
-			n.MaxBlock = max(n.MaxBlock, v.Int("block_size"))
-			n.MaxRdAtomic = max(n.MaxRdAtomic, int(v.Int("max_rd_atomic")))
-			if qps := v.Int("qps"); qps > 0 {
-				n.MaxPerQP = max(n.MaxPerQP, int((v.Int("queue_depth")+qps-1)/qps))
+			n.MaxBlock = max(n.MaxBlock, v.Int(param.BlockSize))
+			n.MaxRdAtomic = max(n.MaxRdAtomic, int(v.Int(param.MaxRdAtomic)))
+			if qps := v.Int(param.QPs); qps > 0 {
+				n.MaxPerQP = max(n.MaxPerQP, int((v.Int(param.QueueDepth)+qps-1)/qps))
 			}
 			if kind != "server" {
 				continue
 			}
-			n.Create = v.Bool("create")
-			n.FileSize = max(n.FileSize, v.Int("file_size"))
-			n.Pinned = n.Pinned || v.Str("registration") == "pinned"
-			n.ODP = n.ODP || v.Str("registration") == "odp"
+			n.Create = v.Bool(param.Create)
+			n.FileSize = max(n.FileSize, v.Int(param.FileSize))
+			n.Pinned = n.Pinned || v.Str(param.Registration) == "pinned"
+			n.ODP = n.ODP || v.Str(param.Registration) == "odp"
 		}
 		needs = append(needs, n)
 	}
@@ -313,7 +314,7 @@ func probePairs(p *plan.Plan) []probePair {
 	var out []probePair
 	for i, c := range clients {
 		si := 0
-		if len(servers) == len(clients) && p.Base.Str("topology") == "pairs" {
+		if len(servers) == len(clients) && p.Base.Str(param.Topology) == "pairs" {
 			si = i
 		}
 		out = append(out, probePair{servers[si], c, si, i})
@@ -349,7 +350,7 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair prob
 // file afterwards: 4 KiB of a 64 KiB file over transport, with the
 // point's other values (the RDMA device, fabric fields) as they are,
 // unless set overrides them. ok is false when ctx ended.
-func probeRead(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair probePair, transport string, set map[string]any, logDir string, ui *voice) (row results.Row, ok bool) {
+func probeRead(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair probePair, transport string, set map[param.ID]any, logDir string, ui *voice) (row results.Row, ok bool) {
 	srv, cli := r.get(pair.server.Name), r.get(pair.client.Name)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -369,11 +370,12 @@ func probeRead(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair 
 	pt.Hosts = plan.Hosts{Servers: []plan.Host{pt.Hosts.Servers[pair.si]}, Clients: []plan.Host{pt.Hosts.Clients[pair.ci]}}
 	srv.Role, cli.Role = "server", "client"
 	pt.Index, pt.Key = 0, "check-"+transport
-	values := map[string]any{
-		"transport": transport, "file": file, "file_size": 64 << 10, "create": true, "cache": "warm",
-		"block_size": 4 << 10, "queue_depth": 1, "qps": 1, "pattern": "sequential", "total": 4 << 10,
-		"duration": time.Duration(0), "warmup": time.Duration(0), "verify": true, "clients": 1,
-		"workload": "node", "registration": "pinned", "odp_prefetch": false, "cq_moderation": 1,
+	values := map[param.ID]any{
+		param.Transport: transport, param.File: file, param.FileSize: 64 << 10, param.Create: true, param.Cache: "warm",
+		param.BlockSize: 4 << 10, param.QueueDepth: 1, param.QPs: 1, param.Total: 4 << 10, param.Verify: true,
+		param.Clients: 1, param.Workload: "node", param.Registration: "pinned",
+		param.Pattern: plan.Default(param.Pattern), param.Duration: plan.Default(param.Duration), param.Warmup: plan.Default(param.Warmup),
+		param.ODPPrefetch: plan.Default(param.ODPPrefetch), param.CQModeration: plan.Default(param.CQModeration),
 	}
 	for name, v := range set {
 		values[name] = v

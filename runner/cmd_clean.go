@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
@@ -93,7 +94,7 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			nodePaths = append(nodePaths, n.RemotePath(p.Node.RemotePath))
 		}
 	}
-	file := p.Base.Str("file")
+	file := p.Base.Str(param.File)
 	targets := r.targets()
 	wanted := make([][]removal, len(targets))
 	for i, t := range targets {

@@ -15,6 +15,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/role"
 	"rdmasweep/runner/summary"
@@ -198,7 +199,7 @@ func peerBaseline(pts []plan.Point) (summary.Baseline, bool) {
 	seen := map[string]bool{}
 	first := ""
 	for _, pt := range pts {
-		w := pt.Values.Str("workload")
+		w := pt.Values.Str(param.Workload)
 		seen[w] = true
 		if first == "" && w != "node" {
 			first = w
@@ -241,7 +242,7 @@ func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (
 
 // sameButWorkload reports whether two points differ in workload alone.
 func sameButWorkload(a, b plan.Point) bool {
-	if a.Values.Str("workload") == b.Values.Str("workload") {
+	if a.Values.Str(param.Workload) == b.Values.Str(param.Workload) {
 		return false
 	}
 	for _, p := range results.Params() {

@@ -9,6 +9,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/role"
@@ -44,7 +45,7 @@ func collectManifest(ctx context.Context, p *plan.Plan, r *roles, runID, csvPath
 		n := r.nodes[r.list[i].Host]
 		q := manifest.Query{Role: s.Name, NodePath: r.list[i].NodePath, Binary: n.Path, BinaryArch: n.Arch, CPUs: s.Host.CPUs}
 		if i < len(p.Hosts.Servers) {
-			q.File = p.Base.Str("file")
+			q.File = p.Base.Str(param.File)
 		}
 		queries = append(queries, q)
 		rm.roles[s.Name] = i

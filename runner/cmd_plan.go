@@ -15,6 +15,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/peer"
 	"rdmasweep/runner/remote"
@@ -120,7 +121,7 @@ func loadPlan(ctx context.Context, path string, o planOptions) (*plan.Plan, []pl
 // checkWorkload refuses what a point's peer workload cannot take: the
 // rules are runner/peer's (peer.Check), the positions plan's.
 func checkWorkload(pt plan.Point) []plan.Refusal {
-	w := pt.Values.Str("workload")
+	w := pt.Values.Str(param.Workload)
 	if w == "node" {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/preflight"
 )
@@ -19,9 +20,9 @@ import (
 // odpSet is what an ODP probe reads: 64 KiB of a 256 KiB file in 16 KiB
 // READs, four in flight: several pages, several packets per READ (the
 // 7.x soft-RoCE fault shows from the second packet of a page on).
-var odpSet = map[string]any{
-	"registration": "odp", "odp_prefetch": false,
-	"file_size": 256 << 10, "block_size": 16 << 10, "total": 64 << 10, "queue_depth": 4,
+var odpSet = map[param.ID]any{
+	param.Registration: "odp", param.ODPPrefetch: false,
+	param.FileSize: 256 << 10, param.BlockSize: 16 << 10, param.Total: 64 << 10, param.QueueDepth: 4,
 }
 
 // planUsesODP reports whether any point registers with odp.
@@ -41,7 +42,7 @@ func firstODP(pts []plan.Point) (plan.Point, bool) {
 
 // isODP reports whether pt registers the server's region with odp.
 func isODP(pt plan.Point) bool {
-	return pt.Values.Str("transport") == "rdma" && pt.Values.Str("registration") == "odp"
+	return pt.Values.Str(param.Transport) == "rdma" && pt.Values.Str(param.Registration) == "odp"
 }
 
 // odpServers are the probe pairs whose servers serve odp points: one pair
@@ -92,7 +93,7 @@ func odpHint(kernel string) string {
 // failed (the logs are then kept).
 func odpProbes(ctx context.Context, p *plan.Plan, pts []plan.Point, r *roles, rows []*checkRow, logDir string, ui *voice) (failed bool) {
 	pt, _ := firstODP(pts)
-	trust := p.Base.Bool("trust_odp")
+	trust := p.Base.Bool(param.TrustODP)
 	byRole := map[string]*checkRow{}
 	for _, row := range rows {
 		byRole[row.role] = row
@@ -161,7 +162,7 @@ func odpGate(ctx context.Context, p *plan.Plan, todo []job, r *roles, kernels ma
 	if !ok {
 		return nil, nil
 	}
-	trust := p.Base.Bool("trust_odp")
+	trust := p.Base.Bool(param.TrustODP)
 	var out []manifest.ODPProbe
 	var bad []string
 	badKernel := ""

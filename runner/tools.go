@@ -10,13 +10,15 @@ import (
 	"rdmasweep/runner/peer"
 	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/role"
+
+	"rdmasweep/results/param"
 )
 
 // peerWorkloads are the peer workloads the points use, in plan order.
 func peerWorkloads(pts []plan.Point) []string {
 	var out []string
 	for _, pt := range pts {
-		if w := pt.Values.Str("workload"); w != "node" && !slices.Contains(out, w) {
+		if w := pt.Values.Str(param.Workload); w != "node" && !slices.Contains(out, w) {
 			out = append(out, w)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testenv"
 )
@@ -166,7 +167,7 @@ repeat: 2
 	todo, _ := pending(pts, 2, nil, false)
 	var got []string
 	for _, j := range todo {
-		got = append(got, fmt.Sprintf("%s/%s/r%d", results.FormatSize(j.pt.Values.Int("block_size")), j.pt.Values.Str("workload"), j.rep))
+		got = append(got, fmt.Sprintf("%s/%s/r%d", results.FormatSize(j.pt.Values.Int(param.BlockSize)), j.pt.Values.Str(param.Workload), j.rep))
 	}
 	want := "[1MiB/node/r1 1MiB/iperf3/r1 1MiB/node/r2 1MiB/iperf3/r2 4KiB/node/r1 4KiB/iperf3/r1 4KiB/node/r2 4KiB/iperf3/r2]"
 	if fmt.Sprint(got) != want {

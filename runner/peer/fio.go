@@ -1,17 +1,17 @@
 package peer
 
 // fio (3.33), run on the server's host against the server's own file: one
-// job, no server process. The mapping:
+// job, no server process. The mapping is fioMap, below. Beside it:
 //
-//	file -> --filename, --readonly     file_size -> --size (the served bytes)
-//	block_size -> --bs                 queue_depth -> --iodepth
+//	file -> --filename, with --readonly
 //	pattern sequential|random -> --rw=read|randread
 //	duration -> --runtime, --time_based
 //	total (no duration) -> --io_size (fio wraps around --size as node does)
-//	warmup -> --ramp_time
 //	cache warm -> --invalidate=0; cold -> fio's default (invalidate=1),
 //	              after the node's own cold-cache step
-//	direct -> --direct=1 (a field of its own: O_DIRECT is not "cold")
+//
+// fio reads through the page cache, as node does: no --direct. O_DIRECT
+// is no plan field, since node has no such mode to compare it with.
 //
 // --ioengine=io_uring: the node reads through the page cache, and so does
 // fio without --direct. libaio is asynchronous only with O_DIRECT: on a
@@ -25,32 +25,43 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"rdmasweep/results/param"
 )
 
-func checkFio(p Params) []*ParamError {
-	c := &paramErrs{peer: Fio}
-	c.common(p)
-	if p.Verify {
-		c.add("verify", "fio checks only data it wrote itself, and --readonly writes none")
-	}
-	if p.Registration == "odp" {
-		c.add("registration", "fio registers no memory")
-	}
-	if p.qps() > 1 {
-		c.add("qps", "fio reads the file in one job; qps > 1 has no fio mapping")
-	}
-	if p.File == "" {
-		c.add("file", "fio reads the server's file, and the point names none")
-	}
-	if p.FileSize <= 0 {
-		c.add("file_size", "fio needs the served size (got %d)", p.FileSize)
-	} else if p.BlockSize > p.FileSize {
-		c.add("block_size", "a block of %d bytes does not fit in file_size %d", p.BlockSize, p.FileSize)
-	}
-	if p.Duration%time.Millisecond != 0 || p.Warmup%time.Millisecond != 0 {
-		c.add("duration", "fio takes whole milliseconds (duration %s, warmup %s)", p.Duration, p.Warmup)
-	}
-	return c.errs
+// fioMap is how fio takes the plan's parameters.
+var fioMap = []Mapping{
+	{Param: param.File, Option: "--filename", Refuse: func(p Params) string {
+		return refuseIf(p.File == "", "fio reads the server's file, and the point names none")
+	}},
+	{Param: param.FileSize, Option: "--size", Refuse: func(p Params) string { // the served bytes
+		return refuseIf(p.FileSize <= 0, "fio needs the served size (got %d)", p.FileSize)
+	}},
+	{Param: param.BlockSize, Option: "--bs", Refuse: func(p Params) string {
+		return refuseIf(p.FileSize > 0 && p.BlockSize > p.FileSize, "a block of %d bytes does not fit in file_size %d", p.BlockSize, p.FileSize)
+	}},
+	{Param: param.QueueDepth, Option: "--iodepth"},
+	{Param: param.Pattern, Option: "--rw"},
+	{Param: param.Duration, Option: "--runtime", Refuse: func(p Params) string {
+		return refuseIf(p.Duration%time.Millisecond != 0 || p.Warmup%time.Millisecond != 0,
+			"fio takes whole milliseconds (duration %s, warmup %s)", p.Duration, p.Warmup)
+	}},
+	{Param: param.Total, Option: "--io_size"},
+	{Param: param.Warmup, Option: "--ramp_time"},
+	{Param: param.Cache, Option: "--invalidate"},
+	{Param: param.Verify, Refuse: func(p Params) string {
+		return refuseIf(p.Verify, "fio checks only data it wrote itself, and --readonly writes none")
+	}},
+	{Param: param.Registration, Refuse: func(p Params) string {
+		return refuseIf(p.Registration == "odp", "fio registers no memory")
+	}},
+	{Param: param.QPs, Refuse: func(p Params) string {
+		return refuseIf(p.qps() > 1, "fio reads the file in one job; qps > 1 has no fio mapping")
+	}},
+	{Param: param.Device, Ignored: true},
+	{Param: param.IBPort, Ignored: true},
+	{Param: param.GIDIndex, Ignored: true},
+	{Param: param.MaxRdAtomic, Ignored: true},
 }
 
 func buildFio(p Params) Commands {
@@ -73,9 +84,6 @@ func buildFio(p Params) Commands {
 	}
 	if p.Cache == "warm" {
 		args = append(args, "--invalidate=0")
-	}
-	if p.Direct {
-		args = append(args, "--direct=1")
 	}
 	args = append(args, "--lat_percentiles=1", "--output-format=json")
 	return Commands{Client: args, ClientHost: "server"}

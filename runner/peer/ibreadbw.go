@@ -1,18 +1,15 @@
 package peer
 
 // ib_read_bw (perftest 4.5). Both sides get the same flags; the client
-// adds the server's address. The mapping:
+// adds the server's address. The mapping is ibReadBWMap, below. Beside it:
 //
-//	block_size -> -s          queue_depth -> -t       qps -> -q
-//	rdma.max_rd_atomic -> -o  rdma.device -> -d       rdma.ib_port -> -i
-//	rdma.cq_moderation -> -Q  (always given: perftest's own default signals
-//	                          every min(100, tx depth)th READ up to 8 KiB
-//	                          and every one above; node's is 1)
-//	rdma.gid_index -> -x      port -> -p
-//	duration d, warmup w -> -D d+2w --margin w   (perftest measures
-//	                          between its two margins, so the measured
-//	                          window is d and -D > 2*margin always holds)
-//	total t (no duration) -> -n ceil(t / (block_size*qps))  (per QP)
+//	rdma.cq_moderation -> -Q is always given: perftest's own default
+//	    signals every min(100, tx depth)th READ up to 8 KiB and every one
+//	    above; node's is 1.
+//	duration d, warmup w -> -D d+2w --margin w: perftest measures between
+//	    its two margins, so the measured window is d and -D > 2*margin
+//	    always holds.
+//	total t (no duration) -> -n ceil(t / (block_size*qps)), per QP.
 //
 // --out_json writes a file, never stdout: each side writes its own with
 // --out_json_file. perftest 4.5's "JSON" is not JSON: its keys and some
@@ -24,6 +21,8 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+
+	"rdmasweep/results/param"
 )
 
 // ib_read_bw's limits (perftest_parameters.h, 4.5-0.17).
@@ -34,45 +33,49 @@ const (
 	ibMaxSize  = 1<<31 - 1 // UINT_MAX/2
 )
 
-func checkIBReadBW(p Params) []*ParamError {
-	c := &paramErrs{peer: IBReadBW}
-	c.common(p)
-	if p.Verify {
-		c.add("verify", "ib_read_bw reads its own buffer, not the server's file, so there are no bytes to verify")
-	}
-	if p.Pattern == "random" {
-		c.add("pattern", "ib_read_bw always reads the same buffer from its start; it has no random order")
-	}
-	if p.Registration == "odp" {
-		c.add("registration", "ib_read_bw registers its own anonymous buffer; odp on it says nothing about the file")
-	}
-	if p.Direct {
-		c.add("direct", "only fio reads the file with O_DIRECT")
-	}
-	if p.BlockSize > ibMaxSize {
-		c.add("block_size", "ib_read_bw's -s takes at most %d bytes (got %d)", ibMaxSize, p.BlockSize)
-	}
-	if p.QueueDepth > ibMaxTx {
-		c.add("queue_depth", "ib_read_bw's -t takes at most %d (got %d)", ibMaxTx, p.QueueDepth)
-	}
-	if p.Duration > 0 {
-		if _, ok := wholeSeconds(p.Duration); !ok {
-			c.add("duration", "ib_read_bw's -D takes whole seconds (got %s)", p.Duration)
+// ibReadBWMap is how ib_read_bw takes the plan's parameters.
+var ibReadBWMap = []Mapping{
+	{Param: param.BlockSize, Option: "-s", Refuse: func(p Params) string {
+		return refuseIf(p.BlockSize > ibMaxSize, "ib_read_bw's -s takes at most %d bytes (got %d)", ibMaxSize, p.BlockSize)
+	}},
+	{Param: param.QPs, Option: "-q"},
+	{Param: param.QueueDepth, Option: "-t", Refuse: func(p Params) string {
+		return refuseIf(p.QueueDepth > ibMaxTx, "ib_read_bw's -t takes at most %d (got %d)", ibMaxTx, p.QueueDepth)
+	}},
+	{Param: param.MaxRdAtomic, Option: "-o"}, // auto: none, the device's maximum
+	{Param: param.CQModeration, Option: "-Q"},
+	{Param: param.Device, Option: "-d"},
+	{Param: param.IBPort, Option: "-i"},
+	{Param: param.GIDIndex, Option: "-x"},
+	{Param: param.Port, Option: "-p"}, // 0: perftest's 18515
+	{Param: param.Duration, Option: "-D", Refuse: func(p Params) string {
+		_, whole := wholeSeconds(p.Duration)
+		return refuseIf(p.Duration > 0 && !whole, "ib_read_bw's -D takes whole seconds (got %s)", p.Duration)
+	}},
+	{Param: param.Warmup, Option: "--margin", Refuse: func(p Params) string {
+		if _, whole := wholeSeconds(p.Warmup); p.Duration > 0 && !whole {
+			return fmt.Sprintf("ib_read_bw's --margin takes whole seconds (got %s)", p.Warmup)
 		}
-		if _, ok := wholeSeconds(p.Warmup); !ok {
-			c.add("warmup", "ib_read_bw's --margin takes whole seconds (got %s)", p.Warmup)
+		return refuseIf(p.Duration <= 0 && p.Warmup > 0, "ib_read_bw warms up only in a duration-based run (its --margin needs -D); set duration, or no warmup")
+	}},
+	{Param: param.Total, Option: "-n", Refuse: func(p Params) string {
+		if p.Duration > 0 || p.BlockSize <= 0 {
+			return ""
 		}
-	} else {
-		if p.Warmup > 0 {
-			c.add("warmup", "ib_read_bw warms up only in a duration-based run (its --margin needs -D); set duration, or no warmup")
-		}
-		if p.BlockSize > 0 {
-			if n := ibIters(p); n < ibMinIters || n > ibMaxIters {
-				c.add("total", "ib_read_bw's -n must be %d..%d reads per QP, and total %d at block_size %d over %d QPs is %d", ibMinIters, ibMaxIters, p.total(), p.BlockSize, p.qps(), n)
-			}
-		}
-	}
-	return c.errs
+		n := ibIters(p)
+		return refuseIf(n < ibMinIters || n > ibMaxIters, "ib_read_bw's -n must be %d..%d reads per QP, and total %d at block_size %d over %d QPs is %d", ibMinIters, ibMaxIters, p.total(), p.BlockSize, p.qps(), n)
+	}},
+	{Param: param.Verify, Refuse: func(p Params) string {
+		return refuseIf(p.Verify, "ib_read_bw reads its own buffer, not the server's file, so there are no bytes to verify")
+	}},
+	{Param: param.Pattern, Refuse: func(p Params) string {
+		return refuseIf(p.Pattern == "random", "ib_read_bw always reads the same buffer from its start; it has no random order")
+	}},
+	{Param: param.Registration, Refuse: func(p Params) string {
+		return refuseIf(p.Registration == "odp", "ib_read_bw registers its own anonymous buffer; odp on it says nothing about the file")
+	}},
+	{Param: param.Cache, Ignored: true},
+	{Param: param.File, Ignored: true},
 }
 
 // ibIters is -n: the reads per QP that cover the point's total.

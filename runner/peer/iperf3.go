@@ -2,12 +2,10 @@ package peer
 
 // iperf3 (3.12). The server handles one client and exits (-1); the client
 // reverses the stream (-R), so the bytes flow server -> client as node
-// read's do, and prints JSON (-J) on stdout. The mapping:
-//
-//	block_size -> -l          qps -> -P (parallel streams)
-//	duration -> -t            warmup -> -O (omitted from the sums)
-//	total (no duration) -> -n (bytes; iperf3 counts them at the sender)
-//	port -> -p                server address -> -B on the server, -c on the client
+// read's do, and prints JSON (-J) on stdout. The mapping is iperf3Map,
+// below; total (no duration) becomes -n in bytes, which iperf3 counts at
+// the sender, and the server's address is -B on the server and -c on the
+// client.
 //
 // -Z (zero copy): not used. With -R the server would send with
 // sendfile(2) from a file of its own; measured here on loopback, that made
@@ -23,38 +21,44 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"rdmasweep/results/param"
 )
 
-func checkIperf3(p Params) []*ParamError {
-	c := &paramErrs{peer: Iperf3}
-	c.common(p)
-	if p.Verify {
-		c.add("verify", "iperf3 sends its own buffer's bytes, not the server's file, so there are no bytes to verify")
-	}
-	if p.Pattern == "random" {
-		c.add("pattern", "iperf3 sends one stream; it has no random order")
-	}
-	if p.Registration == "odp" {
-		c.add("registration", "iperf3 registers no memory")
-	}
-	if p.Direct {
-		c.add("direct", "only fio reads the file with O_DIRECT")
-	}
-	if p.BlockSize > 1<<30 {
-		c.add("block_size", "iperf3's -l takes at most 1GiB (got %d)", p.BlockSize)
-	}
-	if p.Duration > 0 {
-		if _, ok := wholeSeconds(p.Duration); !ok {
-			c.add("duration", "iperf3's -t takes whole seconds (got %s)", p.Duration)
-		}
-	}
-	if _, ok := wholeSeconds(p.Warmup); !ok {
-		c.add("warmup", "iperf3's -O takes whole seconds (got %s)", p.Warmup)
-	}
-	if p.qps() > 128 {
-		c.add("qps", "iperf3's -P takes at most 128 streams (got %d)", p.QPs)
-	}
-	return c.errs
+// iperf3Map is how iperf3 takes the plan's parameters.
+var iperf3Map = []Mapping{
+	{Param: param.BlockSize, Option: "-l", Refuse: func(p Params) string {
+		return refuseIf(p.BlockSize > 1<<30, "iperf3's -l takes at most 1GiB (got %d)", p.BlockSize)
+	}},
+	{Param: param.QPs, Option: "-P", Refuse: func(p Params) string { // parallel streams
+		return refuseIf(p.qps() > 128, "iperf3's -P takes at most 128 streams (got %d)", p.QPs)
+	}},
+	{Param: param.Duration, Option: "-t", Refuse: func(p Params) string {
+		_, whole := wholeSeconds(p.Duration)
+		return refuseIf(p.Duration > 0 && !whole, "iperf3's -t takes whole seconds (got %s)", p.Duration)
+	}},
+	{Param: param.Warmup, Option: "-O", Refuse: func(p Params) string { // omitted from the sums
+		_, whole := wholeSeconds(p.Warmup)
+		return refuseIf(!whole, "iperf3's -O takes whole seconds (got %s)", p.Warmup)
+	}},
+	{Param: param.Total, Option: "-n"},
+	{Param: param.Port, Option: "-p"}, // 0: iperf3's 5201
+	{Param: param.Verify, Refuse: func(p Params) string {
+		return refuseIf(p.Verify, "iperf3 sends its own buffer's bytes, not the server's file, so there are no bytes to verify")
+	}},
+	{Param: param.Pattern, Refuse: func(p Params) string {
+		return refuseIf(p.Pattern == "random", "iperf3 sends one stream; it has no random order")
+	}},
+	{Param: param.Registration, Refuse: func(p Params) string {
+		return refuseIf(p.Registration == "odp", "iperf3 registers no memory")
+	}},
+	{Param: param.QueueDepth, Ignored: true},
+	{Param: param.Cache, Ignored: true},
+	{Param: param.File, Ignored: true},
+	{Param: param.Device, Ignored: true},
+	{Param: param.IBPort, Ignored: true},
+	{Param: param.GIDIndex, Ignored: true},
+	{Param: param.MaxRdAtomic, Ignored: true},
 }
 
 func buildIperf3(p Params) Commands {

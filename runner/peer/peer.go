@@ -17,6 +17,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // Names of the peer workloads, as a plan's workload field spells them.
@@ -27,8 +30,10 @@ const (
 )
 
 // Params are one point's parameter values as a peer sees them, with the
-// plan's defaults already filled in. Field comments give the plan's name
-// for each; ParamError.Param uses the same names.
+// plan's defaults already filled in (FromValues). Field comments give the
+// plan's name for each; ParamError.Param uses the same names. Which of
+// them a peer takes, as what option, and which values it refuses, is
+// that peer's table (ibReadBWMap, iperf3Map, fioMap).
 type Params struct {
 	// Transport is the point's transport: the one the peer measures must
 	// be it ("" = not known, not checked).
@@ -47,7 +52,6 @@ type Params struct {
 	FileSize     int64  // file_size: the bytes of File that are served
 	Cache        string // cache: "cold" or "warm" ("" = cold)
 	Registration string // registration: "pinned" or "odp" ("" = pinned)
-	Direct       bool   // fio's direct=1 (O_DIRECT); only fio takes it
 
 	// ServerAddr is the address the server listens on and the client
 	// connects to (the server host's data address); Port is the server's
@@ -149,21 +153,39 @@ type Tool struct {
 	Roles     []string
 	HasServer bool
 	// Ignored lists the plan parameters the peer takes without effect
-	// (their value changes nothing it does). A validator may refuse a
-	// sweep over one of them, since its peer rows would repeat.
+	// (their value changes nothing it does), by plan path, from its table.
+	// A validator may refuse a sweep over one of them, since its peer rows
+	// would repeat.
 	Ignored []string
+	// Map is how the peer takes each parameter it takes, refuses or
+	// ignores, beside the peer (ibreadbw.go, iperf3.go, fio.go).
+	Map []Mapping
+}
+
+// Mapping is how a peer takes one parameter of the plan: the option it
+// becomes, or why the peer cannot take the point's value. A parameter a
+// peer's table does not name is not passed to it.
+type Mapping struct {
+	Param param.ID
+	// Option is the tool's flag or option the parameter becomes, as the
+	// tool spells it; "" when it becomes none.
+	Option string
+	// Refuse, when set, says why the peer cannot take p's value of the
+	// parameter, or returns "" when it can. Only values that ask for
+	// something are refused: at its default, a parameter passes, so a
+	// plan's defaults never trip it.
+	Refuse func(p Params) string
+	// Ignored: the peer takes the parameter without effect.
+	Ignored bool
 }
 
 var tools = []Tool{
 	{Name: IBReadBW, Binary: "ib_read_bw", Debian: "perftest", RHEL: "perftest", Version: "4.5",
-		Transport: "rdma", Roles: []string{"server", "client"}, HasServer: true,
-		Ignored: []string{"cache", "file"}},
+		Transport: "rdma", Roles: []string{"server", "client"}, HasServer: true, Map: ibReadBWMap},
 	{Name: Iperf3, Binary: "iperf3", Debian: "iperf3", RHEL: "iperf3", Version: "3.12",
-		Transport: "tcp", Roles: []string{"server", "client"}, HasServer: true,
-		Ignored: []string{"queue_depth", "cache", "file", "rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
+		Transport: "tcp", Roles: []string{"server", "client"}, HasServer: true, Map: iperf3Map},
 	{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
-		Roles:   []string{"server"},
-		Ignored: []string{"rdma.device", "rdma.ib_port", "rdma.gid_index", "rdma.max_rd_atomic"}},
+		Roles: []string{"server"}, Map: fioMap},
 }
 
 // Names lists the peer workloads.
@@ -179,7 +201,12 @@ func Names() []string {
 func Lookup(name string) (Tool, error) {
 	for _, t := range tools {
 		if t.Name == name {
-			t.Ignored = slices.Clone(t.Ignored)
+			for _, m := range t.Map {
+				if m.Ignored {
+					t.Ignored = append(t.Ignored, results.ParamOf(m.Param).Path())
+				}
+			}
+			t.Map = slices.Clone(t.Map)
 			return t, nil
 		}
 	}
@@ -199,18 +226,20 @@ func Check(name string, p Params) ([]*ParamError, error) {
 	var errs []*ParamError
 	if p.Transport != "" && t.Transport != "" && p.Transport != t.Transport {
 		// Its row would record a transport it did not use.
-		errs = append(errs, &ParamError{Peer: name, Param: "transport", Reason: fmt.Sprintf(
+		errs = append(errs, &ParamError{Peer: name, Param: param.Transport.String(), Reason: fmt.Sprintf(
 			"%s measures %s, and the point's transport is %s; compare it with node over transport: %s", name, t.Transport, p.Transport, t.Transport)})
 	}
-	switch name {
-	case IBReadBW:
-		errs = append(errs, checkIBReadBW(p)...)
-	case Iperf3:
-		errs = append(errs, checkIperf3(p)...)
-	case Fio:
-		errs = append(errs, checkFio(p)...)
+	c := &paramErrs{peer: name}
+	c.common(p)
+	for _, m := range t.Map {
+		if m.Refuse == nil {
+			continue
+		}
+		if why := m.Refuse(p); why != "" {
+			c.add(m.Param, "%s", why)
+		}
 	}
-	return errs, nil
+	return append(errs, c.errs...), nil
 }
 
 // Build returns the commands of a peer for p. It fails when Check finds
@@ -265,33 +294,41 @@ type paramErrs struct {
 	errs []*ParamError
 }
 
-func (c *paramErrs) add(param, format string, args ...any) {
-	c.errs = append(c.errs, &ParamError{Peer: c.peer, Param: param, Reason: fmt.Sprintf(format, args...)})
+func (c *paramErrs) add(id param.ID, format string, args ...any) {
+	c.errs = append(c.errs, &ParamError{Peer: c.peer, Param: id.String(), Reason: fmt.Sprintf(format, args...)})
 }
 
 // common checks what every peer needs of the shape of a point.
 func (c *paramErrs) common(p Params) {
 	if p.BlockSize <= 0 {
-		c.add("block_size", "must be positive (got %d)", p.BlockSize)
+		c.add(param.BlockSize, "must be positive (got %d)", p.BlockSize)
 	}
 	if p.QueueDepth < 0 {
-		c.add("queue_depth", "must be positive (got %d)", p.QueueDepth)
+		c.add(param.QueueDepth, "must be positive (got %d)", p.QueueDepth)
 	}
 	if p.QPs < 0 {
-		c.add("qps", "must be positive (got %d)", p.QPs)
+		c.add(param.QPs, "must be positive (got %d)", p.QPs)
 	}
 	if p.Duration < 0 || p.Warmup < 0 || p.Total < 0 {
-		c.add("duration", "duration, warmup and total cannot be negative")
+		c.add(param.Duration, "duration, warmup and total cannot be negative")
 	}
 	if p.Pattern != "" && p.Pattern != "sequential" && p.Pattern != "random" {
-		c.add("pattern", "must be sequential or random (got %q)", p.Pattern)
+		c.add(param.Pattern, "must be sequential or random (got %q)", p.Pattern)
 	}
 	if p.Registration != "" && p.Registration != "pinned" && p.Registration != "odp" {
-		c.add("registration", "must be pinned or odp (got %q)", p.Registration)
+		c.add(param.Registration, "must be pinned or odp (got %q)", p.Registration)
 	}
 	if p.Cache != "" && p.Cache != "cold" && p.Cache != "warm" {
-		c.add("cache", "must be cold or warm (got %q)", p.Cache)
+		c.add(param.Cache, "must be cold or warm (got %q)", p.Cache)
 	}
+}
+
+// refuseIf is why, when cond holds: a Mapping's Refuse in one line.
+func refuseIf(cond bool, format string, args ...any) string {
+	if !cond {
+		return ""
+	}
+	return fmt.Sprintf(format, args...)
 }
 
 // wholeSeconds returns d in whole seconds, or false when d is not a whole

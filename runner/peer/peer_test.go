@@ -48,9 +48,9 @@ func TestBuildArgv(t *testing.T) {
 			"",
 			"fio --name=rdmasweep --filename=/data/f --readonly --ioengine=io_uring --rw=read --bs=1048576 --iodepth=16 --size=1073741824 --runtime=2500ms --time_based --ramp_time=1000ms --invalidate=0 --lat_percentiles=1 --output-format=json",
 			"server", "", 0},
-		{Fio, Params{BlockSize: 4096, QueueDepth: 32, Pattern: "random", Total: 1 << 28, Cache: "cold", Direct: true, File: "/data/f", FileSize: 1 << 30},
+		{Fio, Params{BlockSize: 4096, QueueDepth: 32, Pattern: "random", Total: 1 << 28, Cache: "cold", File: "/data/f", FileSize: 1 << 30},
 			"",
-			"fio --name=rdmasweep --filename=/data/f --readonly --ioengine=io_uring --rw=randread --bs=4096 --iodepth=32 --size=1073741824 --io_size=268435456 --direct=1 --lat_percentiles=1 --output-format=json",
+			"fio --name=rdmasweep --filename=/data/f --readonly --ioengine=io_uring --rw=randread --bs=4096 --iodepth=32 --size=1073741824 --io_size=268435456 --lat_percentiles=1 --output-format=json",
 			"server", "", 0},
 	} {
 		c, err := Build(tc.peer, tc.p)
@@ -85,7 +85,6 @@ func TestCheckRefuses(t *testing.T) {
 		{IBReadBW, "verify", func(p *Params) { p.Verify = true }},
 		{IBReadBW, "pattern", func(p *Params) { p.Pattern = "random" }},
 		{IBReadBW, "registration", func(p *Params) { p.Registration = "odp" }},
-		{IBReadBW, "direct", func(p *Params) { p.Direct = true }},
 		{IBReadBW, "duration", func(p *Params) { p.Duration = 1500 * time.Millisecond }},
 		{IBReadBW, "warmup", func(p *Params) { p.Duration, p.Total, p.Warmup = 0, 1<<30, time.Second }},
 		{IBReadBW, "total", func(p *Params) { p.Duration, p.Total = 0, 1<<20 }}, // 1 read: perftest wants >= 5

@@ -17,18 +17,19 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/peer"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
 
 // isPeer reports whether pt is measured by a peer rather than by node.
-func isPeer(pt plan.Point) bool { return pt.Values.Str("workload") != "node" }
+func isPeer(pt plan.Point) bool { return pt.Values.Str(param.Workload) != "node" }
 
 // runPeer runs one repetition of a peer point: its roles, then its
 // report read into the row.
 func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time.Time) (results.Row, Timing, error) {
-	name := pt.Values.Str("workload")
+	name := pt.Values.Str(param.Workload)
 	srvT, cliT := r.peerTargets(pt)
 	row := r.baseRow(pt, rep, start, srvT, cliT)
 	row.Scope = results.ScopeClient
@@ -88,7 +89,7 @@ func setPeerResult(row *results.Row, res peer.Result) {
 // server host (the file made as node serve makes it, the cold or warm
 // step done), then fio on the same host, reading that file.
 func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
-	name := pt.Values.Str("workload")
+	name := pt.Values.Str(param.Workload)
 	srvT, cliT := r.peerTargets(pt)
 	srvCPUs, cliCPUs := pt.Hosts.Server().CPUs, pt.Hosts.Client().CPUs
 	build := func(t role.Target) (peer.Commands, error) {
@@ -145,8 +146,8 @@ func (r *Runner) peerTargets(pt plan.Point) (srv, cli role.Target) {
 func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string {
 	v := pt.For(t.Role)
 	argv := []string{t.NodePath, "prepare", "--transport", "tcp"}
-	for _, name := range []string{"file", "file_size", "create", "cache"} {
-		argv = append(argv, results.ParamByName(name).Argv("tcp", v)...)
+	for _, id := range []param.ID{param.File, param.FileSize, param.Create, param.Cache} {
+		argv = append(argv, results.ParamOf(id).Argv("tcp", v)...)
 	}
 	argv = append(argv, "--control-stdin", "--deadline", r.deadline())
 	return pinned(cpus, argv)

@@ -25,6 +25,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/role"
 )
 
@@ -200,7 +201,7 @@ func (r *Runner) Roles(pt plan.Point) []Role {
 	names := pt.Hosts.Roles()
 	servers, clients := names[:len(pt.Hosts.Servers)], names[len(pt.Hosts.Servers):]
 	k, several := pt.Clients(), pt.Hosts.Several()
-	pairs := pt.Values.Str("topology") == "pairs"
+	pairs := pt.Values.Str(param.Topology) == "pairs"
 	var out []Role
 	serverFor := func(i int) (plan.Role, int) { // client i's server, and how many clients it serves
 		if pairs {
@@ -252,7 +253,7 @@ func (r *Runner) Roles(pt plan.Point) []Role {
 // interval is how finely clients report what they read: every second,
 // or every 100 ms when the point reads for less than 10 s (or a total).
 func interval(pt plan.Point) time.Duration {
-	if pt.Values.Duration("duration") >= 10*time.Second {
+	if pt.Values.Duration(param.Duration) >= 10*time.Second {
 		return time.Second
 	}
 	return 100 * time.Millisecond

@@ -12,6 +12,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
@@ -97,7 +98,7 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 			t.Fatalf("point %v: %v %+v", pt.Swept, err, rows)
 		}
 		row := rows[0]
-		if row.ParamInt("block_size") != pt.Values.Int("block_size") || row.Transport() != "tcp" || row.Param("registration") != "" ||
+		if row.ParamInt("block_size") != pt.Values.Int(param.BlockSize) || row.Transport() != "tcp" || row.Param("registration") != "" ||
 			*row.Bytes != 1<<20 || !*row.Verified || row.CachedFraction == nil || tm.Measured <= 0 || tm.Wall < tm.Measured {
 			t.Errorf("row %+v timing %+v", row, tm)
 		}

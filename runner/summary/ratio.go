@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // Baseline names the parameter whose value the others are compared with,
@@ -37,11 +38,11 @@ func ParseBaseline(s string) (Baseline, error) {
 
 // cell is row's value of param as the CSV means it: a workload left empty
 // by an older rdmasweep was node.
-func cell(r results.Row, param string) string {
-	if param == "workload" {
+func cell(r results.Row, name string) string {
+	if name == param.Workload.String() {
 		return r.Workload()
 	}
-	return r.Param(param)
+	return r.Param(name)
 }
 
 // matchKey is a row's value of every parameter column but param: the rows
@@ -150,7 +151,7 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 	}
 	// Pinned registration reads the file: it compares with a baseline
 	// that reads the file too (fio), not with one that reads memory.
-	withReg := b.Param == "workload" && b.Value == "fio" &&
+	withReg := b.Param == param.Workload.String() && b.Value == "fio" &&
 		slices.ContainsFunc(ratios, func(r Ratio) bool { return !math.IsNaN(meanOf(r.Group, registration)) })
 	head := []string{}
 	for _, p := range shown {

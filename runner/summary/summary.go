@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // Group is the rows of one point (one point_key) and scope (a client's
@@ -172,7 +173,7 @@ func Write(w io.Writer, groups []Group) error {
 	}
 	if len(shown) == 0 {
 		for _, p := range Params {
-			if p.Name == "block_size" {
+			if p.Name == param.BlockSize.String() {
 				shown = []Param{p}
 			}
 		}

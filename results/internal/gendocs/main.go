@@ -1,8 +1,9 @@
-// Command gendocs writes the parts of docs/ that come from the parameter
-// table in results/schema.go: the parameter reference in docs/plan.md and
-// the column list in docs/csv.md, each between its markers, leaving the
-// prose around them alone. go generate ./results runs it;
-// TestDocsAreGenerated fails when the checked-in docs differ from what it
+// Command gendocs writes what comes from the parameter table in
+// results/schema.go: the parameter reference in docs/plan.md and the column
+// list in docs/csv.md, each between its markers, leaving the prose around
+// them alone; and results/param/names.go, the parameters' Go constants.
+// go generate ./results runs it; TestDocsAreGenerated and
+// TestNamesAreGenerated fail when the checked-in files differ from what it
 // would write.
 package main
 
@@ -19,7 +20,14 @@ import (
 
 func main() {
 	docs := flag.String("docs", "docs", "the docs `DIR`")
+	namesFile := flag.String("names", "", "write the parameters' constants to `FILE` (results/param/names.go)")
 	flag.Parse()
+	if *namesFile != "" {
+		if err := writeNames(*namesFile); err != nil {
+			fmt.Fprintln(os.Stderr, "gendocs:", err)
+			os.Exit(1)
+		}
+	}
 	for _, s := range sections {
 		path := filepath.Join(*docs, s.file)
 		old, err := os.ReadFile(path)
@@ -40,6 +48,22 @@ func main() {
 			fmt.Fprintf(os.Stderr, "gendocs: wrote %s\n", path)
 		}
 	}
+}
+
+// writeNames writes names.go to path when it differs.
+func writeNames(path string) error {
+	want, err := names()
+	if err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, want) {
+		return nil
+	}
+	if err := os.WriteFile(path, want, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "gendocs: wrote %s\n", path)
+	return nil
 }
 
 // section is one generated part of a doc file.

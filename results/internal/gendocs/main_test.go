@@ -25,3 +25,28 @@ func TestDocsAreGenerated(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesAreGenerated fails when results/param/names.go does not name
+// every parameter of the table, in its order: run go generate ./results.
+func TestNamesAreGenerated(t *testing.T) {
+	path := filepath.Join("..", "..", "param", "names.go")
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := names()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not what results/schema.go says; run: go generate ./results", path)
+	}
+}
+
+func TestIdent(t *testing.T) {
+	for name, want := range map[string]string{"cq_moderation": "CQModeration", "qps": "QPs", "max_rd_atomic": "MaxRdAtomic", "pkey_index": "PKeyIndex", "file": "File"} {
+		if got := ident(name); got != want {
+			t.Errorf("ident(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package peer
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"rdmasweep/plan"
+	"rdmasweep/results/param"
+)
+
+// TestFromValuesMapping builds each peer's argv from plan values, as
+// validate and the point runner do, and checks each parameter its table
+// maps arrives as its option: a parameter FromValues forgot, or read under
+// the wrong name, shows here. Every Option of every table has a case.
+func TestFromValuesMapping(t *testing.T) {
+	for _, tc := range mappingCases {
+		p := FromValues(tc.v)
+		p.ServerAddr = "h"
+		c, err := Build(tc.peer, p)
+		if err != nil {
+			t.Errorf("%s, %s: %v", tc.peer, tc.id, err)
+			continue
+		}
+		argv := " " + strings.Join(c.Client, " ") + " "
+		if !strings.Contains(argv, tc.want) || tc.never != "" && strings.Contains(argv, tc.never) {
+			t.Errorf("%s, %s: argv %s\nwant %q in it, and not %q", tc.peer, tc.id, argv, tc.want, tc.never)
+		}
+	}
+}
+
+// TestMappingsHaveCases holds the cases to the tables: each parameter a
+// peer's table maps to an option has a case.
+func TestMappingsHaveCases(t *testing.T) {
+	for _, name := range Names() {
+		tool, _ := Lookup(name)
+		for _, m := range tool.Map {
+			if m.Option != "" && !slices.ContainsFunc(mappingCases, func(c mappingCase) bool { return c.peer == name && c.id == m.Param }) {
+				t.Errorf("%s maps %s to %s, and mappingCases has no case of it", name, m.Param, m.Option)
+			}
+		}
+	}
+}
+
+var (
+	rdmaValues = plan.Defaults().With(param.Transport, "rdma").With(param.Duration, 10*time.Second)
+	tcpValues  = plan.Defaults().With(param.Duration, 10*time.Second)
+	fileValues = plan.Defaults().With(param.File, "/data/f").With(param.FileSize, 1<<30)
+)
+
+type mappingCase struct {
+	peer  string
+	v     plan.Values
+	id    param.ID // the parameter the case is about
+	want  string   // in the client's argv, joined by spaces
+	never string   // not in it
+}
+
+var mappingCases = func() []mappingCase {
+	rdma, tcp, file := rdmaValues, tcpValues, fileValues
+	return []mappingCase{
+		{IBReadBW, rdma, param.MaxRdAtomic, "", " -o "}, // auto: the device's maximum
+		{IBReadBW, rdma.With(param.MaxRdAtomic, 4), param.MaxRdAtomic, " -o 4 ", ""},
+		{IBReadBW, rdma.With(param.CQModeration, 8), param.CQModeration, " -Q 8 ", ""},
+		{IBReadBW, rdma, param.CQModeration, " -Q 1 ", ""}, // node's default, given: perftest's differs
+		{IBReadBW, rdma.With(param.BlockSize, 65536), param.BlockSize, " -s 65536 ", ""},
+		{IBReadBW, rdma.With(param.QPs, 3), param.QPs, " -q 3 ", ""},
+		{IBReadBW, rdma.With(param.QueueDepth, 8), param.QueueDepth, " -t 8 ", ""},
+		{IBReadBW, rdma.With(param.Device, "mlx5_1"), param.Device, " -d mlx5_1 ", ""},
+		{IBReadBW, rdma.With(param.IBPort, 2), param.IBPort, " -i 2 ", ""},
+		{IBReadBW, rdma, param.IBPort, "", " -i "}, // auto
+		{IBReadBW, rdma.With(param.GIDIndex, 3), param.GIDIndex, " -x 3 ", ""},
+		{IBReadBW, rdma, param.GIDIndex, "", " -x "}, // auto
+		{IBReadBW, rdma.With(param.Port, 19000), param.Port, " -p 19000 ", ""},
+		{IBReadBW, rdma.With(param.Warmup, 2*time.Second), param.Duration, " -D 14 ", ""},
+		{IBReadBW, rdma.With(param.Warmup, 2*time.Second), param.Warmup, " --margin 2 ", ""},
+		{IBReadBW, rdma.With(param.Duration, time.Duration(0)).With(param.Total, 1<<30).With(param.QPs, 2), param.Total, " -n 512 ", ""},
+		{Iperf3, tcp.With(param.BlockSize, 4096), param.BlockSize, " -l 4096 ", ""},
+		{Iperf3, tcp.With(param.QPs, 4), param.QPs, " -P 4 ", ""},
+		{Iperf3, tcp, param.Duration, " -t 10 ", ""},
+		{Iperf3, tcp.With(param.Warmup, time.Second), param.Warmup, " -O 1 ", ""},
+		{Iperf3, tcp.With(param.Duration, time.Duration(0)).With(param.Total, 1<<30), param.Total, " -n 1073741824 ", ""},
+		{Iperf3, tcp.With(param.Port, 7000), param.Port, " -p 7000 ", ""},
+		{Fio, file, param.File, " --filename=/data/f ", ""},
+		{Fio, file, param.FileSize, " --size=1073741824 ", ""},
+		{Fio, file.With(param.BlockSize, 4096), param.BlockSize, " --bs=4096 ", ""},
+		{Fio, file.With(param.QueueDepth, 32), param.QueueDepth, " --iodepth=32 ", ""},
+		{Fio, file.With(param.Pattern, "random"), param.Pattern, " --rw=randread ", ""},
+		{Fio, file.With(param.Duration, 2500*time.Millisecond), param.Duration, " --runtime=2500ms --time_based ", ""},
+		{Fio, file.With(param.Total, 1<<28), param.Total, " --io_size=268435456 ", ""},
+		{Fio, file.With(param.Warmup, time.Second), param.Warmup, " --ramp_time=1000ms ", ""},
+		{Fio, file.With(param.Cache, "warm"), param.Cache, " --invalidate=0 ", ""},
+		{Fio, file, param.Cache, "", "--invalidate"}, // cold: fio's own default
+	}
+}()
