@@ -441,7 +441,13 @@ func (n *Net) startSSHD(t testing.TB, h *Host, hostKeys []string, authorized, ex
 		fmt.Fprintf(&b, "HostCertificate %s\n", h.certFile)
 	}
 	fmt.Fprintf(&b, "TrustedUserCAKeys %s.pub\n", n.UserCAKey)
-	fmt.Fprintf(&b, `AuthorizedKeysFile %s
+	// The hosts share this machine's home directories, so a login runs
+	// the machine's own ~/.bashrc. Where that runs pyenv init, each login
+	// takes pyenv's rehash lock, and a login the tests kill while it holds
+	// it leaves the lock behind: every later login then waits 60 s for it
+	// (seen here, stalling every root test). One second bounds that wait.
+	fmt.Fprintf(&b, `SetEnv PYENV_REHASH_TIMEOUT=1
+AuthorizedKeysFile %s
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
