@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"rdmasweep/plan"
-	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 )
 
 const usage = `usage: runner <command> [flags] [args]
@@ -129,7 +129,7 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &intr):
 		ui.errorf("%s", intr.Error())
 		return 128 + int(intr.sig)
-	case errors.Is(err, results.ErrForeignHeader), errors.Is(err, results.ErrOlderHeader):
+	case errors.Is(err, csvfile.ErrForeignHeader), errors.Is(err, csvfile.ErrOlderHeader):
 		ui.errorf("%s", err)
 		hint := "the CSV was written by something else or an incompatible version; pass another --out"
 		if h := (hinted)(nil); errors.As(err, &h) {

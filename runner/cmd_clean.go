@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
@@ -65,11 +66,11 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	// An exec appending to the CSV owns its nodes and its state: reaping
 	// them would kill a live run.
 	if _, err := os.Stat(csvPath); err == nil {
-		csv, err := results.OpenCSV(csvPath)
+		csv, err := csvfile.Open(csvPath)
 		switch {
-		case errors.Is(err, results.ErrLocked):
+		case errors.Is(err, csvfile.ErrLocked):
 			return withHint(fmt.Errorf("%s: %w", csvPath, err), "wait for the exec to finish, then clean")
-		case err != nil && !errors.Is(err, results.ErrForeignHeader) && !errors.Is(err, results.ErrOlderHeader):
+		case err != nil && !errors.Is(err, csvfile.ErrForeignHeader) && !errors.Is(err, csvfile.ErrOlderHeader):
 			return fmt.Errorf("open %s: %w", csvPath, err)
 		case err == nil:
 			defer csv.Close()

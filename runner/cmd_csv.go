@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 )
 
 // runCSV is `runner csv upgrade FILE`: it gives a CSV written by an older
@@ -25,11 +26,11 @@ func runCSV(ctx context.Context, args []string, stdout io.Writer, ui *voice) err
 	if err != nil {
 		return err
 	}
-	backup, err := results.Upgrade(path)
+	backup, err := csvfile.Upgrade(path)
 	switch {
-	case errors.Is(err, results.ErrLocked):
+	case errors.Is(err, csvfile.ErrLocked):
 		return withHint(fmt.Errorf("%s: %w", path, err), "wait for the exec to finish, then upgrade")
-	case errors.Is(err, results.ErrForeignHeader):
+	case errors.Is(err, csvfile.ErrForeignHeader):
 		return withHint(fmt.Errorf("upgrade %s: %w", path, err), "only a CSV written by rdmasweep can be upgraded; nothing was changed")
 	case err != nil:
 		return fmt.Errorf("upgrade %s: %w", path, err)

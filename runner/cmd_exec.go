@@ -15,6 +15,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/role"
 	"rdmasweep/runner/summary"
@@ -55,7 +56,7 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	if o.dryRun {
 		var existing []results.Row
 		if _, err := os.Stat(csvPath); err == nil {
-			if existing, err = results.ReadCSV(csvPath); err != nil {
+			if existing, err = csvfile.Read(csvPath); err != nil {
 				return fmt.Errorf("read %s: %w", csvPath, err)
 			}
 		}
@@ -70,11 +71,11 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		return writePointTable(stdout, uniquePoints(todo))
 	}
 
-	csv, err := results.OpenCSV(csvPath)
+	csv, err := csvfile.Open(csvPath)
 	switch {
-	case errors.Is(err, results.ErrLocked):
+	case errors.Is(err, csvfile.ErrLocked):
 		return withHint(fmt.Errorf("%s: %w", csvPath, err), "wait for it to finish, or pass another --out")
-	case errors.Is(err, results.ErrOlderHeader):
+	case errors.Is(err, csvfile.ErrOlderHeader):
 		return withHint(fmt.Errorf("%s: %w", csvPath, err), "add the new columns with: runner csv upgrade "+csvPath+" (it keeps the old file as a backup), or pass another --out")
 	case err != nil:
 		return fmt.Errorf("open %s: %w", csvPath, err)

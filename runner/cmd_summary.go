@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/summary"
 )
 
@@ -63,7 +64,7 @@ func csvCommand(fs *flag.FlagSet, args []string, check func() error) (path strin
 // readRunRows reads a results CSV, keeping only run runID's rows unless it
 // is empty.
 func readRunRows(path, runID string) ([]results.Row, error) {
-	rows, err := results.ReadCSV(path)
+	rows, err := csvfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}

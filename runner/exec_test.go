@@ -12,6 +12,7 @@ import (
 
 	"rdmasweep/internal/clitest"
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 )
 
 // loopbackPlan writes a small local tcp plan into dir and returns its path.
@@ -135,7 +136,7 @@ func TestForeignHeaderRefusedBeforeAnyPoint(t *testing.T) {
 func TestSecondRunnerOnSameCSVRefuses(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
-	held, err := results.OpenCSV(filepath.Join(dir, "out/test.csv"))
+	held, err := csvfile.Open(filepath.Join(dir, "out/test.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"rdmasweep/internal/testenv"
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 )
 
 // Peer workloads and the CSV's version 2 through the CLI.
@@ -79,7 +80,7 @@ func TestExecRefusesAMissingPeerBeforeAnyPoint(t *testing.T) {
 		!strings.Contains(r.Stderr, "runner: hint: install it: apt-get install iperf3 (Debian, Ubuntu) or dnf install iperf3 (RHEL)") {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
-	if rows, err := results.ReadCSV(filepath.Join(dir, "out/test.csv")); err == nil && len(rows) > 0 {
+	if rows, err := csvfile.Read(filepath.Join(dir, "out/test.csv")); err == nil && len(rows) > 0 {
 		t.Fatalf("rows written: %d", len(rows))
 	}
 	// check shows the column, with the packages.
@@ -98,7 +99,7 @@ func TestExecRefusesAMissingPeerBeforeAnyPoint(t *testing.T) {
 func TestOlderCSVNeedsUpgradeThenAppends(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
-	old, err := os.ReadFile("../results/testdata/v1/loopback.csv")
+	old, err := os.ReadFile("csvfile/testdata/v1/loopback.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
