@@ -4,19 +4,22 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"golang.org/x/term"
 
+	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hint"
+	"rdmasweep/runner/hostset"
+	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
@@ -43,50 +46,99 @@ type removal struct {
 	what   removable
 }
 
+// cleanOptions are runner clean's.
+type cleanOptions struct {
+	planOptions
+	yes, dryRun bool
+	out         string
+}
+
+var cleanCommand = &command{
+	name: "clean", args: "[--yes | --dry-run] [flags] [PLAN]",
+	help: "  clean [PLAN]    remove the created data file and sidecar, the deployed\n                  node and leftover state (--dry-run: only list them)",
+	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
+		var o cleanOptions
+		fs.BoolVar(&o.yes, "yes", false, "remove without asking")
+		fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be removed, and remove nothing")
+		fs.StringVar(&o.out, "out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
+		o.addFlags(fs)
+		return func(ctx context.Context, g globals, args []string) error { return runClean(ctx, o, g, args) }
+	},
+}
+
 // runClean is `runner clean PLAN`: it removes what the plan put on its
 // hosts, the created data file with its sidecar, the deployed node, and
 // the exec state beside the CSV after reaping the nodes it records. A data
 // file without a sidecar is the user's own and is never removed; neither
 // is the local node binary, which local roles run in place. With
 // --dry-run it lists what it would remove, and removes and stops nothing.
-func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("clean", "[--yes | --dry-run] [flags] [PLAN]", ui.w)
-	var o planOptions
-	yes := fs.Bool("yes", false, "remove without asking")
-	dryRun := fs.Bool("dry-run", false, "list what would be removed, and remove nothing")
-	out := fs.String("out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
-	path, p, _, err := planCommand(ctx, fs, &o, args)
+func runClean(ctx context.Context, o cleanOptions, g globals, args []string) error {
+	path, p, _, err := loadPlanArg(ctx, g, o.planOptions, args)
 	if err != nil {
 		return err
 	}
-	csvPath := *out
+	csvPath := o.out
 	if csvPath == "" {
 		csvPath = p.Output.CSV
 	}
 	// An exec appending to the CSV owns its nodes and its state: reaping
-	// them would kill a live run.
-	if _, err := os.Stat(csvPath); err == nil {
-		csv, err := csvfile.Open(csvPath)
-		switch {
-		case errors.Is(err, csvfile.ErrLocked):
-			return withHint(fmt.Errorf("%s: %w", csvPath, err), "wait for the exec to finish, then clean")
-		case err != nil && !errors.Is(err, csvfile.ErrForeignHeader) && !errors.Is(err, csvfile.ErrOlderHeader):
-			return fmt.Errorf("open %s: %w", csvPath, err)
-		case err == nil:
-			defer csv.Close()
-		}
-	}
-
-	// Dial, but deploy nothing: no point uploading what is about to go.
-	r, err := dialRoles(ctx, p, ui)
+	// them would kill a live run. The lock is held until clean is done.
+	csv, err := lockIdleCSV(csvPath)
 	if err != nil {
 		return err
 	}
-	defer r.close()
+	if csv != nil {
+		defer csv.Close()
+	}
+	// Dial, but deploy nothing: no point uploading what is about to go.
+	set, err := hostset.Dial(ctx, p, hostOptions(p, g.ui))
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	todo, err := findRemovals(ctx, p, set, g.ui)
+	if err != nil {
+		return err
+	}
+	stateFile := csvPath + ".state"
+	if st, err := os.Stat(stateFile); err == nil {
+		todo = append(todo, removal{role.Target{Host: remote.Local{}, Label: "local"}, stateFile, st.Size(), leftovers})
+	}
+	if len(todo) == 0 {
+		g.ui.infof("nothing to clean for %s", planName(path))
+		return nil
+	}
+	if ok, err := listRemovals(o, g, todo); !ok || err != nil {
+		return err
+	}
+	return removeAll(ctx, g.ui, set, todo, stateFile)
+}
 
-	// What each host may hold: the server's data file and sidecar, and
-	// node on every remote host (once per host), at the path of each
-	// architecture the build has a node for.
+// lockIdleCSV takes the lock of the CSV at path, when it exists, so no
+// exec starts on it while clean reaps; an exec holding it refuses the
+// clean. A CSV that is not today's is locked all the same, and nil is a
+// CSV that does not exist.
+func lockIdleCSV(path string) (*csvfile.File, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil
+	}
+	csv, err := csvfile.Open(path)
+	switch {
+	case errors.Is(err, csvfile.ErrLocked):
+		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "wait for the exec to finish, then clean")
+	case err != nil && !errors.Is(err, csvfile.ErrForeignHeader) && !errors.Is(err, csvfile.ErrOlderHeader):
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	case err != nil:
+		return nil, nil
+	}
+	return csv, nil
+}
+
+// findRemovals lists what each host holds of what the plan may have put
+// there: the server's data file and sidecar, and node on every remote
+// host (once per host), at the path of each architecture the build has a
+// node for. A data file without its sidecar is kept, and said so.
+func findRemovals(ctx context.Context, p *plan.Plan, set *hostset.Set, ui *voice) ([]removal, error) {
 	nodePaths := []string{p.Node.RemotePath}
 	if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil {
 		nodePaths = nodePaths[:0]
@@ -95,91 +147,97 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 		}
 	}
 	file := p.Base.Str("file")
-	targets := r.targets()
-	wanted := make([][]removal, len(targets))
-	for i, t := range targets {
-		for _, rt := range r.list {
+	targets := set.Targets()
+	found := make([][]removal, len(targets))
+	err := set.EachHost(func(i int, t role.Target) error {
+		var wanted []removal
+		for _, rt := range set.Roles {
 			if rt.Host == t.Host && rt.Role == "server" {
-				wanted[i] = append(wanted[i], removal{target: rt, path: file, what: dataFile},
+				wanted = append(wanted, removal{target: rt, path: file, what: dataFile},
 					removal{target: rt, path: file + results.SidecarSuffix, what: sidecar})
 			}
 		}
 		if _, local := t.Host.(remote.Local); !local {
 			for _, np := range nodePaths {
-				wanted[i] = append(wanted[i], removal{target: t, path: np, what: nodeBinary})
+				wanted = append(wanted, removal{target: t, path: np, what: nodeBinary})
 			}
 		}
-	}
-	var todo []removal
-	var mu sync.Mutex
-	err = parallel(len(targets), func(i int) error {
-		if len(wanted[i]) == 0 {
-			return nil
-		}
-		t := targets[i]
-		var paths []string
-		for _, w := range wanted[i] {
-			paths = append(paths, w.path)
-		}
-		found, err := existing(ctx, t.Host, paths)
-		if err != nil {
-			return fmt.Errorf("%s: list files: %w", t.Label, err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		_, hasSidecar := found[file+results.SidecarSuffix]
-		for _, w := range wanted[i] {
-			size, ok := found[w.path]
-			switch {
-			case !ok:
-			case w.what == dataFile && !hasSidecar:
-				ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, results.SidecarSuffix)
-			default:
-				w.size = size
-				todo = append(todo, w)
-			}
-		}
-		return nil
+		var err error
+		found[i], err = present(ctx, t, wanted, file+results.SidecarSuffix, ui)
+		return err
 	})
 	if err != nil {
-		return firstError(err)
+		return nil, err
 	}
-	stateFile := csvPath + ".state"
-	if st, err := os.Stat(stateFile); err == nil {
-		todo = append(todo, removal{role.Target{Host: remote.Local{}, Label: "local"}, stateFile, st.Size(), leftovers})
+	var todo []removal
+	for _, f := range found {
+		todo = append(todo, f...)
 	}
+	return todo, nil
+}
 
-	if len(todo) == 0 {
-		ui.infof("nothing to clean for %s", planName(path))
-		return nil
+// present is what of wanted exists on t's host, with its size; a data
+// file without its sidecar there is the user's own, and kept.
+func present(ctx context.Context, t role.Target, wanted []removal, sidecarPath string, ui *voice) ([]removal, error) {
+	if len(wanted) == 0 {
+		return nil, nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	var paths []string
+	for _, w := range wanted {
+		paths = append(paths, w.path)
+	}
+	found, err := existing(ctx, t.Host, paths)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list files: %w", t.Label, err)
+	}
+	_, hasSidecar := found[sidecarPath]
+	var out []removal
+	for _, w := range wanted {
+		size, ok := found[w.path]
+		switch {
+		case !ok:
+		case w.what == dataFile && !hasSidecar:
+			ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, results.SidecarSuffix)
+		default:
+			w.size = size
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// listRemovals prints what clean would remove, and says whether to go on:
+// not on a dry run, and only when the user agrees (or passed --yes).
+func listRemovals(o cleanOptions, g globals, todo []removal) (bool, error) {
+	tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 	for _, x := range todo {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.target.Label, x.what, x.path, sizeOrDash(x.size))
 	}
 	if err := tw.Flush(); err != nil {
-		return err
+		return false, err
 	}
-	if *dryRun {
-		ui.infof("dry run: %s would be removed; nothing was", plural(len(todo), "file"))
-		return nil
+	if o.dryRun {
+		g.ui.infof("dry run: %s would be removed; nothing was", plural(len(todo), "file"))
+		return false, nil
 	}
-	if !*yes {
-		ok, err := confirm(ui, fmt.Sprintf("remove these %s?", plural(len(todo), "file")))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			ui.infof("nothing removed")
-			return nil
-		}
+	if o.yes {
+		return true, nil
 	}
+	ok, err := confirm(g.ui, fmt.Sprintf("remove these %s?", plural(len(todo), "file")))
+	if err == nil && !ok {
+		g.ui.infof("nothing removed")
+	}
+	return ok, err
+}
 
+// removeAll removes todo in order; the leftover state is removed by
+// reaping the nodes it records.
+func removeAll(ctx context.Context, ui *voice, set *hostset.Set, todo []removal, stateFile string) error {
 	removed := 0
 	for _, x := range todo {
 		if x.what == leftovers {
 			// Reaping rewrites the record; it is gone once nothing is left.
-			if _, err := openLeftovers(ctx, stateFile, r, ui); err != nil {
+			if _, err := leftover.Open(ctx, stateFile, set.Targets(), ui.info); err != nil {
 				return fmt.Errorf("reap leftovers: %w", err)
 			}
 			if _, err := os.Stat(stateFile); err == nil {
@@ -232,7 +290,7 @@ func sizeOrDash(n int64) string {
 // could have read the list.
 func confirm(ui *voice, question string) (bool, error) {
 	if !term.IsTerminal(int(os.Stdin.Fd())) {
-		return false, withHint(errors.New("not removing without confirmation: stdin is not a terminal"), "pass --yes to remove what is listed above")
+		return false, hint.Wrap(errors.New("not removing without confirmation: stdin is not a terminal"), "pass --yes to remove what is listed above")
 	}
 	fmt.Fprintf(ui.w, "runner: %s [y/N] ", question)
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')

@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"rdmasweep/results"
 	"rdmasweep/runner/point"
+	"rdmasweep/runner/resume"
 )
 
 // progress shows the sweep on stderr: a bar with i/N, the point's
@@ -36,14 +39,14 @@ func newProgress(w io.Writer, n int) *progress {
 	return p
 }
 
-func (p *progress) begin(i int, j job) {
+func (p *progress) begin(i int, j resume.Job) {
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("[%d/%d] %s r%d", i+1, p.n, paramsText(j.pt), j.rep))
+		p.bar.Describe(fmt.Sprintf("[%d/%d] %s r%d", i+1, p.n, paramsText(j.Point), j.Rep))
 	}
 }
 
-func (p *progress) end(i int, j job, row results.Row, tm point.Timing) {
-	line := fmt.Sprintf("[%*d/%d] %s r%d: %s", p.width, i+1, p.n, paramsText(j.pt), j.rep, rowText(row, tm))
+func (p *progress) end(i int, j resume.Job, row results.Row, tm point.Timing) {
+	line := fmt.Sprintf("[%*d/%d] %s r%d: %s", p.width, i+1, p.n, paramsText(j.Point), j.Rep, rowText(row, tm))
 	if p.bar == nil {
 		fmt.Fprintln(p.w, line)
 		return
@@ -78,4 +81,10 @@ func (p *progress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
+}
+
+// stderrIsTerminal reports whether w is a terminal, for the progress bar.
+func stderrIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -154,8 +154,8 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 	if gid == nil && n.Connect != "cm" {
 		add("rdma", "set rdma.gid_index to a populated entry (node devices lists them), or give the host an address on the RDMA interface", "no usable GID on %s port %d: %s", d.Name, p.Port, gidNote)
 	}
-	if d.Transport == "iWARP" && n.Connect != "cm" {
-		add("rdma", "set rdma.connect: cm", "%s is an iWARP device, which connects only through rdma_cm", d.Name)
+	if pr := Unfit(*d, n.Connect); pr != nil {
+		add(pr.Check, pr.Hint, "%s", pr.Msg)
 	}
 	if p.MaxMsgSz > 0 && n.MaxBlock > p.MaxMsgSz {
 		add("rdma", "lower block_size to at most the port's max_msg_sz", "block_size %s is over %s port %d's max_msg_sz %s: one READ cannot carry it", results.SizeText(n.MaxBlock), d.Name, p.Port, results.SizeText(p.MaxMsgSz))
