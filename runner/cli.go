@@ -14,6 +14,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/hint"
+	"rdmasweep/runner/preflight"
 )
 
 // commands are the runner's commands, in the order usage lists them. Each
@@ -147,9 +148,9 @@ func (e *someFailed) Error() string {
 }
 
 // exitCode says what err means to the shell and prints it in the runner's
-// voice: 0 ok, 1 failure, 2 bad usage or plan or a CSV exec cannot append
-// to (foreign, or older and not yet upgraded), 128+signal when
-// interrupted.
+// voice: 0 ok, 1 failure, 2 bad usage or plan, a CSV exec cannot append
+// to (foreign, or older and not yet upgraded), or a plan its hosts'
+// devices cannot run; 128+signal when interrupted.
 func exitCode(err error, stderr io.Writer) int {
 	ui := &voice{w: stderr}
 	var (
@@ -182,6 +183,10 @@ func exitCode(err error, stderr io.Writer) int {
 			h = "the CSV was written by something else or an incompatible version; pass another --out"
 		}
 		ui.hintf("%s", h)
+		return 2
+	case errors.Is(err, preflight.ErrUnfit):
+		ui.errorf("%s", err)
+		ui.hintf("%s", hint.Of(err))
 		return 2
 	case errors.As(err, &failed):
 		ui.errorf("%s", err)

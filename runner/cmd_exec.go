@@ -68,7 +68,7 @@ type execRun struct {
 // runExec is `runner exec PLAN`: it runs every point of the plan the CSV
 // does not already hold ok, appending one row per run (and an aggregate
 // row with several clients), and prints the summary. Everything that can
-// refuse the exec (the CSV, the hosts, their programs, ODP)
+// refuse the exec (the CSV, the hosts, their programs and devices, ODP)
 // does so before the first point.
 func runExec(ctx context.Context, o execOptions, g globals, args []string) error {
 	path, p, pts, err := loadPlanArg(ctx, g, o.planOptions, args)
@@ -138,8 +138,8 @@ func openCSV(path string) (*csvfile.File, error) {
 }
 
 // prepare does everything before the first point: the log directory,
-// the hosts connected and node deployed, the gates (peer programs,
-// ODP), and the manifest written. On success x.set is open.
+// the hosts connected and node deployed, the gates (peer programs, the
+// devices, ODP), and the manifest written. On success x.set is open.
 func (x *execRun) prepare(ctx context.Context, todo []resume.Job) error {
 	x.logDir = filepath.Join(x.p.Output.Logs, x.runID)
 	if err := os.MkdirAll(x.logDir, 0o755); err != nil {
@@ -165,6 +165,9 @@ func (x *execRun) gate(ctx context.Context, todo []resume.Job) error {
 		pts = append(pts, j.Point)
 	}
 	if err := preflight.CheckPrograms(ctx, x.set, x.pts); err != nil {
+		return err
+	}
+	if err := preflight.CheckDevices(ctx, x.p, resume.Points(todo), x.set); err != nil {
 		return err
 	}
 	rec, err := manifest.Gather(ctx, x.p, x.set, manifest.Exec{RunID: x.runID, CSVPath: x.csvPath, RunnerVersion: version, Set: x.o.set})
