@@ -7,44 +7,19 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"golang.org/x/term"
 
-	"rdmasweep/plan"
-	"rdmasweep/results"
+	"rdmasweep/runner/cleanup"
 	"rdmasweep/runner/csvfile"
-	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
-
-// removable is a kind of thing clean removes.
-type removable int
-
-const (
-	dataFile   removable = iota // the server's file, only with its sidecar
-	sidecar                     // FILE.rdmasweep: node made the file
-	nodeBinary                  // node.remote_path (and -linux-GOARCH) on a remote host
-	leftovers                   // the CSV's leftover record, after its nodes are stopped
-)
-
-func (w removable) String() string {
-	return [...]string{"data file", "sidecar", "node binary", "state (its leftover nodes are stopped first)"}[w]
-}
-
-// removal is one file clean would remove.
-type removal struct {
-	target role.Target
-	path   string
-	size   int64
-	what   removable
-}
 
 // cleanOptions are runner clean's.
 type cleanOptions struct {
@@ -96,13 +71,13 @@ func runClean(ctx context.Context, o cleanOptions, g globals, args []string) err
 		return err
 	}
 	defer set.Close()
-	todo, err := findRemovals(ctx, p, set, g.ui)
+	todo, err := cleanup.Find(ctx, p, set, g.ui.info)
 	if err != nil {
 		return err
 	}
 	stateFile := csvPath + ".state"
 	if st, err := os.Stat(stateFile); err == nil {
-		todo = append(todo, removal{role.Target{Host: remote.Local{}, Label: "local"}, stateFile, st.Size(), leftovers})
+		todo = append(todo, cleanup.Removal{Target: role.Target{Host: remote.Local{}, Label: "local"}, Path: stateFile, Size: st.Size(), What: cleanup.Leftovers})
 	}
 	if len(todo) == 0 {
 		g.ui.infof("nothing to clean for %s", planName(path))
@@ -134,84 +109,12 @@ func lockIdleCSV(path string) (*csvfile.File, error) {
 	return csv, nil
 }
 
-// findRemovals lists what each host holds of what the plan may have put
-// there: the server's data file and sidecar, and node on every remote
-// host (once per host), at the path of each architecture the build has a
-// node for. A data file without its sidecar is kept, and said so.
-func findRemovals(ctx context.Context, p *plan.Plan, set *hostset.Set, ui *voice) ([]removal, error) {
-	nodePaths := []string{p.Node.RemotePath}
-	if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil {
-		nodePaths = nodePaths[:0]
-		for _, n := range nodes {
-			nodePaths = append(nodePaths, n.RemotePath(p.Node.RemotePath))
-		}
-	}
-	file := p.Base.Str("file")
-	targets := set.Targets()
-	found := make([][]removal, len(targets))
-	err := set.EachHost(func(i int, t role.Target) error {
-		var wanted []removal
-		for _, rt := range set.Roles {
-			if rt.Host == t.Host && rt.Role == "server" {
-				wanted = append(wanted, removal{target: rt, path: file, what: dataFile},
-					removal{target: rt, path: file + results.SidecarSuffix, what: sidecar})
-			}
-		}
-		if _, local := t.Host.(remote.Local); !local {
-			for _, np := range nodePaths {
-				wanted = append(wanted, removal{target: t, path: np, what: nodeBinary})
-			}
-		}
-		var err error
-		found[i], err = present(ctx, t, wanted, file+results.SidecarSuffix, ui)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	var todo []removal
-	for _, f := range found {
-		todo = append(todo, f...)
-	}
-	return todo, nil
-}
-
-// present is what of wanted exists on t's host, with its size; a data
-// file without its sidecar there is the user's own, and kept.
-func present(ctx context.Context, t role.Target, wanted []removal, sidecarPath string, ui *voice) ([]removal, error) {
-	if len(wanted) == 0 {
-		return nil, nil
-	}
-	var paths []string
-	for _, w := range wanted {
-		paths = append(paths, w.path)
-	}
-	found, err := existing(ctx, t.Host, paths)
-	if err != nil {
-		return nil, fmt.Errorf("%s: list files: %w", t.Label, err)
-	}
-	_, hasSidecar := found[sidecarPath]
-	var out []removal
-	for _, w := range wanted {
-		size, ok := found[w.path]
-		switch {
-		case !ok:
-		case w.what == dataFile && !hasSidecar:
-			ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, results.SidecarSuffix)
-		default:
-			w.size = size
-			out = append(out, w)
-		}
-	}
-	return out, nil
-}
-
 // listRemovals prints what clean would remove, and says whether to go on:
 // not on a dry run, and only when the user agrees (or passed --yes).
-func listRemovals(o cleanOptions, g globals, todo []removal) (bool, error) {
+func listRemovals(o cleanOptions, g globals, todo []cleanup.Removal) (bool, error) {
 	tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 	for _, x := range todo {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.target.Label, x.what, x.path, sizeOrDash(x.size))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Target.Label, x.What, x.Path, cleanup.SizeText(x.Size))
 	}
 	if err := tw.Flush(); err != nil {
 		return false, err
@@ -232,10 +135,10 @@ func listRemovals(o cleanOptions, g globals, todo []removal) (bool, error) {
 
 // removeAll removes todo in order; the leftover state is removed by
 // reaping the nodes it records.
-func removeAll(ctx context.Context, ui *voice, set *hostset.Set, todo []removal, stateFile string) error {
+func removeAll(ctx context.Context, ui *voice, set *hostset.Set, todo []cleanup.Removal, stateFile string) error {
 	removed := 0
 	for _, x := range todo {
-		if x.what == leftovers {
+		if x.What == cleanup.Leftovers {
 			// Reaping rewrites the record; it is gone once nothing is left.
 			if _, err := leftover.Open(ctx, stateFile, set.Targets(), ui.info); err != nil {
 				return fmt.Errorf("reap leftovers: %w", err)
@@ -247,43 +150,13 @@ func removeAll(ctx context.Context, ui *voice, set *hostset.Set, todo []removal,
 			removed++
 			continue
 		}
-		if _, err := x.target.Host.Run(ctx, []string{"rm", "-f", "--", x.path}); err != nil {
-			return fmt.Errorf("%s: remove %s: %w", x.target.Label, x.path, err)
+		if _, err := x.Target.Host.Run(ctx, []string{"rm", "-f", "--", x.Path}); err != nil {
+			return fmt.Errorf("%s: remove %s: %w", x.Target.Label, x.Path, err)
 		}
 		removed++
 	}
 	ui.infof("removed %s", plural(removed, "file"))
 	return nil
-}
-
-// existing returns which of paths exist on h, with their sizes, in one
-// command.
-func existing(ctx context.Context, h remote.Host, paths []string) (map[string]int64, error) {
-	const script = `for f; do [ -e "$f" ] && printf '%s\t%s\n' "$(stat -c %s -- "$f" 2>/dev/null || echo -1)" "$f"; done; exit 0`
-	out, err := h.Run(ctx, append([]string{"sh", "-c", script, "sh"}, paths...))
-	if err != nil {
-		return nil, err
-	}
-	found := map[string]int64{}
-	for _, line := range strings.Split(string(out), "\n") {
-		size, path, ok := strings.Cut(line, "\t")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(size, 10, 64)
-		if err != nil {
-			n = -1
-		}
-		found[path] = n
-	}
-	return found, nil
-}
-
-func sizeOrDash(n int64) string {
-	if n < 0 {
-		return "-"
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // confirm asks on the terminal; without one it refuses, since nobody

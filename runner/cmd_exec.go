@@ -2,28 +2,25 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/hint"
-	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/probe"
+	"rdmasweep/runner/progress"
 	"rdmasweep/runner/resume"
 	"rdmasweep/runner/role"
 	"rdmasweep/runner/series"
@@ -96,7 +93,7 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	if len(todo) == 0 {
 		return summary.Write(g.stdout, summary.Build(resume.Shown(pts, csv.Rows(), nil)))
 	}
-	x := &execRun{o: o, g: g, p: p, pts: pts, csv: csv, csvPath: csvPath, runID: newRunID()}
+	x := &execRun{o: o, g: g, p: p, pts: pts, csv: csv, csvPath: csvPath, runID: manifest.NewRunID()}
 	if err := x.prepare(ctx, todo); err != nil {
 		return err
 	}
@@ -120,7 +117,7 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 	}
 	fmt.Fprintf(g.stdout, "would run %s of %s × %d repetition(s) on %s, appending to %s\n",
 		plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
-	return writePointTable(g.stdout, resume.Points(todo))
+	return summary.WritePoints(g.stdout, resume.Points(todo))
 }
 
 // openCSV opens the CSV for appending, with what to do when it cannot.
@@ -175,29 +172,15 @@ func (x *execRun) gate(ctx context.Context, todo []resume.Job) error {
 		return err
 	}
 	x.rec = rec
-	warnClocks(x.g.ui, rec.M, x.set)
+	for _, far := range preflight.FarClocks(rec.M.Hosts) {
+		x.g.ui.warnf("%s: %s", x.set.Roles[far.Role].Label, preflight.ClockWarning(far.Clock))
+	}
 	env := probe.Env{Plan: x.p, Set: x.set, LogDir: x.logDir, Warn: func(msg string) { x.g.ui.warnOnce("%s", msg) }}
 	rec.M.ODPProbes, err = env.ODPGate(ctx, pts, rec.Kernels())
 	if err != nil {
 		return err
 	}
 	return rec.Write()
-}
-
-// warnClocks warns, once per host, of a clock certainly beyond
-// preflight.ClockLimit from the runner's.
-func warnClocks(ui *voice, m *manifest.Manifest, s *hostset.Set) {
-	seen := map[string]bool{}
-	for i, h := range m.Hosts {
-		if h.Clock == nil || seen[h.Name] {
-			continue
-		}
-		seen[h.Name] = true
-		c := hostfacts.Clock{Offset: time.Duration(h.Clock.OffsetNs), Uncertainty: time.Duration(h.Clock.UncertaintyNs)}
-		if c.Disagrees(preflight.ClockLimit) {
-			ui.warnf("%s: %s", s.Roles[i].Label, preflight.ClockWarning(c))
-		}
-	}
 }
 
 // sweep runs the jobs in order, appending each run's rows, then prints
@@ -211,20 +194,21 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	ts := series.New(series.PathFor(x.csvPath, x.runID))
 	defer ts.Close()
 	r := x.pointRunner(left, ts)
-	prog := newProgress(ui.w, len(todo))
+	prog := progress.New(ui.w, len(todo))
 	var rows []results.Row
 	runs, failed := 0, 0
 	for i, j := range todo {
-		prog.begin(i, j)
+		label := fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep)
+		prog.Begin(i, label)
 		ptRows, tm, err := x.runJob(ctx, r, j)
 		if err != nil {
-			prog.abort()
+			prog.Abort()
 			return err
 		}
 		rows = append(rows, ptRows...)
 		runs++
 		row := ptRows[len(ptRows)-1]
-		prog.end(i, j, row, tm)
+		prog.End(i, label, row, tm)
 		if row.Status != results.StatusOK {
 			failed++
 			if x.o.failFast {
@@ -234,7 +218,7 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 			}
 		}
 	}
-	prog.finish()
+	prog.Finish()
 	if err := ts.Close(); err != nil {
 		ui.warnf("the time series is incomplete: %v", err)
 	}
@@ -296,7 +280,7 @@ func (x *execRun) report(rows []results.Row) error {
 	if err := summary.Write(stdout, groups); err != nil {
 		return err
 	}
-	if base, ok := peerBaseline(x.pts); ok {
+	if base, ok := summary.PeerBaseline(x.pts); ok {
 		fmt.Fprintln(stdout)
 		if err := summary.WriteRatios(stdout, groups, base); err != nil {
 			return err
@@ -306,31 +290,8 @@ func (x *execRun) report(rows []results.Row) error {
 	return nil
 }
 
-// peerBaseline is the workload the others are compared with when the plan
-// sweeps workload: its first peer (runner summary --baseline picks
-// another).
-func peerBaseline(pts []plan.Point) (summary.Baseline, bool) {
-	seen := map[string]bool{}
-	first := ""
-	for _, pt := range pts {
-		w := pt.Values.Str("workload")
-		seen[w] = true
-		if first == "" && w != "node" {
-			first = w
-		}
-	}
-	return summary.Baseline{Param: "workload", Value: first}, first != "" && len(seen) > 1
-}
-
 func reportSkipped(ui *voice, skipped int, csvPath string) {
 	if skipped > 0 {
 		ui.infof("skipping %s already ok in %s (--rerun runs them again)", plural(skipped, "run"), csvPath)
 	}
-}
-
-// newRunID is sortable by time and unique: 20261202T150405Z-1a2b3c.
-func newRunID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }

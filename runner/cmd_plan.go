@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+
+	"rdmasweep/runner/summary"
 )
 
 // planCmdOptions are runner plan's: the plan flags alone.
@@ -26,5 +28,5 @@ func runPlan(ctx context.Context, o planCmdOptions, g globals, args []string) er
 		return err
 	}
 	planWarnings(g.ui, p, pts)
-	return writePointTable(g.stdout, pts)
+	return summary.WritePoints(g.stdout, pts)
 }

@@ -2,6 +2,8 @@ package manifest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"sync"
@@ -110,4 +112,11 @@ func (rec *Record) AddPath(t role.Target, p *results.RDMAPath, warn func(msg str
 	if err := rec.Write(); err != nil {
 		warn(fmt.Sprintf("the manifest lacks the RDMA path of %s: %v", t.Label, err))
 	}
+}
+
+// NewRunID is sortable by time and unique: 20261202T150405Z-1a2b3c.
+func NewRunID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }

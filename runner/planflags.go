@@ -4,25 +4,19 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"rdmasweep/plan"
-	"rdmasweep/plans"
-	"rdmasweep/results"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/hostset"
-	"rdmasweep/runner/peer"
-	"rdmasweep/runner/remote"
-	"rdmasweep/runner/remote/slurm"
+	"rdmasweep/runner/planload"
 )
 
-// The plan as every command that reads one loads it: the PLAN argument or
-// the built-in default, the plan flags, and what a valid plan may still
-// get wrong.
+// The plan flags and the PLAN argument every command that reads a plan
+// takes (runner/planload loads it), what a valid plan may still get wrong,
+// and the table of its points.
 
 // planOptions are the flags every command that reads a plan takes.
 type planOptions struct {
@@ -38,13 +32,10 @@ func (o *planOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxPoints, "max-points", 10000, "refuse an expansion of more than `N` points")
 }
 
-// embeddedName is how messages name the built-in default plan.
-const embeddedName = plans.LoopbackName + " (built in)"
-
 // planName is how messages name the plan at path.
 func planName(path string) string {
 	if path == "" {
-		return embeddedName
+		return planload.EmbeddedName
 	}
 	return path
 }
@@ -59,75 +50,10 @@ func loadPlanArg(ctx context.Context, g globals, o planOptions, pos []string) (p
 	if len(pos) == 1 {
 		path = pos[0]
 	}
-	p, pts, err = loadPlan(ctx, path, o)
+	p, pts, err = planload.Load(ctx, path, planload.Options{
+		Set: o.set, Only: o.only, MaxPoints: o.maxPoints, Launcher: o.launcher, NodeBinary: defaultNodeBinary(),
+	})
 	return path, p, pts, err
-}
-
-// loadPlan loads, validates and expands path. Plan and expansion errors
-// are a plan.ErrorList.
-//
-// An empty path means the plan built into the runner, plans/loopback.yaml.
-func loadPlan(ctx context.Context, path string, o planOptions) (*plan.Plan, []plan.Point, error) {
-	set := o.set
-	if o.launcher != "" {
-		// --launcher L is --set launcher=L, checked the same way.
-		set = append(slices.Clone(set), "launcher="+o.launcher)
-	}
-	var alloc *slurm.Allocation
-	opts := plan.Options{Set: set, NodeBinary: defaultNodeBinary(), Allocation: func() ([]string, error) {
-		a, err := slurm.FromEnv(ctx, os.Environ())
-		if err != nil {
-			return nil, err
-		}
-		alloc = a
-		return a.Nodes(), nil
-	}}
-	var (
-		p   *plan.Plan
-		err error
-	)
-	if path == "" {
-		p, err = plan.Parse(embeddedName, plans.Loopback, opts)
-	} else {
-		p, err = plan.Load(path, opts)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	hostName := func(address string) string { return remote.ResolveHostName(address, "") }
-	if alloc != nil {
-		// A node is dialled at the address Slurm knows it by.
-		hostName = func(node string) string { return alloc.NodeAddr(ctx, node) }
-	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{Only: o.only, MaxPoints: o.maxPoints, HostName: hostName, Check: checkWorkload})
-	if err != nil {
-		return nil, nil, err
-	}
-	return p, pts, nil
-}
-
-// checkWorkload refuses what a point's peer workload cannot take: the
-// rules are runner/peer's (peer.Check), the positions plan's.
-func checkWorkload(pt plan.Point) []plan.Refusal {
-	w := pt.Values.Str("workload")
-	if w == "node" {
-		return nil
-	}
-	errs, err := peer.Check(w, peer.FromValues(pt.Values))
-	if err != nil {
-		return []plan.Refusal{{Param: "workload", Msg: err.Error()}}
-	}
-	var out []plan.Refusal
-	if pt.Hosts.Several() {
-		// A peer runs one server and one client; its row is one pair's.
-		out = append(out, plan.Refusal{Param: "clients", Msg: fmt.Sprintf(
-			"workload %s runs one server and one client, and this point has %d clients and %d servers; list one host per role for the peers",
-			w, pt.Clients(), len(pt.Hosts.Servers))})
-	}
-	for _, e := range errs {
-		out = append(out, plan.Refusal{Param: e.Param, Msg: e.Error()})
-	}
-	return out
 }
 
 // planWarnings are what a valid plan may still get wrong.
@@ -186,35 +112,6 @@ func paramsText(pt plan.Point) string {
 		return "the point"
 	}
 	return strings.Join(parts, " ")
-}
-
-// writePointTable prints every point with its key and every parameter
-// that has a CSV column, as the summary shows them.
-func writePointTable(w io.Writer, pts []plan.Point) error {
-	var cols []*results.Param
-	head := []string{"#", "KEY"}
-	for _, c := range results.Columns {
-		p := results.ColumnParam(c)
-		if p == nil || !slices.ContainsFunc(pts, func(pt plan.Point) bool { return p.Display(pt.Cell(p)) != "-" }) {
-			continue // a parameter no point has (registration on tcp) is left out
-		}
-		cols = append(cols, p)
-		head = append(head, strings.ToUpper(p.Name))
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(append(head, "READS"), "\t"))
-	for _, pt := range pts {
-		cells := []string{fmt.Sprint(pt.Index + 1), pt.Key}
-		for _, p := range cols {
-			cells = append(cells, p.Display(pt.Cell(p)))
-		}
-		reads := "-"
-		if n := pt.ExpectedReads(); n > 0 {
-			reads = fmt.Sprint(n)
-		}
-		fmt.Fprintln(tw, strings.Join(append(cells, reads), "\t"))
-	}
-	return tw.Flush()
 }
 
 // hostOptions are how the hosts of plan p report to the user: deploying
