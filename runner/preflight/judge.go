@@ -3,8 +3,12 @@
 // plan needs of it, giving one table cell per check and a Problem, with a
 // one-line hint, for everything that would make the plan fail.
 //
-// The data path and the RDMA probe need both roles at once and are run by
-// the runner with node itself; this package only judges facts.
+// What the plan needs of each role's host is Needs. check judges every
+// role with Judge; exec, which shows no table, refuses before any point by
+// the same rules where a point cannot run: CheckPrograms (a peer's tool
+// missing) and CheckDevices (a device that cannot carry the transport, by
+// Unfit). The data path, RDMA and ODP probes need both roles at once and
+// run node itself: they are runner/probe's.
 package preflight
 
 import (
