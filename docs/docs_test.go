@@ -32,8 +32,9 @@ var topFiles = map[string]bool{
 var (
 	span    = regexp.MustCompile("`([^`\n]+)`")
 	columns = regexp.MustCompile(`\b(\d+) columns\b`)
-	// placeholder is a path element in capitals, such as PEER or ARCH.
-	placeholder = regexp.MustCompile(`(^|/)[A-Z][A-Z0-9_]+(/|$)`)
+	// placeholder is a word in capitals within a path, such as PEER or
+	// NAME.
+	placeholder = regexp.MustCompile(`([/_-])[A-Z][A-Z0-9]+([/_.-]|$)`)
 )
 
 // pages are the documents under test, relative to the repository root.
@@ -72,15 +73,14 @@ func repoPath(s string) string {
 		s[dot+1] >= 'A' && s[dot+1] <= 'Z' {
 		s = s[:dot]
 	}
-	// An upper-case placeholder (`runner/peer/testdata/PEER/*.json`)
-	// stands for any name there.
-	s = placeholder.ReplaceAllString(s, "$1*$2")
 	if topFiles[s] {
 		return s
 	}
 	for _, top := range topLevel {
 		if strings.HasPrefix(s+"/", top) {
-			return s
+			// An upper-case placeholder (`runner/peer/testdata/PEER/*.json`,
+			// `runner/cmd_NAME.go`) stands for any name there.
+			return placeholder.ReplaceAllString(s, "$1*$2")
 		}
 	}
 	return ""
@@ -126,6 +126,8 @@ func TestRepoPath(t *testing.T) {
 		"block_size":                       "",
 		"node/transport.Transport":         "node/transport",
 		"runner/peer/testdata/PEER/*.json": "runner/peer/testdata/*/*.json",
+		"runner/cmd_NAME.go":               "runner/cmd_*.go",
+		"README.md":                        "README.md",
 	} {
 		if got := repoPath(in); got != want {
 			t.Errorf("repoPath(%q) = %q, want %q", in, got, want)

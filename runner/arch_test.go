@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/slurmlab"
 	"rdmasweep/testbed/testhosts"
@@ -92,7 +92,7 @@ func TestExecRefusesAHostNoNodeRunsOn(t *testing.T) {
 		t.Errorf("the server host got node although the exec could not run: %s", out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out/hosts.csv")); err == nil {
-		if rows, err := results.ReadCSV(filepath.Join(dir, "out/hosts.csv")); err != nil || len(rows) > 0 {
+		if rows, err := csvfile.Read(filepath.Join(dir, "out/hosts.csv")); err != nil || len(rows) > 0 {
 			t.Errorf("CSV after a refused exec: %d rows, %v", len(rows), err)
 		}
 	}

@@ -12,61 +12,108 @@ import (
 	"syscall"
 
 	"rdmasweep/plan"
-	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/hint"
+	"rdmasweep/runner/preflight"
 )
 
-const usage = `usage: runner <command> [flags] [args]
+// commands are the runner's commands, in the order usage lists them. Each
+// is one cmd_NAME.go: its options, their flags, and its flow.
+var commands = []*command{
+	execCommand, validateCommand, planCommand, checkCommand, summaryCommand,
+	plotCommand, cleanCommand, csvUpgradeCommand,
+}
 
-commands:
-  exec [PLAN]     run the plan's points and append rows to its CSV
-  validate [PLAN] check a plan; exit 0 when valid, 2 with every error
-  plan [PLAN]     print the expanded points and their keys
-  check [PLAN]    connect and deploy, check both hosts and the data path;
-                  exit 1 with a hint per problem
-  summary CSV     print the summary table of an existing CSV
-  plot CSV -o F   draw bandwidth and p50/p99 latency against block size
-                  (F ends in .png or .svg)
-  clean [PLAN]    remove the created data file and sidecar, the deployed
-                  node and leftover state (--dry-run: only list them)
-  csv upgrade CSV give a CSV written by an older rdmasweep today's columns
-  version         print the runner's version
+// command is one of the runner's commands, shaped as restic's are: an
+// options struct, the flags that fill it, and run(ctx, opts, g, args).
+type command struct {
+	name string // "exec"; a subcommand is "csv upgrade"
+	args string // its arguments, as its usage line shows them: "[flags] [PLAN]"
+	help string // its lines in the runner's usage, aligned with the others
+	// flags adds the command's options to fs and returns its flow, bound
+	// to them; it runs once the flags are parsed.
+	flags func(fs *flag.FlagSet) func(ctx context.Context, g globals, args []string) error
+}
+
+// globals are what every command's flow gets beside its options.
+type globals struct {
+	stdout io.Writer // data: tables, CSV names
+	ui     *voice    // stderr: messages for people
+	fs     *flag.FlagSet
+}
+
+// usageError is a command's arguments that do not fit; fs.Usage has been
+// printed.
+func (g globals) usageError(format string, args ...any) error {
+	g.fs.Usage()
+	return usageErrorf(format, args...)
+}
+
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: runner <command> [flags] [args]\n\ncommands:\n")
+	for _, c := range commands {
+		b.WriteString(c.help + "\n")
+	}
+	b.WriteString(`  version         print the runner's version
 
 Without PLAN, the built-in plans/loopback.yaml is used: both roles on this
-machine, tcp transport. Run "runner <command> -h" for a command's flags.`
+machine, tcp transport. Run "runner <command> -h" for a command's flags.`)
+	return b.String()
+}
 
 // run is the whole program; main only maps its error to an exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
+		fmt.Fprintln(stderr, usage())
 		return errUsage
 	}
-	ui := &voice{w: stderr}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "exec":
-		return runExec(ctx, rest, stdout, ui)
-	case "validate":
-		return runValidate(ctx, rest, stdout, ui)
-	case "plan":
-		return runPlan(ctx, rest, stdout, ui)
-	case "summary":
-		return runSummary(ctx, rest, stdout, ui)
-	case "check":
-		return runCheck(ctx, rest, stdout, ui)
-	case "plot":
-		return runPlot(ctx, rest, stdout, ui)
-	case "clean":
-		return runClean(ctx, rest, stdout, ui)
-	case "csv":
-		return runCSV(ctx, rest, stdout, ui)
+	switch args[0] {
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "runner %s\n", version)
 		return nil
 	case "help", "-h", "-help", "--help":
-		fmt.Fprintln(stdout, usage)
+		fmt.Fprintln(stdout, usage())
 		return nil
 	}
-	return usageErrorf("unknown command %q (run \"runner help\")", cmd)
+	for _, c := range commands {
+		name, sub, _ := strings.Cut(c.name, " ")
+		if name != args[0] {
+			continue
+		}
+		rest := args[1:]
+		if sub != "" {
+			if len(rest) == 0 || rest[0] != sub {
+				return usageErrorf("%s takes one subcommand: %s %s", name, sub, c.args)
+			}
+			rest = rest[1:]
+		}
+		return runCommand(ctx, c, rest, stdout, stderr)
+	}
+	return usageErrorf("unknown command %q (run \"runner help\")", args[0])
+}
+
+// runCommand parses c's flags from args, allowing them before and after
+// the positional arguments, and runs c with the positionals.
+func runCommand(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: runner %s %s\n", c.name, c.args)
+		fs.PrintDefaults()
+	}
+	flow := c.flags(fs)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return errUsage // the flag package said why
+		}
+		if args = fs.Args(); len(args) == 0 {
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	return flow(ctx, globals{stdout: stdout, ui: &voice{w: stderr}, fs: fs}, pos)
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -101,9 +148,9 @@ func (e *someFailed) Error() string {
 }
 
 // exitCode says what err means to the shell and prints it in the runner's
-// voice: 0 ok, 1 failure, 2 bad usage or plan or a CSV exec cannot append
-// to (foreign, or older and not yet upgraded), 128+signal when
-// interrupted.
+// voice: 0 ok, 1 failure, 2 bad usage or plan, a CSV exec cannot append
+// to (foreign, or older and not yet upgraded), or a plan its hosts'
+// devices cannot run; 128+signal when interrupted.
 func exitCode(err error, stderr io.Writer) int {
 	ui := &voice{w: stderr}
 	var (
@@ -129,39 +176,28 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &intr):
 		ui.errorf("%s", intr.Error())
 		return 128 + int(intr.sig)
-	case errors.Is(err, results.ErrForeignHeader), errors.Is(err, results.ErrOlderHeader):
+	case errors.Is(err, csvfile.ErrForeignHeader), errors.Is(err, csvfile.ErrOlderHeader):
 		ui.errorf("%s", err)
-		hint := "the CSV was written by something else or an incompatible version; pass another --out"
-		if h := (hinted)(nil); errors.As(err, &h) {
-			hint = h.Hint()
+		h := hint.Of(err)
+		if h == "" {
+			h = "the CSV was written by something else or an incompatible version; pass another --out"
 		}
-		ui.hintf("%s", hint)
+		ui.hintf("%s", h)
+		return 2
+	case errors.Is(err, preflight.ErrUnfit):
+		ui.errorf("%s", err)
+		ui.hintf("%s", hint.Of(err))
 		return 2
 	case errors.As(err, &failed):
 		ui.errorf("%s", err)
 		return 1
 	}
 	ui.errorf("%s", err)
-	var h hinted
-	if errors.As(err, &h) {
-		ui.hintf("%s", h.Hint())
+	if h := hint.Of(err); h != "" {
+		ui.hintf("%s", h)
 	}
 	return 1
 }
-
-// hinted is an error that knows what the user can do about it.
-type hinted interface{ Hint() string }
-
-type hintError struct {
-	err  error
-	hint string
-}
-
-func (e *hintError) Error() string { return e.err.Error() }
-func (e *hintError) Unwrap() error { return e.err }
-func (e *hintError) Hint() string  { return e.hint }
-
-func withHint(err error, hint string) error { return &hintError{err: err, hint: hint} }
 
 func planFileOf(errs plan.ErrorList) string {
 	for _, e := range errs {
@@ -191,6 +227,10 @@ func (v *voice) warnf(format string, args ...any)  { v.say("warning: ", format, 
 func (v *voice) hintf(format string, args ...any)  { v.say("hint: ", format, args...) }
 func (v *voice) infof(format string, args ...any)  { v.say("", format, args...) }
 
+// info and warn are the voice as the packages' callbacks take it.
+func (v *voice) info(msg string) { v.infof("%s", msg) }
+func (v *voice) warn(msg string) { v.warnf("%s", msg) }
+
 // warnOnce prints a warning the first time it is seen in this run, and
 // reports whether it did.
 func (v *voice) warnOnce(format string, args ...any) bool {
@@ -211,35 +251,6 @@ func (v *voice) say(kind, format string, args ...any) {
 	fmt.Fprintf(v.w, "runner: %s%s\n", kind, msg)
 }
 
-// parseFlags parses fs allowing flags before and after positional
-// arguments, and returns the positionals.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
-// newFlagSet makes a FlagSet that prints its errors and usage to stderr
-// and returns them (ContinueOnError), so the command's exit code is 2.
-func newFlagSet(name, argsUsage string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: runner %s %s\n", name, argsUsage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
 // listFlag is a repeatable string flag.
 type listFlag []string
 
@@ -247,10 +258,9 @@ func (l *listFlag) String() string     { return strings.Join(*l, " ") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 // oneArg checks a command got exactly one positional argument.
-func oneArg(fs *flag.FlagSet, pos []string, what string) (string, error) {
+func oneArg(g globals, pos []string, what string) (string, error) {
 	if len(pos) != 1 {
-		fs.Usage()
-		return "", usageErrorf("%s takes one %s (got %d arguments)", fs.Name(), what, len(pos))
+		return "", g.usageError("%s takes one %s (got %d arguments)", g.fs.Name(), what, len(pos))
 	}
 	return pos[0], nil
 }

@@ -4,43 +4,41 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"golang.org/x/term"
 
-	"rdmasweep/results"
-	"rdmasweep/results/param"
-	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/cleanup"
+	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/hint"
+	"rdmasweep/runner/hostset"
+	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
 
-// removable is a kind of thing clean removes.
-type removable int
-
-const (
-	dataFile   removable = iota // the server's file, only with its sidecar
-	sidecar                     // FILE.rdmasweep: node made the file
-	nodeBinary                  // node.remote_path (and -linux-GOARCH) on a remote host
-	leftovers                   // the CSV's leftover record, after its nodes are stopped
-)
-
-func (w removable) String() string {
-	return [...]string{"data file", "sidecar", "node binary", "state (its leftover nodes are stopped first)"}[w]
+// cleanOptions are runner clean's.
+type cleanOptions struct {
+	planOptions
+	yes, dryRun bool
+	out         string
 }
 
-// removal is one file clean would remove.
-type removal struct {
-	target role.Target
-	path   string
-	size   int64
-	what   removable
+var cleanCommand = &command{
+	name: "clean", args: "[--yes | --dry-run] [flags] [PLAN]",
+	help: "  clean [PLAN]    remove the created data file and sidecar, the deployed\n                  node and leftover state (--dry-run: only list them)",
+	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
+		var o cleanOptions
+		fs.BoolVar(&o.yes, "yes", false, "remove without asking")
+		fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be removed, and remove nothing")
+		fs.StringVar(&o.out, "out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
+		o.addFlags(fs)
+		return func(ctx context.Context, g globals, args []string) error { return runClean(ctx, o, g, args) }
+	},
 }
 
 // runClean is `runner clean PLAN`: it removes what the plan put on its
@@ -49,137 +47,100 @@ type removal struct {
 // file without a sidecar is the user's own and is never removed; neither
 // is the local node binary, which local roles run in place. With
 // --dry-run it lists what it would remove, and removes and stops nothing.
-func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("clean", "[--yes | --dry-run] [flags] [PLAN]", ui.w)
-	var o planOptions
-	yes := fs.Bool("yes", false, "remove without asking")
-	dryRun := fs.Bool("dry-run", false, "list what would be removed, and remove nothing")
-	out := fs.String("out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
-	path, p, _, err := planCommand(ctx, fs, &o, args)
+func runClean(ctx context.Context, o cleanOptions, g globals, args []string) error {
+	path, p, _, err := loadPlanArg(ctx, g, o.planOptions, args)
 	if err != nil {
 		return err
 	}
-	csvPath := *out
+	csvPath := o.out
 	if csvPath == "" {
 		csvPath = p.Output.CSV
 	}
 	// An exec appending to the CSV owns its nodes and its state: reaping
-	// them would kill a live run.
-	if _, err := os.Stat(csvPath); err == nil {
-		csv, err := results.OpenCSV(csvPath)
-		switch {
-		case errors.Is(err, results.ErrLocked):
-			return withHint(fmt.Errorf("%s: %w", csvPath, err), "wait for the exec to finish, then clean")
-		case err != nil && !errors.Is(err, results.ErrForeignHeader) && !errors.Is(err, results.ErrOlderHeader):
-			return fmt.Errorf("open %s: %w", csvPath, err)
-		case err == nil:
-			defer csv.Close()
-		}
-	}
-
-	// Dial, but deploy nothing: no point uploading what is about to go.
-	r, err := dialRoles(ctx, p, ui)
+	// them would kill a live run. The lock is held until clean is done.
+	csv, err := lockIdleCSV(csvPath)
 	if err != nil {
 		return err
 	}
-	defer r.close()
-
-	// What each host may hold: the server's data file and sidecar, and
-	// node on every remote host (once per host), at the path of each
-	// architecture the build has a node for.
-	nodePaths := []string{p.Node.RemotePath}
-	if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil {
-		nodePaths = nodePaths[:0]
-		for _, n := range nodes {
-			nodePaths = append(nodePaths, n.RemotePath(p.Node.RemotePath))
-		}
+	if csv != nil {
+		defer csv.Close()
 	}
-	file := p.Base.Str(param.File)
-	targets := r.targets()
-	wanted := make([][]removal, len(targets))
-	for i, t := range targets {
-		for _, rt := range r.list {
-			if rt.Host == t.Host && rt.Role == "server" {
-				wanted[i] = append(wanted[i], removal{target: rt, path: file, what: dataFile},
-					removal{target: rt, path: file + results.SidecarSuffix, what: sidecar})
-			}
-		}
-		if _, local := t.Host.(remote.Local); !local {
-			for _, np := range nodePaths {
-				wanted[i] = append(wanted[i], removal{target: t, path: np, what: nodeBinary})
-			}
-		}
-	}
-	var todo []removal
-	var mu sync.Mutex
-	err = parallel(len(targets), func(i int) error {
-		if len(wanted[i]) == 0 {
-			return nil
-		}
-		t := targets[i]
-		var paths []string
-		for _, w := range wanted[i] {
-			paths = append(paths, w.path)
-		}
-		found, err := existing(ctx, t.Host, paths)
-		if err != nil {
-			return fmt.Errorf("%s: list files: %w", t.Label, err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		_, hasSidecar := found[file+results.SidecarSuffix]
-		for _, w := range wanted[i] {
-			size, ok := found[w.path]
-			switch {
-			case !ok:
-			case w.what == dataFile && !hasSidecar:
-				ui.infof("%s: keeping %s: it has no %s sidecar, so rdmasweep did not make it", w.target.Label, w.path, results.SidecarSuffix)
-			default:
-				w.size = size
-				todo = append(todo, w)
-			}
-		}
-		return nil
-	})
+	// Dial, but deploy nothing: no point uploading what is about to go.
+	set, err := hostset.Dial(ctx, p, hostOptions(p, g.ui))
 	if err != nil {
-		return firstError(err)
+		return err
+	}
+	defer set.Close()
+	todo, err := cleanup.Find(ctx, p, set, g.ui.info)
+	if err != nil {
+		return err
 	}
 	stateFile := csvPath + ".state"
 	if st, err := os.Stat(stateFile); err == nil {
-		todo = append(todo, removal{role.Target{Host: remote.Local{}, Label: "local"}, stateFile, st.Size(), leftovers})
+		todo = append(todo, cleanup.Removal{Target: role.Target{Host: remote.Local{}, Label: "local"}, Path: stateFile, Size: st.Size(), What: cleanup.Leftovers})
 	}
-
 	if len(todo) == 0 {
-		ui.infof("nothing to clean for %s", planName(path))
+		g.ui.infof("nothing to clean for %s", planName(path))
 		return nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	for _, x := range todo {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.target.Label, x.what, x.path, sizeOrDash(x.size))
-	}
-	if err := tw.Flush(); err != nil {
+	if ok, err := listRemovals(o, g, todo); !ok || err != nil {
 		return err
 	}
-	if *dryRun {
-		ui.infof("dry run: %s would be removed; nothing was", plural(len(todo), "file"))
-		return nil
-	}
-	if !*yes {
-		ok, err := confirm(ui, fmt.Sprintf("remove these %s?", plural(len(todo), "file")))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			ui.infof("nothing removed")
-			return nil
-		}
-	}
+	return removeAll(ctx, g.ui, set, todo, stateFile)
+}
 
+// lockIdleCSV takes the lock of the CSV at path, when it exists, so no
+// exec starts on it while clean reaps; an exec holding it refuses the
+// clean. A CSV that is not today's is locked all the same, and nil is a
+// CSV that does not exist.
+func lockIdleCSV(path string) (*csvfile.File, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil
+	}
+	csv, err := csvfile.Open(path)
+	switch {
+	case errors.Is(err, csvfile.ErrLocked):
+		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "wait for the exec to finish, then clean")
+	case err != nil && !errors.Is(err, csvfile.ErrForeignHeader) && !errors.Is(err, csvfile.ErrOlderHeader):
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	case err != nil:
+		return nil, nil
+	}
+	return csv, nil
+}
+
+// listRemovals prints what clean would remove, and says whether to go on:
+// not on a dry run, and only when the user agrees (or passed --yes).
+func listRemovals(o cleanOptions, g globals, todo []cleanup.Removal) (bool, error) {
+	tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+	for _, x := range todo {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Target.Label, x.What, x.Path, cleanup.SizeText(x.Size))
+	}
+	if err := tw.Flush(); err != nil {
+		return false, err
+	}
+	if o.dryRun {
+		g.ui.infof("dry run: %s would be removed; nothing was", plural(len(todo), "file"))
+		return false, nil
+	}
+	if o.yes {
+		return true, nil
+	}
+	ok, err := confirm(g.ui, fmt.Sprintf("remove these %s?", plural(len(todo), "file")))
+	if err == nil && !ok {
+		g.ui.infof("nothing removed")
+	}
+	return ok, err
+}
+
+// removeAll removes todo in order; the leftover state is removed by
+// reaping the nodes it records.
+func removeAll(ctx context.Context, ui *voice, set *hostset.Set, todo []cleanup.Removal, stateFile string) error {
 	removed := 0
 	for _, x := range todo {
-		if x.what == leftovers {
+		if x.What == cleanup.Leftovers {
 			// Reaping rewrites the record; it is gone once nothing is left.
-			if _, err := openLeftovers(ctx, stateFile, r, ui); err != nil {
+			if _, err := leftover.Open(ctx, stateFile, set.Targets(), ui.info); err != nil {
 				return fmt.Errorf("reap leftovers: %w", err)
 			}
 			if _, err := os.Stat(stateFile); err == nil {
@@ -189,8 +150,8 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 			removed++
 			continue
 		}
-		if _, err := x.target.Host.Run(ctx, []string{"rm", "-f", "--", x.path}); err != nil {
-			return fmt.Errorf("%s: remove %s: %w", x.target.Label, x.path, err)
+		if _, err := x.Target.Host.Run(ctx, []string{"rm", "-f", "--", x.Path}); err != nil {
+			return fmt.Errorf("%s: remove %s: %w", x.Target.Label, x.Path, err)
 		}
 		removed++
 	}
@@ -198,41 +159,11 @@ func runClean(ctx context.Context, args []string, stdout io.Writer, ui *voice) e
 	return nil
 }
 
-// existing returns which of paths exist on h, with their sizes, in one
-// command.
-func existing(ctx context.Context, h remote.Host, paths []string) (map[string]int64, error) {
-	const script = `for f; do [ -e "$f" ] && printf '%s\t%s\n' "$(stat -c %s -- "$f" 2>/dev/null || echo -1)" "$f"; done; exit 0`
-	out, err := h.Run(ctx, append([]string{"sh", "-c", script, "sh"}, paths...))
-	if err != nil {
-		return nil, err
-	}
-	found := map[string]int64{}
-	for _, line := range strings.Split(string(out), "\n") {
-		size, path, ok := strings.Cut(line, "\t")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(size, 10, 64)
-		if err != nil {
-			n = -1
-		}
-		found[path] = n
-	}
-	return found, nil
-}
-
-func sizeOrDash(n int64) string {
-	if n < 0 {
-		return "-"
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
-}
-
 // confirm asks on the terminal; without one it refuses, since nobody
 // could have read the list.
 func confirm(ui *voice, question string) (bool, error) {
 	if !term.IsTerminal(int(os.Stdin.Fd())) {
-		return false, withHint(errors.New("not removing without confirmation: stdin is not a terminal"), "pass --yes to remove what is listed above")
+		return false, hint.Wrap(errors.New("not removing without confirmation: stdin is not a terminal"), "pass --yes to remove what is listed above")
 	}
 	fmt.Fprintf(ui.w, "runner: %s [y/N] ", question)
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')

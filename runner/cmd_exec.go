@@ -2,302 +2,296 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
-	"rdmasweep/results/param"
+	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/hint"
+	"rdmasweep/runner/hostset"
+	"rdmasweep/runner/leftover"
+	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/point"
+	"rdmasweep/runner/preflight"
+	"rdmasweep/runner/probe"
+	"rdmasweep/runner/progress"
+	"rdmasweep/runner/resume"
 	"rdmasweep/runner/role"
+	"rdmasweep/runner/series"
 	"rdmasweep/runner/summary"
 )
 
+// execOptions are runner exec's.
 type execOptions struct {
 	planOptions
 	out                     string
 	dryRun, rerun, failFast bool
 }
 
-// job is one repetition of one point.
-type job struct {
-	pt  plan.Point
-	rep int
+var execCommand = &command{
+	name: "exec", args: "[flags] [PLAN]",
+	help: "  exec [PLAN]     run the plan's points and append rows to its CSV",
+	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
+		var o execOptions
+		fs.StringVar(&o.out, "out", "", "append rows to this `CSV` instead of the plan's output.csv")
+		fs.BoolVar(&o.dryRun, "dry-run", false, "print the runs that would happen, and run nothing")
+		fs.BoolVar(&o.rerun, "rerun", false, "run points again even when the CSV already has them ok")
+		fs.BoolVar(&o.failFast, "fail-fast", false, "stop at the first failed point")
+		o.addFlags(fs)
+		return func(ctx context.Context, g globals, args []string) error { return runExec(ctx, o, g, args) }
+	},
 }
 
-func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("exec", "[flags] [PLAN]", ui.w)
-	var o execOptions
-	fs.StringVar(&o.out, "out", "", "append rows to this `CSV` instead of the plan's output.csv")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print the runs that would happen, and run nothing")
-	fs.BoolVar(&o.rerun, "rerun", false, "run points again even when the CSV already has them ok")
-	fs.BoolVar(&o.failFast, "fail-fast", false, "stop at the first failed point")
-	path, p, pts, err := planCommand(ctx, fs, &o.planOptions, args)
+// execRun is one exec once its CSV is open: what its steps share.
+type execRun struct {
+	o       execOptions
+	g       globals
+	p       *plan.Plan
+	pts     []plan.Point
+	csv     *csvfile.File
+	csvPath string
+	runID   string
+	logDir  string
+	set     *hostset.Set
+	rec     *manifest.Record
+}
+
+// runExec is `runner exec PLAN`: it runs every point of the plan the CSV
+// does not already hold ok, appending one row per run (and an aggregate
+// row with several clients), and prints the summary. Everything that can
+// refuse the exec (the CSV, the hosts, their programs and devices, ODP)
+// does so before the first point.
+func runExec(ctx context.Context, o execOptions, g globals, args []string) error {
+	path, p, pts, err := loadPlanArg(ctx, g, o.planOptions, args)
 	if err != nil {
 		return err
 	}
 	if path == "" {
-		ui.infof("no plan given: running the built-in %s (both roles on this machine, tcp)", plans.LoopbackName)
+		g.ui.infof("no plan given: running the built-in %s (both roles on this machine, tcp)", plans.LoopbackName)
 	}
-	planWarnings(ui, p, pts)
+	planWarnings(g.ui, p, pts)
 	csvPath := o.out
 	if csvPath == "" {
 		csvPath = p.Output.CSV
 	}
-
 	if o.dryRun {
-		var existing []results.Row
-		if _, err := os.Stat(csvPath); err == nil {
-			if existing, err = results.ReadCSV(csvPath); err != nil {
-				return fmt.Errorf("read %s: %w", csvPath, err)
-			}
-		}
-		todo, skipped := pending(pts, p.Repeat, existing, o.rerun)
-		reportSkipped(ui, skipped, csvPath)
-		var on []string
-		for _, s := range p.Hosts.Roles() {
-			on = append(on, s.Name+" "+s.Host.Address)
-		}
-		fmt.Fprintf(stdout, "would run %s of %s × %d repetition(s) on %s, appending to %s\n",
-			plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
-		return writePointTable(stdout, uniquePoints(todo))
+		return execDryRun(o, g, p, pts, csvPath)
 	}
-
-	csv, err := results.OpenCSV(csvPath)
-	switch {
-	case errors.Is(err, results.ErrLocked):
-		return withHint(fmt.Errorf("%s: %w", csvPath, err), "wait for it to finish, or pass another --out")
-	case errors.Is(err, results.ErrOlderHeader):
-		return withHint(fmt.Errorf("%s: %w", csvPath, err), "add the new columns with: runner csv upgrade "+csvPath+" (it keeps the old file as a backup), or pass another --out")
-	case err != nil:
-		return fmt.Errorf("open %s: %w", csvPath, err)
+	csv, err := openCSV(csvPath)
+	if err != nil {
+		return err
 	}
 	defer csv.Close()
-	todo, skipped := pending(pts, p.Repeat, csv.Rows(), o.rerun)
-	reportSkipped(ui, skipped, csvPath)
+	todo, skipped := resume.Pending(pts, p.Repeat, csv.Rows(), o.rerun)
+	reportSkipped(g.ui, skipped, csvPath)
 	if len(todo) == 0 {
-		return summary.Write(stdout, summary.Build(planRows(pts, csv.Rows(), nil)))
+		return summary.Write(g.stdout, summary.Build(resume.Shown(pts, csv.Rows(), nil)))
 	}
+	x := &execRun{o: o, g: g, p: p, pts: pts, csv: csv, csvPath: csvPath, runID: manifest.NewRunID()}
+	if err := x.prepare(ctx, todo); err != nil {
+		return err
+	}
+	defer x.set.Close()
+	return x.sweep(ctx, todo)
+}
 
-	runID := newRunID()
-	logDir := filepath.Join(p.Output.Logs, runID)
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+// execDryRun prints what exec would run, and runs nothing.
+func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPath string) error {
+	var existing []results.Row
+	if _, err := os.Stat(csvPath); err == nil {
+		if existing, err = csvfile.Read(csvPath); err != nil {
+			return fmt.Errorf("read %s: %w", csvPath, err)
+		}
+	}
+	todo, skipped := resume.Pending(pts, p.Repeat, existing, o.rerun)
+	reportSkipped(g.ui, skipped, csvPath)
+	var on []string
+	for _, s := range p.Hosts.Roles() {
+		on = append(on, s.Name+" "+s.Host.Address)
+	}
+	fmt.Fprintf(g.stdout, "would run %s of %s × %d repetition(s) on %s, appending to %s\n",
+		plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
+	return summary.WritePoints(g.stdout, resume.Points(todo))
+}
+
+// openCSV opens the CSV for appending, with what to do when it cannot.
+func openCSV(path string) (*csvfile.File, error) {
+	csv, err := csvfile.Open(path)
+	switch {
+	case errors.Is(err, csvfile.ErrLocked):
+		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "wait for it to finish, or pass another --out")
+	case errors.Is(err, csvfile.ErrOlderHeader):
+		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "add the new columns with: runner csv upgrade "+path+" (it keeps the old file as a backup), or pass another --out")
+	case err != nil:
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return csv, nil
+}
+
+// prepare does everything before the first point: the log directory,
+// the hosts connected and node deployed, the gates (peer programs, the
+// devices, ODP), and the manifest written. On success x.set is open.
+func (x *execRun) prepare(ctx context.Context, todo []resume.Job) error {
+	x.logDir = filepath.Join(x.p.Output.Logs, x.runID)
+	if err := os.MkdirAll(x.logDir, 0o755); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}
-	roles, err := connect(ctx, p, ui)
+	set, err := hostset.Connect(ctx, x.p, hostOptions(x.p, x.g.ui))
 	if err != nil {
 		return err
 	}
-	defer roles.close()
-	if err := checkPrograms(ctx, roles, pts); err != nil {
-		return err
-	}
-	man, err := collectManifest(ctx, p, roles, runID, csvPath, o.set...)
+	x.set = set
+	err = x.gate(ctx, todo)
 	if err != nil {
-		return err
+		set.Close()
 	}
-	man.warnClocks(roles, ui)
-	probes, err := odpGate(ctx, p, todo, roles, man.kernels(), logDir, ui)
-	man.m.ODPProbes = probes
-	if err != nil {
-		return err
-	}
-	if err := man.write(); err != nil {
-		return err
-	}
+	return err
+}
 
-	left, err := openLeftovers(ctx, csvPath+".state", roles, ui)
+// gate refuses the exec before any point when its hosts cannot run the
+// points to do, and writes the manifest.
+func (x *execRun) gate(ctx context.Context, todo []resume.Job) error {
+	var pts []plan.Point
+	for _, j := range todo {
+		pts = append(pts, j.Point)
+	}
+	if err := preflight.CheckPrograms(ctx, x.set, x.pts); err != nil {
+		return err
+	}
+	if err := preflight.CheckDevices(ctx, x.p, resume.Points(todo), x.set); err != nil {
+		return err
+	}
+	rec, err := manifest.Gather(ctx, x.p, x.set, manifest.Exec{RunID: x.runID, CSVPath: x.csvPath, RunnerVersion: version, Set: x.o.set})
 	if err != nil {
 		return err
 	}
-	series := &seriesFile{path: seriesPath(csvPath, runID)}
-	defer series.close()
-	r := &point.Runner{
-		Plan:    p,
-		RunID:   runID,
-		Targets: roles.list,
-		LogDir:  logDir,
-		Warn:    func(msg string) { ui.warnOnce("%s", msg) },
-		Started: left.Add,
-		Exited:  left.Remove,
-		Series:  series.add,
-		Path:    func(t role.Target, rp *results.RDMAPath) { man.addPath(t, rp, ui.warnf) },
+	x.rec = rec
+	for _, far := range preflight.FarClocks(rec.M.Hosts) {
+		x.g.ui.warnf("%s: %s", x.set.Roles[far.Role].Label, preflight.ClockWarning(far.Clock))
 	}
-	if p.Launcher == "slurm" {
-		r.BarrierLead = point.SlurmBarrierLead
+	env := probe.Env{Plan: x.p, Set: x.set, LogDir: x.logDir, Warn: func(msg string) { x.g.ui.warnOnce("%s", msg) }}
+	rec.M.ODPProbes, err = env.ODPGate(ctx, pts, rec.Kernels())
+	if err != nil {
+		return err
 	}
-	prog := newProgress(ui.w, len(todo))
-	var (
-		rows   []results.Row
-		runs   int
-		failed int
-	)
+	return rec.Write()
+}
+
+// sweep runs the jobs in order, appending each run's rows, then prints
+// the summary.
+func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
+	ui := x.g.ui
+	left, err := leftover.Open(ctx, x.csvPath+".state", x.set.Targets(), ui.info)
+	if err != nil {
+		return err
+	}
+	ts := series.New(series.PathFor(x.csvPath, x.runID))
+	defer ts.Close()
+	r := x.pointRunner(left, ts)
+	prog := progress.New(ui.w, len(todo))
+	var rows []results.Row
+	runs, failed := 0, 0
 	for i, j := range todo {
-		prog.begin(i, j)
-		ptRows, tm, err := r.Run(ctx, j.pt, j.rep)
+		label := fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep)
+		prog.Begin(i, label)
+		ptRows, tm, err := x.runJob(ctx, r, j)
 		if err != nil {
-			prog.abort()
-			if cause := context.Cause(ctx); cause != nil {
-				return cause
-			}
+			prog.Abort()
 			return err
-		}
-		// The clients' rows, then the aggregate: the last row says whether
-		// the run is done, so a run cut short between them runs again.
-		for _, row := range ptRows {
-			if err := csv.Append(row); err != nil {
-				prog.abort()
-				return withHint(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
-			}
 		}
 		rows = append(rows, ptRows...)
 		runs++
 		row := ptRows[len(ptRows)-1]
-		prog.end(i, j, row, tm)
+		prog.End(i, label, row, tm)
 		if row.Status != results.StatusOK {
 			failed++
-			if o.failFast {
+			if x.o.failFast {
 				ui.errorf("%s", row.Error)
-				ui.infof("stopping at the first failure (--fail-fast); logs in %s", logDir)
+				ui.infof("stopping at the first failure (--fail-fast); logs in %s", x.logDir)
 				break
 			}
 		}
 	}
-	prog.finish()
-	if err := series.close(); err != nil {
+	prog.Finish()
+	if err := ts.Close(); err != nil {
 		ui.warnf("the time series is incomplete: %v", err)
 	}
-	groups := summary.Build(planRows(pts, csv.Rows(), rows))
-	if err := summary.Write(stdout, groups); err != nil {
+	if err := x.report(rows); err != nil {
 		return err
 	}
-	if base, ok := peerBaseline(pts); ok {
-		fmt.Fprintln(stdout)
-		if err := summary.WriteRatios(stdout, groups, base); err != nil {
-			return err
-		}
-	}
-	ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), csvPath, runID, logDir)
 	if failed > 0 {
 		return &someFailed{failed: failed, total: runs}
 	}
 	return nil
 }
 
-// peerBaseline is the workload the others are compared with when the plan
-// sweeps workload: its first peer (runner summary --baseline picks
-// another).
-func peerBaseline(pts []plan.Point) (summary.Baseline, bool) {
-	seen := map[string]bool{}
-	first := ""
-	for _, pt := range pts {
-		w := pt.Values.Str(param.Workload)
-		seen[w] = true
-		if first == "" && w != "node" {
-			first = w
-		}
+// pointRunner is the runner of this exec's points: its hosts, logs,
+// leftover record, time series and manifest.
+func (x *execRun) pointRunner(left *leftover.Record, ts *series.File) *point.Runner {
+	ui := x.g.ui
+	r := &point.Runner{
+		Plan:    x.p,
+		RunID:   x.runID,
+		Targets: x.set.Roles,
+		LogDir:  x.logDir,
+		Warn:    func(msg string) { ui.warnOnce("%s", msg) },
+		Started: left.Add,
+		Exited:  left.Remove,
+		Series:  ts.Add,
+		Path:    func(t role.Target, rp *results.RDMAPath) { x.rec.AddPath(t, rp, ui.warn) },
 	}
-	return summary.Baseline{Param: "workload", Value: first}, first != "" && len(seen) > 1
+	if x.p.Launcher == "slurm" {
+		r.BarrierLead = point.SlurmBarrierLead
+	}
+	return r
 }
 
-// pending lists the runs to do: every (point, repetition) without an ok
-// row that ends its run (the aggregate row, with several clients), or all
-// of them with rerun. skipped counts the others. A point's repetitions run
-// back to back, except beside its peers: the points that differ only in
-// workload (consecutive, since workload varies fastest) take turns,
-// repetition by repetition, so node and its peer run in pairs.
-func pending(pts []plan.Point, repeat int, existing []results.Row, rerun bool) (todo []job, skipped int) {
-	ok := map[string]bool{}
-	for _, r := range existing {
-		if r.Status == results.StatusOK {
-			ok[fmt.Sprintf("%s/%t/%d", r.PointKey, r.Scope == results.ScopeAggregate, r.Repetition)] = true
+// runJob runs one job and appends its rows: the clients' rows, then the
+// aggregate. The last row says whether the run is done, so a run cut short
+// between them runs again. An error stops the exec.
+func (x *execRun) runJob(ctx context.Context, r *point.Runner, j resume.Job) ([]results.Row, point.Timing, error) {
+	rows, tm, err := r.Run(ctx, j.Point, j.Rep)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return nil, tm, cause
+		}
+		return nil, tm, err
+	}
+	for _, row := range rows {
+		if err := x.csv.Append(row); err != nil {
+			return nil, tm, hint.Wrap(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
 		}
 	}
-	for i := 0; i < len(pts); {
-		j := i + 1
-		for j < len(pts) && sameButWorkload(pts[i], pts[j]) {
-			j++
-		}
-		for rep := 1; rep <= repeat; rep++ {
-			for _, pt := range pts[i:j] {
-				if !rerun && ok[fmt.Sprintf("%s/%t/%d", pt.Key, pt.Hosts.Several(), rep)] {
-					skipped++
-					continue
-				}
-				todo = append(todo, job{pt: pt, rep: rep})
-			}
-		}
-		i = j
-	}
-	return todo, skipped
+	return rows, tm, nil
 }
 
-// sameButWorkload reports whether two points differ in workload alone.
-func sameButWorkload(a, b plan.Point) bool {
-	if a.Values.Str(param.Workload) == b.Values.Str(param.Workload) {
-		return false
+// report prints the summary of the plan's points (this exec's rows where
+// it ran them, else the CSV's), with the ratios to a peer when the plan
+// sweeps workload, and where the rows went.
+func (x *execRun) report(rows []results.Row) error {
+	stdout := x.g.stdout
+	groups := summary.Build(resume.Shown(x.pts, x.csv.Rows(), rows))
+	if err := summary.Write(stdout, groups); err != nil {
+		return err
 	}
-	for _, p := range results.Params() {
-		if p.Name != "workload" && p.Format(a.Values) != p.Format(b.Values) {
-			return false
+	if base, ok := summary.PeerBaseline(x.pts); ok {
+		fmt.Fprintln(stdout)
+		if err := summary.WriteRatios(stdout, groups, base); err != nil {
+			return err
 		}
 	}
-	return true
+	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
+	return nil
 }
 
 func reportSkipped(ui *voice, skipped int, csvPath string) {
 	if skipped > 0 {
 		ui.infof("skipping %s already ok in %s (--rerun runs them again)", plural(skipped, "run"), csvPath)
 	}
-}
-
-func uniquePoints(todo []job) []plan.Point {
-	var pts []plan.Point
-	seen := map[string]bool{}
-	for _, j := range todo {
-		if !seen[j.pt.Key] {
-			seen[j.pt.Key] = true
-			pts = append(pts, j.pt)
-		}
-	}
-	return pts
-}
-
-// planRows picks, for each point of the plan, the rows the summary shows:
-// this exec's rows for the points it ran, else the CSV's earlier ok rows.
-func planRows(pts []plan.Point, earlier, now []results.Row) []results.Row {
-	ran := map[string]bool{}
-	for _, r := range now {
-		ran[r.PointKey] = true
-	}
-	byKey := map[string][]results.Row{}
-	for _, r := range earlier {
-		if !ran[r.PointKey] && r.Status == results.StatusOK {
-			byKey[r.PointKey] = append(byKey[r.PointKey], r)
-		}
-	}
-	for _, r := range now {
-		byKey[r.PointKey] = append(byKey[r.PointKey], r)
-	}
-	var rows []results.Row
-	for _, pt := range pts {
-		rows = append(rows, byKey[pt.Key]...)
-		delete(byKey, pt.Key)
-	}
-	return rows
-}
-
-// newRunID is sortable by time and unique: 20261202T150405Z-1a2b3c.
-func newRunID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }

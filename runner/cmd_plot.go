@@ -3,60 +3,88 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/hint"
 	"rdmasweep/runner/plot"
 )
 
-func runPlot(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("plot", "-o FILE.png|FILE.svg [--run RUN_ID] CSV", ui.w)
-	out := fs.String("o", "", "write the chart to this `FILE` (.png or .svg)")
-	x := fs.String("x", "block_size", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+")")
-	scope := fs.String("scope", "", "only the rows of this `SCOPE`: client, or aggregate (several clients' together)")
-	path, rows, err := csvCommand(fs, args, func() error {
-		switch strings.ToLower(filepath.Ext(*out)) {
-		case ".png", ".svg":
-			return nil
-		case "":
-			fs.Usage()
-			return usageErrorf("plot needs -o FILE.png or -o FILE.svg")
-		}
-		return usageErrorf("plot writes .png or .svg (got -o %s)", *out)
-	})
+// plotOptions are runner plot's.
+type plotOptions struct {
+	csvOptions
+	out, x, scope string
+}
+
+var plotCommand = &command{
+	name: "plot", args: "-o FILE.png|FILE.svg [--run RUN_ID] CSV",
+	help: "  plot CSV -o F   draw bandwidth and p50/p99 latency against block size\n                  (F ends in .png or .svg)",
+	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
+		var o plotOptions
+		fs.StringVar(&o.out, "o", "", "write the chart to this `FILE` (.png or .svg)")
+		fs.StringVar(&o.x, "x", "block_size", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+")")
+		fs.StringVar(&o.scope, "scope", "", "only the rows of this `SCOPE`: client, or aggregate (several clients' together)")
+		o.addFlags(fs)
+		return func(ctx context.Context, g globals, args []string) error { return runPlot(ctx, o, g, args) }
+	},
+}
+
+// runPlot is `runner plot -o FILE CSV`: bandwidth and latency against a
+// parameter, one series per combination of the others.
+func runPlot(ctx context.Context, o plotOptions, g globals, args []string) error {
+	path, err := oneArg(g, args, "CSV file")
 	if err != nil {
 		return err
 	}
-	if *scope != "" {
-		var kept []results.Row
-		for _, r := range rows {
-			if r.Scope == *scope {
-				kept = append(kept, r)
-			}
-		}
-		if len(kept) == 0 {
-			return withHint(fmt.Errorf("%s has no rows of scope %q", path, *scope), "the scope column says client or aggregate; a CSV of plans with one client has client rows only")
-		}
-		rows = kept
+	switch strings.ToLower(filepath.Ext(o.out)) {
+	case ".png", ".svg":
+	case "":
+		return g.usageError("plot needs -o FILE.png or -o FILE.svg")
+	default:
+		return usageErrorf("plot writes .png or .svg (got -o %s)", o.out)
 	}
-	series, err := plot.Build(rows, *x)
+	rows, err := o.read(path)
+	if err != nil {
+		return err
+	}
+	if rows, err = o.scoped(path, rows); err != nil {
+		return err
+	}
+	series, err := plot.Build(rows, o.x)
 	if err != nil {
 		return usageErrorf("plot -x %v", err)
 	}
 	title := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	switch err := plot.WriteFile(*out, title, *x, series); {
+	switch err := plot.WriteFile(o.out, title, o.x, series); {
 	case errors.Is(err, plot.ErrNoData):
-		return withHint(fmt.Errorf("%s: %w", path, err), "runner summary shows the runs and their status; the error column says why runs failed")
+		return hint.Wrap(fmt.Errorf("%s: %w", path, err), "runner summary shows the runs and their status; the error column says why runs failed")
 	case err != nil:
-		return fmt.Errorf("write %s: %w", *out, err)
+		return fmt.Errorf("write %s: %w", o.out, err)
 	}
 	points := 0
 	for _, s := range series {
 		points += len(s.Points)
 	}
-	ui.infof("wrote %s: %d series, %s", *out, len(series), plural(points, "point"))
+	g.ui.infof("wrote %s: %d series, %s", o.out, len(series), plural(points, "point"))
 	return nil
+}
+
+// scoped keeps the rows of --scope, when it is given.
+func (o plotOptions) scoped(path string, rows []results.Row) ([]results.Row, error) {
+	if o.scope == "" {
+		return rows, nil
+	}
+	var kept []results.Row
+	for _, r := range rows {
+		if r.Scope == o.scope {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, hint.Wrap(fmt.Errorf("%s has no rows of scope %q", path, o.scope), "the scope column says client or aggregate; a CSV of plans with one client has client rows only")
+	}
+	return kept, nil
 }

@@ -4,80 +4,51 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 
-	"rdmasweep/results"
 	"rdmasweep/runner/summary"
 )
 
-func runSummary(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("summary", "[--run RUN_ID] [--baseline name=value] CSV", ui.w)
-	baseFlag := fs.String("baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
+// summaryOptions are runner summary's.
+type summaryOptions struct {
+	csvOptions
+	baseline string
+}
+
+var summaryCommand = &command{
+	name: "summary", args: "[--run RUN_ID] [--baseline name=value] CSV",
+	help: "  summary CSV     print the summary table of an existing CSV",
+	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
+		var o summaryOptions
+		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
+		o.addFlags(fs)
+		return func(ctx context.Context, g globals, args []string) error { return runSummary(ctx, o, g, args) }
+	},
+}
+
+// runSummary is `runner summary CSV`: the summary table of the CSV's rows,
+// and with --baseline every point's ratio to its baseline.
+func runSummary(ctx context.Context, o summaryOptions, g globals, args []string) error {
+	path, err := oneArg(g, args, "CSV file")
+	if err != nil {
+		return err
+	}
 	var base summary.Baseline
-	_, rows, err := csvCommand(fs, args, func() error {
-		if *baseFlag == "" {
-			return nil
-		}
-		var err error
-		if base, err = summary.ParseBaseline(*baseFlag); err != nil {
+	if o.baseline != "" {
+		if base, err = summary.ParseBaseline(o.baseline); err != nil {
 			return usageErrorf("%s", err)
 		}
-		return nil
-	})
+	}
+	rows, err := o.read(path)
 	if err != nil {
 		return err
 	}
 	groups := summary.Build(rows)
-	if err := summary.Write(stdout, groups); err != nil {
+	if err := summary.Write(g.stdout, groups); err != nil {
 		return err
 	}
 	if base.Param == "" {
 		return nil
 	}
-	fmt.Fprintln(stdout)
-	return summary.WriteRatios(stdout, groups, base)
-}
-
-// csvCommand adds --run to fs (which holds the command's own flags),
-// parses args, runs check (the command's own checks of its flags; may be
-// nil), and reads the rows of the one CSV argument: all of them, or run
-// --run's.
-func csvCommand(fs *flag.FlagSet, args []string, check func() error) (path string, rows []results.Row, err error) {
-	runID := fs.String("run", "", "only the rows of this `RUN_ID` (default: every row)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return "", nil, errUsage
-	}
-	if path, err = oneArg(fs, pos, "CSV file"); err != nil {
-		return "", nil, err
-	}
-	if check != nil {
-		if err := check(); err != nil {
-			return "", nil, err
-		}
-	}
-	rows, err = readRunRows(path, *runID)
-	return path, rows, err
-}
-
-// readRunRows reads a results CSV, keeping only run runID's rows unless it
-// is empty.
-func readRunRows(path, runID string) ([]results.Row, error) {
-	rows, err := results.ReadCSV(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if runID == "" {
-		return rows, nil
-	}
-	var kept []results.Row
-	for _, r := range rows {
-		if r.RunID == runID {
-			kept = append(kept, r)
-		}
-	}
-	if len(kept) == 0 {
-		return nil, withHint(fmt.Errorf("%s has no rows of run %s", path, runID), "the run_id column lists the runs")
-	}
-	return kept, nil
+	fmt.Fprintln(g.stdout)
+	return summary.WriteRatios(g.stdout, groups, base)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/testbed/clitest"
 )
 
@@ -135,7 +136,7 @@ func TestForeignHeaderRefusedBeforeAnyPoint(t *testing.T) {
 func TestSecondRunnerOnSameCSVRefuses(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
-	held, err := results.OpenCSV(filepath.Join(dir, "out/test.csv"))
+	held, err := csvfile.Open(filepath.Join(dir, "out/test.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}

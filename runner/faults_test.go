@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testenv"
 	"rdmasweep/testbed/testhosts"
@@ -567,7 +568,7 @@ func changedHostKey(policy string) fault {
 			if after, _ := os.ReadFile(known); !bytes.Equal(after, before) {
 				f.Fatalf("known_hosts was changed:\n%s", after)
 			}
-			if rows, err := results.ReadCSV(f.csv); err == nil && len(rows) > 0 {
+			if rows, err := csvfile.Read(f.csv); err == nil && len(rows) > 0 {
 				f.Fatalf("rows written: %+v", rows)
 			}
 			if left := clitest.WaitNoNodes(f, 0, f.a, f.b); len(left) > 0 {
@@ -777,7 +778,7 @@ func TestFaultCSVOnFullFilesystem(t *testing.T) {
 // another plan that the runner must keep intact.
 func padCSV(t *testing.T, path string, size int64) {
 	t.Helper()
-	c, err := results.OpenCSV(path)
+	c, err := csvfile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/plan"
-	"rdmasweep/results"
-	"rdmasweep/results/param"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testenv"
 )
@@ -80,7 +76,7 @@ func TestExecRefusesAMissingPeerBeforeAnyPoint(t *testing.T) {
 		!strings.Contains(r.Stderr, "runner: hint: install it: apt-get install iperf3 (Debian, Ubuntu) or dnf install iperf3 (RHEL)") {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
-	if rows, err := results.ReadCSV(filepath.Join(dir, "out/test.csv")); err == nil && len(rows) > 0 {
+	if rows, err := csvfile.Read(filepath.Join(dir, "out/test.csv")); err == nil && len(rows) > 0 {
 		t.Fatalf("rows written: %d", len(rows))
 	}
 	// check shows the column, with the packages.
@@ -99,7 +95,7 @@ func TestExecRefusesAMissingPeerBeforeAnyPoint(t *testing.T) {
 func TestOlderCSVNeedsUpgradeThenAppends(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
-	old, err := os.ReadFile("../results/testdata/v1/loopback.csv")
+	old, err := os.ReadFile("csvfile/testdata/v1/loopback.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,49 +140,5 @@ func TestOlderCSVNeedsUpgradeThenAppends(t *testing.T) {
 	}
 	if last.Param("workload") != "node" || last.CPUClient == nil || last.CPUServer == nil || *last.CPUClient <= 0 {
 		t.Errorf("the new row: workload %q cpu %v %v", last.Param("workload"), last.CPUClient, last.CPUServer)
-	}
-}
-
-// TestRepetitionsRunInPairs: with repeat, a point and its peers take
-// turns (node r1, iperf3 r1, node r2, …), so drift hits both alike;
-// points without peers keep their repetitions back to back.
-func TestRepetitionsRunInPairs(t *testing.T) {
-	p, err := plan.Parse("t.yaml", []byte(`name: t
-hosts: {server: {address: local}, client: {address: local}}
-server: {file: /tmp/t.dat, file_size: 64MiB}
-sweep: {matrix: {block_size: [1MiB, 4KiB], workload: [node, iperf3]}}
-repeat: 2
-`), plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	todo, _ := pending(pts, 2, nil, false)
-	var got []string
-	for _, j := range todo {
-		got = append(got, fmt.Sprintf("%s/%s/r%d", results.FormatSize(j.pt.Values.Int(param.BlockSize)), j.pt.Values.Str(param.Workload), j.rep))
-	}
-	want := "[1MiB/node/r1 1MiB/iperf3/r1 1MiB/node/r2 1MiB/iperf3/r2 4KiB/node/r1 4KiB/iperf3/r1 4KiB/node/r2 4KiB/iperf3/r2]"
-	if fmt.Sprint(got) != want {
-		t.Errorf("order %v\nwant %s", got, want)
-	}
-	todo, _ = pending(pts[:1], 2, nil, false)
-	if len(todo) != 2 || todo[0].rep != 1 || todo[1].rep != 2 {
-		t.Errorf("a lone point: %+v", todo)
-	}
-}
-
-// TestCheckedInPlansPassPeerChecks: the checked-in plans are valid as the
-// runner loads them, peer refusals included (package plan cannot ask the
-// peers).
-func TestCheckedInPlansPassPeerChecks(t *testing.T) {
-	files, _ := filepath.Glob("../plans/*.yaml")
-	for _, f := range files {
-		if _, _, err := loadPlan(context.Background(), f, planOptions{maxPoints: 10000}); err != nil {
-			t.Errorf("%s:\n%v", f, err)
-		}
 	}
 }

@@ -12,13 +12,14 @@ import (
 	"testing"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 )
 
 // The fixture is a cache sweep (cold, warm) over block sizes, with
 // file_size zipped to block size, repeats, and one failed run.
 func fixture(t *testing.T) []results.Row {
 	t.Helper()
-	rows, err := results.ReadCSV("testdata/sweep.csv")
+	rows, err := csvfile.Read("testdata/sweep.csv")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/point"
@@ -77,7 +78,7 @@ sweep:
 		}
 		return host
 	}
-	csv, err := results.OpenCSV(filepath.Join(dir, "bench.csv"))
+	csv, err := csvfile.Open(filepath.Join(dir, "bench.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}

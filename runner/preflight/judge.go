@@ -3,8 +3,12 @@
 // plan needs of it, giving one table cell per check and a Problem, with a
 // one-line hint, for everything that would make the plan fail.
 //
-// The data path and the RDMA probe need both roles at once and are run by
-// the runner with node itself; this package only judges facts.
+// What the plan needs of each role's host is Needs. check judges every
+// role with Judge; exec, which shows no table, refuses before any point by
+// the same rules where a point cannot run: CheckPrograms (a peer's tool
+// missing) and CheckDevices (a device that cannot carry the transport, by
+// Unfit). The data path, RDMA and ODP probes need both roles at once and
+// run node itself: they are runner/probe's.
 package preflight
 
 import (
@@ -154,8 +158,8 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 	if gid == nil && n.Connect != "cm" {
 		add("rdma", "set rdma.gid_index to a populated entry (node devices lists them), or give the host an address on the RDMA interface", "no usable GID on %s port %d: %s", d.Name, p.Port, gidNote)
 	}
-	if d.Transport == "iWARP" && n.Connect != "cm" {
-		add("rdma", "set rdma.connect: cm", "%s is an iWARP device, which connects only through rdma_cm", d.Name)
+	if pr := Unfit(*d, n.Connect); pr != nil {
+		add(pr.Check, pr.Hint, "%s", pr.Msg)
 	}
 	if p.MaxMsgSz > 0 && n.MaxBlock > p.MaxMsgSz {
 		add("rdma", "lower block_size to at most the port's max_msg_sz", "block_size %s is over %s port %d's max_msg_sz %s: one READ cannot carry it", results.SizeText(n.MaxBlock), d.Name, p.Port, results.SizeText(p.MaxMsgSz))

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 )
 
 // ReadRows reads a results CSV.
 func ReadRows(t testing.TB, path string) []results.Row {
 	t.Helper()
-	rows, err := results.ReadCSV(path)
+	rows, err := csvfile.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func WholeCSV(t testing.TB, path string) []results.Row {
 	if !bytes.HasPrefix(data, []byte(strings.Join(results.Columns, ",")+"\n")) {
 		t.Fatalf("%s lost its header:\n%s", path, data)
 	}
-	rows, err := results.ReadCSV(path)
+	rows, err := csvfile.Read(path)
 	if err != nil {
 		t.Fatalf("%s does not parse: %v", path, err)
 	}
@@ -49,7 +50,7 @@ func WholeCSV(t testing.TB, path string) []results.Row {
 func (p *Proc) WaitRows(t testing.TB, csv string, n int) {
 	t.Helper()
 	p.Until(t, fmt.Sprintf("%d rows in %s", n, csv), 60*time.Second, func() bool {
-		rows, err := results.ReadCSV(csv)
+		rows, err := csvfile.Read(csv)
 		return err == nil && len(rows) >= n
 	})
 }

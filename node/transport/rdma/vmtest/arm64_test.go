@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/testbed/guest"
 	"rdmasweep/testbed/testenv"
@@ -160,7 +161,7 @@ output: {csv: out/arm64-rxe.csv, logs: out/logs}
 		if strings.Contains(stderr, "built without") {
 			t.Errorf("the runner judged the arm64 rdma node to lack rdma:\n%s", stderr)
 		}
-		rows, err := results.ReadCSV(filepath.Join(dir, "out/arm64-rxe.csv"))
+		rows, err := csvfile.Read(filepath.Join(dir, "out/arm64-rxe.csv"))
 		if err != nil || len(rows) != 2 {
 			t.Fatalf("%d rows, %v", len(rows), err)
 		}
@@ -215,7 +216,7 @@ output: {csv: out/arm64-mixed.csv, logs: out/logs}
 				t.Errorf("stderr lacks %q:\n%s", want, stderr)
 			}
 		}
-		rows, err := results.ReadCSV(filepath.Join(dir, "out/arm64-mixed.csv"))
+		rows, err := csvfile.Read(filepath.Join(dir, "out/arm64-mixed.csv"))
 		if err != nil || len(rows) != 2 {
 			t.Fatalf("%d rows, %v", len(rows), err)
 		}

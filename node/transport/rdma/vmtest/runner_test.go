@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"rdmasweep/testbed/guest"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"rdmasweep/results"
-	"rdmasweep/testbed/guest"
+	"rdmasweep/runner/csvfile"
 )
 
 // buildRunner builds the runner into out. node must never import the
@@ -143,7 +144,7 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		t.Errorf("runner exec: want node up to date once:\n%s", stderr.String())
 	}
 
-	rows, err := results.ReadCSV(filepath.Join(dir, "out/rxe.csv"))
+	rows, err := csvfile.Read(filepath.Join(dir, "out/rxe.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ output: {csv: out/peers.csv, logs: out/logs}
 		t.Fatalf("runner exec of the peer plan: %v\nstderr:\n%s", err, stderr.String())
 	}
 	t.Logf("peer sweep took %s:\n%s", time.Since(start).Round(100*time.Millisecond), stdout.String())
-	rows, err := results.ReadCSV(filepath.Join(dir, "out/peers.csv"))
+	rows, err := csvfile.Read(filepath.Join(dir, "out/peers.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ output: {csv: out/%s.csv, logs: out/logs}
 		return o.String(), e.String(), err
 	}
 	csvRows := func(name string) []results.Row {
-		rows, err := results.ReadCSV(filepath.Join(dir, "out", name+".csv"))
+		rows, err := csvfile.Read(filepath.Join(dir, "out", name+".csv"))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -486,7 +487,7 @@ output: {csv: out/%s.csv, logs: out/logs}
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("runner exec %s over rdma: %v\n%s", topo, err, stderr.String())
 		}
-		rows, err := results.ReadCSV(filepath.Join(dir, "out", name+".csv"))
+		rows, err := csvfile.Read(filepath.Join(dir, "out", name+".csv"))
 		if err != nil {
 			t.Fatal(err)
 		}

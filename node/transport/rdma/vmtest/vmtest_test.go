@@ -217,6 +217,33 @@ func guestSuite(t *testing.T, ctx context.Context, k guest.Kernel, node, tests, 
 	}
 	defer c.Close()
 	checkSFTP(t, c)
+	// Each part is a subtest of its own, so -run can pick one from the
+	// same boot, e.g. 'TestGuest/bookworm/RunnerRefusesSiwUnderTCP'.
+	t.Run("Suite", func(t *testing.T) { guestTests(t, g, k, c, tests, start, &console) })
+	// The same guest, driven end to end by the runner.
+	t.Run("RunnerSweep", func(t *testing.T) {
+		if runnerErr != nil {
+			t.Fatal(runnerErr)
+		}
+		sweepStart := time.Now()
+		runnerSweep(t, ctx, g, c, runner, node)
+		t.Logf("runner sweep took %s", time.Since(sweepStart).Round(100*time.Millisecond))
+	})
+	t.Run("RunnerRefusesSiwUnderTCP", func(t *testing.T) {
+		if runnerErr != nil {
+			t.Fatal(runnerErr)
+		}
+		if !g.Image.Siw {
+			testenv.Skip(t, "the image of kernel "+g.Image.Release+" has no siw")
+		}
+		runnerRefusesSiwUnderTCP(t, ctx, g, runner, node)
+	})
+	t.Logf("kernel %s: %s from boot to the end of the sweep", g.Image.Release, time.Since(start).Round(time.Second))
+}
+
+// guestTests runs the guest test binary inside the guest and holds it to
+// required and requiredOn.
+func guestTests(t *testing.T, g *guest.Guest, k guest.Kernel, c *ssh.Client, tests string, start time.Time, console *consoleLog) {
 	sess, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
@@ -252,16 +279,6 @@ func guestSuite(t *testing.T, ctx context.Context, k guest.Kernel, node, tests, 
 			t.Errorf("guest on kernel %s did not pass %s", g.Image.Release, name)
 		}
 	}
-	// The same guest, driven end to end by the runner.
-	t.Run("RunnerSweep", func(t *testing.T) {
-		if runnerErr != nil {
-			t.Fatal(runnerErr)
-		}
-		sweepStart := time.Now()
-		runnerSweep(t, ctx, g, c, runner, node)
-		t.Logf("runner sweep took %s", time.Since(sweepStart).Round(100*time.Millisecond))
-	})
-	t.Logf("kernel %s: %s from boot to the end of the sweep", g.Image.Release, time.Since(start).Round(time.Second))
 }
 
 // checkSFTP uploads a file over the sftp subsystem, as the runner deploys

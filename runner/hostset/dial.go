@@ -1,0 +1,165 @@
+package hostset
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"rdmasweep/plan"
+	"rdmasweep/runner/hint"
+	"rdmasweep/runner/remote"
+	"rdmasweep/runner/remote/slurm"
+	"rdmasweep/runner/role"
+)
+
+// Connect reaches every role's host and deploys node once per host.
+func Connect(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
+	if _, err := os.Stat(p.Node.Binary); err != nil {
+		return nil, hint.Wrap(fmt.Errorf("node binary: %w", err), "build it with: make build (or set node.binary)")
+	}
+	s, err := Dial(ctx, p, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Deploy(ctx, p, o); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dial reaches the roles' hosts in parallel, one connection per distinct
+// host: roles written with the same address, port, user, key and jump
+// share one. Local roles run node.binary in place; remote ones run
+// node.remote_path. Nothing is deployed.
+func Dial(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
+	if p.Launcher == "slurm" {
+		return slurmSet(ctx, p, o)
+	}
+	local, err := filepath.Abs(p.Node.Binary)
+	if err != nil {
+		return nil, err
+	}
+	specs := p.Hosts.Roles()
+	conns := dialHosts(ctx, p, specs, o)
+	s := &Set{}
+	var firstErr error
+	for _, d := range conns {
+		if d.err != nil {
+			if firstErr == nil {
+				firstErr = d.err
+			}
+			continue
+		}
+		s.hosts = append(s.hosts, d.host)
+	}
+	if firstErr != nil {
+		s.Close()
+		return nil, firstErr
+	}
+	for _, r := range specs {
+		d := conns[connKey(r.Host)]
+		t := role.Target{Role: r.Name, Host: d.host, Label: fmt.Sprintf("%s (%s)", r.Name, d.host.Name()), NodePath: local}
+		if !r.Host.IsLocal() {
+			t.NodePath = p.Node.RemotePath
+		}
+		s.Roles = append(s.Roles, t)
+	}
+	return s, nil
+}
+
+// dialed is one distinct host, reached or not.
+type dialed struct {
+	host remote.Host
+	err  error
+}
+
+// connKey is what makes two roles' hosts one connection.
+func connKey(h plan.Host) string {
+	return fmt.Sprintf("%s|%d|%s|%s|%s", h.Address, h.Port, h.User, h.IdentityFile, h.Jump)
+}
+
+// dialHosts dials every distinct host of specs at once, by connKey.
+func dialHosts(ctx context.Context, p *plan.Plan, specs []plan.Role, o Options) map[string]*dialed {
+	conns := map[string]*dialed{}
+	// Asked once for every host: a key's passphrase is prompted for on
+	// the terminal, once; with none, ssh-agent must hold it.
+	passphrase := remote.TerminalPassphrase()
+	var wg sync.WaitGroup
+	for _, r := range specs {
+		k := connKey(r.Host)
+		if conns[k] != nil {
+			continue
+		}
+		d := &dialed{}
+		conns[k] = d
+		if r.Host.IsLocal() {
+			d.host = remote.Local{}
+			continue
+		}
+		wg.Add(1)
+		go func(name string, h plan.Host) {
+			defer wg.Done()
+			d.host, d.err = remote.DialSSH(ctx, sshConfig(p, name, h, passphrase, o))
+			if d.err != nil {
+				d.err = &role.Error{Role: name, Host: h.Address, Label: fmt.Sprintf("%s (%s)", name, h.Address), Phase: role.Connect, Err: d.err}
+			}
+		}(r.Name, r.Host)
+	}
+	wg.Wait()
+	return conns
+}
+
+// sshConfig is how role name reaches host h: the host's own fields, the
+// plan's ssh section, and messages labelled with the role.
+func sshConfig(p *plan.Plan, name string, h plan.Host, passphrase func(keyFile string) ([]byte, error), o Options) remote.SSHConfig {
+	label := name + " (" + h.Address + ")"
+	debug := func(string) {}
+	if o.Debug != nil {
+		debug = func(msg string) { o.Debug(label + ": " + msg) }
+	}
+	return remote.SSHConfig{
+		Address:           h.Address,
+		Port:              h.Port,
+		User:              h.User,
+		IdentityFile:      h.IdentityFile,
+		Jump:              h.Jump,
+		KnownHosts:        p.SSH.KnownHosts,
+		HostKeyPolicy:     p.SSH.HostKeyPolicy,
+		ConnectTimeout:    p.SSH.ConnectTimeout,
+		KeepaliveInterval: p.SSH.KeepaliveInterval,
+		Warn:              func(msg string) { o.warn(label + ": " + msg) },
+		Debug:             debug,
+		Passphrase:        passphrase,
+	}
+}
+
+// slurmSet makes each role a node of the allocation the runner runs in:
+// its commands are job steps there (runner/remote/slurm), bound to the
+// role's CPUs by Slurm itself, so argv carries no taskset. Roles on one
+// node with the same CPUs share a Host.
+func slurmSet(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
+	a, err := slurm.FromEnv(ctx, os.Environ())
+	if err != nil {
+		return nil, hint.Wrap(err, "run the runner under salloc, srun or in an sbatch script, or use launcher: ssh")
+	}
+	s := &Set{}
+	shared := map[string]*slurm.Host{}
+	for _, r := range p.Hosts.Roles() {
+		k := r.Host.Address + "|" + r.Host.CPUs
+		h := shared[k]
+		if h == nil {
+			label := fmt.Sprintf("%s (%s)", r.Name, r.Host.Address)
+			if h, err = a.Host(r.Host.Address, slurm.HostOptions{CPUs: r.Host.CPUs, Log: func(line string) { o.info(label + ": " + line) }}); err != nil {
+				s.Close()
+				return nil, &role.Error{Role: r.Name, Host: r.Host.Address, Label: label, Phase: role.Connect, Err: err}
+			}
+			shared[k] = h
+			s.hosts = append(s.hosts, h)
+		}
+		s.Roles = append(s.Roles, role.Target{Role: r.Name, Host: h, Label: fmt.Sprintf("%s (%s)", r.Name, h.Name()), NodePath: p.Node.RemotePath, PinsCPUs: true})
+	}
+	return s, nil
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"rdmasweep/plan"
+	"rdmasweep/runner/deploy"
+	"rdmasweep/runner/hostset"
+	"rdmasweep/runner/planload"
+)
+
+// The plan flags and the PLAN argument every command that reads a plan
+// takes (runner/planload loads it), what a valid plan may still get wrong,
+// and the table of its points.
+
+// planOptions are the flags every command that reads a plan takes.
+type planOptions struct {
+	set, only listFlag
+	maxPoints int
+	launcher  string
+}
+
+func (o *planOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.launcher, "launcher", "", "start the roles with `ssh` or as steps of this slurm allocation (the plan's launcher: by default)")
+	fs.Var(&o.set, "set", "set a parameter or dotted field: `name=value` (repeatable)")
+	fs.Var(&o.only, "only", "run only points whose parameter has one of the values: `name=v1,v2` (repeatable)")
+	fs.IntVar(&o.maxPoints, "max-points", 10000, "refuse an expansion of more than `N` points")
+}
+
+// planName is how messages name the plan at path.
+func planName(path string) string {
+	if path == "" {
+		return planload.EmbeddedName
+	}
+	return path
+}
+
+// loadPlanArg loads the plan named by the one positional argument, or the
+// built-in default without one: the step every command that reads a plan
+// begins with.
+func loadPlanArg(ctx context.Context, g globals, o planOptions, pos []string) (path string, p *plan.Plan, pts []plan.Point, err error) {
+	if len(pos) > 1 {
+		return "", nil, nil, g.usageError("%s takes one plan file (got %d arguments)", g.fs.Name(), len(pos))
+	}
+	if len(pos) == 1 {
+		path = pos[0]
+	}
+	p, pts, err = planload.Load(ctx, path, planload.Options{
+		Set: o.set, Only: o.only, MaxPoints: o.maxPoints, Launcher: o.launcher, NodeBinary: defaultNodeBinary(),
+	})
+	return path, p, pts, err
+}
+
+// planWarnings are what a valid plan may still get wrong.
+func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
+	few := 0
+	example := ""
+	for _, pt := range pts {
+		if n := pt.ExpectedReads(); n > 0 && n < 1000 {
+			if few == 0 {
+				example = fmt.Sprintf("%s makes %d reads", paramsText(pt), n)
+			}
+			few++
+		}
+	}
+	if few > 0 {
+		ui.warnf("%s of %d make fewer than 1,000 reads (%s); figures from so few reads are noisy", plural(few, "point"), len(pts), example)
+		ui.hintf("raise client.total, or read for a time with client.duration")
+	}
+	// Which node a host gets depends on its architecture, known once the
+	// host is reached (deploy warns then); a build of one node is known now.
+	if p.Transport() == "rdma" {
+		if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil && len(nodes) == 1 {
+			warnNoRDMA(ui, nodes[0])
+		}
+	}
+	if p.SSH.HostKeyPolicy == "insecure" && slices.ContainsFunc(p.Hosts.Roles(), func(r plan.Role) bool { return !r.Host.IsLocal() }) {
+		ui.warnf("ssh.host_key_policy is insecure: host keys are not checked, so anyone on the path can pose as the hosts")
+	}
+}
+
+// warnNoRDMA warns, once per file, that an rdma plan gives hosts node n
+// although n was built without rdma. It reads n's build information, so
+// it also judges another architecture's node, which cannot run here.
+func warnNoRDMA(ui *voice, n deploy.Node) {
+	built, err := deploy.Transports(n.Path)
+	if err != nil || slices.Contains(built, "rdma") {
+		return
+	}
+	if !ui.warnOnce("the plan asks for rdma, but %s was built without it (transports: %s)", n.Path, strings.Join(built, ", ")) {
+		return
+	}
+	if n.Sibling {
+		ui.hintf("build the RDMA node for %s with: make node-rdma-%s (it needs the cross compiler and %s's rdma-core, see docs/rdma.md)", n.Arch, n.GOARCH, n.GOARCH)
+		return
+	}
+	ui.hintf("build the RDMA node with: make node-rdma")
+}
+
+// paramsText is a point's swept parameters, "block_size=4KiB cache=cold".
+func paramsText(pt plan.Point) string {
+	var parts []string
+	for _, p := range pt.Swept {
+		parts = append(parts, p.Name+"="+p.Value)
+	}
+	if len(parts) == 0 {
+		return "the point"
+	}
+	return strings.Join(parts, " ")
+}
+
+// hostOptions are how the hosts of plan p report to the user: deploying
+// an rdma plan's node built without rdma is warned of, and
+// RDMASWEEP_SSH_DEBUG=1 shows SSH's own trace.
+func hostOptions(p *plan.Plan, ui *voice) hostset.Options {
+	o := hostset.Options{Info: ui.info, Warn: ui.warn}
+	if os.Getenv("RDMASWEEP_SSH_DEBUG") != "" {
+		o.Debug = func(msg string) { ui.infof("ssh: %s", msg) }
+	}
+	if p.Transport() == "rdma" {
+		o.Chosen = func(n deploy.Node) { warnNoRDMA(ui, n) }
+	}
+	return o
+}

@@ -1,0 +1,59 @@
+package summary
+
+import (
+	"fmt"
+	"io"
+	"rdmasweep/results/param"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"rdmasweep/plan"
+	"rdmasweep/results"
+)
+
+// WritePoints prints every point (runner plan's table, and exec
+// --dry-run's) with its key and every parameter
+// that has a CSV column, as the summary shows them.
+func WritePoints(w io.Writer, pts []plan.Point) error {
+	var cols []*results.Param
+	head := []string{"#", "KEY"}
+	for _, c := range results.Columns {
+		p := results.ColumnParam(c)
+		if p == nil || !slices.ContainsFunc(pts, func(pt plan.Point) bool { return p.Display(pt.Cell(p)) != "-" }) {
+			continue // a parameter no point has (registration on tcp) is left out
+		}
+		cols = append(cols, p)
+		head = append(head, strings.ToUpper(p.Name))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(append(head, "READS"), "\t"))
+	for _, pt := range pts {
+		cells := []string{fmt.Sprint(pt.Index + 1), pt.Key}
+		for _, p := range cols {
+			cells = append(cells, p.Display(pt.Cell(p)))
+		}
+		reads := "-"
+		if n := pt.ExpectedReads(); n > 0 {
+			reads = fmt.Sprint(n)
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, reads), "\t"))
+	}
+	return tw.Flush()
+}
+
+// PeerBaseline is the workload the others are compared with when the plan
+// sweeps workload: its first peer (runner summary --baseline picks
+// another).
+func PeerBaseline(pts []plan.Point) (Baseline, bool) {
+	seen := map[string]bool{}
+	first := ""
+	for _, pt := range pts {
+		w := pt.Values.Str(param.Workload)
+		seen[w] = true
+		if first == "" && w != "node" {
+			first = w
+		}
+	}
+	return Baseline{Param: "workload", Value: first}, first != "" && len(seen) > 1
+}
