@@ -114,23 +114,6 @@ func fabricOf(r transport.RDMA) transport.Fabric {
 	return transport.DefaultFabric()
 }
 
-// checkFabric refuses attributes that do not fit the verbs fields, before
-// any QP is made, so the error names the plan field.
-func checkFabric(f transport.Fabric) error {
-	for _, c := range []struct {
-		name   string
-		v, max int
-	}{
-		{"traffic_class", f.TrafficClass, 255}, {"service_level", f.ServiceLevel, 15}, {"pkey_index", f.PKeyIndex, 65535},
-		{"timeout", f.Timeout, 31}, {"retry_cnt", f.RetryCnt, 7}, {"rnr_retry", f.RNRRetry, 7}, {"min_rnr_timer", f.MinRNRTimer, 31},
-	} {
-		if c.v < 0 || c.v > c.max {
-			return fmt.Errorf("rdma %s %d is outside 0..%d", c.name, c.v, c.max)
-		}
-	}
-	return nil
-}
-
 func cFabric(f transport.Fabric) C.rs_fabric {
 	return C.rs_fabric{traffic_class: C.int(f.TrafficClass), sl: C.int(f.ServiceLevel), pkey_index: C.int(f.PKeyIndex),
 		timeout: C.int(f.Timeout), retry_cnt: C.int(f.RetryCnt), rnr_retry: C.int(f.RNRRetry), min_rnr_timer: C.int(f.MinRNRTimer)}
@@ -161,96 +144,71 @@ func checkPinnable(need int64, what string) error {
 // Listen listens, opens the device that holds the listen address, maps and
 // registers the region.
 func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn func(string)) (transport.Server, error) {
+	s, err := newServer(cfg, warn)
+	if err != nil {
+		return nil, fmt.Errorf("rdma listen: %w", err)
+	}
+	if err := s.listen(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("rdma listen: %w", err)
+	}
+	return s, nil
+}
+
+// newServer checks what only node knows (a region that fits in memory,
+// the host's memory for pinning) before anything is opened. The plan's
+// bounds were checked where the schema says, by node's flags.
+func newServer(cfg transport.ServerConfig, warn func(string)) (*server, error) {
 	if warn == nil {
 		warn = func(string) {}
 	}
 	if cfg.Region.File == nil || cfg.Region.Size <= 0 {
-		return nil, errors.New("rdma listen: empty region")
+		return nil, errors.New("empty region")
 	}
 	reg := cfg.Registration
 	if reg == "" {
 		reg = "pinned"
 	}
 	if reg != "pinned" && reg != "odp" {
-		return nil, fmt.Errorf("rdma listen: registration %q (want pinned or odp)", reg)
+		return nil, fmt.Errorf("registration %q (want pinned or odp)", reg)
 	}
 	if cfg.RDMA.ODPPrefetch && reg != "odp" {
-		return nil, errors.New("rdma listen: odp_prefetch needs registration odp")
+		return nil, errors.New("odp_prefetch needs registration odp")
 	}
 	cm, err := connectMode(cfg.RDMA)
 	if err != nil {
-		return nil, fmt.Errorf("rdma listen: %w", err)
-	}
-	fabric := fabricOf(cfg.RDMA)
-	if err := checkFabric(fabric); err != nil {
-		return nil, fmt.Errorf("rdma listen: %w", err)
+		return nil, err
 	}
 	if int64(int(cfg.Region.Size)) != cfg.Region.Size {
-		return nil, fmt.Errorf("rdma listen: region of %d bytes does not fit in memory", cfg.Region.Size)
+		return nil, fmt.Errorf("region of %d bytes does not fit in memory", cfg.Region.Size)
 	}
 	if reg == "pinned" {
 		if err := checkPinnable(cfg.Region.Size, "registering the region"); err != nil {
-			return nil, fmt.Errorf("rdma listen: %w", err)
+			return nil, err
 		}
 		if err := raiseMemlock(uint64(cfg.Region.Size), "registering the region"); err != nil {
-			return nil, fmt.Errorf("rdma listen: %w", err)
+			return nil, err
 		}
 	}
-	s := &server{cfg: cfg, fabric: fabric, cm: cm, warn: warn, odp: reg == "odp"}
-	fail := func(err error) (transport.Server, error) {
-		s.Close()
-		return nil, fmt.Errorf("rdma listen: %w", err)
-	}
+	return &server{cfg: cfg, fabric: fabricOf(cfg.RDMA), cm: cm, warn: warn, odp: reg == "odp"}, nil
+}
+
+// listen opens the TCP listener, the device its address picks, and
+// registers the region on it. The caller closes s on failure.
+func (s *server) listen(ctx context.Context) error {
 	// The TCP listener comes first: binding resolves the listen address,
 	// and the address picks the device, before anything is registered.
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	ip, err := s.listenTCP(ctx)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	s.l = transport.NewListener(ln.(*net.TCPListener))
-	ip := ln.Addr().(*net.TCPAddr).IP
-	if ip.IsUnspecified() && (cm || cfg.RDMA.Device == "") {
-		why := "the region is registered on one device before any client connects, so the address must say which"
-		if cm {
-			why = "rdma_cm binds to the address, and the address picks the device"
-		}
-		return fail(fmt.Errorf("listening on all addresses (%s) with rdma: %s; hint: set the server's data_address (node serve --listen) to the address of its RDMA interface%s",
-			ln.Addr(), why, map[bool]string{true: "", false: ", or name the device (rdma.device)"}[cm]))
-	}
-	if cm {
-		s.cml, s.dev, err = cmListen(ip, cfg.RDMA.Device, cfg.RDMA.IBPort, fabric)
-		if err != nil {
-			return fail(err)
-		}
-	} else {
-		s.dev, err = openDevice(cfg.RDMA.Device, cfg.RDMA.IBPort, ip)
-		if err != nil {
-			return fail(err)
-		}
-		if needsCM(s.dev.transport) {
-			return fail(fmt.Errorf("%w: %s is an %s device; hint: set rdma.connect: cm (node --rdma-connect cm) on both hosts", transport.ErrNeedsCM, s.dev.name, s.dev.transport))
-		}
-	}
-	dev := s.dev
-	if s.odp && !dev.odpRCRead() {
-		c := dev.attr.odp_caps
-		return fail(fmt.Errorf("registration odp: device %s has no on-demand paging for RC RDMA READ (odp general caps %#x, rc caps %#x); hint: use registration: pinned on this device",
-			dev.name, uint64(c.general_caps), uint32(c.per_transport_caps.rc_odp_caps)))
-	}
-	if int(fabric.PKeyIndex) >= int(dev.pattr.pkey_tbl_len) && !cm {
-		return fail(fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", fabric.PKeyIndex, dev.name, dev.port, int(dev.pattr.pkey_tbl_len)))
-	}
-	s.grh = needGRH(dev.ethernet(), cfg.RDMA.GIDIndex >= 0)
-	if !cm || dev.ethernet() {
-		if s.gid, err = dev.pickGID(cfg.RDMA.GIDIndex, ip); err != nil && !cm {
-			return fail(err)
-		}
+	if err := s.openDevice(ip); err != nil {
+		return err
 	}
 	if err := s.register(); err != nil {
-		return fail(err)
+		return err
 	}
-	host := cfg.Host
+	host := s.cfg.Host
 	if host == "" {
 		host = "0.0.0.0"
 	}
@@ -260,8 +218,63 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 	if s.gid.GID != "" {
 		s.ready.GIDIndex = &gi
 	}
-	s.ready.Path = dev.path(s.gid, cm, s.grh, fabric)
-	return s, nil
+	s.ready.Path = s.dev.path(s.gid, s.cm, s.grh, s.fabric)
+	return nil
+}
+
+// listenTCP opens the TCP listener and returns the address it bound,
+// which must name the RDMA interface.
+func (s *server) listenTCP(ctx context.Context) (net.IP, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port)))
+	if err != nil {
+		return nil, err
+	}
+	s.l = transport.NewListener(ln.(*net.TCPListener))
+	ip := ln.Addr().(*net.TCPAddr).IP
+	if ip.IsUnspecified() && (s.cm || s.cfg.RDMA.Device == "") {
+		why := "the region is registered on one device before any client connects, so the address must say which"
+		if s.cm {
+			why = "rdma_cm binds to the address, and the address picks the device"
+		}
+		return nil, fmt.Errorf("listening on all addresses (%s) with rdma: %s; hint: set the server's data_address (node serve --listen) to the address of its RDMA interface%s",
+			ln.Addr(), why, map[bool]string{true: "", false: ", or name the device (rdma.device)"}[s.cm])
+	}
+	return ip, nil
+}
+
+// openDevice opens the device for ip (through rdma_cm with connect cm),
+// checks it can serve the point, and picks the GID.
+func (s *server) openDevice(ip net.IP) error {
+	var err error
+	if s.cm {
+		if s.cml, s.dev, err = cmListen(ip, s.cfg.RDMA.Device, s.cfg.RDMA.IBPort, s.fabric); err != nil {
+			return err
+		}
+	} else {
+		if s.dev, err = openDevice(s.cfg.RDMA.Device, s.cfg.RDMA.IBPort, ip); err != nil {
+			return err
+		}
+		if needsCM(s.dev.transport) {
+			return fmt.Errorf("%w: %s is an %s device; hint: set rdma.connect: cm (node --rdma-connect cm) on both hosts", transport.ErrNeedsCM, s.dev.name, s.dev.transport)
+		}
+	}
+	dev := s.dev
+	if s.odp && !dev.odpRCRead() {
+		c := dev.attr.odp_caps
+		return fmt.Errorf("registration odp: device %s has no on-demand paging for RC RDMA READ (odp general caps %#x, rc caps %#x); hint: use registration: pinned on this device",
+			dev.name, uint64(c.general_caps), uint32(c.per_transport_caps.rc_odp_caps))
+	}
+	if int(s.fabric.PKeyIndex) >= int(dev.pattr.pkey_tbl_len) && !s.cm {
+		return fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", s.fabric.PKeyIndex, dev.name, dev.port, int(dev.pattr.pkey_tbl_len))
+	}
+	s.grh = needGRH(dev.ethernet(), s.cfg.RDMA.GIDIndex >= 0)
+	if !s.cm || dev.ethernet() {
+		if s.gid, err = dev.pickGID(s.cfg.RDMA.GIDIndex, ip); err != nil && !s.cm {
+			return err
+		}
+	}
+	return nil
 }
 
 // path is what the events say of d's side of a connection.
