@@ -47,7 +47,7 @@ func (f *roleFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&r.Connect, "rdma-connect", "tcp", "how QPs connect: tcp (node's exchange) or cm (rdma_cm, needed for iWARP)")
 	f.fabric = transport.DefaultFabric()
 	d := f.fabric
-	fs.IntVar(&f.fabric.TrafficClass, "traffic-class", d.TrafficClass, "GRH traffic class (RoCE DSCP<<2|ECN); set it on both roles")
+	fs.IntVar(&f.fabric.TrafficClass, "traffic-class", d.TrafficClass, "GRH traffic class (RoCE DSCP<<2|ECN); set it on both roles (-1: unset, the port's default)")
 	fs.IntVar(&f.fabric.ServiceLevel, "service-level", d.ServiceLevel, "InfiniBand service level")
 	fs.IntVar(&f.fabric.PKeyIndex, "pkey-index", d.PKeyIndex, "P_Key table index")
 	fs.IntVar(&f.fabric.Timeout, "qp-timeout", d.Timeout, "QP local ACK timeout, 4.096us × 2^N")
@@ -68,11 +68,14 @@ func (f *roleFlags) checkRDMA(role string) error {
 		name   string
 		v, max int
 	}{
-		{"traffic-class", f.fabric.TrafficClass, 255}, {"service-level", f.fabric.ServiceLevel, 15},
+		{"traffic-class", f.fabric.TrafficClass + 1, 256}, {"service-level", f.fabric.ServiceLevel, 15},
 		{"pkey-index", f.fabric.PKeyIndex, 65535}, {"qp-timeout", f.fabric.Timeout, 31},
 		{"retry-cnt", f.fabric.RetryCnt, 7}, {"rnr-retry", f.fabric.RNRRetry, 7}, {"min-rnr-timer", f.fabric.MinRNRTimer, 31},
 	} {
 		if c.v < 0 || c.v > c.max {
+			if c.name == "traffic-class" {
+				return usagef("%s: --traffic-class must be -1 (unset) or 0..255 (got %d)", role, f.fabric.TrafficClass)
+			}
 			return usagef("%s: --%s must be 0..%d (got %d)", role, c.name, c.max, c.v)
 		}
 	}

@@ -44,7 +44,7 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.barrier, "barrier", false, "once connected and registered, print ready and wait for a go control line before reading (with --control-stdin)")
 	fs.DurationVar(&o.interval, "interval", 0, "print what was read in each interval of the measured phase (0: none)")
 	fs.IntVar(&o.rdma.MaxRdAtomic, "max-rd-atomic", 0, "RDMA READs in flight per QP on the wire (0: the most both sides allow); --queue-depth may be deeper")
-	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 1, "signal every Nth RDMA READ per QP; latency is then timed on the signalled ones")
+	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 0, "signal every Nth RDMA READ per QP (0: min(100, --queue-depth), as perftest); latency is then timed on the signalled ones")
 	fs.BoolVar(&o.relaxedOrdering, "relaxed-ordering", true, "register the RDMA read buffer with IBV_ACCESS_RELAXED_ORDERING (--relaxed-ordering=false: without)")
 }
 
@@ -68,8 +68,8 @@ func (o *readOptions) check() error {
 		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
 	case o.rdma.MaxRdAtomic < 0 || o.rdma.MaxRdAtomic > 255:
 		return usagef("read: --max-rd-atomic must be 0..255 (got %d)", o.rdma.MaxRdAtomic)
-	case o.rdma.CQModeration < 1:
-		return usagef("read: --cq-moderation must be positive (got %d)", o.rdma.CQModeration)
+	case o.rdma.CQModeration < 0:
+		return usagef("read: --cq-moderation must be 0 (auto) or positive (got %d)", o.rdma.CQModeration)
 	}
 	o.rdma.NoRelaxedOrdering = !o.relaxedOrdering
 	if err := o.checkRDMA("read"); err != nil {

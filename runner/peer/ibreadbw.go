@@ -5,9 +5,8 @@ package peer
 //
 //	block_size -> -s          queue_depth -> -t       qps -> -q
 //	rdma.max_rd_atomic -> -o  rdma.device -> -d       rdma.ib_port -> -i
-//	rdma.cq_moderation -> -Q  (always given: perftest's own default signals
-//	                          every min(100, tx depth)th READ up to 8 KiB
-//	                          and every one above; node's is 1)
+//	rdma.cq_moderation -> -Q  (auto, the default, gives none: perftest's
+//	                          own default, which node's auto follows)
 //	rdma.gid_index -> -x      port -> -p
 //	duration d, warmup w -> -D d+2w --margin w   (perftest measures
 //	                          between its two margins, so the measured

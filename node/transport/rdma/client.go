@@ -112,8 +112,8 @@ func newClient(cfg transport.ClientConfig) (*client, bool, transport.Fabric, err
 		return nil, false, fabric, err
 	}
 	cqMod := cfg.RDMA.CQModeration
-	if cqMod == 0 {
-		cqMod = 1
+	if cqMod <= 0 {
+		cqMod = autoCQModeration(cfg.QueueDepth)
 	}
 	switch {
 	case cfg.QPs > C.RS_MAX_QP:
@@ -150,10 +150,10 @@ func (c *client) dialTCP(ctx context.Context, local net.IP, fabric transport.Fab
 	if n := int(c.dev.pattr.pkey_tbl_len); fabric.PKeyIndex >= n {
 		return fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", fabric.PKeyIndex, c.dev.name, c.dev.port, n)
 	}
-	if c.gid, err = c.dev.pickGID(c.cfg.RDMA.GIDIndex, local); err != nil {
+	var grh bool
+	if c.gid, grh, err = c.dev.pickGID(c.cfg.RDMA.GIDIndex, local); err != nil {
 		return err
 	}
-	grh := needGRH(c.dev.ethernet(), c.cfg.RDMA.GIDIndex >= 0)
 	// One more send WR per QP than its slots, for the fence that ends a
 	// run with completion moderation; the CQ holds every one.
 	c.q, err = createQPs(c.dev, c.cfg.QPs, c.perQP+1, c.cfg.QueueDepth+c.cfg.QPs, 0, fabric)
@@ -228,20 +228,23 @@ func (c *client) negotiate(serverDepth int) (int, error) {
 	return r, nil
 }
 
-// allocBuffer maps and registers the read buffer: relaxed ordering, as
-// perftest does, unless opted out (an optional access flag: a device
-// without it ignores it).
+// allocBuffer maps and registers the read buffer, with the access the
+// device's transport needs (clientAccess): relaxed ordering, as perftest
+// does, unless opted out.
 func (c *client) allocBuffer() error {
+	access, err := clientAccess(c.dev.transport, c.dev.driver, !c.cfg.RDMA.NoRelaxedOrdering)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.dev.name, err)
+	}
+	if err := checkMRSize(uint64(c.bufLen), c.dev.maxMRSize(), c.dev.name, "the read buffer (queue_depth × block size)", "lower queue_depth or block size"); err != nil {
+		return err
+	}
 	c.buf = C.rs_alloc_buf(C.size_t(c.bufLen))
 	if c.buf == nil {
 		return fmt.Errorf("allocate the %d-byte read buffer: out of memory", c.bufLen)
 	}
-	access := C.int(C.IBV_ACCESS_LOCAL_WRITE)
-	if !c.cfg.RDMA.NoRelaxedOrdering {
-		access |= C.IBV_ACCESS_RELAXED_ORDERING
-	}
-	st := C.rs_reg_mr(c.dev.pd, c.buf, C.size_t(c.bufLen), access, &c.mr)
-	if err := verbErr(st, "RLIMIT_MEMLOCK or memory may be short for the read buffer: lower queue_depth or block size"); err != nil {
+	st := C.rs_reg_mr(c.dev.pd, c.buf, C.size_t(c.bufLen), C.int(access), &c.mr)
+	if err := verbErr(st, "memory may be short for the read buffer: lower queue_depth or block size; "+memlockHint(uint64(c.bufLen))); err != nil {
 		return fmt.Errorf("register the read buffer: %w", err)
 	}
 	return nil
@@ -263,6 +266,25 @@ func (c *client) queryPath() {
 		p.GRH = info.is_global != 0
 		p.TrafficClass, p.ServiceLevel, p.PKeyIndex = int(info.f.traffic_class), int(info.f.sl), int(info.f.pkey_index)
 		p.Timeout, p.RetryCnt, p.RNRRetry, p.MinRNRTimer = int(info.f.timeout), int(info.f.retry_cnt), int(info.f.rnr_retry), int(info.f.min_rnr_timer)
+		if c.cmch != nil && p.GRH {
+			c.routeGID(int(info.sgid_index))
+		}
+	}
+}
+
+// routeGID records the GID rdma_cm bound the QPs to, read back from the
+// first QP's address vector, rather than one node would have picked.
+func (c *client) routeGID(index int) {
+	gids, err := c.dev.gids()
+	if err != nil {
+		return
+	}
+	for _, g := range gids {
+		if g.Index == index {
+			c.gid = g
+			c.path.GID, c.path.GIDType = g.GID, g.Type
+			return
+		}
 	}
 }
 

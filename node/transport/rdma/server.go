@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +28,11 @@ import (
 )
 
 // raiseMemlock makes sure need bytes can be pinned. It raises the soft
-// RLIMIT_MEMLOCK to unlimited (or to the hard limit), and fails naming the
-// limit needed when that is not enough and the process cannot lock memory
-// regardless (CAP_IPC_LOCK, which root has).
+// RLIMIT_MEMLOCK to unlimited (which CAP_SYS_RESOURCE allows), or to the
+// hard limit, and fails naming the capability and the limit needed when
+// that is not enough and the process lacks CAP_IPC_LOCK, whose holder the
+// limit does not bind. Being root is not enough: root in a container
+// with the default capabilities holds neither.
 func raiseMemlock(need uint64, what string) error {
 	var r unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
@@ -50,11 +51,23 @@ func raiseMemlock(need uint64, what string) error {
 		}
 		return nil
 	}
-	if os.Geteuid() == 0 {
-		return nil // CAP_IPC_LOCK: the limit does not apply
+	if capEffective(unix.CAP_IPC_LOCK) {
+		return nil
 	}
-	return fmt.Errorf("%s needs %d bytes of locked memory but RLIMIT_MEMLOCK allows %d (hard limit %d); hint: run as root, or raise memlock to at least %d KiB (ulimit -l, /etc/security/limits.conf, or LimitMEMLOCK= for a systemd unit)",
-		what, need, r.Cur, r.Max, (need+1023)/1024)
+	return fmt.Errorf("%s needs %d bytes of locked memory, but RLIMIT_MEMLOCK allows %d (hard limit %d) and the process holds neither CAP_IPC_LOCK nor CAP_SYS_RESOURCE; hint: %s",
+		what, need, r.Cur, r.Max, memlockHint(need))
+}
+
+// memlockHint says how to let node pin need bytes.
+func memlockHint(need uint64) string { return results.MemlockHint(int64(need)) }
+
+// capEffective reports whether capability c is in the effective set.
+func capEffective(c int) bool {
+	var d [2]unix.CapUserData
+	if unix.Capget(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &d[0]) != nil {
+		return false
+	}
+	return d[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
 
 // A mapping is one way to map the region's file for registration.
@@ -268,12 +281,14 @@ func (s *server) openDevice(ip net.IP) error {
 	if int(s.fabric.PKeyIndex) >= int(dev.pattr.pkey_tbl_len) && !s.cm {
 		return fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", s.fabric.PKeyIndex, dev.name, dev.port, int(dev.pattr.pkey_tbl_len))
 	}
-	s.grh = needGRH(dev.ethernet(), s.cfg.RDMA.GIDIndex >= 0)
+	// With connect cm rdma_cm picks the GID; ours only describes the
+	// listener until a client connects.
 	if !s.cm || dev.ethernet() {
-		if s.gid, err = dev.pickGID(s.cfg.RDMA.GIDIndex, ip); err != nil && !s.cm {
+		if s.gid, s.grh, err = dev.pickGID(s.cfg.RDMA.GIDIndex, ip); err != nil && !s.cm {
 			return err
 		}
 	}
+	s.grh = needGRH(dev.ethernet(), s.cfg.RDMA.GIDIndex >= 0)
 	return nil
 }
 
@@ -281,12 +296,18 @@ func (s *server) openDevice(ip net.IP) error {
 func (d *device) path(g GID, cm, grh bool, f transport.Fabric) *results.RDMAPath {
 	p := &results.RDMAPath{
 		Device: d.name, IBPort: d.port, LinkLayer: linkLayerName(d.pattr.link_layer), GID: g.GID, GIDType: g.Type,
-		Connect: "tcp", GRH: grh, TrafficClass: f.TrafficClass, ServiceLevel: f.ServiceLevel, PKeyIndex: f.PKeyIndex,
+		Connect: "tcp", GRH: grh, ServiceLevel: f.ServiceLevel, PKeyIndex: f.PKeyIndex,
 		Timeout: f.Timeout, RetryCnt: f.RetryCnt, RNRRetry: f.RNRRetry, MinRNRTimer: f.MinRNRTimer,
+		TrafficClassSet: f.TrafficClass >= 0,
+	}
+	if !d.ethernet() {
+		p.LID = int(d.pattr.lid)
 	}
 	if cm {
 		p.Connect = "cm"
+		p.DefaultRoCETOS = defaultRoCETOS(configfsRDMACM, d.name, d.port)
 	}
+	p.TrafficClass = trafficClass(f.TrafficClass, cm, p.DefaultRoCETOS)
 	return p
 }
 
@@ -300,6 +321,9 @@ func (s *server) register() error {
 		access |= C.IBV_ACCESS_ON_DEMAND
 	}
 	size := int(s.cfg.Region.Size)
+	if err := checkMRSize(uint64(size), s.dev.maxMRSize(), s.dev.name, "the region (file_size)", "lower file_size"); err != nil {
+		return err
+	}
 	var tried []string
 	for _, m := range mappings(s.cfg.Region.Writable) {
 		mem, err := unix.Mmap(int(s.cfg.Region.File.Fd()), 0, size, m.prot, m.flags)
@@ -327,11 +351,10 @@ func (s *server) register() error {
 		}
 		inSecs := secs
 		if s.cfg.RDMA.ODPPrefetch {
-			start := time.Now()
-			if err := verbErr(C.rs_advise_prefetch(s.dev.pd, mr), "prefetch is optional: leave odp_prefetch off"); err != nil {
-				return fmt.Errorf("prefetch the region: %w", err)
+			p, err := prefetch(s.dev.pd, mr, uint64(size))
+			if err != nil {
+				return err
 			}
-			p := time.Since(start).Seconds()
 			s.ready.PrefetchS = &p
 			inSecs += p
 		}
@@ -341,12 +364,24 @@ func (s *server) register() error {
 		}
 		return nil
 	}
-	hint := "run as root or raise RLIMIT_MEMLOCK; an EFAULT on every mapping means the kernel refuses to pin this file: try a file on another filesystem"
+	hint := memlockHint(uint64(size)) + "; an EFAULT on every mapping means the kernel refuses to pin this file: try a file on another filesystem"
 	if !s.cfg.Region.Writable {
 		hint += ", or open it writable so the shared-rw mapping can be tried"
 	}
 	return fmt.Errorf("register %s (%d bytes) for remote read: every mapping failed: %s; hint: %s",
 		s.cfg.Region.Path, size, strings.Join(tried, "; "), hint)
+}
+
+// prefetch advises the whole of mr, n bytes, in segments an SGE can
+// carry, and returns how long it took.
+func prefetch(pd *C.struct_ibv_pd, mr *C.struct_ibv_mr, n uint64) (float64, error) {
+	start := time.Now()
+	for _, sg := range prefetchSegments(n) {
+		if err := verbErr(C.rs_advise_prefetch(pd, mr, C.uint64_t(sg.off), C.uint32_t(sg.len)), "prefetch is optional: leave odp_prefetch off"); err != nil {
+			return 0, fmt.Errorf("prefetch bytes %d..%d of the region: %w", sg.off, sg.off+sg.len, err)
+		}
+	}
+	return time.Since(start).Seconds(), nil
 }
 
 func (s *server) Ready() transport.ReadyInfo { return s.ready }

@@ -58,14 +58,18 @@ rs_status rs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, struc
 	return *mr ? ok() : fail("ibv_reg_mr", errno);
 }
 
-rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr) {
-	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr, .length = (uint32_t)mr->length, .lkey = mr->lkey};
-	// A region over 4 GiB is prefetched as far as one SGE reaches; the rest
-	// faults on demand, which is what odp measures anyway.
-	if (mr->length > UINT32_MAX)
-		sge.length = UINT32_MAX;
+rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off, uint32_t len) {
+	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr + off, .length = len, .lkey = mr->lkey};
 	int rc = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
 	return rc ? fail("ibv_advise_mr", rc) : ok();
+}
+
+int rs_port_speed(const struct ibv_port_attr *pa) {
+#ifdef IBV_PORT_LINK_SPEED_XDR_SUP
+	if (pa->active_speed_ex)
+		return (int)pa->active_speed_ex;
+#endif
+	return pa->active_speed;
 }
 
 void rs_destroy_qps(struct ibv_cq *cq, struct ibv_qp **qps, int n) {
@@ -139,7 +143,7 @@ rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32
 		a.ah_attr.grh.sgid_index = r->sgid_index;
 		a.ah_attr.grh.hop_limit = r->hop_limit;
 		a.ah_attr.grh.flow_label = 0;
-		a.ah_attr.grh.traffic_class = f->traffic_class;
+		a.ah_attr.grh.traffic_class = f->traffic_class < 0 ? 0 : f->traffic_class; // unset: the default, 0
 	}
 	*stage = 1;
 	int rc = ibv_modify_qp(qp, &a,
@@ -182,6 +186,7 @@ rs_status rs_query_qp(struct ibv_qp *qp, rs_qp_info *out) {
 	out->path_mtu = a.path_mtu;
 	out->max_send_wr = (int)a.cap.max_send_wr;
 	out->is_global = a.ah_attr.is_global;
+	out->sgid_index = a.ah_attr.grh.sgid_index;
 	out->f.traffic_class = a.ah_attr.grh.traffic_class;
 	out->f.sl = a.ah_attr.sl;
 	out->f.pkey_index = a.pkey_index;
@@ -743,7 +748,7 @@ rs_status rs_cm_wait(struct rdma_event_channel *ch, int timeout_ms, rs_cm_event 
 rs_status rs_cm_set_options(struct rdma_cm_id *id, int tos, int timeout) {
 	uint8_t t = (uint8_t)tos, to = (uint8_t)timeout;
 	errno = 0;
-	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &t, sizeof(t)))
+	if (tos >= 0 && rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &t, sizeof(t)))
 		return fail("rdma_set_option(TOS)", errno);
 	errno = 0;
 	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to)))
