@@ -160,3 +160,35 @@ func trafficClass(set int, cm bool, defaultTOS *int) int {
 	}
 	return 0
 }
+
+// Async event types, as enum ibv_event_type numbers them.
+const (
+	eventDeviceFatal = 8
+	eventPortErr     = 10
+	eventLIDChange   = 11
+	eventPKeyChange  = 12
+	eventGIDChange   = 18
+)
+
+// breakingEvent names an async event that breaks the path through port
+// (a link flap, a changed address), "" for any other: without it the
+// point would end in a bare retry-exceeded error on the client.
+func breakingEvent(typ, eventPort, port int) string {
+	if typ == eventDeviceFatal {
+		return "a fatal device error (IBV_EVENT_DEVICE_FATAL)"
+	}
+	if eventPort != port {
+		return ""
+	}
+	switch typ {
+	case eventPortErr:
+		return fmt.Sprintf("port %d went down (IBV_EVENT_PORT_ERR): the link flapped or the cable or switch port failed", port)
+	case eventGIDChange:
+		return fmt.Sprintf("port %d's GID table changed (IBV_EVENT_GID_CHANGE): an address of its interface was removed or changed", port)
+	case eventLIDChange:
+		return fmt.Sprintf("port %d's LID changed (IBV_EVENT_LID_CHANGE): the subnet manager reassigned it", port)
+	case eventPKeyChange:
+		return fmt.Sprintf("port %d's P_Key table changed (IBV_EVENT_PKEY_CHANGE)", port)
+	}
+	return ""
+}

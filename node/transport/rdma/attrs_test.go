@@ -187,3 +187,21 @@ func TestTrafficClass(t *testing.T) {
 		}
 	}
 }
+
+func TestBreakingEvent(t *testing.T) {
+	for _, c := range []struct {
+		typ, evPort int
+		want        string
+	}{
+		{eventPortErr, 1, "went down"},
+		{eventGIDChange, 1, "GID table changed"},
+		{eventPortErr, 2, ""}, // another port's
+		{9, 1, ""},            // port active
+		{eventDeviceFatal, 0, "fatal device error"},
+	} {
+		got := breakingEvent(c.typ, c.evPort, 1)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("breakingEvent(%d, port %d) = %q, want %q", c.typ, c.evPort, got, c.want)
+		}
+	}
+}

@@ -65,6 +65,17 @@ var (
 	_ [C.IBV_ACCESS_REMOTE_READ - accessRemoteRead]struct{}
 	_ [accessRelaxedOrdering - C.IBV_ACCESS_RELAXED_ORDERING]struct{}
 	_ [C.IBV_ACCESS_RELAXED_ORDERING - accessRelaxedOrdering]struct{}
+	// and so are the async event types breakingEvent names.
+	_ [eventDeviceFatal - C.IBV_EVENT_DEVICE_FATAL]struct{}
+	_ [C.IBV_EVENT_DEVICE_FATAL - eventDeviceFatal]struct{}
+	_ [eventPortErr - C.IBV_EVENT_PORT_ERR]struct{}
+	_ [C.IBV_EVENT_PORT_ERR - eventPortErr]struct{}
+	_ [eventLIDChange - C.IBV_EVENT_LID_CHANGE]struct{}
+	_ [C.IBV_EVENT_LID_CHANGE - eventLIDChange]struct{}
+	_ [eventPKeyChange - C.IBV_EVENT_PKEY_CHANGE]struct{}
+	_ [C.IBV_EVENT_PKEY_CHANGE - eventPKeyChange]struct{}
+	_ [eventGIDChange - C.IBV_EVENT_GID_CHANGE]struct{}
+	_ [C.IBV_EVENT_GID_CHANGE - eventGIDChange]struct{}
 )
 
 func portStateName(s C.enum_ibv_port_state) string {

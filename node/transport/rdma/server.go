@@ -115,8 +115,21 @@ type server struct {
 	l      *transport.Listener // nil until Listen has opened it
 	cml    *cmListener         // connect cm: the rdma_cm listener
 	ready  transport.ReadyInfo
+	watch  asyncWatch
 
 	closeOnce sync.Once
+}
+
+// asyncWatch reads the device's async events while the server is up. An
+// event that breaks the path (see breakingEvent) is kept as err, and the
+// sessions' connections are closed, so a client's read ends naming it.
+type asyncWatch struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	err   error
+	conns map[net.Conn]bool
 }
 
 // fabricOf is r's fabric attributes, or the defaults.
@@ -218,6 +231,7 @@ func (s *server) listen(ctx context.Context) error {
 	if err := s.openDevice(ip); err != nil {
 		return err
 	}
+	s.startWatch()
 	if err := s.register(); err != nil {
 		return err
 	}
@@ -386,6 +400,70 @@ func prefetch(pd *C.struct_ibv_pd, mr *C.struct_ibv_mr, n uint64) (float64, erro
 
 func (s *server) Ready() transport.ReadyInfo { return s.ready }
 
+// startWatch starts reading the device's async events until Close.
+func (s *server) startWatch() {
+	w := &s.watch
+	w.stop, w.conns = make(chan struct{}), map[net.Conn]bool{}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			var typ, port C.int
+			switch C.rs_async_wait(s.dev.ctx, 200, &typ, &port) {
+			case -1:
+				return // no async events to be had: nothing to watch
+			case 1:
+				if why := breakingEvent(int(typ), int(port), s.dev.port); why != "" {
+					s.broken(fmt.Errorf("%s reported %s while the client read; hint: check the link (`node devices`, `ibv_devinfo`) and rerun the point", s.dev.name, why))
+				}
+			}
+		}
+	}()
+}
+
+// broken keeps the first path-breaking event's error and closes every
+// session's connection, so Serve ends with it.
+func (s *server) broken(err error) {
+	w := &s.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+	for c := range w.conns {
+		c.Close()
+	}
+}
+
+// track adds a session's connection to those broken() closes, or returns
+// the error of an event seen already. untrack removes it and returns that
+// error, if one has been seen.
+func (s *server) track(c net.Conn) error {
+	w := &s.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if w.conns != nil {
+		w.conns[c] = true
+	}
+	return nil
+}
+
+func (s *server) untrack(c net.Conn) error {
+	w := &s.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.conns, c)
+	return w.err
+}
+
 // Serve accepts until one client authenticates or the accept timeout
 // passes, then waits for that client's bye: its READs need nothing from the
 // server's CPU, so the bye's counts are the server's stats. A client that
@@ -425,10 +503,16 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 			return st, fmt.Errorf("client %s: %w", c.RemoteAddr(), err)
 		}
 	}
+	if err := s.track(c); err != nil {
+		return st, err
+	}
 	start := time.Now()
 	cpu := transport.StartCPU()
 	n, reads, err := readEnd(c)
 	st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds(), CPU: cpu()}
+	if werr := s.untrack(c); werr != nil {
+		return st, werr
+	}
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -569,6 +653,10 @@ func (s *server) Close() error {
 	s.closeOnce.Do(func() {
 		if s.l != nil {
 			s.l.Close() // waits for Serve to let go of the region and device
+		}
+		if s.watch.stop != nil {
+			close(s.watch.stop)
+			s.watch.wg.Wait() // before the device closes
 		}
 		if s.mr != nil {
 			C.ibv_dereg_mr(s.mr)

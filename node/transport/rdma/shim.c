@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,38 @@ rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off,
 	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr + off, .length = len, .lkey = mr->lkey};
 	int rc = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
 	return rc ? fail("ibv_advise_mr", rc) : ok();
+}
+
+int rs_async_wait(struct ibv_context *ctx, int timeout_ms, int *type, int *port) {
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return -1;
+	struct pollfd p = {.fd = ctx->async_fd, .events = POLLIN};
+	int rc = poll(&p, 1, timeout_ms);
+	if (rc < 0)
+		return errno == EINTR ? 0 : -1;
+	if (rc == 0)
+		return 0;
+	struct ibv_async_event ev;
+	if (ibv_get_async_event(ctx, &ev))
+		return errno == EAGAIN ? 0 : -1;
+	*type = ev.event_type;
+	*port = 0;
+	switch (ev.event_type) {
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		*port = ev.element.port_num;
+		break;
+	default:
+		break;
+	}
+	ibv_ack_async_event(&ev);
+	return 1;
 }
 
 int rs_port_speed(const struct ibv_port_attr *pa) {

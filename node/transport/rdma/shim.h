@@ -40,6 +40,11 @@ rs_status rs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, struc
 // rs_advise_prefetch prefetches len bytes of mr from off (at most 4 GiB - 1:
 // one SGE; the Go side splits the region).
 rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off, uint32_t len);
+// rs_async_wait waits up to timeout_ms for one async event of ctx (its
+// async fd made non-blocking): 1 with the event's type and, for a port
+// event, its port (else 0); 0 for none; -1 with errno on failure. The
+// event is acknowledged before it returns.
+int rs_async_wait(struct ibv_context *ctx, int timeout_ms, int *type, int *port);
 // rs_port_speed is the port's active speed as the kernel's enum
 // ib_port_speed numbers it: active_speed_ex where the header has it (XDR
 // and later do not fit active_speed's 8 bits), else active_speed.
