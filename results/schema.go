@@ -169,7 +169,7 @@ var schema = []Field{
 			return ""
 		},
 		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow. `queue_depth` may be deeper: the HCA holds the rest back"}},
-	{Column: "cq_moderation", Doc: "rdma: every Nth READ is signalled, the value used (auto: min(100, queue_depth)); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
+	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP is signalled: the plan's N, or for auto the value used, min(100, queue_depth per QP); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
 		Name: "cq_moderation", Section: "rdma", Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
 		Transports: []string{"rdma"}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
 		// auto: what node uses, perftest's bandwidth default. It keys as 1,
@@ -178,9 +178,10 @@ var schema = []Field{
 			if n := v.Int("cq_moderation"); n > 0 {
 				return formatInt(n)
 			}
-			return formatInt(min(100, v.Int("queue_depth")))
+			qd, qps := v.Int("queue_depth"), max(1, v.Int("qps"))
+			return formatInt(max(1, min(100, (qd+qps-1)/qps)))
 		},
-		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto (the default) is min(100, queue_depth), as perftest's bandwidth tests; 1 (the default before) times every READ, N > 1 times only the signalled ones and polls less"}},
+		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto (the default) is min(100, queue_depth per QP), as perftest's bandwidth tests with their per-QP tx depth; 1 (the default before) times every READ, N > 1 times only the signalled ones and polls less"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
 		Name: "relaxed_ordering", Section: "rdma", Kind: KindBool, Default: "true",
 		Transports: []string{"rdma"}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,

@@ -153,6 +153,12 @@ func TestAutoCQModeration(t *testing.T) {
 			t.Errorf("autoCQModeration(%d) = %d, want %d", depth, got, want)
 		}
 	}
+	if got := usedCQModeration(32, 16); got != 16 {
+		t.Errorf("cq_moderation 32 on QPs of 16 slots: %d used, want 16", got)
+	}
+	if got := usedCQModeration(8, 16); got != 8 {
+		t.Errorf("cq_moderation 8 on QPs of 16 slots: %d used, want 8", got)
+	}
 }
 
 func TestTrafficClass(t *testing.T) {

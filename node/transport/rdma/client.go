@@ -111,9 +111,10 @@ func newClient(cfg transport.ClientConfig) (*client, bool, transport.Fabric, err
 	if err != nil {
 		return nil, false, fabric, err
 	}
+	perQP := (cfg.QueueDepth + cfg.QPs - 1) / cfg.QPs
 	cqMod := cfg.RDMA.CQModeration
 	if cqMod <= 0 {
-		cqMod = autoCQModeration(cfg.QueueDepth)
+		cqMod = autoCQModeration(perQP)
 	}
 	switch {
 	case cfg.QPs > C.RS_MAX_QP:
@@ -123,7 +124,7 @@ func newClient(cfg transport.ClientConfig) (*client, bool, transport.Fabric, err
 	case cfg.BlockSize > maxBlock:
 		return nil, false, fabric, fmt.Errorf("block size %d is over 1GiB, the largest RDMA READ this node issues", cfg.BlockSize)
 	}
-	c := &client{cfg: cfg, perQP: (cfg.QueueDepth + cfg.QPs - 1) / cfg.QPs, bufLen: cfg.QueueDepth * cfg.BlockSize, cqMod: cqMod}
+	c := &client{cfg: cfg, perQP: perQP, bufLen: cfg.QueueDepth * cfg.BlockSize, cqMod: cqMod}
 	what := fmt.Sprintf("the read buffer (queue_depth %d × block size %d)", cfg.QueueDepth, cfg.BlockSize)
 	if err := checkPinnable(int64(c.bufLen), what); err != nil {
 		return nil, false, fabric, err
@@ -253,7 +254,7 @@ func (c *client) allocBuffer() error {
 // queryPath fills the path with what the first QP says it was set to.
 func (c *client) queryPath() {
 	p := c.path
-	p.MaxRdAtomic, p.QueueDepthPerQP, p.CQModeration = c.maxRd, c.perQP, c.cqMod
+	p.MaxRdAtomic, p.QueueDepthPerQP, p.CQModeration = c.maxRd, c.perQP, usedCQModeration(c.cqMod, c.perQP)
 	ro := !c.cfg.RDMA.NoRelaxedOrdering
 	p.RelaxedOrdering = &ro
 	var info C.rs_qp_info
