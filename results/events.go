@@ -163,6 +163,11 @@ type RDMAPath struct {
 	// RelaxedOrdering reports the client's buffer was registered with
 	// IBV_ACCESS_RELAXED_ORDERING (client-only; the device may ignore it).
 	RelaxedOrdering *bool `json:"relaxed_ordering,omitempty"`
+	// RelaxedOrderingGranted reports whether the buffer can hold it:
+	// drivers honour the flag only where the PCIe function has Relaxed
+	// Ordering enabled, and software devices never do; nil when the PCI
+	// config space could not be read far enough to tell (client-only).
+	RelaxedOrderingGranted *bool `json:"relaxed_ordering_granted,omitempty"`
 	// PathMTU in bytes, the smaller of the two ports' (client-only).
 	PathMTU int `json:"path_mtu,omitempty"`
 	// TrafficClassSet reports the plan set traffic_class; without it

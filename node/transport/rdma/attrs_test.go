@@ -211,3 +211,35 @@ func TestBreakingEvent(t *testing.T) {
 		}
 	}
 }
+
+func TestRelaxedOrderingGranted(t *testing.T) {
+	config := func(devCtl byte) []byte {
+		c := make([]byte, 256)
+		c[0x06] = 0x10 // capability list
+		c[0x34] = 0x40
+		c[0x40], c[0x41] = 0x01, 0x60 // power management, then
+		c[0x60], c[0x61] = 0x10, 0x00 // PCI Express, last
+		c[0x68] = devCtl
+		return c
+	}
+	for _, c := range []struct {
+		name      string
+		requested bool
+		config    []byte
+		want      string
+	}{
+		{"enabled", true, config(0x10 | 0x0f), "true"},
+		{"disabled in DevCtl", true, config(0x0f), "false"},
+		{"not requested", false, config(0x10), "false"},
+		{"software device", true, nil, "false"},
+		{"unprivileged read", true, config(0x10)[:64], "unknown"},
+	} {
+		got := "unknown"
+		if g := relaxedOrderingGranted(c.requested, c.config); g != nil {
+			got = map[bool]string{true: "true", false: "false"}[*g]
+		}
+		if got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}

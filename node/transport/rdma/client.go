@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -257,6 +259,12 @@ func (c *client) queryPath() {
 	p.MaxRdAtomic, p.QueueDepthPerQP, p.CQModeration = c.maxRd, c.perQP, usedCQModeration(c.cqMod, c.perQP)
 	ro := !c.cfg.RDMA.NoRelaxedOrdering
 	p.RelaxedOrdering = &ro
+	var config []byte // none for a software device
+	if c.dev.sysDevice != "" {
+		config, _ = os.ReadFile(filepath.Join(c.dev.sysDevice, "config"))
+		config = append([]byte{}, config...) // unreadable: unknown, not none
+	}
+	p.RelaxedOrderingGranted = relaxedOrderingGranted(ro, config)
 	var info C.rs_qp_info
 	if C.rs_query_qp(c.q.qps[0], &info).verb != nil {
 		return

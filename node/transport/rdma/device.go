@@ -48,9 +48,10 @@ type device struct {
 	pattr C.struct_ibv_port_attr
 	// transport is the verbs transport, as transportName names it.
 	transport string
-	// driver is the kernel driver's name ("" for software devices
-	// without a parent).
-	driver string
+	// sysDevice is where /sys/class/infiniband/<name>/device leads (the
+	// PCI function), "" for software devices; driver the kernel driver's
+	// name.
+	sysDevice, driver string
 	// borrowed: ctx belongs to rdma_cm, which closes it.
 	borrowed bool
 }
@@ -265,7 +266,7 @@ func openOne(dev *C.struct_ibv_device, dn string, port int) (*device, error) {
 // allocates a PD. On failure the caller still owns ctx.
 func useContext(ctx *C.struct_ibv_context, dn string, port int, transport string) (*device, error) {
 	d := &device{ctx: ctx, name: dn, port: port, transport: transport}
-	_, d.driver = sysfsDevice("infiniband", dn)
+	d.sysDevice, d.driver = sysfsDevice("infiniband", dn)
 	fail := func(err error) (*device, error) {
 		d.ctx = nil
 		d.close()
