@@ -44,8 +44,8 @@ func runHost(ctx context.Context, e *env, args []string) error {
 	if h.MemlockBytes >= 0 {
 		memlock = strconv.FormatInt(h.MemlockBytes, 10) + " bytes"
 	}
-	_, err = fmt.Fprintf(e.stdout, "kernel %s\nmemory %d bytes, %d available\nmemlock %s (cap_ipc_lock %v)\nnuma nodes %d\npage size %d\n",
-		h.Kernel, h.MemTotalBytes, h.MemAvailableBytes, memlock, h.CapIPCLock, h.NUMANodes, h.PageSize)
+	_, err = fmt.Fprintf(e.stdout, "kernel %s\nmemory %d bytes, %d available\nmemlock %s (cap_ipc_lock %v, cap_sys_resource %v)\nnuma nodes %d\npage size %d\n",
+		h.Kernel, h.MemTotalBytes, h.MemAvailableBytes, memlock, h.CapIPCLock, h.CapSysResource, h.NUMANodes, h.PageSize)
 	return err
 }
 
