@@ -47,7 +47,7 @@ func (f *roleFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&r.Connect, "rdma-connect", "tcp", "how QPs connect: tcp (node's exchange) or cm (rdma_cm, needed for iWARP)")
 	f.fabric = transport.DefaultFabric()
 	d := f.fabric
-	fs.IntVar(&f.fabric.TrafficClass, "traffic-class", d.TrafficClass, "GRH traffic class (RoCE DSCP<<2|ECN); set it on both roles")
+	fs.IntVar(&f.fabric.TrafficClass, "traffic-class", d.TrafficClass, "GRH traffic class (RoCE DSCP<<2|ECN); set it on both roles (-1: unset, the port's default)")
 	fs.IntVar(&f.fabric.ServiceLevel, "service-level", d.ServiceLevel, "InfiniBand service level")
 	fs.IntVar(&f.fabric.PKeyIndex, "pkey-index", d.PKeyIndex, "P_Key table index")
 	fs.IntVar(&f.fabric.Timeout, "qp-timeout", d.Timeout, "QP local ACK timeout, 4.096us × 2^N")

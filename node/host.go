@@ -44,8 +44,8 @@ func runHost(ctx context.Context, e *env, args []string) error {
 	if h.MemlockBytes >= 0 {
 		memlock = strconv.FormatInt(h.MemlockBytes, 10) + " bytes"
 	}
-	_, err = fmt.Fprintf(e.stdout, "kernel %s\nmemory %d bytes, %d available\nmemlock %s (cap_ipc_lock %v)\nnuma nodes %d\npage size %d\n",
-		h.Kernel, h.MemTotalBytes, h.MemAvailableBytes, memlock, h.CapIPCLock, h.NUMANodes, h.PageSize)
+	_, err = fmt.Fprintf(e.stdout, "kernel %s\nmemory %d bytes, %d available\nmemlock %s (cap_ipc_lock %v, cap_sys_resource %v)\nnuma nodes %d\npage size %d\n",
+		h.Kernel, h.MemTotalBytes, h.MemAvailableBytes, memlock, h.CapIPCLock, h.CapSysResource, h.NUMANodes, h.PageSize)
 	return err
 }
 
@@ -61,10 +61,18 @@ func hostFacts() (results.Host, error) {
 	}
 	h.MemTotalBytes, h.MemAvailableBytes = meminfoOr(b, "MemTotal"), meminfoOr(b, "MemAvailable")
 	var r unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r) == nil && r.Cur != unix.RLIM_INFINITY {
-		h.MemlockBytes = int64(r.Cur)
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r) == nil {
+		if r.Cur != unix.RLIM_INFINITY {
+			h.MemlockBytes = int64(r.Cur)
+		}
+		hard := int64(-1)
+		if r.Max != unix.RLIM_INFINITY {
+			hard = int64(r.Max)
+		}
+		h.MemlockHardBytes = &hard
 	}
-	h.CapIPCLock = hasCapIPCLock()
+	h.CapIPCLock = hasCap(unix.CAP_IPC_LOCK)
+	h.CapSysResource = hasCap(unix.CAP_SYS_RESOURCE)
 	if nodes, _ := filepath.Glob("/sys/devices/system/node/node[0-9]*"); len(nodes) > 0 {
 		h.NUMANodes = len(nodes)
 	}
@@ -81,16 +89,17 @@ func meminfoOr(b []byte, name string) int64 {
 	return n
 }
 
-// hasCapIPCLock reads the effective capabilities from /proc/self/status.
-func hasCapIPCLock() bool {
+// hasCap reads whether capability c is in the effective set, from
+// /proc/self/status.
+func hasCap(c int) bool {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return false
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-			c, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && c&(1<<unix.CAP_IPC_LOCK) != 0
+			set, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && set&(1<<c) != 0
 		}
 	}
 	return false

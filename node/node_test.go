@@ -434,7 +434,7 @@ func TestUsageErrors(t *testing.T) {
 		{"read", "--server", "127.0.0.1:1", "--pattern", "zigzag"},
 		{"read", "--server", "127.0.0.1:1", "stray"},
 		{"read", "--server", "127.0.0.1:1", "--rdma-connect", "udp"},
-		{"read", "--server", "127.0.0.1:1", "--cq-moderation", "0"},
+		{"read", "--server", "127.0.0.1:1", "--cq-moderation", "-1"},
 		{"read", "--server", "127.0.0.1:1", "--max-rd-atomic", "256"},
 		{"read", "--server", "127.0.0.1:1", "--traffic-class", "256"},
 		{"serve", "--file", "x", "--file-size", "1MiB", "--retry-cnt", "8"},

@@ -364,8 +364,10 @@ func put(m map[string]any, section, name string, v any) {
 // keyJSONOf is keyJSON over the given parameters (a test adds one).
 func keyJSONOf(planName string, pt Point, params []*results.Param) []byte {
 	keyed := func(prm *results.Param, v value) bool {
+		// Compared as keyed: an auto value with an AutoKey keys as the
+		// default it replaced, so the old default keeps the old key.
 		def, _ := parseDefault(prm)
-		return !prm.Unkeyed && (prm.Since <= 1 || v != def)
+		return !prm.Unkeyed && (prm.Since <= 1 || canonical(prm, v) != canonical(prm, def))
 	}
 	host := func(h Host) map[string]any {
 		m := map[string]any{

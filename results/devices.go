@@ -115,8 +115,45 @@ type Host struct {
 	MemlockBytes int64 `json:"memlock_bytes"`
 	// CapIPCLock reports the process may lock memory beyond the limit.
 	CapIPCLock bool `json:"cap_ipc_lock"`
-	NUMANodes  int  `json:"numa_nodes"` // nodes online, 1 when the kernel does not say
-	PageSize   int  `json:"page_size"`
+	// MemlockHardBytes is the hard RLIMIT_MEMLOCK, -1 for unlimited; nil
+	// from a node that did not say.
+	MemlockHardBytes *int64 `json:"memlock_hard_bytes,omitempty"`
+	// CapSysResource reports the process may raise the hard limit.
+	CapSysResource bool `json:"cap_sys_resource,omitempty"`
+	NUMANodes      int  `json:"numa_nodes"` // nodes online, 1 when the kernel does not say
+	PageSize       int  `json:"page_size"`
+}
+
+// Memlock is what decides whether a process may pin memory: its
+// RLIMIT_MEMLOCK and two capabilities in its effective set. Being root
+// decides nothing: root in a container with the default capabilities
+// holds neither.
+type Memlock struct {
+	Soft, Hard                 int64 // bytes; -1 unlimited
+	CapIPCLock, CapSysResource bool
+}
+
+// Memlock is h's memlock state; a hard limit h does not say is taken as
+// the soft one.
+func (h Host) Memlock() Memlock {
+	m := Memlock{Soft: h.MemlockBytes, Hard: h.MemlockBytes, CapIPCLock: h.CapIPCLock, CapSysResource: h.CapSysResource}
+	if h.MemlockHardBytes != nil {
+		m.Hard = *h.MemlockHardBytes
+	}
+	return m
+}
+
+// Pinnable reports whether need bytes may be pinned: CAP_IPC_LOCK lifts
+// the limit; else the soft limit allows it, or can be raised far enough
+// (to the hard limit, or beyond it with CAP_SYS_RESOURCE).
+func (m Memlock) Pinnable(need int64) bool {
+	fits := func(l int64) bool { return l < 0 || l >= need }
+	return m.CapIPCLock || m.CapSysResource || fits(m.Soft) || fits(m.Hard)
+}
+
+// MemlockHint says how to let a process pin need bytes.
+func MemlockHint(need int64) string {
+	return fmt.Sprintf("give the process CAP_IPC_LOCK, or raise RLIMIT_MEMLOCK to at least %d KiB: ulimit -l unlimited (/etc/security/limits.conf, LimitMEMLOCK= for a systemd unit); in a container, --cap-add IPC_LOCK or --ulimit memlock=-1 (root there lacks the capability by default)", (need+1023)/1024)
 }
 
 // Version is what `node version --json` prints.

@@ -131,7 +131,13 @@ type RDMAPath struct {
 	Device    string `json:"device"`
 	IBPort    int    `json:"ib_port"`
 	LinkLayer string `json:"link_layer"` // "InfiniBand" or "Ethernet"
-	// GID is the entry gid_index names; GIDType "IB", "RoCE v1", "RoCE v2".
+	// LID is the port's InfiniBand LID (0 on RoCE), which addresses it
+	// when the QPs carry no GRH.
+	LID int `json:"lid,omitempty"`
+	// GID is the GID the QPs send from: the entry gid_index names, the
+	// one chosen by address, or with connect cm the one rdma_cm bound;
+	// empty on InfiniBand without a GRH. GIDType "IB", "RoCE v1",
+	// "RoCE v2".
 	GID     string `json:"gid"`
 	GIDType string `json:"gid_type"`
 	Connect string `json:"connect"` // "tcp" (node's own exchange) or "cm" (rdma_cm)
@@ -157,8 +163,22 @@ type RDMAPath struct {
 	// RelaxedOrdering reports the client's buffer was registered with
 	// IBV_ACCESS_RELAXED_ORDERING (client-only; the device may ignore it).
 	RelaxedOrdering *bool `json:"relaxed_ordering,omitempty"`
+	// RelaxedOrderingGranted reports whether the buffer can hold it:
+	// drivers honour the flag only where the PCIe function has Relaxed
+	// Ordering enabled, and software devices never do; nil when the PCI
+	// config space could not be read far enough to tell (client-only).
+	RelaxedOrderingGranted *bool `json:"relaxed_ordering_granted,omitempty"`
 	// PathMTU in bytes, the smaller of the two ports' (client-only).
 	PathMTU int `json:"path_mtu,omitempty"`
+	// TrafficClassSet reports the plan set traffic_class; without it
+	// TrafficClass is what the kernel used: with connect cm the port's
+	// DefaultRoCETOS, else 0.
+	TrafficClassSet bool `json:"traffic_class_set,omitempty"`
+	// DefaultRoCETOS is the port's default_roce_tos in configfs
+	// (rdma_cm/<device>/ports/<port>), which rdma_cm uses when no ToS is
+	// set; nil where it cannot be read (no configfs, or no directory made
+	// for the device: the kernel then uses 0).
+	DefaultRoCETOS *int `json:"default_roce_tos,omitempty"`
 }
 
 // Interval is what node read completed in one interval of its measured

@@ -62,6 +62,11 @@ type Row struct {
 	// event; PrefetchS how long its odp prefetch took.
 	Mapping   string   `csv:"mapping"`
 	PrefetchS *float64 `csv:"prefetch_s"`
+
+	// LinkLayer and LID are the client's RDMA port's, from its result;
+	// LID only on InfiniBand.
+	LinkLayer string `csv:"link_layer"`
+	LID       *int   `csv:"lid"`
 }
 
 // Scope values.
@@ -96,6 +101,13 @@ func (r *Row) SetResult(res *Result) {
 	r.LatMaxUs = &res.LatMaxUs
 	r.Verified = &res.Verified
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
+	if p := res.RDMAPath; p != nil {
+		r.LinkLayer = p.LinkLayer
+		if p.LinkLayer == "InfiniBand" {
+			lid := p.LID
+			r.LID = &lid
+		}
+	}
 }
 
 // SetDone copies node serve's own figures into the row: its CPU.

@@ -172,10 +172,19 @@ var schema = []Field{
 			return ""
 		},
 		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow. `queue_depth` may be deeper: the HCA holds the rest back"}},
-	{Column: "cq_moderation", Doc: "rdma: every Nth READ is signalled; with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
-		Name: "cq_moderation", Section: "rdma", Kind: KindInt, Default: "1", Min: 1, Max: 4096,
+	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP is signalled: the plan's N, or for auto the value used, min(100, queue_depth per QP); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
+		Name: "cq_moderation", Section: "rdma", Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
 		Transports: []string{"rdma"}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
-		Doc: "signal every Nth READ, as perftest's `--cq-mod`; 1 times every READ, N > 1 times only the signalled ones and polls less"}},
+		// auto: what node uses, perftest's bandwidth default. It keys as 1,
+		// the default before, so existing plans keep their keys.
+		cell: func(v Values) string {
+			if n := v.Int(param.CQModeration); n > 0 {
+				return formatInt(n)
+			}
+			qd, qps := v.Int(param.QueueDepth), max(1, v.Int(param.QPs))
+			return formatInt(max(1, min(100, (qd+qps-1)/qps)))
+		},
+		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto (the default) is min(100, queue_depth per QP), as perftest's bandwidth tests with their per-QP tx depth; 1 (the default before) times every READ, N > 1 times only the signalled ones and polls less"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
 		Name: "relaxed_ordering", Section: "rdma", Kind: KindBool, Default: "true",
 		Transports: []string{"rdma"}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
@@ -191,9 +200,9 @@ var schema = []Field{
 		Transports: []string{"rdma"}, Flag: "rdma-connect", Role: "both", Since: 4,
 		Doc: "how the QPs are connected: `tcp`, node's own exchange and QP transitions, as perftest by default; `cm`, the RDMA connection manager (librdmacm), which iWARP devices need. Either way the point's secret is proven over TCP first"}},
 	{Param: &Param{
-		Name: "traffic_class", Section: "rdma", Kind: KindInt, Default: "0", Min: 0, Max: 255,
+		Name: "traffic_class", Section: "rdma", Kind: KindInt, Auto: true, Min: 0, Max: 255,
 		Transports: []string{"rdma"}, Flag: "traffic-class", Role: "both", Since: 4,
-		Doc: "the GRH traffic class on both roles' QPs (RoCE: DSCP << 2 | ECN, for a lossless queue); READ responses carry the server's"}},
+		Doc: "the GRH traffic class on both roles' QPs (RoCE: DSCP << 2 | ECN, for a lossless queue); READ responses carry the server's. auto (the default) sets none, as perftest without `--tos`: with connect cm rdma_cm then uses the port's `default_roce_tos` (configfs), with connect tcp the GRH carries 0"}},
 	{Param: &Param{
 		Name: "service_level", Section: "rdma", Kind: KindInt, Default: "0", Min: 0, Max: 15,
 		Transports: []string{"rdma"}, Flag: "service-level", Role: "both", Since: 4,
@@ -222,6 +231,10 @@ var schema = []Field{
 		Name: "trust_odp", Section: "rdma", Kind: KindBool, Default: "false",
 		Transports: []string{"rdma"}, Since: 4, Unkeyed: true,
 		Doc: "run odp points on a server whose ODP returned wrong data to `runner check`'s verified probe (exec refuses them otherwise); the manifest records the probe"}},
+
+	// What the client's RDMA path used (issue 24).
+	{Column: "link_layer", Doc: "rdma: the client port's link layer, `InfiniBand` or `Ethernet` (RoCE); empty for tcp and peers"},
+	{Column: "lid", Doc: "rdma on InfiniBand: the client port's LID, which addresses it when no GRH is used (the manifest's GID is then empty); empty on RoCE"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a

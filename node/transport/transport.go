@@ -59,7 +59,8 @@ type RDMA struct {
 	// the HCA holds the rest back, as perftest's tx depth does.
 	MaxRdAtomic int
 	// CQModeration (client) signals every Nth READ per QP, as perftest's
-	// --cq-mod; 0 is 1. Latency is then timed on the signalled READs only.
+	// --cq-mod; 0 is auto, min(100, queue depth per QP), as perftest's
+	// bandwidth tests. Latency is then timed on the signalled READs only.
 	CQModeration int
 	// NoRelaxedOrdering (client) registers the read buffer without
 	// IBV_ACCESS_RELAXED_ORDERING, as perftest's --disable_pcie_relaxed.
@@ -73,7 +74,7 @@ type RDMA struct {
 // responses carry the server QP's GRH, so RoCE DSCP/ECN needs
 // TrafficClass on both.
 type Fabric struct {
-	TrafficClass int // GRH traffic class: RoCE DSCP << 2 | ECN
+	TrafficClass int // GRH traffic class: RoCE DSCP << 2 | ECN; -1 unset
 	ServiceLevel int // InfiniBand SL
 	PKeyIndex    int
 	Timeout      int // local ACK timeout, 4.096 µs × 2^Timeout
@@ -82,10 +83,11 @@ type Fabric struct {
 	MinRNRTimer  int
 }
 
-// DefaultFabric is what node set before these were settable, and what
-// perftest sets.
+// DefaultFabric is what perftest sets: its timers, and no traffic class
+// unless asked (rdma_cm then uses the port's default_roce_tos; a
+// hand-built GRH carries 0).
 func DefaultFabric() Fabric {
-	return Fabric{Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12}
+	return Fabric{TrafficClass: -1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12}
 }
 
 // ServerConfig is what node serve passes to Listen.

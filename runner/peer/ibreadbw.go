@@ -3,9 +3,8 @@ package peer
 // ib_read_bw (perftest 4.5). Both sides get the same flags; the client
 // adds the server's address. The mapping is ibReadBWMap, below. Beside it:
 //
-//	rdma.cq_moderation -> -Q is always given: perftest's own default
-//	    signals every min(100, tx depth)th READ up to 8 KiB and every one
-//	    above; node's is 1.
+//	rdma.cq_moderation -> -Q when the plan sets it; auto, the default,
+//	    gives none: perftest's own default, which node's auto follows.
 //	duration d, warmup w -> -D d+2w --margin w: perftest measures between
 //	    its two margins, so the measured window is d and -D > 2*margin
 //	    always holds.

@@ -63,7 +63,8 @@ var mappingCases = func() []mappingCase {
 		{IBReadBW, rdma, param.MaxRdAtomic, "", " -o "}, // auto: the device's maximum
 		{IBReadBW, rdma.With(param.MaxRdAtomic, 4), param.MaxRdAtomic, " -o 4 ", ""},
 		{IBReadBW, rdma.With(param.CQModeration, 8), param.CQModeration, " -Q 8 ", ""},
-		{IBReadBW, rdma, param.CQModeration, " -Q 1 ", ""}, // node's default, given: perftest's differs
+		{IBReadBW, rdma.With(param.CQModeration, 1), param.CQModeration, " -Q 1 ", ""},
+		{IBReadBW, rdma, param.CQModeration, " -s ", " -Q "}, // auto: perftest's own default, which node's follows
 		{IBReadBW, rdma.With(param.BlockSize, 65536), param.BlockSize, " -s 65536 ", ""},
 		{IBReadBW, rdma.With(param.QPs, 3), param.QPs, " -q 3 ", ""},
 		{IBReadBW, rdma.With(param.QueueDepth, 8), param.QueueDepth, " -t 8 ", ""},

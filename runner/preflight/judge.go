@@ -155,7 +155,7 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 	if !strings.EqualFold(p.State, "ACTIVE") {
 		add("rdma", "bring the link up (cable, switch port, ip link set IFACE up)", "%s port %d is %s, not ACTIVE", d.Name, p.Port, p.State)
 	}
-	if gid == nil && n.Connect != "cm" {
+	if gid == nil && n.Connect != "cm" && needsGID(p, n) {
 		add("rdma", "set rdma.gid_index to a populated entry (node devices lists them), or give the host an address on the RDMA interface", "no usable GID on %s port %d: %s", d.Name, p.Port, gidNote)
 	}
 	if pr := Unfit(*d, n.Connect); pr != nil {
@@ -239,11 +239,24 @@ func chosen(f Facts, n Need, rdma bool, add func(check, hint, format string, arg
 		if n.GIDIndex != nil && *n.GIDIndex >= 0 {
 			how = ""
 		}
+		if gid == nil && !needsGID(p, n) {
+			return d, p, nil, noGRH(p), ""
+		}
 		return d, p, gid, fmt.Sprintf("%d %s (%s%s)", c.GIDIndex, c.GID, c.GIDType, how), ""
 	}
 	gid, gidNote = pickGID(p, n)
 	return d, p, gid, gidNote, ""
 }
+
+// needsGID reports whether the role's QPs route by GID: on RoCE always,
+// on InfiniBand only when the plan sets gid_index (GRH on); otherwise
+// they route by LID, as perftest does by default, and need none.
+func needsGID(p *Port, n Need) bool {
+	return !strings.EqualFold(p.LinkLayer, "InfiniBand") || n.GIDIndex != nil && *n.GIDIndex >= 0
+}
+
+// noGRH is the GID cell of an InfiniBand port routed by LID.
+func noGRH(p *Port) string { return fmt.Sprintf("none (LID %d, no GRH)", p.LID) }
 
 // pickGID says which GID node would use: the configured index, else
 // node's own rule (results.ChooseGID), with the server's data_address.
@@ -257,12 +270,11 @@ func pickGID(p *Port, n Need) (*GID, string) {
 		}
 		return nil, fmt.Sprintf("%d not populated", *n.GIDIndex)
 	}
+	if !needsGID(p, n) {
+		return nil, noGRH(p)
+	}
 	if len(p.GIDs) == 0 {
 		return nil, "none populated"
-	}
-	if strings.EqualFold(p.LinkLayer, "InfiniBand") {
-		g := &p.GIDs[0]
-		return g, fmt.Sprintf("%d %s (%s, auto)", g.Index, g.GID, g.Type)
 	}
 	// The client chooses by its socket's local address, unknown here, so
 	// it is judged as node judges no address.
@@ -325,26 +337,71 @@ func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, 
 }
 
 // judgeMemory fails only where registration would: a pinned rdma server
-// region larger than the memlock limit of a user without CAP_IPC_LOCK
-// (root has it), or larger than the memory the host has available, which
-// node refuses rather than bring in the OOM killer.
+// region that the role's process may not lock (judged by its
+// capabilities and RLIMIT_MEMLOCK, as node reports them, never by uid), or
+// larger than the memory the host has available, which node refuses
+// rather than bring in the OOM killer.
 func judgeMemory(f Facts, n Need, add func(check, hint, format string, args ...any)) string {
 	cell := "memlock unknown"
-	if kib, err := strconv.ParseInt(f.Memlock, 10, 64); err == nil {
-		cell = "memlock " + results.SizeText(kib*1024)
-		if n.Transport == "rdma" && n.Role == "server" && n.Pinned && f.UID != 0 && kib*1024 < n.FileSize {
-			add("memory", "raise it in /etc/security/limits.conf (memlock unlimited) and log in again, or use registration: odp", "the memlock limit %s is below file_size %s, so pinned registration fails", results.SizeText(kib*1024), results.SizeText(n.FileSize))
+	pinned := n.Transport == "rdma" && n.Role == "server" && n.Pinned
+	if m, ok := memlockOf(f); ok {
+		cell = "memlock " + memlockText(m.Soft) + capsText(m)
+		if pinned && !m.Pinnable(n.FileSize) {
+			add("memory", results.MemlockHint(n.FileSize)+"; or use registration: odp",
+				"the memlock limit %s (hard %s) is below file_size %s, and the login holds neither CAP_IPC_LOCK nor CAP_SYS_RESOURCE, so pinned registration fails", memlockText(m.Soft), memlockText(m.Hard), results.SizeText(n.FileSize))
 		}
 	} else if f.Memlock != "" {
 		cell = "memlock " + f.Memlock
 	}
 	if h := f.Host; h != nil && h.MemAvailableBytes > 0 {
 		cell += ", " + results.SizeText(h.MemAvailableBytes) + " available"
-		if n.Transport == "rdma" && n.Role == "server" && n.Pinned && n.FileSize > h.MemAvailableBytes {
+		if pinned && n.FileSize > h.MemAvailableBytes {
 			add("memory", "lower file_size, free memory on the host, or use registration: odp", "pinning file_size %s needs more than the host's %s MemAvailable (of %s); node refuses rather than bring in the OOM killer", results.SizeText(n.FileSize), results.SizeText(h.MemAvailableBytes), results.SizeText(h.MemTotalBytes))
 		}
 	}
 	return cell
+}
+
+// memlockOf is the login's memlock state: the soft limit its shell
+// reports (ulimit -l), and the hard limit and capabilities node host
+// reads. Without node's view, the limit is all that is known, and it is
+// taken as binding.
+func memlockOf(f Facts) (results.Memlock, bool) {
+	var m results.Memlock
+	if h := f.Host; h != nil {
+		m = h.Memlock()
+	}
+	switch kib, err := strconv.ParseInt(f.Memlock, 10, 64); {
+	case err == nil:
+		m.Soft = kib * 1024
+	case f.Memlock == "unlimited":
+		m.Soft = -1
+	case f.Host == nil:
+		return m, false
+	}
+	if f.Host == nil || f.Host.MemlockHardBytes == nil {
+		m.Hard = m.Soft
+	}
+	return m, true
+}
+
+// memlockText is a memlock limit in bytes (-1 unlimited) as the cell says it.
+func memlockText(b int64) string {
+	if b < 0 {
+		return "unlimited"
+	}
+	return results.SizeText(b)
+}
+
+// capsText names the capabilities that lift or raise the limit, if held.
+func capsText(m results.Memlock) string {
+	switch {
+	case m.CapIPCLock:
+		return " (CAP_IPC_LOCK)"
+	case m.CapSysResource:
+		return " (CAP_SYS_RESOURCE)"
+	}
+	return ""
 }
 
 // numaWarning says when the RDMA device, the server's disk and the role's

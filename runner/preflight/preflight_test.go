@@ -58,7 +58,34 @@ func TestJudge(t *testing.T) {
 	}{
 		{"rdma server picks the GID of its data address, RoCE v2", nil, nil, "memory",
 			func(v Verdict) string { return v.RDMA }, "gid 3 ::ffff:198.51.100.10 (RoCE v2, auto)"},
-		{"root ignores memlock", func(f *Facts) { f.UID = 0 }, nil, "", func(v Verdict) string { return v.Memory }, "memlock 64MiB"},
+		// Memlock is judged by capabilities and limits, never by uid: root
+		// in a container with Docker's defaults holds neither capability.
+		{"root without CAP_IPC_LOCK is held to memlock", func(f *Facts) {
+			f.UID = 0
+			f.Host = &results.Host{MemlockBytes: 64 << 20, MemlockHardBytes: ptr(int64(64 << 20))}
+		}, nil, "memory", func(v Verdict) string { return v.Problems[0].Msg + " " + v.Problems[0].Hint }, "neither CAP_IPC_LOCK nor CAP_SYS_RESOURCE, so pinned registration fails give the process CAP_IPC_LOCK"},
+		{"the hint names the container case", func(f *Facts) { f.Host = &results.Host{MemlockBytes: 64 << 20} }, nil, "memory",
+			func(v Verdict) string { return v.Problems[0].Hint }, "--cap-add IPC_LOCK"},
+		{"CAP_IPC_LOCK lifts memlock", func(f *Facts) { f.UID = 1000; f.Host = &results.Host{MemlockBytes: 64 << 20, CapIPCLock: true} }, nil, "",
+			func(v Verdict) string { return v.Memory }, "memlock 64MiB (CAP_IPC_LOCK)"},
+		{"CAP_SYS_RESOURCE raises memlock", func(f *Facts) {
+			f.Host = &results.Host{MemlockBytes: 64 << 20, MemlockHardBytes: ptr(int64(64 << 20)), CapSysResource: true}
+		}, nil, "", func(v Verdict) string { return v.Memory }, "memlock 64MiB (CAP_SYS_RESOURCE)"},
+		{"a hard limit the soft one can rise to", func(f *Facts) { f.Host = &results.Host{MemlockBytes: 64 << 20, MemlockHardBytes: ptr(int64(-1))} }, nil, "",
+			func(v Verdict) string { return v.Memory }, "memlock 64MiB"},
+		{"InfiniBand routes by LID: no GID needed", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices[0].Ports[0] = Port{Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand", LID: 7, RateGbps: 100, ActiveMTU: 4096}
+			f.Choice = &results.DeviceChoice{Device: "rxe0", IBPort: 1, GIDIndex: -1}
+		}, nil, "", func(v Verdict) string { return v.RDMA }, "gid none (LID 7, no GRH)"},
+		{"InfiniBand by the plan's device, no GID table", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices[0].Ports[0] = Port{Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand", LID: 7}
+		}, nil, "", func(v Verdict) string { return v.RDMA }, "gid none (LID 7, no GRH)"},
+		{"InfiniBand with gid_index needs that GID (GRH)", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices[0].Ports[0] = Port{Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand", LID: 7}
+		}, func(n *Need) { n.GIDIndex = idx(0) }, "rdma", func(v Verdict) string { return v.RDMA }, "gid 0 not populated"},
 		{"configured gid_index", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.GIDIndex = idx(1) }, "",
 			func(v Verdict) string { return v.RDMA }, "gid 1 fe80::1 (RoCE v2)"},
 		{"unpopulated gid_index", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.GIDIndex = idx(7) }, "rdma",
@@ -68,61 +95,69 @@ func TestJudge(t *testing.T) {
 		{"odp without support", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.ODP, n.Pinned = true, false }, "odp",
 			func(v Verdict) string { return v.RDMA }, "odp no"},
 		{"node's choice by address wins over the first device", func(f *Facts) {
-			f.UID = 0
+			f.Memlock = "unlimited"
 			f.Devices = append([]Device{{Name: "mlx5_0", Ports: []Port{{Port: 1, State: "ACTIVE", LinkLayer: "Ethernet"}}}}, f.Devices...)
 			f.Choice = &results.DeviceChoice{Device: "rxe0", IBPort: 1, GIDIndex: 3, GID: "::ffff:198.51.100.10", GIDType: "RoCE v2"}
 		}, nil, "", func(v Verdict) string { return v.RDMA }, "rxe0/1 ACTIVE Ethernet 10Gb/s mtu 1024 gid 3 ::ffff:198.51.100.10 (RoCE v2, auto)"},
 		{"no device holds the address", func(f *Facts) {
-			f.UID = 0
+			f.Memlock = "unlimited"
 			f.ChoiceError = "no RDMA device's network interface holds 198.51.100.99 (devices: rxe0); hint: name one with rdma.device"
 		}, nil, "rdma", func(v Verdict) string { return v.RDMA }, "no device for the address"},
-		{"block over max_msg_sz", func(f *Facts) { f.UID = 0; f.Devices[0].Ports[0].MaxMsgSz = 1 << 30 }, func(n *Need) { n.MaxBlock = 2 << 30 }, "rdma",
+		{"block over max_msg_sz", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Ports[0].MaxMsgSz = 1 << 30 }, func(n *Need) { n.MaxBlock = 2 << 30 }, "rdma",
 			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
-		{"block within max_msg_sz", func(f *Facts) { f.UID = 0; f.Devices[0].Ports[0].MaxMsgSz = 1 << 30 }, func(n *Need) { n.MaxBlock = 1 << 30 }, "",
+		{"block within max_msg_sz", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Ports[0].MaxMsgSz = 1 << 30 }, func(n *Need) { n.MaxBlock = 1 << 30 }, "",
 			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
-		{"client queue over max_qp_wr", func(f *Facts) { f.UID = 0; f.Devices[0].MaxQPWR = 64 }, func(n *Need) { *n = client(); n.MaxPerQP = 128 }, "rdma",
+		{"client queue over max_qp_wr", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].MaxQPWR = 64 }, func(n *Need) { *n = client(); n.MaxPerQP = 128 }, "rdma",
 			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
-		{"server ignores max_qp_wr", func(f *Facts) { f.UID = 0; f.Devices[0].MaxQPWR = 64 }, func(n *Need) { n.MaxPerQP = 128 }, "",
+		{"server ignores max_qp_wr", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].MaxQPWR = 64 }, func(n *Need) { n.MaxPerQP = 128 }, "",
 			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
-		{"max_rd_atomic over the requester's", func(f *Facts) { f.UID = 0; f.Devices[0].MaxQPInitRdAtom = 16 }, func(n *Need) { *n = client(); n.MaxRdAtomic = 32 }, "rdma",
+		{"max_rd_atomic over the requester's", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].MaxQPInitRdAtom = 16 }, func(n *Need) { *n = client(); n.MaxRdAtomic = 32 }, "rdma",
 			func(v Verdict) string { return v.RDMA }, "rd_atom 128/16"},
-		{"max_rd_atomic over the responder's", func(f *Facts) { f.UID = 0; f.Devices[0].MaxQPRdAtom = 16 }, func(n *Need) { n.MaxRdAtomic = 32 }, "rdma",
+		{"max_rd_atomic over the responder's", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].MaxQPRdAtom = 16 }, func(n *Need) { n.MaxRdAtomic = 32 }, "rdma",
 			func(v Verdict) string { return v.RDMA }, "rd_atom 16/128"},
-		{"iWARP needs cm", func(f *Facts) { f.UID = 0; f.Devices[0].Transport = "iWARP" }, nil, "rdma",
+		{"iWARP needs cm", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Transport = "iWARP" }, nil, "rdma",
 			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
-		{"iWARP with cm", func(f *Facts) { f.UID = 0; f.Devices[0].Transport = "iWARP" }, func(n *Need) { n.Connect = "cm" }, "",
+		{"iWARP with cm", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Transport = "iWARP" }, func(n *Need) { n.Connect = "cm" }, "",
 			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
-		{"EFA is refused", func(f *Facts) { f.UID = 0; f.Devices[0].Unsupported = "EFA has no RC QPs (it uses SRD)" }, nil, "rdma",
+		{"EFA is refused", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Unsupported = "EFA has no RC QPs (it uses SRD)" }, nil, "rdma",
 			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
 		{"pinning beyond MemAvailable", func(f *Facts) {
-			f.UID = 0
-			f.Host = &results.Host{MemAvailableBytes: 512 << 20, MemTotalBytes: 1 << 30}
+			f.Host = &results.Host{MemAvailableBytes: 512 << 20, MemTotalBytes: 1 << 30, CapIPCLock: true}
 		}, nil, "memory",
-			func(v Verdict) string { return v.Memory }, "memlock 64MiB, 512MiB available"},
+			func(v Verdict) string { return v.Memory }, "memlock 64MiB (CAP_IPC_LOCK), 512MiB available"},
 		{"odp does not pin", func(f *Facts) {
-			f.UID = 0
 			f.Devices[0].ODP = true
 			f.Host = &results.Host{MemAvailableBytes: 512 << 20}
 		}, func(n *Need) { n.ODP, n.Pinned = true, false }, "",
 			func(v Verdict) string { return v.Memory }, "512MiB available"},
-		{"no device on an rdma plan", func(f *Facts) { f.UID = 0; f.Devices = nil; f.DevicesError = "rdma transport not built in" }, nil, "rdma",
+		{"no device on an rdma plan", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices = nil
+			f.DevicesError = "rdma transport not built in"
+		}, nil, "rdma",
 			func(v Verdict) string { return v.RDMA }, "none"},
 		{"no device on a tcp plan is fine", func(f *Facts) { f.Devices = nil }, func(n *Need) { *n = server("tcp") }, "",
 			func(v Verdict) string { return v.RDMA }, "not needed for tcp"},
-		{"node without rdma", func(f *Facts) { f.UID = 0; f.Node.Transports = []string{"tcp"}; f.Devices = nil }, nil, "rdma",
+		{"node without rdma", func(f *Facts) { f.Memlock = "unlimited"; f.Node.Transports = []string{"tcp"}; f.Devices = nil }, nil, "rdma",
 			func(v Verdict) string { return v.RDMA }, "unknown (node without rdma)"},
-		{"stale node", func(f *Facts) { f.UID = 0; f.Node.SHA256 = "old" }, nil, "node", func(v Verdict) string { return v.Node }, "stale"},
-		{"not enough space", func(f *Facts) { f.UID = 0; f.File.AvailBytes = 1 << 20 }, nil, "file", func(v Verdict) string { return v.File }, "1MiB free on ext4"},
-		{"our file, big enough", func(f *Facts) { f.UID = 0; f.File.Exists, f.File.Sidecar, f.File.Size = true, true, 1<<30 }, nil, "",
+		{"stale node", func(f *Facts) { f.Memlock = "unlimited"; f.Node.SHA256 = "old" }, nil, "node", func(v Verdict) string { return v.Node }, "stale"},
+		{"not enough space", func(f *Facts) { f.Memlock = "unlimited"; f.File.AvailBytes = 1 << 20 }, nil, "file", func(v Verdict) string { return v.File }, "1MiB free on ext4"},
+		{"our file, big enough", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.File.Exists, f.File.Sidecar, f.File.Size = true, true, 1<<30
+		}, nil, "",
 			func(v Verdict) string { return v.File }, "exists 1GiB"},
-		{"our file grows", func(f *Facts) { f.UID = 0; f.File.Exists, f.File.Sidecar, f.File.Size = true, true, 1<<20 }, nil, "",
+		{"our file grows", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.File.Exists, f.File.Sidecar, f.File.Size = true, true, 1<<20
+		}, nil, "",
 			func(v Verdict) string { return v.File }, "will grow to 1GiB"},
-		{"the user's file with create", func(f *Facts) { f.UID = 0; f.File.Exists, f.File.Size = true, 1<<30 }, nil, "file",
+		{"the user's file with create", func(f *Facts) { f.Memlock = "unlimited"; f.File.Exists, f.File.Size = true, 1<<30 }, nil, "file",
 			func(v Verdict) string { return v.File }, "not ours"},
-		{"the user's file, served as it is", func(f *Facts) { f.UID = 0; f.File.Exists, f.File.Size = true, 1<<30 }, func(n *Need) { n.Create = false }, "",
+		{"the user's file, served as it is", func(f *Facts) { f.Memlock = "unlimited"; f.File.Exists, f.File.Size = true, 1<<30 }, func(n *Need) { n.Create = false }, "",
 			func(v Verdict) string { return v.File }, "exists 1GiB"},
-		{"missing without create", func(f *Facts) { f.UID = 0 }, func(n *Need) { n.Create = false }, "file", func(v Verdict) string { return v.File }, "missing"},
-		{"unwritable directory", func(f *Facts) { f.UID = 0; f.File.DirWritable = false }, nil, "file", func(v Verdict) string { return v.File }, "not writable"},
+		{"missing without create", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.Create = false }, "file", func(v Verdict) string { return v.File }, "missing"},
+		{"unwritable directory", func(f *Facts) { f.Memlock = "unlimited"; f.File.DirWritable = false }, nil, "file", func(v Verdict) string { return v.File }, "not writable"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,7 +190,7 @@ func TestClientPrefersIPv4MappedGIDWithoutAddress(t *testing.T) {
 func TestNUMAWarning(t *testing.T) {
 	one, zero := 1, 0
 	f := roce()
-	f.UID = 0
+	f.Memlock = "unlimited"
 	f.Devices[0].NUMANode = &one
 	f.File.BlockDevice, f.File.BlockNUMA = "nvme0n1", &zero
 	f.NUMACPUs = map[int]string{0: "0-15", 1: "16-31"}
@@ -178,3 +213,5 @@ func TestNUMAWarning(t *testing.T) {
 		t.Errorf("tcp plan: warnings %q", v.Warnings)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

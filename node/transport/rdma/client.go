@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -74,40 +76,8 @@ func (t *Transport) Dial(ctx context.Context, cfg transport.ClientConfig) (trans
 }
 
 func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
-	if cfg.QPs <= 0 {
-		cfg.QPs = 1
-	}
-	cm, err := connectMode(cfg.RDMA)
+	c, cm, fabric, err := newClient(cfg)
 	if err != nil {
-		return nil, err
-	}
-	fabric := fabricOf(cfg.RDMA)
-	if err := checkFabric(fabric); err != nil {
-		return nil, err
-	}
-	cqMod := cfg.RDMA.CQModeration
-	if cqMod == 0 {
-		cqMod = 1
-	}
-	switch {
-	case cfg.QPs > C.RS_MAX_QP:
-		return nil, fmt.Errorf("qps %d is over the %d this node supports", cfg.QPs, C.RS_MAX_QP)
-	case cfg.QueueDepth <= 0 || cfg.QueueDepth > C.RS_MAX_QD:
-		return nil, fmt.Errorf("queue_depth %d outside 1..%d", cfg.QueueDepth, C.RS_MAX_QD)
-	case cfg.BlockSize <= 0 || cfg.BlockSize > maxBlock:
-		return nil, fmt.Errorf("block size %d outside 1..1GiB (one RDMA READ)", cfg.BlockSize)
-	case cqMod < 0:
-		return nil, fmt.Errorf("cq_moderation %d must be positive", cqMod)
-	case cfg.RDMA.MaxRdAtomic < 0 || cfg.RDMA.MaxRdAtomic > 255:
-		return nil, fmt.Errorf("max_rd_atomic %d outside 1..255 (0: the most both sides allow)", cfg.RDMA.MaxRdAtomic)
-	}
-	perQP := (cfg.QueueDepth + cfg.QPs - 1) / cfg.QPs
-	bufLen := cfg.QueueDepth * cfg.BlockSize
-	what := fmt.Sprintf("the read buffer (queue_depth %d × block size %d)", cfg.QueueDepth, cfg.BlockSize)
-	if err := checkPinnable(int64(bufLen), what); err != nil {
-		return nil, err
-	}
-	if err := raiseMemlock(uint64(bufLen), what); err != nil {
 		return nil, err
 	}
 	var d net.Dialer
@@ -115,71 +85,118 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &client{cfg: cfg, conn: conn, perQP: perQP, bufLen: bufLen, cqMod: cqMod}
-	fail := func(err error) (*client, error) {
-		c.release()
-		return nil, err
-	}
+	c.conn = conn
 	// The kernel picked the source address to reach the server: the
 	// device holding it is the one the data must leave through.
 	local := conn.LocalAddr().(*net.TCPAddr).IP
 	if cm {
-		if err := c.dialCM(ctx, local, fabric); err != nil {
-			return fail(err)
-		}
-		return c, nil
+		err = c.dialCM(ctx, local, fabric)
+	} else {
+		err = c.dialTCP(ctx, local, fabric)
 	}
-	c.dev, err = openDevice(cfg.RDMA.Device, cfg.RDMA.IBPort, local)
 	if err != nil {
-		return fail(err)
+		c.release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newClient settles what the config leaves to node and checks what only
+// node knows (its own limits, the host's memory) before any connection.
+// The plan's bounds were checked where the schema says, by node's flags.
+func newClient(cfg transport.ClientConfig) (*client, bool, transport.Fabric, error) {
+	if cfg.QPs <= 0 {
+		cfg.QPs = 1
+	}
+	fabric := fabricOf(cfg.RDMA)
+	cm, err := connectMode(cfg.RDMA)
+	if err != nil {
+		return nil, false, fabric, err
+	}
+	perQP := (cfg.QueueDepth + cfg.QPs - 1) / cfg.QPs
+	cqMod := cfg.RDMA.CQModeration
+	if cqMod <= 0 {
+		cqMod = autoCQModeration(perQP)
+	}
+	switch {
+	case cfg.QPs > C.RS_MAX_QP:
+		return nil, false, fabric, fmt.Errorf("qps %d is over the %d this node supports", cfg.QPs, C.RS_MAX_QP)
+	case cfg.QueueDepth > C.RS_MAX_QD:
+		return nil, false, fabric, fmt.Errorf("queue_depth %d is over the %d this node supports", cfg.QueueDepth, C.RS_MAX_QD)
+	case cfg.BlockSize > maxBlock:
+		return nil, false, fabric, fmt.Errorf("block size %d is over 1GiB, the largest RDMA READ this node issues", cfg.BlockSize)
+	}
+	c := &client{cfg: cfg, perQP: perQP, bufLen: cfg.QueueDepth * cfg.BlockSize, cqMod: cqMod}
+	what := fmt.Sprintf("the read buffer (queue_depth %d × block size %d)", cfg.QueueDepth, cfg.BlockSize)
+	if err := checkPinnable(int64(c.bufLen), what); err != nil {
+		return nil, false, fabric, err
+	}
+	if err := raiseMemlock(uint64(c.bufLen), what); err != nil {
+		return nil, false, fabric, err
+	}
+	return c, cm, fabric, nil
+}
+
+// dialTCP opens the device holding local, makes the QPs and the buffer,
+// exchanges endpoints over the TCP connection and moves the QPs to RTS.
+func (c *client) dialTCP(ctx context.Context, local net.IP, fabric transport.Fabric) error {
+	var err error
+	if c.dev, err = openDevice(c.cfg.RDMA.Device, c.cfg.RDMA.IBPort, local); err != nil {
+		return err
 	}
 	if needsCM(c.dev.transport) {
-		return fail(fmt.Errorf("%w: %s is an %s device; hint: set rdma.connect: cm (node --rdma-connect cm) on both hosts", transport.ErrNeedsCM, c.dev.name, c.dev.transport))
+		return fmt.Errorf("%w: %s is an %s device; hint: set rdma.connect: cm (node --rdma-connect cm) on both hosts", transport.ErrNeedsCM, c.dev.name, c.dev.transport)
 	}
 	if err := c.checkDepth(); err != nil {
-		return fail(err)
+		return err
 	}
 	if n := int(c.dev.pattr.pkey_tbl_len); fabric.PKeyIndex >= n {
-		return fail(fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", fabric.PKeyIndex, c.dev.name, c.dev.port, n))
+		return fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", fabric.PKeyIndex, c.dev.name, c.dev.port, n)
 	}
-	c.gid, err = c.dev.pickGID(cfg.RDMA.GIDIndex, local)
-	if err != nil {
-		return fail(err)
+	var grh bool
+	if c.gid, grh, err = c.dev.pickGID(c.cfg.RDMA.GIDIndex, local); err != nil {
+		return err
 	}
-	grh := needGRH(c.dev.ethernet(), cfg.RDMA.GIDIndex >= 0)
 	// One more send WR per QP than its slots, for the fence that ends a
 	// run with completion moderation; the CQ holds every one.
-	c.q, err = createQPs(c.dev, cfg.QPs, perQP+1, cfg.QueueDepth+cfg.QPs, 0, fabric)
+	c.q, err = createQPs(c.dev, c.cfg.QPs, c.perQP+1, c.cfg.QueueDepth+c.cfg.QPs, 0, fabric)
 	if err != nil {
-		return fail(fmt.Errorf("create %d QPs: %w", cfg.QPs, err))
+		return fmt.Errorf("create %d QPs: %w", c.cfg.QPs, err)
 	}
 	if err := c.allocBuffer(); err != nil {
-		return fail(err)
+		return err
 	}
 	ours := localEndpoint(c.dev, c.gid, c.q)
-	theirs, region, err := clientHandshake(ctx, conn, cfg.Secret, ours)
+	theirs, region, err := clientHandshake(ctx, c.conn, c.cfg.Secret, ours)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	// From here the server has set up QPs for us and waits for a bye; a
 	// failure is sent to it as an abort, so its error says why too.
-	abort := func(err error) (*client, error) {
-		sendAbort(conn, err)
-		return fail(err)
+	if err := c.connectTCP(grh, ours, theirs, region, fabric); err != nil {
+		sendAbort(c.conn, err)
+		return err
 	}
+	return nil
+}
+
+// connectTCP settles max_rd_atomic with the server and moves the QPs to
+// RTS against its endpoint.
+func (c *client) connectTCP(grh bool, ours, theirs endpoint, region regionRecord, fabric transport.Fabric) error {
 	if region.Length == 0 {
-		return abort(errors.New("server announced an empty region"))
+		return errors.New("server announced an empty region")
 	}
 	c.region = region
+	var err error
 	if c.maxRd, err = c.negotiate(int(theirs.MaxDestRdAtomic)); err != nil {
-		return abort(err)
+		return err
 	}
 	if err := connect(c.dev, c.gid, grh, c.q, ours, theirs, c.maxRd, fabric); err != nil {
-		return abort(err)
+		return err
 	}
 	c.path = c.dev.path(c.gid, false, grh, fabric)
 	c.queryPath()
-	return c, nil
+	return nil
 }
 
 // checkDepth refuses a queue depth per QP the device cannot queue. Reads
@@ -214,20 +231,23 @@ func (c *client) negotiate(serverDepth int) (int, error) {
 	return r, nil
 }
 
-// allocBuffer maps and registers the read buffer: relaxed ordering, as
-// perftest does, unless opted out (an optional access flag: a device
-// without it ignores it).
+// allocBuffer maps and registers the read buffer, with the access the
+// device's transport needs (clientAccess): relaxed ordering, as perftest
+// does, unless opted out.
 func (c *client) allocBuffer() error {
+	access, err := clientAccess(c.dev.transport, c.dev.driver, !c.cfg.RDMA.NoRelaxedOrdering)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.dev.name, err)
+	}
+	if err := checkMRSize(uint64(c.bufLen), c.dev.maxMRSize(), c.dev.name, "the read buffer (queue_depth × block size)", "lower queue_depth or block size"); err != nil {
+		return err
+	}
 	c.buf = C.rs_alloc_buf(C.size_t(c.bufLen))
 	if c.buf == nil {
 		return fmt.Errorf("allocate the %d-byte read buffer: out of memory", c.bufLen)
 	}
-	access := C.int(C.IBV_ACCESS_LOCAL_WRITE)
-	if !c.cfg.RDMA.NoRelaxedOrdering {
-		access |= C.IBV_ACCESS_RELAXED_ORDERING
-	}
-	st := C.rs_reg_mr(c.dev.pd, c.buf, C.size_t(c.bufLen), access, &c.mr)
-	if err := verbErr(st, "RLIMIT_MEMLOCK or memory may be short for the read buffer: lower queue_depth or block size"); err != nil {
+	st := C.rs_reg_mr(c.dev.pd, c.buf, C.size_t(c.bufLen), C.int(access), &c.mr)
+	if err := verbErr(st, "memory may be short for the read buffer: lower queue_depth or block size; "+memlockHint(uint64(c.bufLen))); err != nil {
 		return fmt.Errorf("register the read buffer: %w", err)
 	}
 	return nil
@@ -236,9 +256,15 @@ func (c *client) allocBuffer() error {
 // queryPath fills the path with what the first QP says it was set to.
 func (c *client) queryPath() {
 	p := c.path
-	p.MaxRdAtomic, p.QueueDepthPerQP, p.CQModeration = c.maxRd, c.perQP, c.cqMod
+	p.MaxRdAtomic, p.QueueDepthPerQP, p.CQModeration = c.maxRd, c.perQP, usedCQModeration(c.cqMod, c.perQP)
 	ro := !c.cfg.RDMA.NoRelaxedOrdering
 	p.RelaxedOrdering = &ro
+	var config []byte // none for a software device
+	if c.dev.sysDevice != "" {
+		config, _ = os.ReadFile(filepath.Join(c.dev.sysDevice, "config"))
+		config = append([]byte{}, config...) // unreadable: unknown, not none
+	}
+	p.RelaxedOrderingGranted = relaxedOrderingGranted(ro, config)
 	var info C.rs_qp_info
 	if C.rs_query_qp(c.q.qps[0], &info).verb != nil {
 		return
@@ -249,6 +275,25 @@ func (c *client) queryPath() {
 		p.GRH = info.is_global != 0
 		p.TrafficClass, p.ServiceLevel, p.PKeyIndex = int(info.f.traffic_class), int(info.f.sl), int(info.f.pkey_index)
 		p.Timeout, p.RetryCnt, p.RNRRetry, p.MinRNRTimer = int(info.f.timeout), int(info.f.retry_cnt), int(info.f.rnr_retry), int(info.f.min_rnr_timer)
+		if c.cmch != nil && p.GRH {
+			c.routeGID(int(info.sgid_index))
+		}
+	}
+}
+
+// routeGID records the GID rdma_cm bound the QPs to, read back from the
+// first QP's address vector, rather than one node would have picked.
+func (c *client) routeGID(index int) {
+	gids, err := c.dev.gids()
+	if err != nil {
+		return
+	}
+	for _, g := range gids {
+		if g.Index == index {
+			c.gid = g
+			c.path.GID, c.path.GIDType = g.GID, g.Type
+			return
+		}
 	}
 }
 
@@ -260,36 +305,13 @@ func (c *client) Region() transport.RegionInfo {
 // the measured phase. Read indexes continue across calls, as with tcp.
 func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Measurement, error) {
 	var m transport.Measurement
-	if c.broken != nil {
-		return m, fmt.Errorf("the connection failed earlier: %w", c.broken)
+	if err := c.readable(w); err != nil {
+		return m, err
 	}
-	if w.BlockSize <= 0 || w.BlockSize > c.cfg.BlockSize {
-		return m, fmt.Errorf("block size %d outside 1..%d (the size given to Dial)", w.BlockSize, c.cfg.BlockSize)
-	}
-	if w.QueueDepth <= 0 || w.QueueDepth > c.cfg.QueueDepth {
-		return m, fmt.Errorf("queue depth %d outside 1..%d (the depth given to Dial)", w.QueueDepth, c.cfg.QueueDepth)
-	}
-	if w.Verify && !c.region.Patterned {
-		return m, errors.New("verify: the server's file holds no rdmasweep pattern (it was not made with --create), so its bytes cannot be checked")
-	}
-	size := int64(c.region.Length)
-	blocks := workload.Blocks(size, w.BlockSize)
-	order, err := workload.New(w.Pattern, blocks, w.Seed)
+	blocks, reads, perm, err := c.plan(w)
 	if err != nil {
-		return m, fmt.Errorf("block size %d against a region of %d bytes: %w", w.BlockSize, size, err)
+		return m, err
 	}
-	var perm []int64
-	if w.Pattern == "random" {
-		perm = workload.Permutation(order.Blocks(), w.Seed)
-	}
-	total, dur := w.Total, w.Duration
-	if dur > 0 {
-		total = 0
-	} else if total <= 0 {
-		total = size
-	}
-	reads := (total + int64(w.BlockSize) - 1) / int64(w.BlockSize)
-
 	cancel := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
 	defer C.free(unsafe.Pointer(cancel))
 	stop := context.AfterFunc(ctx, func() { atomic.StoreInt32((*int32)(unsafe.Pointer(cancel)), 1) })
@@ -297,31 +319,13 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if ctx.Err() != nil {
 		return m, ctx.Err()
 	}
-
-	var h results.Histogram
 	// The arguments live in C memory: they hold pointers (the QP array,
 	// the buffer) that cgo would not let Go memory carry into C.
 	a := (*C.rs_run_args)(C.calloc(1, C.size_t(unsafe.Sizeof(C.rs_run_args{}))))
 	defer C.free(unsafe.Pointer(a))
-	*a = C.rs_run_args{
-		qps: c.q.arr, nqp: C.int(len(c.q.qps)), cq: c.q.cq,
-		buf: (*C.uint8_t)(c.buf), lkey: c.mr.lkey, raddr: C.uint64_t(c.region.Addr), rkey: C.uint32_t(c.region.RKey),
-		bs: C.uint32_t(w.BlockSize), qd: C.int(w.QueueDepth), nblocks: C.int64_t(blocks),
-		start: C.int64_t(c.next), warmup_ns: C.uint64_t(w.Warmup.Nanoseconds()),
-		count: C.int64_t(reads), duration_ns: C.uint64_t(dur.Nanoseconds()),
-		seed: C.uint64_t(c.region.Seed), cancel: cancel, stall_ns: C.uint64_t(stallTimeout.Nanoseconds()),
-	}
-	if dur > 0 {
-		a.count = 0
-	}
-	if w.Verify {
-		a.verify = 1
-	}
-	if iv := w.Interval; iv > 0 {
-		a.interval_ns = C.uint64_t(iv.Nanoseconds())
-		a.intervals_hint = C.int64_t(intervalsHint(dur, iv))
-	}
-	a.cq_mod = C.int(c.cqMod)
+	c.fillArgs(a, w, blocks, reads, cancel)
+
+	var h results.Histogram
 	// perm and h.Counts are Go memory without pointers, pinned for the call.
 	var pinner runtime.Pinner
 	if perm != nil {
@@ -340,37 +344,111 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	c.next = int64(o.next)
 	c.bytes += int64(o.bytes)
 	c.reads += int64(o.reads)
+	if err := c.runError(ctx, &o, w); err != nil {
+		return m, err
+	}
+	return c.measurement(&o, w, &h, used), nil
+}
+
+// readable refuses a workload the connection cannot run.
+func (c *client) readable(w transport.Workload) error {
+	if c.broken != nil {
+		return fmt.Errorf("the connection failed earlier: %w", c.broken)
+	}
+	if w.BlockSize <= 0 || w.BlockSize > c.cfg.BlockSize {
+		return fmt.Errorf("block size %d outside 1..%d (the size given to Dial)", w.BlockSize, c.cfg.BlockSize)
+	}
+	if w.QueueDepth <= 0 || w.QueueDepth > c.cfg.QueueDepth {
+		return fmt.Errorf("queue depth %d outside 1..%d (the depth given to Dial)", w.QueueDepth, c.cfg.QueueDepth)
+	}
+	if w.Verify && !c.region.Patterned {
+		return errors.New("verify: the server's file holds no rdmasweep pattern (it was not made with --create), so its bytes cannot be checked")
+	}
+	return nil
+}
+
+// plan returns the region's blocks, the reads to make (0 for a duration
+// run) and, for random reads, the block permutation.
+func (c *client) plan(w transport.Workload) (blocks, reads int64, perm []int64, err error) {
+	size := int64(c.region.Length)
+	blocks = workload.Blocks(size, w.BlockSize)
+	order, err := workload.New(w.Pattern, blocks, w.Seed)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("block size %d against a region of %d bytes: %w", w.BlockSize, size, err)
+	}
+	if w.Pattern == "random" {
+		perm = workload.Permutation(order.Blocks(), w.Seed)
+	}
+	if w.Duration > 0 {
+		return blocks, 0, perm, nil
+	}
+	total := w.Total
+	if total <= 0 {
+		total = size
+	}
+	return blocks, (total + int64(w.BlockSize) - 1) / int64(w.BlockSize), perm, nil
+}
+
+// fillArgs sets the C loop's arguments for w, but for perm and hist.
+func (c *client) fillArgs(a *C.rs_run_args, w transport.Workload, blocks, reads int64, cancel *C.int) {
+	dur := w.Duration
+	*a = C.rs_run_args{
+		qps: c.q.arr, nqp: C.int(len(c.q.qps)), cq: c.q.cq,
+		buf: (*C.uint8_t)(c.buf), lkey: c.mr.lkey, raddr: C.uint64_t(c.region.Addr), rkey: C.uint32_t(c.region.RKey),
+		bs: C.uint32_t(w.BlockSize), qd: C.int(w.QueueDepth), nblocks: C.int64_t(blocks),
+		start: C.int64_t(c.next), warmup_ns: C.uint64_t(w.Warmup.Nanoseconds()),
+		count: C.int64_t(reads), duration_ns: C.uint64_t(dur.Nanoseconds()),
+		seed: C.uint64_t(c.region.Seed), cancel: cancel, stall_ns: C.uint64_t(stallTimeout.Nanoseconds()),
+		cq_mod: C.int(c.cqMod),
+	}
+	if w.Verify {
+		a.verify = 1
+	}
+	if iv := w.Interval; iv > 0 {
+		a.interval_ns = C.uint64_t(iv.Nanoseconds())
+		a.intervals_hint = C.int64_t(intervalsHint(dur, iv))
+	}
+}
+
+// runError is the error the C loop's status stands for, nil for success.
+// A failure that leaves the QPs unusable breaks the connection.
+func (c *client) runError(ctx context.Context, o *C.rs_run_out, w transport.Workload) error {
 	switch o.status {
 	case C.RS_OK:
 	case C.RS_CANCELLED:
-		return m, ctx.Err()
+		return ctx.Err()
 	case C.RS_MISMATCH:
 		if c.region.ODP {
-			return m, fmt.Errorf("%w: byte at offset %d of %s does not hold the pattern for seed %#x: the server's device returned wrong data through ODP (soft-RoCE on 7.x kernels does), so figures measured on it cannot be trusted; hint: use registration: pinned on this server, or a kernel whose ODP passes a verified read",
+			return fmt.Errorf("%w: byte at offset %d of %s does not hold the pattern for seed %#x: the server's device returned wrong data through ODP (soft-RoCE on 7.x kernels does), so figures measured on it cannot be trusted; hint: use registration: pinned on this server, or a kernel whose ODP passes a verified read",
 				transport.ErrODPMismatch, int64(o.bad_offset), c.cfg.Addr, c.region.Seed)
 		}
-		return m, fmt.Errorf("%w: byte at offset %d of %s does not hold the pattern for seed %#x", transport.ErrMismatch, int64(o.bad_offset), c.cfg.Addr, c.region.Seed)
+		return fmt.Errorf("%w: byte at offset %d of %s does not hold the pattern for seed %#x", transport.ErrMismatch, int64(o.bad_offset), c.cfg.Addr, c.region.Seed)
 	case C.RS_WC_ERROR:
-		c.broken = wcError(o, c)
-		return m, c.broken
+		c.broken = wcError(*o, c)
+		return c.broken
 	case C.RS_STALLED:
 		c.broken = fmt.Errorf("no RDMA READ completed for %s with reads in flight; hint: the server may be gone, or the path between the hosts drops RoCE traffic", stallTimeout)
-		return m, c.broken
+		return c.broken
 	default:
 		c.broken = &VerbError{Verb: C.GoString(o.verb), Errno: syscall.Errno(o.errnum), Hint: "the QP may be in error after a failed READ"}
-		return m, c.broken
+		return c.broken
 	}
 	if o.intervals_failed != 0 {
-		return m, fmt.Errorf("count the reads per interval of %s: out of memory; hint: use a longer interval", w.Interval)
+		return fmt.Errorf("count the reads per interval of %s: out of memory; hint: use a longer interval", w.Interval)
 	}
+	return nil
+}
+
+// measurement is what a successful run measured.
+func (c *client) measurement(o *C.rs_run_out, w transport.Workload, h *results.Histogram, used transport.CPUTime) transport.Measurement {
 	h.N, h.Sum, h.Max = uint64(o.lat_n), uint64(o.lat_sum), uint64(o.lat_max)
-	m = transport.Measurement{
+	m := transport.Measurement{
 		Bytes:     int64(o.reads) * int64(w.BlockSize),
 		Reads:     int64(o.reads),
 		Seconds:   float64(o.seconds_ns) / 1e9,
 		Start:     time.Unix(0, int64(o.start_unix_ns)),
 		Latency:   h.Summary(),
-		Histogram: &h,
+		Histogram: h,
 		Verified:  w.Verify,
 		Path:      c.path,
 		CPU:       used,
@@ -382,7 +460,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		gi := c.gid.Index
 		m.GIDIndex = &gi
 	}
-	return m, nil
+	return m
 }
 
 // intervalsHint is how many intervals of iv the C loop makes room for up

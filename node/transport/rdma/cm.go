@@ -431,9 +431,6 @@ func (c *client) cmDevice(id *C.struct_rdma_cm_id, local net.IP, serverDepth int
 	if err := c.checkDepth(); err != nil {
 		return err
 	}
-	if d.ethernet() && d.transport != "iWARP" {
-		c.gid, _ = d.pickGID(c.cfg.RDMA.GIDIndex, local) // for the events: rdma_cm chose it
-	}
 	var cq *C.struct_ibv_cq
 	if err := verbErr(C.rs_create_cq(d.ctx, C.int(c.cfg.QueueDepth+c.cfg.QPs), &cq), ""); err != nil {
 		return err

@@ -48,9 +48,36 @@ type device struct {
 	pattr C.struct_ibv_port_attr
 	// transport is the verbs transport, as transportName names it.
 	transport string
+	// sysDevice is where /sys/class/infiniband/<name>/device leads (the
+	// PCI function), "" for software devices; driver the kernel driver's
+	// name.
+	sysDevice, driver string
 	// borrowed: ctx belongs to rdma_cm, which closes it.
 	borrowed bool
 }
+
+// The access flags attrs.go decides with are verbs'.
+var (
+	_ [accessLocalWrite - C.IBV_ACCESS_LOCAL_WRITE]struct{}
+	_ [C.IBV_ACCESS_LOCAL_WRITE - accessLocalWrite]struct{}
+	_ [accessRemoteWrite - C.IBV_ACCESS_REMOTE_WRITE]struct{}
+	_ [C.IBV_ACCESS_REMOTE_WRITE - accessRemoteWrite]struct{}
+	_ [accessRemoteRead - C.IBV_ACCESS_REMOTE_READ]struct{}
+	_ [C.IBV_ACCESS_REMOTE_READ - accessRemoteRead]struct{}
+	_ [accessRelaxedOrdering - C.IBV_ACCESS_RELAXED_ORDERING]struct{}
+	_ [C.IBV_ACCESS_RELAXED_ORDERING - accessRelaxedOrdering]struct{}
+	// and so are the async event types breakingEvent names.
+	_ [eventDeviceFatal - C.IBV_EVENT_DEVICE_FATAL]struct{}
+	_ [C.IBV_EVENT_DEVICE_FATAL - eventDeviceFatal]struct{}
+	_ [eventPortErr - C.IBV_EVENT_PORT_ERR]struct{}
+	_ [C.IBV_EVENT_PORT_ERR - eventPortErr]struct{}
+	_ [eventLIDChange - C.IBV_EVENT_LID_CHANGE]struct{}
+	_ [C.IBV_EVENT_LID_CHANGE - eventLIDChange]struct{}
+	_ [eventPKeyChange - C.IBV_EVENT_PKEY_CHANGE]struct{}
+	_ [C.IBV_EVENT_PKEY_CHANGE - eventPKeyChange]struct{}
+	_ [eventGIDChange - C.IBV_EVENT_GID_CHANGE]struct{}
+	_ [C.IBV_EVENT_GID_CHANGE - eventGIDChange]struct{}
+)
 
 func portStateName(s C.enum_ibv_port_state) string {
 	switch s {
@@ -239,6 +266,7 @@ func openOne(dev *C.struct_ibv_device, dn string, port int) (*device, error) {
 // allocates a PD. On failure the caller still owns ctx.
 func useContext(ctx *C.struct_ibv_context, dn string, port int, transport string) (*device, error) {
 	d := &device{ctx: ctx, name: dn, port: port, transport: transport}
+	d.sysDevice, d.driver = sysfsDevice("infiniband", dn)
 	fail := func(err error) (*device, error) {
 		d.ctx = nil
 		d.close()
@@ -279,6 +307,9 @@ func (d *device) close() {
 // depths for RDMA READ, capped to the u8 the QP attributes hold.
 func (d *device) maxRdAtom() int     { return min(int(d.attr.orig_attr.max_qp_rd_atom), 255) }
 func (d *device) maxInitRdAtom() int { return min(int(d.attr.orig_attr.max_qp_init_rd_atom), 255) }
+
+// maxMRSize is the largest region the device registers, 0 unknown.
+func (d *device) maxMRSize() uint64 { return uint64(d.attr.orig_attr.max_mr_size) }
 
 // maxQPWR is the deepest send queue a QP may have.
 func (d *device) maxQPWR() int { return int(d.attr.orig_attr.max_qp_wr) }
@@ -339,40 +370,26 @@ func gidTable(ctx *C.struct_ibv_context, nports int) ([]portGID, error) {
 	return out, nil
 }
 
-// pickGID returns the GID index to use: the configured one, checked, or
-// when index < 0 the one chosen by chooseGID for addr. On InfiniBand it
-// still returns a GID, but QPs route by LID unless the GRH is set.
-func (d *device) pickGID(index int, addr net.IP) (GID, error) {
+// pickGID returns the GID to use and whether the QPs route by it (see
+// address): the configured index, checked, or on RoCE when index < 0 the
+// one chosen by chooseGID for addr. On InfiniBand without gid_index it is
+// the empty GID: QPs route by LID.
+func (d *device) pickGID(index int, addr net.IP) (GID, bool, error) {
+	if !needGRH(d.ethernet(), index >= 0) {
+		return GID{}, false, nil
+	}
 	gids, err := d.gids()
 	if err != nil {
-		return GID{}, err
+		return GID{}, true, err
 	}
-	if index >= 0 {
-		n := int(d.pattr.gid_tbl_len)
-		if index >= n {
-			return GID{}, fmt.Errorf("gid_index %d is out of range: %s port %d has GID indexes 0..%d, populated: %s; hint: pick one from `node devices`, or leave gid_index out to choose by address", index, d.name, d.port, n-1, listGIDs(gids))
-		}
-		for _, g := range gids {
-			if g.Index == index {
-				return g, nil
-			}
-		}
-		return GID{}, fmt.Errorf("gid_index %d of %s port %d is not populated (populated: %s); hint: pick one from `node devices`", index, d.name, d.port, listGIDs(gids))
+	if n := int(d.pattr.gid_tbl_len); index >= n {
+		return GID{}, true, fmt.Errorf("gid_index %d is out of range: %s port %d has GID indexes 0..%d, populated: %s; hint: pick one from `node devices`, or leave gid_index out to choose by address", index, d.name, d.port, n-1, listGIDs(gids))
 	}
-	if !d.ethernet() {
-		// IB routes by LID; GID 0 (subnet prefix + port GUID) is what
-		// ibv_devinfo shows and what a GRH would carry.
-		for _, g := range gids {
-			if g.Index == 0 {
-				return g, nil
-			}
-		}
-	}
-	g, err := chooseGID(gids, addr)
+	g, grh, err := address(d.ethernet(), index, gids, addr)
 	if err != nil {
-		return GID{}, fmt.Errorf("%s port %d: %w", d.name, d.port, err)
+		return GID{}, grh, fmt.Errorf("%s port %d: %w", d.name, d.port, err)
 	}
-	return g, nil
+	return g, grh, nil
 }
 
 // Devices lists every RDMA device with its ports and GIDs. A device that
@@ -448,7 +465,7 @@ func describe(ctx *C.struct_ibv_context, info *Device) error {
 		width, lanes := portWidth(int(pa.active_width))
 		info.Ports = append(info.Ports, Port{
 			Port: p, State: portStateName(pa.state), LinkLayer: linkLayerName(pa.link_layer),
-			ActiveMTU: mtuBytes(int(pa.active_mtu)), RateGbps: float64(lanes) * laneGbps(int(pa.active_speed)),
+			ActiveMTU: mtuBytes(int(pa.active_mtu)), RateGbps: float64(lanes) * laneGbps(int(C.rs_port_speed(&pa))),
 			Width: width, LID: int(pa.lid), GIDs: []GID{}, MaxMsgSz: int64(pa.max_msg_sz), PKeyTblLen: int(pa.pkey_tbl_len),
 		})
 	}
@@ -479,27 +496,4 @@ func portWidth(w int) (string, int) {
 		return "2x", 2
 	}
 	return fmt.Sprintf("width %d", w), 0
-}
-
-// laneGbps decodes ibv_port_attr.active_speed to the lane's signalling rate.
-func laneGbps(s int) float64 {
-	switch s {
-	case 1:
-		return 2.5
-	case 2:
-		return 5
-	case 4:
-		return 10
-	case 8:
-		return 10.3125
-	case 16:
-		return 14.0625
-	case 32:
-		return 25.78125
-	case 64:
-		return 53.125
-	case 128:
-		return 106.25
-	}
-	return 0
 }

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +28,11 @@ import (
 )
 
 // raiseMemlock makes sure need bytes can be pinned. It raises the soft
-// RLIMIT_MEMLOCK to unlimited (or to the hard limit), and fails naming the
-// limit needed when that is not enough and the process cannot lock memory
-// regardless (CAP_IPC_LOCK, which root has).
+// RLIMIT_MEMLOCK to unlimited (which CAP_SYS_RESOURCE allows), or to the
+// hard limit, and fails naming the capability and the limit needed when
+// that is not enough and the process lacks CAP_IPC_LOCK, whose holder the
+// limit does not bind. Being root is not enough: root in a container
+// with the default capabilities holds neither.
 func raiseMemlock(need uint64, what string) error {
 	var r unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
@@ -50,11 +51,23 @@ func raiseMemlock(need uint64, what string) error {
 		}
 		return nil
 	}
-	if os.Geteuid() == 0 {
-		return nil // CAP_IPC_LOCK: the limit does not apply
+	if capEffective(unix.CAP_IPC_LOCK) {
+		return nil
 	}
-	return fmt.Errorf("%s needs %d bytes of locked memory but RLIMIT_MEMLOCK allows %d (hard limit %d); hint: run as root, or raise memlock to at least %d KiB (ulimit -l, /etc/security/limits.conf, or LimitMEMLOCK= for a systemd unit)",
-		what, need, r.Cur, r.Max, (need+1023)/1024)
+	return fmt.Errorf("%s needs %d bytes of locked memory, but RLIMIT_MEMLOCK allows %d (hard limit %d) and the process holds neither CAP_IPC_LOCK nor CAP_SYS_RESOURCE; hint: %s",
+		what, need, r.Cur, r.Max, memlockHint(need))
+}
+
+// memlockHint says how to let node pin need bytes.
+func memlockHint(need uint64) string { return results.MemlockHint(int64(need)) }
+
+// capEffective reports whether capability c is in the effective set.
+func capEffective(c int) bool {
+	var d [2]unix.CapUserData
+	if unix.Capget(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &d[0]) != nil {
+		return false
+	}
+	return d[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
 
 // A mapping is one way to map the region's file for registration.
@@ -102,8 +115,21 @@ type server struct {
 	l      *transport.Listener // nil until Listen has opened it
 	cml    *cmListener         // connect cm: the rdma_cm listener
 	ready  transport.ReadyInfo
+	watch  asyncWatch
 
 	closeOnce sync.Once
+}
+
+// asyncWatch reads the device's async events while the server is up. An
+// event that breaks the path (see breakingEvent) is kept as err, and the
+// sessions' connections are closed, so a client's read ends naming it.
+type asyncWatch struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	err   error
+	conns map[net.Conn]bool
 }
 
 // fabricOf is r's fabric attributes, or the defaults.
@@ -112,23 +138,6 @@ func fabricOf(r transport.RDMA) transport.Fabric {
 		return *r.Fabric
 	}
 	return transport.DefaultFabric()
-}
-
-// checkFabric refuses attributes that do not fit the verbs fields, before
-// any QP is made, so the error names the plan field.
-func checkFabric(f transport.Fabric) error {
-	for _, c := range []struct {
-		name   string
-		v, max int
-	}{
-		{"traffic_class", f.TrafficClass, 255}, {"service_level", f.ServiceLevel, 15}, {"pkey_index", f.PKeyIndex, 65535},
-		{"timeout", f.Timeout, 31}, {"retry_cnt", f.RetryCnt, 7}, {"rnr_retry", f.RNRRetry, 7}, {"min_rnr_timer", f.MinRNRTimer, 31},
-	} {
-		if c.v < 0 || c.v > c.max {
-			return fmt.Errorf("rdma %s %d is outside 0..%d", c.name, c.v, c.max)
-		}
-	}
-	return nil
 }
 
 func cFabric(f transport.Fabric) C.rs_fabric {
@@ -161,96 +170,72 @@ func checkPinnable(need int64, what string) error {
 // Listen listens, opens the device that holds the listen address, maps and
 // registers the region.
 func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn func(string)) (transport.Server, error) {
+	s, err := newServer(cfg, warn)
+	if err != nil {
+		return nil, fmt.Errorf("rdma listen: %w", err)
+	}
+	if err := s.listen(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("rdma listen: %w", err)
+	}
+	return s, nil
+}
+
+// newServer checks what only node knows (a region that fits in memory,
+// the host's memory for pinning) before anything is opened. The plan's
+// bounds were checked where the schema says, by node's flags.
+func newServer(cfg transport.ServerConfig, warn func(string)) (*server, error) {
 	if warn == nil {
 		warn = func(string) {}
 	}
 	if cfg.Region.File == nil || cfg.Region.Size <= 0 {
-		return nil, errors.New("rdma listen: empty region")
+		return nil, errors.New("empty region")
 	}
 	reg := cfg.Registration
 	if reg == "" {
 		reg = "pinned"
 	}
 	if reg != "pinned" && reg != "odp" {
-		return nil, fmt.Errorf("rdma listen: registration %q (want pinned or odp)", reg)
+		return nil, fmt.Errorf("registration %q (want pinned or odp)", reg)
 	}
 	if cfg.RDMA.ODPPrefetch && reg != "odp" {
-		return nil, errors.New("rdma listen: odp_prefetch needs registration odp")
+		return nil, errors.New("odp_prefetch needs registration odp")
 	}
 	cm, err := connectMode(cfg.RDMA)
 	if err != nil {
-		return nil, fmt.Errorf("rdma listen: %w", err)
-	}
-	fabric := fabricOf(cfg.RDMA)
-	if err := checkFabric(fabric); err != nil {
-		return nil, fmt.Errorf("rdma listen: %w", err)
+		return nil, err
 	}
 	if int64(int(cfg.Region.Size)) != cfg.Region.Size {
-		return nil, fmt.Errorf("rdma listen: region of %d bytes does not fit in memory", cfg.Region.Size)
+		return nil, fmt.Errorf("region of %d bytes does not fit in memory", cfg.Region.Size)
 	}
 	if reg == "pinned" {
 		if err := checkPinnable(cfg.Region.Size, "registering the region"); err != nil {
-			return nil, fmt.Errorf("rdma listen: %w", err)
+			return nil, err
 		}
 		if err := raiseMemlock(uint64(cfg.Region.Size), "registering the region"); err != nil {
-			return nil, fmt.Errorf("rdma listen: %w", err)
+			return nil, err
 		}
 	}
-	s := &server{cfg: cfg, fabric: fabric, cm: cm, warn: warn, odp: reg == "odp"}
-	fail := func(err error) (transport.Server, error) {
-		s.Close()
-		return nil, fmt.Errorf("rdma listen: %w", err)
-	}
+	return &server{cfg: cfg, fabric: fabricOf(cfg.RDMA), cm: cm, warn: warn, odp: reg == "odp"}, nil
+}
+
+// listen opens the TCP listener, the device its address picks, and
+// registers the region on it. The caller closes s on failure.
+func (s *server) listen(ctx context.Context) error {
 	// The TCP listener comes first: binding resolves the listen address,
 	// and the address picks the device, before anything is registered.
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	ip, err := s.listenTCP(ctx)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	s.l = transport.NewListener(ln.(*net.TCPListener))
-	ip := ln.Addr().(*net.TCPAddr).IP
-	if ip.IsUnspecified() && (cm || cfg.RDMA.Device == "") {
-		why := "the region is registered on one device before any client connects, so the address must say which"
-		if cm {
-			why = "rdma_cm binds to the address, and the address picks the device"
-		}
-		return fail(fmt.Errorf("listening on all addresses (%s) with rdma: %s; hint: set the server's data_address (node serve --listen) to the address of its RDMA interface%s",
-			ln.Addr(), why, map[bool]string{true: "", false: ", or name the device (rdma.device)"}[cm]))
+	if err := s.openDevice(ip); err != nil {
+		return err
 	}
-	if cm {
-		s.cml, s.dev, err = cmListen(ip, cfg.RDMA.Device, cfg.RDMA.IBPort, fabric)
-		if err != nil {
-			return fail(err)
-		}
-	} else {
-		s.dev, err = openDevice(cfg.RDMA.Device, cfg.RDMA.IBPort, ip)
-		if err != nil {
-			return fail(err)
-		}
-		if needsCM(s.dev.transport) {
-			return fail(fmt.Errorf("%w: %s is an %s device; hint: set rdma.connect: cm (node --rdma-connect cm) on both hosts", transport.ErrNeedsCM, s.dev.name, s.dev.transport))
-		}
-	}
-	dev := s.dev
-	if s.odp && !dev.odpRCRead() {
-		c := dev.attr.odp_caps
-		return fail(fmt.Errorf("registration odp: device %s has no on-demand paging for RC RDMA READ (odp general caps %#x, rc caps %#x); hint: use registration: pinned on this device",
-			dev.name, uint64(c.general_caps), uint32(c.per_transport_caps.rc_odp_caps)))
-	}
-	if int(fabric.PKeyIndex) >= int(dev.pattr.pkey_tbl_len) && !cm {
-		return fail(fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", fabric.PKeyIndex, dev.name, dev.port, int(dev.pattr.pkey_tbl_len)))
-	}
-	s.grh = needGRH(dev.ethernet(), cfg.RDMA.GIDIndex >= 0)
-	if !cm || dev.ethernet() {
-		if s.gid, err = dev.pickGID(cfg.RDMA.GIDIndex, ip); err != nil && !cm {
-			return fail(err)
-		}
-	}
+	s.startWatch()
 	if err := s.register(); err != nil {
-		return fail(err)
+		return err
 	}
-	host := cfg.Host
+	host := s.cfg.Host
 	if host == "" {
 		host = "0.0.0.0"
 	}
@@ -260,20 +245,83 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 	if s.gid.GID != "" {
 		s.ready.GIDIndex = &gi
 	}
-	s.ready.Path = dev.path(s.gid, cm, s.grh, fabric)
-	return s, nil
+	s.ready.Path = s.dev.path(s.gid, s.cm, s.grh, s.fabric)
+	return nil
+}
+
+// listenTCP opens the TCP listener and returns the address it bound,
+// which must name the RDMA interface.
+func (s *server) listenTCP(ctx context.Context) (net.IP, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port)))
+	if err != nil {
+		return nil, err
+	}
+	s.l = transport.NewListener(ln.(*net.TCPListener))
+	ip := ln.Addr().(*net.TCPAddr).IP
+	if ip.IsUnspecified() && (s.cm || s.cfg.RDMA.Device == "") {
+		why := "the region is registered on one device before any client connects, so the address must say which"
+		if s.cm {
+			why = "rdma_cm binds to the address, and the address picks the device"
+		}
+		return nil, fmt.Errorf("listening on all addresses (%s) with rdma: %s; hint: set the server's data_address (node serve --listen) to the address of its RDMA interface%s",
+			ln.Addr(), why, map[bool]string{true: "", false: ", or name the device (rdma.device)"}[s.cm])
+	}
+	return ip, nil
+}
+
+// openDevice opens the device for ip (through rdma_cm with connect cm),
+// checks it can serve the point, and picks the GID.
+func (s *server) openDevice(ip net.IP) error {
+	var err error
+	if s.cm {
+		if s.cml, s.dev, err = cmListen(ip, s.cfg.RDMA.Device, s.cfg.RDMA.IBPort, s.fabric); err != nil {
+			return err
+		}
+	} else {
+		if s.dev, err = openDevice(s.cfg.RDMA.Device, s.cfg.RDMA.IBPort, ip); err != nil {
+			return err
+		}
+		if needsCM(s.dev.transport) {
+			return fmt.Errorf("%w: %s is an %s device; hint: set rdma.connect: cm (node --rdma-connect cm) on both hosts", transport.ErrNeedsCM, s.dev.name, s.dev.transport)
+		}
+	}
+	dev := s.dev
+	if s.odp && !dev.odpRCRead() {
+		c := dev.attr.odp_caps
+		return fmt.Errorf("registration odp: device %s has no on-demand paging for RC RDMA READ (odp general caps %#x, rc caps %#x); hint: use registration: pinned on this device",
+			dev.name, uint64(c.general_caps), uint32(c.per_transport_caps.rc_odp_caps))
+	}
+	if int(s.fabric.PKeyIndex) >= int(dev.pattr.pkey_tbl_len) && !s.cm {
+		return fmt.Errorf("pkey_index %d: %s port %d has %d P_Key entries", s.fabric.PKeyIndex, dev.name, dev.port, int(dev.pattr.pkey_tbl_len))
+	}
+	// With connect cm rdma_cm picks the GID; ours only describes the
+	// listener until a client connects.
+	if !s.cm || dev.ethernet() {
+		if s.gid, s.grh, err = dev.pickGID(s.cfg.RDMA.GIDIndex, ip); err != nil && !s.cm {
+			return err
+		}
+	}
+	s.grh = needGRH(dev.ethernet(), s.cfg.RDMA.GIDIndex >= 0)
+	return nil
 }
 
 // path is what the events say of d's side of a connection.
 func (d *device) path(g GID, cm, grh bool, f transport.Fabric) *results.RDMAPath {
 	p := &results.RDMAPath{
 		Device: d.name, IBPort: d.port, LinkLayer: linkLayerName(d.pattr.link_layer), GID: g.GID, GIDType: g.Type,
-		Connect: "tcp", GRH: grh, TrafficClass: f.TrafficClass, ServiceLevel: f.ServiceLevel, PKeyIndex: f.PKeyIndex,
+		Connect: "tcp", GRH: grh, ServiceLevel: f.ServiceLevel, PKeyIndex: f.PKeyIndex,
 		Timeout: f.Timeout, RetryCnt: f.RetryCnt, RNRRetry: f.RNRRetry, MinRNRTimer: f.MinRNRTimer,
+		TrafficClassSet: f.TrafficClass >= 0,
+	}
+	if !d.ethernet() {
+		p.LID = int(d.pattr.lid)
 	}
 	if cm {
 		p.Connect = "cm"
+		p.DefaultRoCETOS = defaultRoCETOS(configfsRDMACM, d.name, d.port)
 	}
+	p.TrafficClass = trafficClass(f.TrafficClass, cm, p.DefaultRoCETOS)
 	return p
 }
 
@@ -287,6 +335,9 @@ func (s *server) register() error {
 		access |= C.IBV_ACCESS_ON_DEMAND
 	}
 	size := int(s.cfg.Region.Size)
+	if err := checkMRSize(uint64(size), s.dev.maxMRSize(), s.dev.name, "the region (file_size)", "lower file_size"); err != nil {
+		return err
+	}
 	var tried []string
 	for _, m := range mappings(s.cfg.Region.Writable) {
 		mem, err := unix.Mmap(int(s.cfg.Region.File.Fd()), 0, size, m.prot, m.flags)
@@ -314,11 +365,10 @@ func (s *server) register() error {
 		}
 		inSecs := secs
 		if s.cfg.RDMA.ODPPrefetch {
-			start := time.Now()
-			if err := verbErr(C.rs_advise_prefetch(s.dev.pd, mr), "prefetch is optional: leave odp_prefetch off"); err != nil {
-				return fmt.Errorf("prefetch the region: %w", err)
+			p, err := prefetch(s.dev.pd, mr, uint64(size))
+			if err != nil {
+				return err
 			}
-			p := time.Since(start).Seconds()
 			s.ready.PrefetchS = &p
 			inSecs += p
 		}
@@ -328,7 +378,7 @@ func (s *server) register() error {
 		}
 		return nil
 	}
-	hint := "run as root or raise RLIMIT_MEMLOCK; an EFAULT on every mapping means the kernel refuses to pin this file: try a file on another filesystem"
+	hint := memlockHint(uint64(size)) + "; an EFAULT on every mapping means the kernel refuses to pin this file: try a file on another filesystem"
 	if !s.cfg.Region.Writable {
 		hint += ", or open it writable so the shared-rw mapping can be tried"
 	}
@@ -336,7 +386,83 @@ func (s *server) register() error {
 		s.cfg.Region.Path, size, strings.Join(tried, "; "), hint)
 }
 
+// prefetch advises the whole of mr, n bytes, in segments an SGE can
+// carry, and returns how long it took.
+func prefetch(pd *C.struct_ibv_pd, mr *C.struct_ibv_mr, n uint64) (float64, error) {
+	start := time.Now()
+	for _, sg := range prefetchSegments(n) {
+		if err := verbErr(C.rs_advise_prefetch(pd, mr, C.uint64_t(sg.off), C.uint32_t(sg.len)), "prefetch is optional: leave odp_prefetch off"); err != nil {
+			return 0, fmt.Errorf("prefetch bytes %d..%d of the region: %w", sg.off, sg.off+sg.len, err)
+		}
+	}
+	return time.Since(start).Seconds(), nil
+}
+
 func (s *server) Ready() transport.ReadyInfo { return s.ready }
+
+// startWatch starts reading the device's async events until Close.
+func (s *server) startWatch() {
+	w := &s.watch
+	w.stop, w.conns = make(chan struct{}), map[net.Conn]bool{}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			var typ, port C.int
+			switch C.rs_async_wait(s.dev.ctx, 200, &typ, &port) {
+			case -1:
+				return // no async events to be had: nothing to watch
+			case 1:
+				if why := breakingEvent(int(typ), int(port), s.dev.port); why != "" {
+					s.broken(fmt.Errorf("%s reported %s while the client read; hint: check the link (`node devices`, `ibv_devinfo`) and rerun the point", s.dev.name, why))
+				}
+			}
+		}
+	}()
+}
+
+// broken keeps the first path-breaking event's error and closes every
+// session's connection, so Serve ends with it.
+func (s *server) broken(err error) {
+	w := &s.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+	for c := range w.conns {
+		c.Close()
+	}
+}
+
+// track adds a session's connection to those broken() closes, or returns
+// the error of an event seen already. untrack removes it and returns that
+// error, if one has been seen.
+func (s *server) track(c net.Conn) error {
+	w := &s.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if w.conns != nil {
+		w.conns[c] = true
+	}
+	return nil
+}
+
+func (s *server) untrack(c net.Conn) error {
+	w := &s.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.conns, c)
+	return w.err
+}
 
 // Serve accepts until one client authenticates or the accept timeout
 // passes, then waits for that client's bye: its READs need nothing from the
@@ -377,10 +503,16 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 			return st, fmt.Errorf("client %s: %w", c.RemoteAddr(), err)
 		}
 	}
+	if err := s.track(c); err != nil {
+		return st, err
+	}
 	start := time.Now()
 	cpu := transport.StartCPU()
 	n, reads, err := readEnd(c)
 	st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds(), CPU: cpu()}
+	if werr := s.untrack(c); werr != nil {
+		return st, werr
+	}
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -521,6 +653,10 @@ func (s *server) Close() error {
 	s.closeOnce.Do(func() {
 		if s.l != nil {
 			s.l.Close() // waits for Serve to let go of the region and device
+		}
+		if s.watch.stop != nil {
+			close(s.watch.stop)
+			s.watch.wg.Wait() // before the device closes
 		}
 		if s.mr != nil {
 			C.ibv_dereg_mr(s.mr)

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,14 +59,50 @@ rs_status rs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, struc
 	return *mr ? ok() : fail("ibv_reg_mr", errno);
 }
 
-rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr) {
-	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr, .length = (uint32_t)mr->length, .lkey = mr->lkey};
-	// A region over 4 GiB is prefetched as far as one SGE reaches; the rest
-	// faults on demand, which is what odp measures anyway.
-	if (mr->length > UINT32_MAX)
-		sge.length = UINT32_MAX;
+rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off, uint32_t len) {
+	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr + off, .length = len, .lkey = mr->lkey};
 	int rc = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
 	return rc ? fail("ibv_advise_mr", rc) : ok();
+}
+
+int rs_async_wait(struct ibv_context *ctx, int timeout_ms, int *type, int *port) {
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return -1;
+	struct pollfd p = {.fd = ctx->async_fd, .events = POLLIN};
+	int rc = poll(&p, 1, timeout_ms);
+	if (rc < 0)
+		return errno == EINTR ? 0 : -1;
+	if (rc == 0)
+		return 0;
+	struct ibv_async_event ev;
+	if (ibv_get_async_event(ctx, &ev))
+		return errno == EAGAIN ? 0 : -1;
+	*type = ev.event_type;
+	*port = 0;
+	switch (ev.event_type) {
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		*port = ev.element.port_num;
+		break;
+	default:
+		break;
+	}
+	ibv_ack_async_event(&ev);
+	return 1;
+}
+
+int rs_port_speed(const struct ibv_port_attr *pa) {
+#ifdef IBV_PORT_LINK_SPEED_XDR_SUP
+	if (pa->active_speed_ex)
+		return (int)pa->active_speed_ex;
+#endif
+	return pa->active_speed;
 }
 
 void rs_destroy_qps(struct ibv_cq *cq, struct ibv_qp **qps, int n) {
@@ -139,7 +176,7 @@ rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32
 		a.ah_attr.grh.sgid_index = r->sgid_index;
 		a.ah_attr.grh.hop_limit = r->hop_limit;
 		a.ah_attr.grh.flow_label = 0;
-		a.ah_attr.grh.traffic_class = f->traffic_class;
+		a.ah_attr.grh.traffic_class = f->traffic_class < 0 ? 0 : f->traffic_class; // unset: the default, 0
 	}
 	*stage = 1;
 	int rc = ibv_modify_qp(qp, &a,
@@ -182,6 +219,7 @@ rs_status rs_query_qp(struct ibv_qp *qp, rs_qp_info *out) {
 	out->path_mtu = a.path_mtu;
 	out->max_send_wr = (int)a.cap.max_send_wr;
 	out->is_global = a.ah_attr.is_global;
+	out->sgid_index = a.ah_attr.grh.sgid_index;
 	out->f.traffic_class = a.ah_attr.grh.traffic_class;
 	out->f.sl = a.ah_attr.sl;
 	out->f.pkey_index = a.pkey_index;
@@ -593,7 +631,9 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 void rs_run(const rs_run_args *a, rs_run_out *o) {
 	memset(o, 0, sizeof(*o));
 	o->next = a->start;
-	if (a->qd > RS_MAX_QD || a->qd < 1 || a->nqp < 1 || a->nqp > RS_MAX_QP || a->nblocks < 1 || a->cq_mod < 1) {
+	// The plan's bounds were checked by node's flags; these are the
+	// loop's own arrays' (the Go side refuses more first).
+	if (a->qd > RS_MAX_QD || a->nqp > RS_MAX_QP) {
 		o->status = RS_POST_ERROR;
 		o->verb = "rs_run";
 		o->errnum = EINVAL;
@@ -741,7 +781,7 @@ rs_status rs_cm_wait(struct rdma_event_channel *ch, int timeout_ms, rs_cm_event 
 rs_status rs_cm_set_options(struct rdma_cm_id *id, int tos, int timeout) {
 	uint8_t t = (uint8_t)tos, to = (uint8_t)timeout;
 	errno = 0;
-	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &t, sizeof(t)))
+	if (tos >= 0 && rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &t, sizeof(t)))
 		return fail("rdma_set_option(TOS)", errno);
 	errno = 0;
 	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to)))

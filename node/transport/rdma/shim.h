@@ -37,7 +37,18 @@ rs_status rs_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entr
 rs_status rs_query_gid(struct ibv_context *ctx, uint8_t port, int index, struct ibv_gid_entry *entry);
 
 rs_status rs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, struct ibv_mr **mr);
-rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr);
+// rs_advise_prefetch prefetches len bytes of mr from off (at most 4 GiB - 1:
+// one SGE; the Go side splits the region).
+rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off, uint32_t len);
+// rs_async_wait waits up to timeout_ms for one async event of ctx (its
+// async fd made non-blocking): 1 with the event's type and, for a port
+// event, its port (else 0); 0 for none; -1 with errno on failure. The
+// event is acknowledged before it returns.
+int rs_async_wait(struct ibv_context *ctx, int timeout_ms, int *type, int *port);
+// rs_port_speed is the port's active speed as the kernel's enum
+// ib_port_speed numbers it: active_speed_ex where the header has it (XDR
+// and later do not fit active_speed's 8 bits), else active_speed.
+int rs_port_speed(const struct ibv_port_attr *pa);
 
 // rs_fabric is what a fabric may need set on a QP; perftest's values are
 // the defaults (see transport.DefaultFabric).
@@ -75,6 +86,7 @@ rs_status rs_connect(struct ibv_qp *qp, uint8_t port, const rs_remote *r, uint32
 // rs_qp_info is what ibv_query_qp says of a connected QP.
 typedef struct {
 	int max_rd_atomic, max_dest_rd_atomic, path_mtu, max_send_wr, is_global;
+	int sgid_index; // the GID the QP sends from, when is_global
 	rs_fabric f;
 } rs_qp_info;
 rs_status rs_query_qp(struct ibv_qp *qp, rs_qp_info *out);
@@ -199,7 +211,9 @@ rs_status rs_cm_listen(struct rdma_cm_id *id, const char *ip, int port, int *bou
 rs_status rs_cm_resolve_addr(struct rdma_cm_id *id, const char *src, const char *dst, int port, int timeout_ms);
 rs_status rs_cm_resolve_route(struct rdma_cm_id *id, int timeout_ms);
 rs_status rs_cm_wait(struct rdma_event_channel *ch, int timeout_ms, rs_cm_event *ev);
-// rs_cm_set_options sets the ToS (traffic class) and ACK timeout on id.
+// rs_cm_set_options sets the ToS (traffic class) and ACK timeout on id. A
+// tos < 0 leaves the ToS unset, so rdma_cm uses the port's
+// default_roce_tos (configfs) as the administrator set it.
 rs_status rs_cm_set_options(struct rdma_cm_id *id, int tos, int timeout);
 rs_status rs_cm_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq, int send_depth, struct ibv_qp **qp);
 rs_status rs_cm_connect(struct rdma_cm_id *id, const void *pdata, int plen, int initiator_depth,

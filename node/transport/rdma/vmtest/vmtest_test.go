@@ -135,7 +135,8 @@ func TestGuest(t *testing.T) {
 var required = []string{"TestDevices", "TestServeRead", "TestGIDIndexOutOfRange", "TestMaxRdAtomicOverDevice",
 	"TestConformance", "TestConformanceCM", "TestMalformedHandshake", "TestClientGoneAfterHandshake", "TestConnectModeMismatch",
 	"TestLatencyExcludesVerify", "TestLatencyVerifyOnOff", "TestFirstMismatch", "TestMemAvailable", "TestMultiNIC", "TestWildcardListen",
-	"TestDepth", "TestCQModeration", "TestFabric", "TestCM", "TestDevicesKeepsGoing", "TestIntervals"}
+	"TestDepth", "TestCQModeration", "TestFabric", "TestCM", "TestDevicesKeepsGoing", "TestIntervals",
+	"TestDefaultRoCETOS", "TestMemlockWithoutCaps", "TestPortDownEndsPoint"}
 
 // requiredOn are what a kernel's guest must pass besides: siw where the
 // image has it; registration odp refused where rxe lacks ODP (6.1), and

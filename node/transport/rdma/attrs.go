@@ -1,0 +1,228 @@
+package rdma
+
+// Decisions taken from a device's attributes, kept free of cgo so that
+// their tests run over fake attributes on any machine. The cgo side
+// (device.go, client.go, server.go) feeds them what the verbs say; its
+// compile-time asserts tie the constants below to verbs.h.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Access flags, as enum ibv_access_flags numbers them.
+const (
+	accessLocalWrite      = 1
+	accessRemoteWrite     = 2
+	accessRemoteRead      = 4
+	accessRelaxedOrdering = 1 << 20 // IBV_ACCESS_OPTIONAL_FIRST
+)
+
+// clientAccess is the access the client's read buffer is registered
+// with. RDMA READ responses land with local write. On iWARP they are
+// placed like RDMA WRITEs into the buffer, so it needs REMOTE_WRITE too,
+// as perftest and the kernel's rw.c give it; siw checks only LOCAL_WRITE,
+// so soft-iWARP passes either way, but cxgb4 and irdma in iWARP mode fail
+// the first READ with a local access error without it. Relaxed ordering
+// is optional: a device without it ignores the flag. A device node cannot
+// read through is refused.
+func clientAccess(transport, driver string, relaxed bool) (int, error) {
+	if why := unsupportedReason(transport, driver); why != "" {
+		return 0, fmt.Errorf("%s", why)
+	}
+	a := accessLocalWrite
+	if transport == "iWARP" {
+		a |= accessRemoteWrite
+	}
+	if relaxed {
+		a |= accessRelaxedOrdering
+	}
+	return a, nil
+}
+
+// address says how QPs on a port reach the peer: by LID alone on
+// InfiniBand unless gid_index was given (a routed fabric, GRH on), which
+// is perftest's default (is_global 0); by GID on RoCE, where index < 0
+// chooses one by addr. An IB port without GRH uses no GID at all, so it
+// needs no populated GID table and records none.
+func address(ethernet bool, index int, gids []GID, addr net.IP) (g GID, grh bool, err error) {
+	grh = needGRH(ethernet, index >= 0)
+	if !grh {
+		return GID{}, false, nil
+	}
+	if index >= 0 {
+		for _, g := range gids {
+			if g.Index == index {
+				return g, true, nil
+			}
+		}
+		return GID{}, true, fmt.Errorf("gid_index %d is not populated (populated: %s); hint: pick one from `node devices`", index, listGIDs(gids))
+	}
+	g, err = chooseGID(gids, addr)
+	return g, true, err
+}
+
+// linkSpeeds is ibv_port_attr's active_speed (active_speed_ex where the
+// header has it), as the kernel's enum ib_port_speed numbers it, with the
+// lane's signalling rate in Gb/s. Name is the speed's name in verbs.h's
+// IBV_PORT_LINK_SPEED_<name>_SUP, where it has one (the test checks that
+// every speed the installed verbs.h names is here).
+var linkSpeeds = []struct {
+	name  string
+	speed int
+	gbps  float64
+}{
+	{"SDR", 1, 2.5},
+	{"DDR", 2, 5},
+	{"QDR", 4, 10},
+	{"FDR10", 8, 10.3125},
+	{"FDR", 16, 14.0625},
+	{"EDR", 32, 25.78125},
+	{"HDR", 64, 53.125},
+	{"NDR", 128, 106.25},
+	{"XDR", 256, 212.5},
+}
+
+// laneGbps decodes active_speed to the lane's signalling rate, 0 unknown.
+func laneGbps(s int) float64 {
+	for _, l := range linkSpeeds {
+		if l.speed == s {
+			return l.gbps
+		}
+	}
+	return 0
+}
+
+// prefetchSegment is one range ibv_advise_mr prefetches.
+type prefetchSegment struct{ off, len uint64 }
+
+// maxPrefetch is the most one segment advises: an SGE's length is 32
+// bits, and perftest and the kernel's ODP code split at 2 GiB.
+const maxPrefetch = 2 << 30
+
+// prefetchSegments splits a region of n bytes into segments of at most
+// maxPrefetch, covering it whole.
+func prefetchSegments(n uint64) []prefetchSegment {
+	var out []prefetchSegment
+	for off := uint64(0); off < n; off += maxPrefetch {
+		out = append(out, prefetchSegment{off, min(maxPrefetch, n-off)})
+	}
+	return out
+}
+
+// checkMRSize refuses a registration larger than the device's
+// max_mr_size before trying it: the verb would fail with a bare EINVAL or
+// ENOMEM, which reads like a memlock problem.
+func checkMRSize(size, maxMR uint64, dev, what, hint string) error {
+	if maxMR == 0 || size <= maxMR {
+		return nil
+	}
+	return fmt.Errorf("%s is %d bytes, over %s's max_mr_size %d: the device cannot register it as one region; hint: %s", what, size, dev, maxMR, hint)
+}
+
+// autoCQModeration is cq_moderation's auto value for a client with
+// perQP READs posted per QP: every min(100, perQP)th READ signalled, as
+// perftest's bandwidth tests do with their per-QP tx depth.
+func autoCQModeration(perQP int) int { return max(1, min(100, perQP)) }
+
+// usedCQModeration is the moderation the C loop applies per QP: the
+// plan's (or auto's), capped by the QP's slots so a full send queue
+// always holds a signalled READ.
+func usedCQModeration(cqMod, perQP int) int { return max(1, min(cqMod, perQP)) }
+
+// configfsRDMACM is where configfs holds rdma_cm's per-port defaults.
+const configfsRDMACM = "/sys/kernel/config/rdma_cm"
+
+// defaultRoCETOS reads the default_roce_tos an administrator set for the
+// device's port under root (configfsRDMACM), nil where it cannot be read:
+// no configfs, or no directory made for the device, in which case the
+// kernel uses 0.
+func defaultRoCETOS(root, dev string, port int) *int {
+	b, err := os.ReadFile(filepath.Join(root, dev, "ports", strconv.Itoa(port), "default_roce_tos"))
+	if err != nil {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil
+	}
+	return &n
+}
+
+// trafficClass is the traffic class a side's QPs carry: the plan's, or
+// unset (set < 0), what the kernel uses: with connect cm the port's
+// default_roce_tos, else 0.
+func trafficClass(set int, cm bool, defaultTOS *int) int {
+	switch {
+	case set >= 0:
+		return set
+	case cm && defaultTOS != nil:
+		return *defaultTOS
+	}
+	return 0
+}
+
+// Async event types, as enum ibv_event_type numbers them.
+const (
+	eventDeviceFatal = 8
+	eventPortErr     = 10
+	eventLIDChange   = 11
+	eventPKeyChange  = 12
+	eventGIDChange   = 18
+)
+
+// breakingEvent names an async event that breaks the path through port
+// (a link flap, a changed address), "" for any other: without it the
+// point would end in a bare retry-exceeded error on the client.
+func breakingEvent(typ, eventPort, port int) string {
+	if typ == eventDeviceFatal {
+		return "a fatal device error (IBV_EVENT_DEVICE_FATAL)"
+	}
+	if eventPort != port {
+		return ""
+	}
+	switch typ {
+	case eventPortErr:
+		return fmt.Sprintf("port %d went down (IBV_EVENT_PORT_ERR): the link flapped or the cable or switch port failed", port)
+	case eventGIDChange:
+		return fmt.Sprintf("port %d's GID table changed (IBV_EVENT_GID_CHANGE): an address of its interface was removed or changed", port)
+	case eventLIDChange:
+		return fmt.Sprintf("port %d's LID changed (IBV_EVENT_LID_CHANGE): the subnet manager reassigned it", port)
+	case eventPKeyChange:
+		return fmt.Sprintf("port %d's P_Key table changed (IBV_EVENT_PKEY_CHANGE)", port)
+	}
+	return ""
+}
+
+// relaxedOrderingGranted says whether a device's MR can hold the relaxed
+// ordering it was asked for: drivers honour IBV_ACCESS_RELAXED_ORDERING
+// only where the PCIe function has Relaxed Ordering enabled in its Device
+// Control register (the kernel's pcie_relaxed_ordering_enabled), and
+// ignore it silently elsewhere. config is the function's PCI config
+// space; a software device has none (nil), and is never granted it. The
+// answer is nil when config is too short to tell (an unprivileged read
+// sees only its first 64 bytes).
+func relaxedOrderingGranted(requested bool, config []byte) *bool {
+	no, yes := false, true
+	switch {
+	case !requested || config == nil:
+		return &no
+	case len(config) < 0x40 || config[0x06]&0x10 == 0: // no capability list
+		return nil
+	}
+	for ptr, hops := int(config[0x34]&^3), 0; ptr >= 0x40 && ptr+10 <= len(config) && hops < 48; hops++ {
+		if config[ptr] == 0x10 { // PCI Express capability
+			devCtl := int(config[ptr+8]) | int(config[ptr+9])<<8
+			if devCtl&0x10 != 0 {
+				return &yes
+			}
+			return &no
+		}
+		ptr = int(config[ptr+1] &^ 3)
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package rdma
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"rdmasweep/testbed/testenv"
+)
+
+func TestClientAccess(t *testing.T) {
+	for _, c := range []struct {
+		name, transport, driver string
+		relaxed                 bool
+		want                    int
+		err                     string
+	}{
+		// RoCE devices report the InfiniBand verbs transport; their link
+		// layer says Ethernet, which the access does not depend on.
+		{"InfiniBand", "InfiniBand", "mlx5_core", true, accessLocalWrite | accessRelaxedOrdering, ""},
+		{"RoCE", "InfiniBand", "mlx5_core", false, accessLocalWrite, ""},
+		{"soft-RoCE", "InfiniBand", "", true, accessLocalWrite | accessRelaxedOrdering, ""},
+		{"iWARP", "iWARP", "cxgb4", true, accessLocalWrite | accessRemoteWrite | accessRelaxedOrdering, ""},
+		{"iWARP without relaxed ordering", "iWARP", "irdma", false, accessLocalWrite | accessRemoteWrite, ""},
+		{"EFA", "unspecified", "efa", true, 0, "SRD"},
+		{"usNIC", "usNIC", "usnic_verbs", true, 0, "no reliable-connected"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := clientAccess(c.transport, c.driver, c.relaxed)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("clientAccess = %#x, %v; want an error with %q", got, err, c.err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("clientAccess = %#x, %v; want %#x", got, err, c.want)
+			}
+			if got&accessRemoteRead != 0 {
+				t.Errorf("the client's buffer is readable remotely: %#x", got)
+			}
+		})
+	}
+}
+
+func TestAddressInfiniBandWithoutGIDs(t *testing.T) {
+	// An IB port with LID 7 and an empty GID table, as a subnet without
+	// GIDs in use shows it: perftest's default, LID only, no GRH.
+	g, grh, err := address(false, -1, nil, net.ParseIP("192.0.2.1"))
+	if err != nil || grh || g != (GID{}) {
+		t.Fatalf("address = %+v, grh %v, %v; want the empty GID, no GRH", g, grh, err)
+	}
+	// gid_index given on IB turns the GRH on, and needs that entry.
+	if _, grh, err := address(false, 0, nil, nil); !grh || err == nil {
+		t.Fatalf("gid_index 0 on an empty table: grh %v, err %v; want GRH and an error", grh, err)
+	}
+	gids := []GID{{Index: 0, GID: "fe80::1", Type: "IB"}}
+	if g, grh, err := address(false, 0, gids, nil); !grh || err != nil || g.Index != 0 {
+		t.Fatalf("gid_index 0: %+v, grh %v, %v", g, grh, err)
+	}
+}
+
+func TestAddressRoCE(t *testing.T) {
+	gids := []GID{
+		{Index: 0, GID: "fe80::1", Type: "RoCE v2"},
+		{Index: 1, GID: "::ffff:10.0.2.15", Type: "RoCE v2"},
+	}
+	g, grh, err := address(true, -1, gids, net.ParseIP("10.0.2.15"))
+	if err != nil || !grh || g.Index != 1 {
+		t.Fatalf("address = %+v, grh %v, %v; want index 1 with GRH", g, grh, err)
+	}
+	if _, _, err := address(true, -1, nil, net.ParseIP("10.0.2.15")); err == nil {
+		t.Fatal("RoCE with no GIDs: want an error")
+	}
+}
+
+func TestLinkSpeeds(t *testing.T) {
+	if got := laneGbps(256); got != 212.5 {
+		t.Errorf("XDR lane = %g Gb/s, want 212.5", got)
+	}
+	if got := laneGbps(128); got != 106.25 {
+		t.Errorf("NDR lane = %g Gb/s, want 106.25", got)
+	}
+	if got := laneGbps(3); got != 0 {
+		t.Errorf("unknown speed = %g, want 0", got)
+	}
+}
+
+// TestLinkSpeedsCoverVerbsH fails when the installed verbs.h names a
+// link speed (IBV_PORT_LINK_SPEED_<name>_SUP) the table lacks.
+func TestLinkSpeedsCoverVerbsH(t *testing.T) {
+	b, err := os.ReadFile("/usr/include/infiniband/verbs.h")
+	if err != nil {
+		testenv.Skip(t, "no verbs.h (install libibverbs-dev): "+err.Error())
+	}
+	names := regexp.MustCompile(`IBV_PORT_LINK_SPEED_([A-Z0-9]+)_SUP`).FindAllStringSubmatch(string(b), -1)
+	if len(names) == 0 {
+		t.Fatal("verbs.h names no IBV_PORT_LINK_SPEED_*_SUP: has the header changed how it names speeds?")
+	}
+	for _, m := range names {
+		found := false
+		for _, l := range linkSpeeds {
+			found = found || l.name == m[1]
+		}
+		if !found {
+			t.Errorf("verbs.h names link speed %s, which linkSpeeds lacks", m[1])
+		}
+	}
+}
+
+func TestPrefetchSegments(t *testing.T) {
+	const gib = uint64(1) << 30
+	for _, n := range []uint64{6 * gib, 6*gib + 4096, 4*gib - 1, 1, 2 * gib} {
+		segs := prefetchSegments(n)
+		next := uint64(0)
+		for _, s := range segs {
+			if s.off != next {
+				t.Fatalf("n %d: segment at %d, want %d (segments %v)", n, s.off, next, segs)
+			}
+			if s.len == 0 || s.len > 2*gib {
+				t.Fatalf("n %d: segment of %d bytes, want 1..2GiB", n, s.len)
+			}
+			next += s.len
+		}
+		if next != n {
+			t.Fatalf("n %d: segments cover %d bytes", n, next)
+		}
+	}
+	if got := len(prefetchSegments(6 * gib)); got != 3 {
+		t.Errorf("6GiB in %d segments, want 3", got)
+	}
+}
+
+func TestCheckMRSize(t *testing.T) {
+	if err := checkMRSize(1<<30, 1<<30, "mlx5_0", "the region", "lower file_size"); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkMRSize(1<<40, 0, "rxe0", "the region", "x"); err != nil {
+		t.Fatalf("unknown max_mr_size refused: %v", err)
+	}
+	err := checkMRSize(1<<31, 1<<30, "mlx5_0", "the region", "lower file_size")
+	if err == nil || !strings.Contains(err.Error(), "max_mr_size 1073741824") || strings.Contains(err.Error(), "memlock") {
+		t.Fatalf("err = %v; want one naming max_mr_size, not memlock", err)
+	}
+}
+
+func TestAutoCQModeration(t *testing.T) {
+	for depth, want := range map[int]int{1: 1, 16: 16, 100: 100, 128: 100, 4096: 100} {
+		if got := autoCQModeration(depth); got != want {
+			t.Errorf("autoCQModeration(%d) = %d, want %d", depth, got, want)
+		}
+	}
+	if got := usedCQModeration(32, 16); got != 16 {
+		t.Errorf("cq_moderation 32 on QPs of 16 slots: %d used, want 16", got)
+	}
+	if got := usedCQModeration(8, 16); got != 8 {
+		t.Errorf("cq_moderation 8 on QPs of 16 slots: %d used, want 8", got)
+	}
+}
+
+func TestTrafficClass(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "rxe0", "ports", "1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "default_roce_tos"), []byte("96\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tos := defaultRoCETOS(root, "rxe0", 1)
+	if tos == nil || *tos != 96 {
+		t.Fatalf("defaultRoCETOS = %v, want 96", tos)
+	}
+	if got := defaultRoCETOS(root, "rxe1", 1); got != nil {
+		t.Fatalf("a device without a configfs directory: %v, want nil", *got)
+	}
+	for _, c := range []struct {
+		set  int
+		cm   bool
+		tos  *int
+		want int
+	}{
+		{-1, true, tos, 96}, // unset over rdma_cm: the administrator's
+		{32, true, tos, 32}, // set: the plan's
+		{-1, false, tos, 0}, // unset over tcp: the GRH's default
+		{-1, true, nil, 0},  // unset, nothing configured: the kernel's 0
+	} {
+		if got := trafficClass(c.set, c.cm, c.tos); got != c.want {
+			t.Errorf("trafficClass(%d, cm %v) = %d, want %d", c.set, c.cm, got, c.want)
+		}
+	}
+}
+
+func TestBreakingEvent(t *testing.T) {
+	for _, c := range []struct {
+		typ, evPort int
+		want        string
+	}{
+		{eventPortErr, 1, "went down"},
+		{eventGIDChange, 1, "GID table changed"},
+		{eventPortErr, 2, ""}, // another port's
+		{9, 1, ""},            // port active
+		{eventDeviceFatal, 0, "fatal device error"},
+	} {
+		got := breakingEvent(c.typ, c.evPort, 1)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("breakingEvent(%d, port %d) = %q, want %q", c.typ, c.evPort, got, c.want)
+		}
+	}
+}
+
+func TestRelaxedOrderingGranted(t *testing.T) {
+	config := func(devCtl byte) []byte {
+		c := make([]byte, 256)
+		c[0x06] = 0x10 // capability list
+		c[0x34] = 0x40
+		c[0x40], c[0x41] = 0x01, 0x60 // power management, then
+		c[0x60], c[0x61] = 0x10, 0x00 // PCI Express, last
+		c[0x68] = devCtl
+		return c
+	}
+	for _, c := range []struct {
+		name      string
+		requested bool
+		config    []byte
+		want      string
+	}{
+		{"enabled", true, config(0x10 | 0x0f), "true"},
+		{"disabled in DevCtl", true, config(0x0f), "false"},
+		{"not requested", false, config(0x10), "false"},
+		{"software device", true, nil, "false"},
+		{"unprivileged read", true, config(0x10)[:64], "unknown"},
+	} {
+		got := "unknown"
+		if g := relaxedOrderingGranted(c.requested, c.config); g != nil {
+			got = map[bool]string{true: "true", false: "false"}[*g]
+		}
+		if got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package results
+
+import (
+	"testing"
+
+	"rdmasweep/results/param"
+)
+
+// fakeValues are a point's values by name; an Auto param left to auto
+// is -1, as plan's values read.
+type fakeValues map[param.ID]int64
+
+func (v fakeValues) Int(id param.ID) int64 { return v[id] }
+func (v fakeValues) Str(param.ID) string   { return "" }
+func (v fakeValues) Bool(param.ID) bool    { return false }
+
+// TestCQModerationCell: an auto cq_moderation's cell is the value node
+// uses, min(100, queue_depth per QP), and an explicit one is the plan's.
+func TestCQModerationCell(t *testing.T) {
+	p := ParamByName("cq_moderation")
+	for _, c := range []struct {
+		v    fakeValues
+		want string
+	}{
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 16, param.QPs: 1}, "16"},
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 128, param.QPs: 1}, "100"},
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 32, param.QPs: 2}, "16"},
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 1, param.QPs: 4}, "1"},
+		{fakeValues{param.CQModeration: 1, param.QueueDepth: 128, param.QPs: 1}, "1"},
+		{fakeValues{param.CQModeration: 8, param.QueueDepth: 4, param.QPs: 1}, "8"},
+	} {
+		if got := p.Cell("rdma", c.v); got != c.want {
+			t.Errorf("cq_moderation cell for %v = %q, want %q", c.v, got, c.want)
+		}
+	}
+	if got := p.Cell("tcp", fakeValues{param.CQModeration: -1, param.QueueDepth: 16}); got != "" {
+		t.Errorf("tcp: %q, want empty", got)
+	}
+}
