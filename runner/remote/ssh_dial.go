@@ -24,6 +24,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -62,7 +63,7 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 	}
 	d := &dialer{hk: hk, timeout: timeout, ciphers: cfg.Ciphers, passphrase: cfg.Passphrase, debug: debug}
 
-	s := &SSH{name: name, user: tgt.user, done: make(chan struct{})}
+	s := &SSH{name: name, user: tgt.user, machine: machineOf(r), done: make(chan struct{})}
 	var prev *ssh.Client
 	for i, t := range append(r.jumps, tgt) {
 		c, err := d.dialHop(ctx, prev, t)
@@ -97,6 +98,23 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		go s.keepalive(r.keepalive, r.keepaliveMax)
 	}
 	return s, nil
+}
+
+// machineOf is SSH.Machine for a resolved dial: each hop's address, and
+// its ProxyCommand when it has one, since one address behind two proxies
+// may be two machines.
+func machineOf(r resolved) string {
+	var b strings.Builder
+	for i, t := range append(r.jumps, r.target) {
+		if i > 0 {
+			b.WriteString(" > ")
+		}
+		if t.proxyCommand != "" && t.proxyCommand != "none" && i == 0 {
+			fmt.Fprintf(&b, "[%s] ", t.proxyCommand)
+		}
+		b.WriteString(t.addr())
+	}
+	return b.String()
 }
 
 // dialer dials hops with one dial's settings.

@@ -13,7 +13,7 @@
 //   - Each sshd runs in its own mount namespace with a tmpfs on
 //     DeployDir (mode 1777), so hosts never share what the runner deploys
 //     there, and with /etc/passwd and /etc/group bind-mounted to copies
-//     that add the test accounts (User, NoisyUser, NoShellUser), so the
+//     that add the test accounts (User, PeerUser, NoisyUser, NoShellUser), so the
 //     machine's own account files are never touched.
 //   - One harness instance at a time on the machine: Start takes an flock
 //     on LockFile for the test's life, because `go test ./...` runs packages
@@ -172,6 +172,10 @@ const (
 	NoShellUID  = 4244
 	CertUser    = "rswcert"
 	CertUID     = 4245
+	// PeerUser is a second plain account like User: two users deploying
+	// to one shared directory.
+	PeerUser = "rswpeer"
+	PeerUID  = 4246
 )
 
 // MissingShell is the shell NoShellUser's login shell execs; it does not
@@ -196,9 +200,9 @@ func writeAccounts(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	for _, f := range []struct{ name, line string }{
-		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n%s:x:%d:%d:rdmasweep cert test:/:/bin/sh\n",
-			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell, CertUser, CertUID, CertUID)},
-		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID, NoShellUser, NoShellUID, CertUser, CertUID)},
+		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n%s:x:%d:%d:rdmasweep cert test:/:/bin/sh\n%s:x:%d:%d:rdmasweep peer test:/:/bin/sh\n",
+			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell, CertUser, CertUID, CertUID, PeerUser, PeerUID, PeerUID)},
+		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID, NoShellUser, NoShellUID, CertUser, CertUID, PeerUser, PeerUID)},
 	} {
 		b, err := os.ReadFile("/etc/" + f.name)
 		if err != nil {
