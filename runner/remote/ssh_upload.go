@@ -19,8 +19,11 @@ import (
 // Upload copies local to the absolute remote path over SFTP. It never
 // leaves a partial file at remote: it writes a uniquely named temporary
 // file in the same directory, fsyncs it, makes it 0755 and renames it into
-// place with posix-rename (atomic, and fine while an old copy runs). On
-// any failure the temporary file is removed. Cancelling ctx aborts it.
+// place with posix-rename (atomic, and fine while an old copy runs). A
+// rename refused because another user's file is there (a sticky
+// directory) takes that file when it is the same, and is a
+// *ForeignFileError when it is not; see renameRefused. On any failure
+// the temporary file is removed. Cancelling ctx aborts it.
 func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, error) {
 	if !path.IsAbs(remote) {
 		return UploadResult{}, fmt.Errorf("remote path %q is not absolute", remote)
