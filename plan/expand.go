@@ -130,20 +130,7 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 	if maxPoints <= 0 {
 		maxPoints = DefaultMaxPoints
 	}
-	hosts := p.Hosts
-	hosts.Servers = slices.Clone(hosts.Servers)
-	for i := range hosts.Servers {
-		h := &hosts.Servers[i]
-		switch {
-		case h.DataAddress != "":
-		case h.IsLocal():
-			h.DataAddress = localDataAddress
-		case opts.HostName != nil:
-			h.DataAddress = opts.HostName(h.Address)
-		default:
-			h.DataAddress = h.Address
-		}
-	}
+	hosts := withDataAddresses(p.Hosts, opts.HostName)
 
 	// Filter each axis by --only: every parameter lives on one axis, so
 	// the product of the filtered axes is exactly the filtered expansion,
@@ -160,14 +147,7 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 	if len(l.errs) > 0 {
 		return nil, l.errs.sorted()
 	}
-	count := 1 // saturates, so a sweep too big for an int still reads as too big
-	for _, kept := range axes {
-		if len(kept) > 0 && count > math.MaxInt/len(kept) {
-			count = math.MaxInt
-			break
-		}
-		count *= len(kept)
-	}
+	count := pointCount(axes)
 	if count > maxPoints {
 		n := strconv.Itoa(count)
 		if count == math.MaxInt {
@@ -178,51 +158,14 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 	}
 
 	l.origin = p.origin
-	type refusedAt struct {
-		at              *yaml.Node
-		param, workload string
-	}
-	refused := map[refusedAt]bool{}
+	x := &expansion{p: p, l: l, axes: axes, hosts: hosts, check: opts.Check, refused: map[refusedAt]bool{}}
 	points := make([]Point, 0, count)
 	pos := make([]int, len(axes)) // odometer over axes, last fastest
 	for n := 0; n < count; n++ {
-		pt := Point{Index: n, Hosts: hosts, Values: p.Base.clone()}
-		for ai, a := range p.sweep.axes {
-			j := axes[ai][pos[ai]]
-			for _, e := range a.entries {
-				pt.Values.set(e.p.Name, e.values[j])
-			}
-		}
-		for _, sp := range p.sweep.order {
-			pt.Swept = append(pt.Swept, Param{sp.Name, format(sp, pt.Values.get(sp.Name))})
-		}
-		v := pt.Values
-		before := len(l.errs)
-		for _, msg := range []string{
-			blockFileProblem(v.Int(param.FileSize), v.Int(param.BlockSize)),
-			totalDurationProblem(v.Int(param.Total), v.Int(param.Duration)),
-		} {
-			if msg != "" {
-				l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)
-			}
-		}
-		if len(l.errs) > before {
+		pt, ok := x.point(n, pos)
+		if !ok {
 			return nil, l.errs.sorted()
 		}
-		if opts.Check != nil {
-			for _, r := range opts.Check(pt) {
-				at, path := p.writtenAt(r.Param, axes, pos)
-				if at == nil || path == "" {
-					at, path = p.writtenAt(fastestParam.String(), axes, pos)
-				}
-				k := refusedAt{at, r.Param, pt.Values.Str(fastestParam)}
-				if !refused[k] {
-					refused[k] = true
-					l.errorf(at, path, "%s", r.Msg)
-				}
-			}
-		}
-		pt.Key = pointKey(p.Name, pt)
 		points = append(points, pt)
 		for ai := len(pos) - 1; ai >= 0; ai-- {
 			if pos[ai]++; pos[ai] < len(axes[ai]) {
@@ -235,6 +178,99 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 		return nil, l.errs.sorted()
 	}
 	return points, nil
+}
+
+// withDataAddresses is hosts with every server's data_address resolved:
+// as written, the loopback for a local server, else what hostName gives
+// for its address (the ssh_config HostName), else the address.
+func withDataAddresses(hosts Hosts, hostName func(string) string) Hosts {
+	hosts.Servers = slices.Clone(hosts.Servers)
+	for i := range hosts.Servers {
+		h := &hosts.Servers[i]
+		switch {
+		case h.DataAddress != "":
+		case h.IsLocal():
+			h.DataAddress = localDataAddress
+		case hostName != nil:
+			h.DataAddress = hostName(h.Address)
+		default:
+			h.DataAddress = h.Address
+		}
+	}
+	return hosts
+}
+
+// pointCount is the product of the kept axes' lengths. It saturates at
+// math.MaxInt, so a sweep too big for an int still reads as too big.
+func pointCount(axes [][]int) int {
+	count := 1
+	for _, kept := range axes {
+		if len(kept) > 0 && count > math.MaxInt/len(kept) {
+			return math.MaxInt
+		}
+		count *= len(kept)
+	}
+	return count
+}
+
+// expansion is one Expand's walk over the kept axes.
+type expansion struct {
+	p       *Plan
+	l       *loader
+	axes    [][]int // per axis, the kept positions
+	hosts   Hosts
+	check   func(Point) []Refusal
+	refused map[refusedAt]bool // each refusal once where it was written
+}
+
+type refusedAt struct {
+	at              *yaml.Node
+	param, workload string
+}
+
+// point is point n, at pos on the odometer, with its key. It records the
+// refusals of the check; ok is false when the point breaks a per-point
+// rule, which ends the expansion.
+func (x *expansion) point(n int, pos []int) (pt Point, ok bool) {
+	p, l := x.p, x.l
+	pt = Point{Index: n, Hosts: x.hosts, Values: p.Base.clone()}
+	for ai, a := range p.sweep.axes {
+		j := x.axes[ai][pos[ai]]
+		for _, e := range a.entries {
+			pt.Values.set(e.p.Name, e.values[j])
+		}
+	}
+	for _, sp := range p.sweep.order {
+		pt.Swept = append(pt.Swept, Param{sp.Name, format(sp, pt.Values.get(sp.Name))})
+	}
+	v := pt.Values
+	before := len(l.errs)
+	for _, msg := range []string{
+		blockFileProblem(v.Int(param.FileSize), v.Int(param.BlockSize)),
+		totalDurationProblem(v.Int(param.Total), v.Int(param.Duration)),
+	} {
+		if msg != "" {
+			l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)
+		}
+	}
+	if len(l.errs) > before {
+		return pt, false
+	}
+	if x.check != nil {
+		for _, r := range x.check(pt) {
+			at, path := p.writtenAt(r.Param, x.axes, pos)
+			if at == nil || path == "" {
+				at, path = p.writtenAt(fastestParam.String(), x.axes, pos)
+			}
+			k := refusedAt{at, r.Param, pt.Values.Str(fastestParam)}
+			if !x.refused[k] {
+				x.refused[k] = true
+				l.errorf(at, path, "%s", r.Msg)
+			}
+		}
+	}
+	pt.Key = pointKey(p.Name, pt)
+	return pt, true
 }
 
 // writtenAt is where the point at pos (the odometer over the kept axes)

@@ -15,8 +15,10 @@ import (
 // Deploy checks that localBinary (an ELF executable) runs on h, by its ELF
 // machine against hostArch, h's `uname -m` (runner/hostfacts collects it),
 // then uploads it to remotePath (absolute) with h.Upload: mode 0755,
-// atomic, "up to date" when the sha256 matches. Errors do not name the
-// host: the caller does, once, at its per-host boundary.
+// atomic, "up to date" when the sha256 matches. Deploys of one process to
+// one path on one machine take turns (see samefile.go), so two roles there
+// as two users get one upload. Errors do not name the host: the caller
+// does, once, at its per-host boundary.
 func Deploy(ctx context.Context, h remote.Host, localBinary, remotePath, hostArch string) (remote.UploadResult, error) {
 	want, err := binaryArch(localBinary)
 	if err != nil {
@@ -30,6 +32,11 @@ func Deploy(ctx context.Context, h remote.Host, localBinary, remotePath, hostArc
 		return remote.UploadResult{}, fmt.Errorf("node binary %s is built for %s, but the host is %s (uname -m): build it with GOARCH=%s",
 			localBinary, want.name, got, goarch(got))
 	}
+	release, err := awaitTurn(ctx, fileKey(h, remotePath))
+	if err != nil {
+		return remote.UploadResult{}, err
+	}
+	defer release()
 	res, err := h.Upload(ctx, localBinary, remotePath)
 	if err != nil {
 		return res, fmt.Errorf("upload %s: %w", localBinary, err)

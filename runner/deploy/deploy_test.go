@@ -2,11 +2,14 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/rand"
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,5 +90,67 @@ func TestDeploy(t *testing.T) {
 	res, err = deploy.Deploy(ctx, h, self, target, arch)
 	if err != nil || !res.UpToDate || res.BytesSent != 0 {
 		t.Errorf("second deploy = %+v, %v; want up to date", res, err)
+	}
+
+	t.Run("TwoUsersOnePath", func(t *testing.T) { testTwoUsersOnePath(ctx, t, n, arch) })
+}
+
+// Two roles on one host as two users with one node.remote_path in a
+// sticky, world-writable directory (issue 19): ten first runs in a row,
+// each on a fresh directory, both roles deploying at once, and each run
+// uploads once; the other role finds the file up to date.
+func testTwoUsersOnePath(ctx context.Context, t *testing.T, n *testhosts.Net, arch string) {
+	a := n.Hosts["a"]
+	var hosts []*remote.SSH
+	for _, user := range []string{n.User, testhosts.PeerUser} {
+		h, err := remote.DialSSH(ctx, remote.SSHConfig{
+			Address: a.Addr, User: user, IdentityFile: n.KeyFile,
+			KnownHosts: n.KnownHosts, HostKeyPolicy: "strict",
+			ConfigFile: filepath.Join(t.TempDir(), "none"), ConnectTimeout: 5 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		hosts = append(hosts, h)
+	}
+	m := map[string]elf.Machine{"x86_64": elf.EM_X86_64, "aarch64": elf.EM_AARCH64}[arch]
+	if m == elf.EM_NONE {
+		t.Fatalf("no ELF machine in this test for a %s host", arch)
+	}
+	node := append(elfHeader(m), make([]byte, 1<<20)...)
+	rand.Read(node[64:])
+	local := filepath.Join(t.TempDir(), "node")
+	os.WriteFile(local, node, 0o755)
+
+	for i := range 10 {
+		dir := fmt.Sprintf("%s/two-users-%d", testhosts.DeployDir, i)
+		a.Run(t, "install", "-d", "-m", "1777", dir)
+		target := dir + "/node"
+		res := make([]remote.UploadResult, len(hosts))
+		errs := make([]error, len(hosts))
+		var wg sync.WaitGroup
+		for j, h := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res[j], errs[j] = deploy.Deploy(ctx, h, local, target, arch)
+			}()
+		}
+		wg.Wait()
+		uploads := 0
+		for j := range hosts {
+			if errs[j] != nil {
+				t.Fatalf("run %d: deploy as %s: %v", i+1, hosts[j].Name(), errs[j])
+			}
+			if res[j].BytesSent > 0 {
+				uploads++
+			} else if !res[j].UpToDate {
+				t.Errorf("run %d: deploy as %s = %+v: neither sent nor up to date", i+1, hosts[j].Name(), res[j])
+			}
+		}
+		if uploads != 1 {
+			t.Errorf("run %d: %d uploads of one file, want 1: %+v", i+1, uploads, res)
+		}
 	}
 }

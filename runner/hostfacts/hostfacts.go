@@ -211,123 +211,14 @@ func noShell(err error) *NoShellError {
 func parse(out []byte) Facts {
 	f := Facts{UID: -1}
 	var file *File
-	fileOf := func() *File {
-		if file == nil {
-			file = &File{AvailBytes: -1}
-		}
-		return file
-	}
 	for _, line := range strings.Split(string(out), "\n") {
 		fs := strings.Split(line, "\t")
 		if len(fs) < 2 {
 			continue
 		}
 		v := strings.TrimSpace(fs[1])
-		switch fs[0] {
-		case "hostname":
-			f.Hostname = v
-		case "kernel":
-			f.Kernel = v
-		case "arch":
-			f.Arch = v
-		case "uid":
-			if n, err := strconv.Atoi(v); err == nil {
-				f.UID = n
-			}
-		case "memlock_bytes":
-			f.Memlock = memlock(v)
-		case "cpu_model":
-			f.CPUModel = v
-		case "cpu_governor":
-			f.CPUGovernor = v
-		case "numa_cpus":
-			n, err := strconv.Atoi(v)
-			if err != nil || len(fs) < 3 {
-				continue
-			}
-			if f.NUMACPUs == nil {
-				f.NUMACPUs = map[int]string{}
-			}
-			f.NUMACPUs[n] = strings.TrimSpace(fs[2])
-		case "nic":
-			if len(fs) < 10 {
-				continue
-			}
-			port, _ := strconv.Atoi(fs[2])
-			mtu, _ := strconv.Atoi(fs[8])
-			f.NICs = append(f.NICs, NIC{
-				Device: fs[1], Port: port, Firmware: fs[3], Rate: fs[4], LinkLayer: fs[5],
-				State: fs[6], Netdev: fs[7], NetdevMTU: mtu, NUMANode: numa(fs[9]),
-			})
-		case "gid":
-			if len(fs) < 6 {
-				continue
-			}
-			port, _ := strconv.Atoi(fs[2])
-			idx, err := strconv.Atoi(fs[3])
-			if err != nil {
-				continue
-			}
-			for i := range f.NICs {
-				if f.NICs[i].Device == fs[1] && f.NICs[i].Port == port {
-					f.NICs[i].GIDs = append(f.NICs[i].GIDs, GID{Index: idx, Type: fs[4], GID: fs[5]})
-				}
-			}
-		case "node_present":
-			f.Node.Present = true
-		case "node_version":
-			var ver results.Version
-			if json.Unmarshal([]byte(v), &ver) == nil {
-				f.Node.Version, f.Node.Transports = ver.Version, ver.Transports
-			}
-		case "node_devices":
-			// A DevicesList, or node's Error event when it has none.
-			var d struct {
-				results.DevicesList
-				Message string `json:"message"`
-			}
-			switch err := json.Unmarshal([]byte(v), &d); {
-			case err != nil:
-				f.DevicesError = v
-			case d.Type == results.TypeDevices:
-				f.Devices = d.Devices
-				f.Choice, f.ChoiceError = d.Choice, d.ChoiceError
-			default:
-				f.DevicesError = d.Message
-			}
-		case "node_host":
-			var h results.Host
-			if json.Unmarshal([]byte(v), &h) == nil && h.Type == results.TypeHost {
-				f.Host = &h
-			}
-		case "node_sha256":
-			f.Node.SHA256 = v
-		case "file_exists":
-			fileOf().Exists = v == "yes"
-		case "file_size":
-			fileOf().Size, _ = strconv.ParseInt(v, 10, 64)
-		case "sidecar":
-			fileOf().Sidecar = true
-		case "dir_exists":
-			fileOf().DirExists = true
-		case "dir_writable":
-			fileOf().DirWritable = true
-		case "measured_at":
-			fileOf().MeasuredAt = v
-		case "fs_device":
-			fileOf().FSDevice = v
-		case "fs_type":
-			fileOf().FSType = v
-		case "avail_kib":
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				fileOf().AvailBytes = n * 1024
-			}
-		case "block_device":
-			fileOf().BlockDevice = v
-		case "block_model":
-			fileOf().BlockModel = v
-		case "block_numa":
-			fileOf().BlockNUMA = numa(v)
+		if !f.systemLine(fs, v) && !f.rdmaLine(fs) && !f.nodeLine(fs[0], v) {
+			file = fileLine(file, fs[0], v)
 		}
 	}
 	// node's view of a port adds the active MTU.
@@ -342,6 +233,154 @@ func parse(out []byte) Facts {
 	}
 	f.File = file
 	return f
+}
+
+// systemLine reads a line about the system (fs its tab-separated fields,
+// v the first value trimmed) and says whether it was one.
+func (f *Facts) systemLine(fs []string, v string) bool {
+	switch fs[0] {
+	case "hostname":
+		f.Hostname = v
+	case "kernel":
+		f.Kernel = v
+	case "arch":
+		f.Arch = v
+	case "uid":
+		if n, err := strconv.Atoi(v); err == nil {
+			f.UID = n
+		}
+	case "memlock_bytes":
+		f.Memlock = memlock(v)
+	case "cpu_model":
+		f.CPUModel = v
+	case "cpu_governor":
+		f.CPUGovernor = v
+	case "numa_cpus":
+		n, err := strconv.Atoi(v)
+		if err != nil || len(fs) < 3 {
+			return true
+		}
+		if f.NUMACPUs == nil {
+			f.NUMACPUs = map[int]string{}
+		}
+		f.NUMACPUs[n] = strings.TrimSpace(fs[2])
+	default:
+		return false
+	}
+	return true
+}
+
+// rdmaLine reads a line about an RDMA port or one of its GIDs, and says
+// whether it was one.
+func (f *Facts) rdmaLine(fs []string) bool {
+	switch fs[0] {
+	case "nic":
+		if len(fs) < 10 {
+			return true
+		}
+		port, _ := strconv.Atoi(fs[2])
+		mtu, _ := strconv.Atoi(fs[8])
+		f.NICs = append(f.NICs, NIC{
+			Device: fs[1], Port: port, Firmware: fs[3], Rate: fs[4], LinkLayer: fs[5],
+			State: fs[6], Netdev: fs[7], NetdevMTU: mtu, NUMANode: numa(fs[9]),
+		})
+	case "gid":
+		if len(fs) < 6 {
+			return true
+		}
+		port, _ := strconv.Atoi(fs[2])
+		idx, err := strconv.Atoi(fs[3])
+		if err != nil {
+			return true
+		}
+		for i := range f.NICs {
+			if f.NICs[i].Device == fs[1] && f.NICs[i].Port == port {
+				f.NICs[i].GIDs = append(f.NICs[i].GIDs, GID{Index: idx, Type: fs[4], GID: fs[5]})
+			}
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// nodeLine reads a line about the deployed node and what it said, and
+// says whether it was one.
+func (f *Facts) nodeLine(key, v string) bool {
+	switch key {
+	case "node_present":
+		f.Node.Present = true
+	case "node_version":
+		var ver results.Version
+		if json.Unmarshal([]byte(v), &ver) == nil {
+			f.Node.Version, f.Node.Transports = ver.Version, ver.Transports
+		}
+	case "node_devices":
+		// A DevicesList, or node's Error event when it has none.
+		var d struct {
+			results.DevicesList
+			Message string `json:"message"`
+		}
+		switch err := json.Unmarshal([]byte(v), &d); {
+		case err != nil:
+			f.DevicesError = v
+		case d.Type == results.TypeDevices:
+			f.Devices = d.Devices
+			f.Choice, f.ChoiceError = d.Choice, d.ChoiceError
+		default:
+			f.DevicesError = d.Message
+		}
+	case "node_host":
+		var h results.Host
+		if json.Unmarshal([]byte(v), &h) == nil && h.Type == results.TypeHost {
+			f.Host = &h
+		}
+	case "node_sha256":
+		f.Node.SHA256 = v
+	default:
+		return false
+	}
+	return true
+}
+
+// fileLine reads a line about the data file and its storage into file,
+// made on the first such line; other lines leave it as it is.
+func fileLine(file *File, key, v string) *File {
+	of := func() *File {
+		if file == nil {
+			file = &File{AvailBytes: -1}
+		}
+		return file
+	}
+	switch key {
+	case "file_exists":
+		of().Exists = v == "yes"
+	case "file_size":
+		of().Size, _ = strconv.ParseInt(v, 10, 64)
+	case "sidecar":
+		of().Sidecar = true
+	case "dir_exists":
+		of().DirExists = true
+	case "dir_writable":
+		of().DirWritable = true
+	case "measured_at":
+		of().MeasuredAt = v
+	case "fs_device":
+		of().FSDevice = v
+	case "fs_type":
+		of().FSType = v
+	case "avail_kib":
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			of().AvailBytes = n * 1024
+		}
+	case "block_device":
+		of().BlockDevice = v
+	case "block_model":
+		of().BlockModel = v
+	case "block_numa":
+		of().BlockNUMA = numa(v)
+	}
+	return file
 }
 
 // memlock turns /proc/self/limits' soft limit (bytes or "unlimited") into

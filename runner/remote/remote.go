@@ -50,6 +50,10 @@ type Process interface {
 
 // UploadResult describes one Upload.
 type UploadResult struct {
+	// UpToDate says the remote file is the local one (same sha256)
+	// without this upload's copy: it was there already, or another
+	// user's upload won the rename into place with the same file, when
+	// BytesSent is the copy that was then discarded.
 	UpToDate  bool
 	BytesSent int64
 }

@@ -67,10 +67,11 @@ const DefaultConnectTimeout = 30 * time.Second
 // and upload (and more connections only when the host limits sessions per
 // connection). It is safe for concurrent use.
 type SSH struct {
-	name   string
-	user   string // the login user, resolved
-	client *ssh.Client
-	hops   []*ssh.Client // jump hosts, nearest first; closed after client
+	name    string
+	user    string // the login user, resolved
+	machine string // see Machine
+	client  *ssh.Client
+	hops    []*ssh.Client // jump hosts, nearest first; closed after client
 
 	// redial opens another connection to the host; extras are those
 	// opened because the others refused a session (MaxSessions).
@@ -102,6 +103,12 @@ func (s *SSH) gone() {
 
 // Name is "user@address:port", the address as the plan wrote it.
 func (s *SSH) Name() string { return s.name }
+
+// Machine names the machine the connection reaches, whoever logs in: the
+// jump hosts' and the host's resolved address:port (and a ProxyCommand as
+// written), without the user. Two users' connections to one sshd have the
+// same Machine, so their uploads to one path write one file.
+func (s *SSH) Machine() string { return s.machine }
 
 // Close ends the connections to the host and those to jump hosts.
 func (s *SSH) Close() error {

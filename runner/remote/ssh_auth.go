@@ -78,170 +78,221 @@ type keyOptions struct {
 
 // loadKeys gathers the keys to offer; see the file comment.
 func loadKeys(o keyOptions) (*keyring, error) {
-	debug := o.debug
-	if debug == nil {
-		debug = func(string) {}
+	l := &keyLoader{o: o, debug: o.debug, k: &keyring{trace: &authTrace{offered: map[int]bool{}}}}
+	if l.debug == nil {
+		l.debug = func(string) {}
 	}
-	k := &keyring{trace: &authTrace{offered: map[int]bool{}}}
-	var agentSigners []ssh.Signer
-	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
-		if c, err := net.Dial("unix", sock); err == nil {
-			s, err := agent.NewClient(c).Signers()
-			if err == nil && len(s) > 0 {
-				k.agent = c
-				agentSigners = s
-			} else {
-				c.Close()
-			}
-		} else {
-			debug(fmt.Sprintf("ssh-agent at SSH_AUTH_SOCK=%s: %v", sock, err))
-		}
-	}
-	inAgent := func(pub ssh.PublicKey) bool {
-		for _, s := range agentSigners {
-			if keysEqual(s.PublicKey(), pub) {
-				return true
-			}
-		}
-		return false
-	}
-
-	type fileKey struct {
-		path   string
-		signer ssh.Signer // nil when the agent holds it
-		pub    ssh.PublicKey
-	}
-	var files []fileKey
+	l.openAgent()
 	for _, path := range o.identities {
-		b, err := os.ReadFile(path)
-		if os.IsNotExist(err) {
-			debug(fmt.Sprintf("identity file %s: not there, skipped", path))
-			continue
+		if err := l.readIdentity(path); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read identity file: %w", err)
-		}
-		signer, err := ssh.ParsePrivateKey(b)
-		var pe *ssh.PassphraseMissingError
-		switch {
-		case errors.As(err, &pe):
-			pub := pe.PublicKey
-			if pub == nil {
-				pub = readPublicKey(path + ".pub")
-			}
-			switch {
-			case pub != nil && inAgent(pub):
-				debug(fmt.Sprintf("identity file %s: protected by a passphrase; ssh-agent holds it", path))
-				files = append(files, fileKey{path: path, pub: pub})
-			case o.passphrase == nil:
-				debug(fmt.Sprintf("identity file %s: protected by a passphrase, not in ssh-agent, and no terminal to ask on: not offered", path))
-				k.protected = append(k.protected, path)
-			case pub == nil:
-				// No public half to offer first: ask now.
-				s, err := unlock(path, b, o.passphrase)
-				if err != nil {
-					return nil, err
-				}
-				files = append(files, fileKey{path: path, signer: s, pub: s.PublicKey()})
-			default:
-				files = append(files, fileKey{path: path, signer: &lockedSigner{path: path, pem: b, pub: pub, ask: o.passphrase, trace: k.trace}, pub: pub})
-			}
-			continue
-		case err != nil:
-			// ssh skips keys it cannot load (an sk or xmss key, say).
-			debug(fmt.Sprintf("identity file %s: %v; skipped", path, err))
-			continue
-		}
-		if inAgent(signer.PublicKey()) {
-			files = append(files, fileKey{path: path, pub: signer.PublicKey()})
-			continue
-		}
-		files = append(files, fileKey{path: path, signer: signer, pub: signer.PublicKey()})
 	}
+	l.addCertificates()
+	l.addAgentKeys()
+	return l.finish()
+}
 
-	// Certificates: KEY-cert.pub beside each identity, then CertificateFile.
-	addCert := func(file string, cert *ssh.Certificate, s ssh.Signer) {
-		cs, err := ssh.NewCertSigner(cert, s)
-		if err != nil {
-			debug(fmt.Sprintf("certificate %s: %v", file, err))
-			return
-		}
-		k.signers = append(k.signers, cs)
-		k.tried = append(k.tried, file+" (certificate)")
-		k.certs = append(k.certs, offeredCert{file: file, cert: cert})
+// keyLoader is one loadKeys: the keyring it fills, the agent's keys and
+// the identity files read so far.
+type keyLoader struct {
+	o            keyOptions
+	debug        func(string)
+	k            *keyring
+	agentSigners []ssh.Signer
+	files        []identityKey
+}
+
+// identityKey is one identity file's key.
+type identityKey struct {
+	path   string
+	signer ssh.Signer // nil when the agent holds it
+	pub    ssh.PublicKey
+}
+
+// openAgent takes the keys of the ssh-agent at SSH_AUTH_SOCK, if one
+// answers with any.
+func (l *keyLoader) openAgent() {
+	sock := os.Getenv("SSH_AUTH_SOCK")
+	if sock == "" {
+		return
 	}
-	signerFor := func(pub ssh.PublicKey) ssh.Signer {
-		for _, f := range files {
-			if f.signer != nil && keysEqual(f.pub, pub) {
-				return f.signer
-			}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		l.debug(fmt.Sprintf("ssh-agent at SSH_AUTH_SOCK=%s: %v", sock, err))
+		return
+	}
+	s, err := agent.NewClient(c).Signers()
+	if err == nil && len(s) > 0 {
+		l.k.agent = c
+		l.agentSigners = s
+	} else {
+		c.Close()
+	}
+}
+
+func (l *keyLoader) inAgent(pub ssh.PublicKey) bool {
+	for _, s := range l.agentSigners {
+		if keysEqual(s.PublicKey(), pub) {
+			return true
 		}
-		for _, s := range agentSigners {
-			if keysEqual(s.PublicKey(), pub) {
-				return s
-			}
-		}
+	}
+	return false
+}
+
+// readIdentity adds the identity file at path: skipped when missing or
+// unloadable (as ssh does), left to the agent when it holds the key.
+func (l *keyLoader) readIdentity(path string) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		l.debug(fmt.Sprintf("identity file %s: not there, skipped", path))
 		return nil
 	}
-	for _, path := range o.certificates {
+	if err != nil {
+		return fmt.Errorf("read identity file: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	var pe *ssh.PassphraseMissingError
+	switch {
+	case errors.As(err, &pe):
+		return l.readProtected(path, b, pe.PublicKey)
+	case err != nil:
+		// ssh skips keys it cannot load (an sk or xmss key, say).
+		l.debug(fmt.Sprintf("identity file %s: %v; skipped", path, err))
+		return nil
+	}
+	if l.inAgent(signer.PublicKey()) {
+		l.files = append(l.files, identityKey{path: path, pub: signer.PublicKey()})
+		return nil
+	}
+	l.files = append(l.files, identityKey{path: path, signer: signer, pub: signer.PublicKey()})
+	return nil
+}
+
+// readProtected adds a passphrase-protected identity file: the agent's
+// copy, or one unlocked when first used (at once when there is no public
+// half to offer first), or none when there is no terminal to ask on.
+func (l *keyLoader) readProtected(path string, pem []byte, pub ssh.PublicKey) error {
+	if pub == nil {
+		pub = readPublicKey(path + ".pub")
+	}
+	switch {
+	case pub != nil && l.inAgent(pub):
+		l.debug(fmt.Sprintf("identity file %s: protected by a passphrase; ssh-agent holds it", path))
+		l.files = append(l.files, identityKey{path: path, pub: pub})
+	case l.o.passphrase == nil:
+		l.debug(fmt.Sprintf("identity file %s: protected by a passphrase, not in ssh-agent, and no terminal to ask on: not offered", path))
+		l.k.protected = append(l.k.protected, path)
+	case pub == nil:
+		// No public half to offer first: ask now.
+		s, err := unlock(path, pem, l.o.passphrase)
+		if err != nil {
+			return err
+		}
+		l.files = append(l.files, identityKey{path: path, signer: s, pub: s.PublicKey()})
+	default:
+		l.files = append(l.files, identityKey{path: path, signer: &lockedSigner{path: path, pem: pem, pub: pub, ask: l.o.passphrase, trace: l.k.trace}, pub: pub})
+	}
+	return nil
+}
+
+// addCertificates offers the certificates: CertificateFile's, then
+// KEY-cert.pub beside each identity, each with the key it certifies.
+func (l *keyLoader) addCertificates() {
+	for _, path := range l.o.certificates {
 		cert, ok := readPublicKey(path).(*ssh.Certificate)
 		if !ok {
-			debug(fmt.Sprintf("certificate file %s: missing or not a certificate; skipped", path))
+			l.debug(fmt.Sprintf("certificate file %s: missing or not a certificate; skipped", path))
 			continue
 		}
-		s := signerFor(cert.Key)
+		s := l.signerFor(cert.Key)
 		if s == nil {
-			debug(fmt.Sprintf("certificate file %s: no identity or agent key for it; skipped", path))
+			l.debug(fmt.Sprintf("certificate file %s: no identity or agent key for it; skipped", path))
 			continue
 		}
-		addCert(path, cert, s)
+		l.addCert(path, cert, s)
 	}
-	for _, f := range files {
+	for _, f := range l.files {
 		if cert, ok := readPublicKey(f.path + "-cert.pub").(*ssh.Certificate); ok {
-			if s := signerFor(f.pub); s != nil {
-				addCert(f.path+"-cert.pub", cert, s)
+			if s := l.signerFor(f.pub); s != nil {
+				l.addCert(f.path+"-cert.pub", cert, s)
 			}
 		}
 	}
+}
 
-	// The agent's keys (those matching identity files first, as ssh).
+func (l *keyLoader) addCert(file string, cert *ssh.Certificate, s ssh.Signer) {
+	cs, err := ssh.NewCertSigner(cert, s)
+	if err != nil {
+		l.debug(fmt.Sprintf("certificate %s: %v", file, err))
+		return
+	}
+	l.k.signers = append(l.k.signers, cs)
+	l.k.tried = append(l.k.tried, file+" (certificate)")
+	l.k.certs = append(l.k.certs, offeredCert{file: file, cert: cert})
+}
+
+// signerFor is the identity file's or agent's signer for pub, or nil.
+func (l *keyLoader) signerFor(pub ssh.PublicKey) ssh.Signer {
+	for _, f := range l.files {
+		if f.signer != nil && keysEqual(f.pub, pub) {
+			return f.signer
+		}
+	}
+	for _, s := range l.agentSigners {
+		if keysEqual(s.PublicKey(), pub) {
+			return s
+		}
+	}
+	return nil
+}
+
+// addAgentKeys offers the agent's keys: those matching identity files
+// first, as ssh does, then the rest (under IdentitiesOnly, only an agent
+// certificate for a configured key).
+func (l *keyLoader) addAgentKeys() {
 	var fromAgent int
-	for _, want := range files {
-		for _, s := range agentSigners {
+	for _, want := range l.files {
+		for _, s := range l.agentSigners {
 			if want.signer == nil && keysEqual(s.PublicKey(), want.pub) {
-				k.signers = append(k.signers, s)
+				l.k.signers = append(l.k.signers, s)
 				fromAgent++
 			}
 		}
 	}
-	for _, s := range agentSigners {
-		configured := false
-		for _, f := range files {
-			if keysEqual(s.PublicKey(), f.pub) {
-				configured = true
-			}
-		}
-		if configured {
+	for _, s := range l.agentSigners {
+		if l.configured(s.PublicKey()) {
 			continue
 		}
-		if o.identitiesOnly {
-			// Only an agent certificate for a configured key may follow.
+		if l.o.identitiesOnly {
 			cert, isCert := s.PublicKey().(*ssh.Certificate)
-			ofFile := false
-			for _, f := range files {
-				ofFile = ofFile || isCert && keysEqual(cert.Key, f.pub)
-			}
-			if !ofFile {
+			if !isCert || !l.configured(cert.Key) {
 				continue
 			}
 		}
-		k.signers = append(k.signers, s)
+		l.k.signers = append(l.k.signers, s)
 		fromAgent++
 	}
 	if fromAgent > 0 {
-		k.tried = append(k.tried, fmt.Sprintf("ssh-agent (%d keys)", fromAgent))
+		l.k.tried = append(l.k.tried, fmt.Sprintf("ssh-agent (%d keys)", fromAgent))
 	}
-	for _, f := range files {
+}
+
+// configured says whether pub is an identity file's key.
+func (l *keyLoader) configured(pub ssh.PublicKey) bool {
+	for _, f := range l.files {
+		if keysEqual(pub, f.pub) {
+			return true
+		}
+	}
+	return false
+}
+
+// finish offers the identity files' own keys last and traces every
+// signer, or fails when there is nothing to offer.
+func (l *keyLoader) finish() (*keyring, error) {
+	k := l.k
+	for _, f := range l.files {
 		if f.signer != nil {
 			k.signers = append(k.signers, f.signer)
 			k.tried = append(k.tried, f.path)
@@ -253,7 +304,7 @@ func loadKeys(o keyOptions) (*keyring, error) {
 			return nil, &PassphraseError{Keys: k.protected}
 		}
 		return nil, fmt.Errorf("no key to log in with (tried %s): set identity_file in the plan, run ssh-agent, or create ~/.ssh/id_ed25519",
-			strings.Join(o.identities, ", "))
+			strings.Join(l.o.identities, ", "))
 	}
 	for i, s := range k.signers {
 		k.signers[i] = &tracedSigner{Signer: s, i: i, trace: k.trace}

@@ -24,6 +24,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -62,7 +63,7 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 	}
 	d := &dialer{hk: hk, timeout: timeout, ciphers: cfg.Ciphers, passphrase: cfg.Passphrase, debug: debug}
 
-	s := &SSH{name: name, user: tgt.user, done: make(chan struct{})}
+	s := &SSH{name: name, user: tgt.user, machine: machineOf(r), done: make(chan struct{})}
 	var prev *ssh.Client
 	for i, t := range append(r.jumps, tgt) {
 		c, err := d.dialHop(ctx, prev, t)
@@ -97,6 +98,23 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 		go s.keepalive(r.keepalive, r.keepaliveMax)
 	}
 	return s, nil
+}
+
+// machineOf is SSH.Machine for a resolved dial: each hop's address, and
+// its ProxyCommand when it has one, since one address behind two proxies
+// may be two machines.
+func machineOf(r resolved) string {
+	var b strings.Builder
+	for i, t := range append(r.jumps, r.target) {
+		if i > 0 {
+			b.WriteString(" > ")
+		}
+		if t.proxyCommand != "" && t.proxyCommand != "none" && i == 0 {
+			fmt.Fprintf(&b, "[%s] ", t.proxyCommand)
+		}
+		b.WriteString(t.addr())
+	}
+	return b.String()
 }
 
 // dialer dials hops with one dial's settings.
@@ -170,57 +188,19 @@ func (d *dialer) dialOnce(ctx context.Context, via *ssh.Client, t target, deadli
 		},
 		HostKeyAlgorithms: algos,
 		Timeout:           time.Until(deadline),
+		Config:            ssh.Config{Ciphers: d.ciphers},
 	}
-	cc.Ciphers = d.ciphers
-
-	dctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	var conn net.Conn
 	proxied := t.proxyCommand != "" && t.proxyCommand != "none" && via == nil
-	switch {
-	case proxied:
-		conn, err = startProxyCommand(t)
-	case via == nil:
-		conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", addr)
-	default:
-		conn, err = via.DialContext(dctx, "tcp", addr)
-	}
+	conn, err := d.connect(ctx, via, t, proxied, deadline)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("connect to %s: %w", addr, ctx.Err())
-		}
-		var ne net.Error
-		if dctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
-			return nil, false, fmt.Errorf("connect to %s: timed out after %v", addr, d.timeout)
-		}
-		return nil, false, fmt.Errorf("connect to %s: %w", addr, err)
+		return nil, false, err
 	}
-
-	// The handshake gets what is left of the timeout. Closing the conn is
-	// the one way to stop it that works for every kind of conn (an ssh
-	// channel and a pipe have no deadlines); why records the first reason.
-	var why atomic.Pointer[error]
-	stopTimer := time.AfterFunc(time.Until(deadline), func() {
-		e := fmt.Errorf("ssh handshake with %s: timed out after %v (no SSH server answering?)", addr, d.timeout)
-		why.CompareAndSwap(nil, &e)
-		conn.Close()
-	})
-	stopCtx := context.AfterFunc(ctx, func() {
-		e := fmt.Errorf("ssh handshake with %s: %w", addr, ctx.Err())
-		why.CompareAndSwap(nil, &e)
-		conn.Close()
-	})
-	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cc)
-	stopTimer.Stop()
-	stopCtx()
-	if w := why.Load(); w != nil {
-		if err == nil {
-			sc.Close()
-		}
-		return nil, false, *w
+	c, err, stopped := d.handshake(ctx, conn, addr, cc, deadline)
+	if stopped != nil {
+		return nil, false, stopped
 	}
 	if err == nil {
-		return ssh.NewClient(sc, chans, reqs), false, nil
+		return c, false, nil
 	}
 	conn.Close()
 	for e := err; e != nil; e = errors.Unwrap(e) {
@@ -239,27 +219,99 @@ func (d *dialer) dialOnce(ctx context.Context, via *ssh.Client, t target, deadli
 		}
 		return nil, false, fmt.Errorf("ssh handshake with %s: %w", addr, err)
 	}
+	if ae := loginError(keys, t.user, closed); ae != nil {
+		return nil, false, ae
+	}
+	return nil, false, fmt.Errorf("ssh handshake with %s: %w", addr, err)
+}
+
+// connect opens the connection the handshake runs on: t's ProxyCommand
+// when proxied, else TCP directly or through via, within the deadline.
+func (d *dialer) connect(ctx context.Context, via *ssh.Client, t target, proxied bool, deadline time.Time) (net.Conn, error) {
+	addr := t.addr()
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var conn net.Conn
+	var err error
+	switch {
+	case proxied:
+		conn, err = startProxyCommand(t)
+	case via == nil:
+		conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+	default:
+		conn, err = via.DialContext(dctx, "tcp", addr)
+	}
+	if err == nil {
+		return conn, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("connect to %s: %w", addr, ctx.Err())
+	}
+	var ne net.Error
+	if dctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
+		return nil, fmt.Errorf("connect to %s: timed out after %v", addr, d.timeout)
+	}
+	return nil, fmt.Errorf("connect to %s: %w", addr, err)
+}
+
+// handshake runs the SSH handshake on conn with what is left of the
+// timeout. Closing the conn is the one way to stop it that works for
+// every kind of conn (an ssh channel and a pipe have no deadlines); when
+// the deadline or ctx stopped it, stopped says which, first, and the
+// conn is closed. Otherwise err is the handshake's.
+func (d *dialer) handshake(ctx context.Context, conn net.Conn, addr string, cc *ssh.ClientConfig, deadline time.Time) (c *ssh.Client, err, stopped error) {
+	var why atomic.Pointer[error]
+	stopTimer := time.AfterFunc(time.Until(deadline), func() {
+		e := fmt.Errorf("ssh handshake with %s: timed out after %v (no SSH server answering?)", addr, d.timeout)
+		why.CompareAndSwap(nil, &e)
+		conn.Close()
+	})
+	stopCtx := context.AfterFunc(ctx, func() {
+		e := fmt.Errorf("ssh handshake with %s: %w", addr, ctx.Err())
+		why.CompareAndSwap(nil, &e)
+		conn.Close()
+	})
+	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cc)
+	stopTimer.Stop()
+	stopCtx()
+	if w := why.Load(); w != nil {
+		if err == nil {
+			sc.Close()
+		}
+		return nil, nil, *w
+	}
+	if err != nil {
+		return nil, err, nil
+	}
+	return ssh.NewClient(sc, chans, reqs), nil, nil
+}
+
+// loginError explains a handshake that failed after the host key was
+// accepted, from what the keys' trace saw: a key that could not sign,
+// a gssapi-only host, no key offered, a login cut short, or the keys
+// refused. It is nil when the trace does not explain it.
+func loginError(keys *keyring, user string, closed bool) error {
 	tr := keys.trace
 	tr.mu.Lock()
 	offered, tried, gss, signErr := len(tr.offered), len(tr.offered) > 0, tr.gssapi, tr.signErr
 	tr.mu.Unlock()
-	ae := &AuthError{User: t.user, Tried: keys.tried, Protected: keys.protected, CertIssues: certIssues(keys.certs, t.user, time.Now())}
+	ae := &AuthError{User: user, Tried: keys.tried, Protected: keys.protected, CertIssues: certIssues(keys.certs, user, time.Now())}
 	switch {
 	case signErr != nil:
-		return nil, false, signErr
+		return signErr
 	case gss && !tried:
-		return nil, false, &AuthError{User: t.user, GSSAPIOnly: true}
+		return &AuthError{User: user, GSSAPIOnly: true}
 	case !tried && !closed:
 		ae.NoPublicKey = true
-		return nil, false, ae
+		return ae
 	case tried && offered < tr.total:
 		// The server ended the login before every key was offered.
 		ae.CutShort, ae.Offered, ae.Total = true, offered, tr.total
-		return nil, false, ae
+		return ae
 	case tried && !closed:
-		return nil, false, ae
+		return ae
 	}
-	return nil, false, fmt.Errorf("ssh handshake with %s: %w", addr, err)
+	return nil
 }
 
 // MaxStartupsError is a host that kept closing the connection before the

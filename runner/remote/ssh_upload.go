@@ -19,8 +19,11 @@ import (
 // Upload copies local to the absolute remote path over SFTP. It never
 // leaves a partial file at remote: it writes a uniquely named temporary
 // file in the same directory, fsyncs it, makes it 0755 and renames it into
-// place with posix-rename (atomic, and fine while an old copy runs). On
-// any failure the temporary file is removed. Cancelling ctx aborts it.
+// place with posix-rename (atomic, and fine while an old copy runs). A
+// rename refused because another user's file is there (a sticky
+// directory) takes that file when it is the same, and is a
+// *ForeignFileError when it is not; see renameRefused. On any failure
+// the temporary file is removed. Cancelling ctx aborts it.
 func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, error) {
 	if !path.IsAbs(remote) {
 		return UploadResult{}, fmt.Errorf("remote path %q is not absolute", remote)
@@ -73,9 +76,14 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 	tmp := path.Join(dir, "."+path.Base(remote)+".tmp-"+hex.EncodeToString(rnd[:]))
 	n, err := s.writeFile(c, tmp, f)
 	if err == nil {
-		err = c.PosixRename(tmp, remote)
-		if err != nil {
-			err = fmt.Errorf("rename into place: %w", err)
+		if err = c.PosixRename(tmp, remote); err != nil {
+			err = s.renameRefused(ctx, remote, sum, fmt.Errorf("rename into place: %w", err))
+			if err == nil {
+				// Another user's upload won the race with the same
+				// node: take theirs.
+				s.removeTemp(c, tmp)
+				return UploadResult{UpToDate: true, BytesSent: n}, nil
+			}
 		}
 	}
 	if err != nil {
@@ -86,6 +94,52 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 		return UploadResult{}, s.uploadError(err)
 	}
 	return UploadResult{BytesSent: n}, nil
+}
+
+// renameRefused judges a rename into place that failed. In a sticky
+// directory (/tmp, or a shared 1777 one) a user may not replace another
+// user's file, so when several users deploy to one path the first upload
+// wins: its file is accepted (nil) when its sha256 is sum, and refused
+// with a *ForeignFileError, naming its owner, when it is not. Any other
+// failure is renameErr.
+func (s *SSH) renameRefused(ctx context.Context, remote, sum string, renameErr error) error {
+	out, err := s.Run(ctx, []string{"stat", "-c", "%U", "--", remote})
+	if err != nil {
+		return renameErr
+	}
+	owner := strings.TrimSpace(string(out))
+	if owner == s.user {
+		return renameErr
+	}
+	out, err = s.Run(ctx, []string{"sha256sum", "--", remote})
+	if err != nil {
+		return renameErr
+	}
+	if fields := strings.Fields(string(out)); len(fields) > 0 && fields[0] == sum {
+		return nil
+	}
+	return &ForeignFileError{Path: remote, Owner: owner, User: s.user, Err: renameErr}
+}
+
+// ForeignFileError is an upload refused because the remote path holds
+// another user's file that is not this node, and the directory (sticky,
+// like /tmp) does not let this user replace it.
+type ForeignFileError struct {
+	Path  string
+	Owner string // the file's owner
+	User  string // who uploaded
+	Err   error  // the refused rename
+}
+
+func (e *ForeignFileError) Error() string {
+	return fmt.Sprintf("%s belongs to %s and is not this node (its sha256 differs), and %s may not replace it: %v", e.Path, e.Owner, e.User, e.Err)
+}
+
+func (e *ForeignFileError) Unwrap() error { return e.Err }
+
+// Hint says what to do.
+func (e *ForeignFileError) Hint() string {
+	return fmt.Sprintf("remove %s as %s or root so the next run deploys this node there, or set node.remote_path to a path no other user's node holds", e.Path, e.Owner)
 }
 
 func (s *SSH) writeFile(c *sftp.Client, tmp string, src *os.File) (int64, error) {

@@ -116,76 +116,93 @@ func readSSHConfig(path, includeDir, alias string, e *sshConfigEntry, seen map[s
 		if !active {
 			continue
 		}
-		args := configArgs(val)
-		val = unquote(val)
-		first := func(dst *string) {
-			if *dst == "" && len(args) > 0 {
-				*dst = args[0]
-			}
+		if key != "include" {
+			e.set(key, unquote(val), configArgs(val), alias)
+			continue
 		}
-		switch key {
-		case "include":
-			for _, pat := range args {
-				pat = expandTilde(pat)
-				if !filepath.IsAbs(pat) {
-					pat = filepath.Join(includeDir, pat)
-				}
-				matches, _ := filepath.Glob(pat)
-				for _, m := range matches {
-					if seen[m] {
-						continue
-					}
-					seen[m] = true
-					if err := readSSHConfig(m, includeDir, alias, e, seen, depth+1); err != nil {
-						return err
-					}
-				}
-			}
-		case "hostname":
-			if e.HostName == "" && len(args) > 0 {
-				e.HostName = expandTokens(args[0], map[byte]string{'h': alias})
-			}
-		case "user":
-			first(&e.User)
-		case "port":
-			first(&e.Port)
-		case "identityfile":
-			e.IdentityFiles = append(e.IdentityFiles, args...)
-		case "certificatefile":
-			e.CertificateFiles = append(e.CertificateFiles, args...)
-		case "proxyjump":
-			if !e.proxySet {
-				e.proxySet = true
-				e.ProxyJump = val
-			}
-		case "proxycommand":
-			// The rest of the line, as written, is the command.
-			if !e.proxySet {
-				e.proxySet = true
-				e.ProxyCommand = val
-			}
-		case "identitiesonly":
-			first(&e.IdentitiesOnly)
-		case "hashknownhosts":
-			first(&e.HashKnownHosts)
-		case "userknownhostsfile":
-			if e.UserKnownHostsFiles == nil {
-				e.UserKnownHostsFiles = append([]string{}, args...)
-			}
-		case "globalknownhostsfile":
-			if e.GlobalKnownHostsFiles == nil {
-				e.GlobalKnownHostsFiles = append([]string{}, args...)
-			}
-		case "serveraliveinterval":
-			first(&e.ServerAliveInterval)
-		case "serveralivecountmax":
-			first(&e.ServerAliveCountMax)
+		if err := includeSSHConfig(configArgs(val), includeDir, alias, e, seen, depth); err != nil {
+			return err
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read ssh config %s:%d: %w", path, line, err)
 	}
 	return nil
+}
+
+// includeSSHConfig reads the files an Include line's patterns name, each
+// once, relative ones under includeDir.
+func includeSSHConfig(patterns []string, includeDir, alias string, e *sshConfigEntry, seen map[string]bool, depth int) error {
+	for _, pat := range patterns {
+		pat = expandTilde(pat)
+		if !filepath.IsAbs(pat) {
+			pat = filepath.Join(includeDir, pat)
+		}
+		matches, _ := filepath.Glob(pat)
+		for _, m := range matches {
+			if seen[m] {
+				continue
+			}
+			seen[m] = true
+			if err := readSSHConfig(m, includeDir, alias, e, seen, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// set records one keyword of an active block, val unquoted and args its
+// words; as ssh, the first value of a keyword wins (IdentityFile and
+// CertificateFile add up). Keywords the runner does not honour are
+// ignored.
+func (e *sshConfigEntry) set(key, val string, args []string, alias string) {
+	first := func(dst *string) {
+		if *dst == "" && len(args) > 0 {
+			*dst = args[0]
+		}
+	}
+	switch key {
+	case "hostname":
+		if e.HostName == "" && len(args) > 0 {
+			e.HostName = expandTokens(args[0], map[byte]string{'h': alias})
+		}
+	case "user":
+		first(&e.User)
+	case "port":
+		first(&e.Port)
+	case "identityfile":
+		e.IdentityFiles = append(e.IdentityFiles, args...)
+	case "certificatefile":
+		e.CertificateFiles = append(e.CertificateFiles, args...)
+	case "proxyjump":
+		if !e.proxySet {
+			e.proxySet = true
+			e.ProxyJump = val
+		}
+	case "proxycommand":
+		// The rest of the line, as written, is the command.
+		if !e.proxySet {
+			e.proxySet = true
+			e.ProxyCommand = val
+		}
+	case "identitiesonly":
+		first(&e.IdentitiesOnly)
+	case "hashknownhosts":
+		first(&e.HashKnownHosts)
+	case "userknownhostsfile":
+		if e.UserKnownHostsFiles == nil {
+			e.UserKnownHostsFiles = append([]string{}, args...)
+		}
+	case "globalknownhostsfile":
+		if e.GlobalKnownHostsFiles == nil {
+			e.GlobalKnownHostsFiles = append([]string{}, args...)
+		}
+	case "serveraliveinterval":
+		first(&e.ServerAliveInterval)
+	case "serveralivecountmax":
+		first(&e.ServerAliveCountMax)
+	}
 }
 
 // configArgs splits a value into words as ssh does: on white space,

@@ -120,6 +120,36 @@ type daemon struct {
 // Start builds the cluster and returns when every node is idle.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	needTools(t)
+	netns.Lock(t, "slurmlab", LockFile)
+	start := time.Now()
+	cleanStale(t)
+	netns.CheckSubnetFree(t, "slurmlab", subnet)
+
+	c := newCluster(t)
+	socket := c.startMunge(t)
+	c.writeConf(t, socket)
+
+	mustRun(t, "ip", "link", "add", bridge, "type", "bridge")
+	mustRun(t, "ip", "addr", "add", bridgeAddr+"/24", "dev", bridge)
+	mustRun(t, "ip", "link", "set", bridge, "up")
+
+	ctl := exec.Command("sh", "-c", "hostname "+ctlName+" && exec "+slurmctld+" -D -c -f "+c.Conf)
+	ctl.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUTS}
+	c.startDaemon(t, "slurmctld", ctl)
+	for i, name := range NodeNames {
+		c.startNode(t, i, name)
+	}
+	c.waitIdle(t)
+	c.Up = time.Since(start)
+	t.Logf("slurmlab: cluster up in %v", c.Up.Round(time.Millisecond))
+	return c
+}
+
+// needTools skips the test (fails it under CI) without root, Slurm or
+// munge.
+func needTools(t testing.TB) {
+	t.Helper()
 	testenv.NeedRoot(t)
 	testenv.NeedTool(t, "ip", "iproute2")
 	testenv.NeedTool(t, "unshare", "util-linux")
@@ -132,12 +162,11 @@ func Start(t testing.TB) *Cluster {
 			testenv.Skip(t, bin+" not found (apt-get install "+pkg+")")
 		}
 	}
+}
 
-	netns.Lock(t, "slurmlab", LockFile)
-	start := time.Now()
-	cleanStale(t)
-	netns.CheckSubnetFree(t, "slurmlab", subnet)
-
+// newCluster makes the cluster's directory, torn down with the test.
+func newCluster(t testing.TB) *Cluster {
+	t.Helper()
 	// Not t.TempDir: munged refuses a socket below a directory others
 	// cannot search, and t.TempDir's parent is 0700.
 	dir, err := os.MkdirTemp("", dirPrefix)
@@ -163,7 +192,13 @@ func Start(t testing.TB) *Cluster {
 	if err := os.MkdirAll(LocalDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
 
+// startMunge starts munged with a key of its own and returns its socket.
+func (c *Cluster) startMunge(t testing.TB) string {
+	t.Helper()
+	dir := c.Dir
 	// munged run as root wants a key that root owns and only root reads;
 	// Debian's /etc/munge/munge.key is the munge user's.
 	key := make([]byte, 1024)
@@ -182,38 +217,36 @@ func Start(t testing.TB) *Cluster {
 		_, err := os.Stat(socket)
 		return err
 	}, filepath.Join(dir, "munged.log"))
+	return socket
+}
 
-	c.writeConf(t, socket)
+// startNode makes node i, name, a namespace on the bridge with its own
+// node-local tmpfs and hostname, and starts its slurmd.
+func (c *Cluster) startNode(t testing.TB, i int, name string) {
+	t.Helper()
+	n := &Node{Name: name, Addr: netPrefix + strconv.Itoa(i+1), NS: nsPrefix + name,
+		Log: filepath.Join(c.Dir, "slurmd-"+name+".log")}
+	c.Nodes[name] = n
+	veth := vethPrefix + strconv.Itoa(i+1)
+	mustRun(t, "ip", "netns", "add", n.NS)
+	mustRun(t, "ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", n.NS)
+	mustRun(t, "ip", "link", "set", veth, "master", bridge)
+	mustRun(t, "ip", "link", "set", veth, "up")
+	mustRun(t, "ip", "-n", n.NS, "addr", "add", n.Addr+"/24", "dev", "eth0")
+	mustRun(t, "ip", "-n", n.NS, "link", "set", "eth0", "up")
+	mustRun(t, "ip", "-n", n.NS, "link", "set", "lo", "up")
+	// ip netns exec, unshare and sh all exec: the pid is slurmd's.
+	// unshare -m makes mounts private, so the tmpfs stays on this node.
+	script := "mount -t tmpfs -o mode=1777 tmpfs " + LocalDir +
+		" && hostname " + name + " && exec " + slurmd + " -D -f " + c.Conf
+	cmd := exec.Command("ip", "netns", "exec", n.NS, "unshare", "-u", "-m", "--propagation", "private", "sh", "-c", script)
+	d := c.startDaemon(t, "slurmd "+name, cmd)
+	n.SlurmdPid = d.cmd.Process.Pid
+}
 
-	mustRun(t, "ip", "link", "add", bridge, "type", "bridge")
-	mustRun(t, "ip", "addr", "add", bridgeAddr+"/24", "dev", bridge)
-	mustRun(t, "ip", "link", "set", bridge, "up")
-
-	ctl := exec.Command("sh", "-c", "hostname "+ctlName+" && exec "+slurmctld+" -D -c -f "+c.Conf)
-	ctl.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUTS}
-	c.startDaemon(t, "slurmctld", ctl)
-
-	for i, name := range NodeNames {
-		n := &Node{Name: name, Addr: netPrefix + strconv.Itoa(i+1), NS: nsPrefix + name,
-			Log: filepath.Join(dir, "slurmd-"+name+".log")}
-		c.Nodes[name] = n
-		veth := vethPrefix + strconv.Itoa(i+1)
-		mustRun(t, "ip", "netns", "add", n.NS)
-		mustRun(t, "ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", n.NS)
-		mustRun(t, "ip", "link", "set", veth, "master", bridge)
-		mustRun(t, "ip", "link", "set", veth, "up")
-		mustRun(t, "ip", "-n", n.NS, "addr", "add", n.Addr+"/24", "dev", "eth0")
-		mustRun(t, "ip", "-n", n.NS, "link", "set", "eth0", "up")
-		mustRun(t, "ip", "-n", n.NS, "link", "set", "lo", "up")
-		// ip netns exec, unshare and sh all exec: the pid is slurmd's.
-		// unshare -m makes mounts private, so the tmpfs stays on this node.
-		script := "mount -t tmpfs -o mode=1777 tmpfs " + LocalDir +
-			" && hostname " + name + " && exec " + slurmd + " -D -f " + c.Conf
-		cmd := exec.Command("ip", "netns", "exec", n.NS, "unshare", "-u", "-m", "--propagation", "private", "sh", "-c", script)
-		d := c.startDaemon(t, "slurmd "+name, cmd)
-		n.SlurmdPid = d.cmd.Process.Pid
-	}
-
+// waitIdle waits until sinfo says every node is idle.
+func (c *Cluster) waitIdle(t testing.TB) {
+	t.Helper()
 	waitFor(t, "every node idle", 30*time.Second, func() error {
 		out, err := c.Command(context.Background(), "sinfo", "-h", "-N", "-o", "%N %t").CombinedOutput()
 		if err != nil {
@@ -229,10 +262,7 @@ func Start(t testing.TB) *Cluster {
 			return fmt.Errorf("sinfo says:\n%s", out)
 		}
 		return nil
-	}, filepath.Join(dir, "slurmctld.log"))
-	c.Up = time.Since(start)
-	t.Logf("slurmlab: cluster up in %v", c.Up.Round(time.Millisecond))
-	return c
+	}, filepath.Join(c.Dir, "slurmctld.log"))
 }
 
 // writeConf writes slurm.conf and cgroup.conf. The lines that matter on

@@ -13,7 +13,7 @@
 //   - Each sshd runs in its own mount namespace with a tmpfs on
 //     DeployDir (mode 1777), so hosts never share what the runner deploys
 //     there, and with /etc/passwd and /etc/group bind-mounted to copies
-//     that add the test accounts (User, NoisyUser, NoShellUser), so the
+//     that add the test accounts (User, PeerUser, NoisyUser, NoShellUser), so the
 //     machine's own account files are never touched.
 //   - One harness instance at a time on the machine: Start takes an flock
 //     on LockFile for the test's life, because `go test ./...` runs packages
@@ -172,6 +172,10 @@ const (
 	NoShellUID  = 4244
 	CertUser    = "rswcert"
 	CertUID     = 4245
+	// PeerUser is a second plain account like User: two users deploying
+	// to one shared directory.
+	PeerUser = "rswpeer"
+	PeerUID  = 4246
 )
 
 // MissingShell is the shell NoShellUser's login shell execs; it does not
@@ -196,9 +200,9 @@ func writeAccounts(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 	for _, f := range []struct{ name, line string }{
-		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n%s:x:%d:%d:rdmasweep cert test:/:/bin/sh\n",
-			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell, CertUser, CertUID, CertUID)},
-		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID, NoShellUser, NoShellUID, CertUser, CertUID)},
+		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n%s:x:%d:%d:rdmasweep cert test:/:/bin/sh\n%s:x:%d:%d:rdmasweep peer test:/:/bin/sh\n",
+			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell, CertUser, CertUID, CertUID, PeerUser, PeerUID, PeerUID)},
+		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID, NoShellUser, NoShellUID, CertUser, CertUID, PeerUser, PeerUID)},
 	} {
 		b, err := os.ReadFile("/etc/" + f.name)
 		if err != nil {
@@ -239,57 +243,16 @@ type Host struct {
 // Start builds the hosts and returns when every sshd accepts connections.
 func Start(t testing.TB, opts Options) *Net {
 	t.Helper()
-	testenv.NeedRoot(t)
-	testenv.NeedTool(t, "ip", "iproute2")
-	testenv.NeedTool(t, "nft", "nftables")
-	testenv.NeedTool(t, "ssh-keygen", "openssh-client")
-	testenv.NeedTool(t, "unshare", "util-linux")
-	testenv.NeedTool(t, "nsenter", "util-linux")
-	if _, err := os.Stat(sshd); err != nil {
-		testenv.Skip(t, "sshd not found (apt-get install openssh-server)")
-	}
-	if _, err := os.Stat(sftpServer); err != nil {
-		testenv.Skip(t, "sftp-server not found (apt-get install openssh-sftp-server)")
-	}
-
+	needTools(t, opts)
 	netns.Lock(t, "testhosts", LockFile)
 	cleanStale(t)
 	netns.CheckSubnetFree(t, "testhosts", subnet)
 
-	// Not t.TempDir: its parent is 0700, and the unprivileged user's
-	// sshd reads authorized_keys itself.
-	dir, err := os.MkdirTemp("", dirPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser, NoShellUser: NoShellUser, CertUser: CertUser}
-	writeAccounts(t, n.Dir)
-	t.Cleanup(func() { n.teardown(t) })
-
-	n.KeyFile = filepath.Join(n.Dir, "id_ed25519")
-	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep-test", "-f", n.KeyFile)
+	n := newNet(t)
+	pub := n.writeKeys(t)
 	authorized := filepath.Join(n.Dir, "authorized_keys")
-	pub, err := os.ReadFile(n.KeyFile + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(authorized, pub, 0o644); err != nil {
 		t.Fatal(err)
-	}
-	n.HostCAKey = filepath.Join(n.Dir, "host_ca")
-	n.UserCAKey = filepath.Join(n.Dir, "user_ca")
-	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep host CA", "-f", n.HostCAKey)
-	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep user CA", "-f", n.UserCAKey)
-	if opts.Dropbear {
-		testenv.NeedTool(t, "dropbear", "dropbear-bin")
-		testenv.NeedTool(t, "dropbearconvert", "dropbear-bin")
-		if _, err := os.Stat(dropbearSFTP); err != nil {
-			testenv.Skip(t, dropbearSFTP+" not found (apt-get install openssh-sftp-server)")
-		}
 	}
 
 	mustRun(t, "ip", "link", "add", bridge, "type", "bridge")
@@ -306,6 +269,97 @@ func Start(t testing.TB, opts Options) *Net {
 		t.Fatal(err)
 	}
 
+	n.addHosts(t, hostNames(t, n, &opts))
+	if opts.Bastion {
+		n.addInner(t)
+	}
+	var known, config bytes.Buffer
+	for _, name := range n.names() {
+		n.startHost(t, n.Hosts[name], opts, authorized, pub, &known, &config)
+	}
+	n.KnownHosts = filepath.Join(n.Dir, "known_hosts")
+	n.SSHConfig = filepath.Join(n.Dir, "ssh_config")
+	// For OpenSSH's own client (the benchmark, a person debugging): the
+	// ProxyJump hop does not inherit -o options, only the config file.
+	fmt.Fprintf(&config, "Host *\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n  BatchMode yes\n", n.KnownHosts)
+	if err := os.WriteFile(n.KnownHosts, known.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(n.SSHConfig, config.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range n.names() {
+		waitBanner(t, n.Hosts[name])
+	}
+	return n
+}
+
+// needTools skips the test (fails it under CI) without root or a tool
+// the hosts opts asks for need.
+func needTools(t testing.TB, opts Options) {
+	t.Helper()
+	testenv.NeedRoot(t)
+	testenv.NeedTool(t, "ip", "iproute2")
+	testenv.NeedTool(t, "nft", "nftables")
+	testenv.NeedTool(t, "ssh-keygen", "openssh-client")
+	testenv.NeedTool(t, "unshare", "util-linux")
+	testenv.NeedTool(t, "nsenter", "util-linux")
+	if _, err := os.Stat(sshd); err != nil {
+		testenv.Skip(t, "sshd not found (apt-get install openssh-server)")
+	}
+	if _, err := os.Stat(sftpServer); err != nil {
+		testenv.Skip(t, "sftp-server not found (apt-get install openssh-sftp-server)")
+	}
+	if opts.Dropbear {
+		testenv.NeedTool(t, "dropbear", "dropbear-bin")
+		testenv.NeedTool(t, "dropbearconvert", "dropbear-bin")
+		if _, err := os.Stat(dropbearSFTP); err != nil {
+			testenv.Skip(t, dropbearSFTP+" not found (apt-get install openssh-sftp-server)")
+		}
+	}
+}
+
+// newNet makes the harness's directory with the account files, torn
+// down with the test.
+func newNet(t testing.TB) *Net {
+	t.Helper()
+	// Not t.TempDir: its parent is 0700, and the unprivileged user's
+	// sshd reads authorized_keys itself.
+	dir, err := os.MkdirTemp("", dirPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser, NoShellUser: NoShellUser, CertUser: CertUser}
+	writeAccounts(t, n.Dir)
+	t.Cleanup(func() { n.teardown(t) })
+	return n
+}
+
+// writeKeys makes the login key every host takes (KeyFile) and the host
+// and user CAs, and returns the login key's public half.
+func (n *Net) writeKeys(t testing.TB) []byte {
+	t.Helper()
+	n.KeyFile = filepath.Join(n.Dir, "id_ed25519")
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep-test", "-f", n.KeyFile)
+	pub, err := os.ReadFile(n.KeyFile + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.HostCAKey = filepath.Join(n.Dir, "host_ca")
+	n.UserCAKey = filepath.Join(n.Dir, "user_ca")
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep host CA", "-f", n.HostCAKey)
+	mustRun(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmasweep user CA", "-f", n.UserCAKey)
+	return pub
+}
+
+// hostNames are the main network's hosts opts asks for, in order: its
+// Hosts, then the special ones. The gss host's sshd lines go into opts.
+func hostNames(t testing.TB, n *Net, opts *Options) []string {
+	t.Helper()
 	names := append([]string(nil), opts.Hosts...)
 	if opts.RSAHost {
 		names = append(names, "rsa")
@@ -327,6 +381,12 @@ func Start(t testing.TB, opts Options) *Net {
 	if opts.Bastion {
 		names = append(names, "bastion")
 	}
+	return names
+}
+
+// addHosts makes a namespace per name, joined to the bridge.
+func (n *Net) addHosts(t testing.TB, names []string) {
+	t.Helper()
 	for i, name := range names {
 		h := &Host{Name: name, Addr: mainNet + strconv.Itoa(10+i), Port: 22, NS: prefix + name, veth: vethPrefix + strconv.Itoa(i), n: n}
 		if _, dup := n.Hosts[name]; dup || name == "inner" {
@@ -341,78 +401,68 @@ func Start(t testing.TB, opts Options) *Net {
 		nsRun(t, h.NS, "ip", "link", "set", "eth0", "up")
 		nsRun(t, h.NS, "ip", "link", "set", "lo", "up")
 	}
-	if opts.Bastion {
-		b := n.Hosts["bastion"]
-		in := &Host{Name: "inner", Addr: innerNet + "30", Port: 22, NS: prefix + "inner", n: n}
-		n.Hosts["inner"] = in
-		mustRun(t, "ip", "netns", "add", in.NS)
-		nsRun(t, b.NS, "ip", "link", "add", "priv0", "type", "veth", "peer", "name", "eth0", "netns", in.NS)
-		nsRun(t, b.NS, "ip", "addr", "add", innerNet+"29/25", "dev", "priv0")
-		nsRun(t, b.NS, "ip", "link", "set", "priv0", "up")
-		nsRun(t, in.NS, "ip", "addr", "add", in.Addr+"/25", "dev", "eth0")
-		nsRun(t, in.NS, "ip", "link", "set", "eth0", "up")
-		nsRun(t, in.NS, "ip", "link", "set", "lo", "up")
-	}
+}
 
-	var known, config bytes.Buffer
-	for _, name := range n.names() {
-		h := n.Hosts[name]
-		h.dir = filepath.Join(n.Dir, name)
-		if err := os.Mkdir(h.dir, 0o700); err != nil {
+// addInner makes "inner", on the bastion's private network only.
+func (n *Net) addInner(t testing.TB) {
+	t.Helper()
+	b := n.Hosts["bastion"]
+	in := &Host{Name: "inner", Addr: innerNet + "30", Port: 22, NS: prefix + "inner", n: n}
+	n.Hosts["inner"] = in
+	mustRun(t, "ip", "netns", "add", in.NS)
+	nsRun(t, b.NS, "ip", "link", "add", "priv0", "type", "veth", "peer", "name", "eth0", "netns", in.NS)
+	nsRun(t, b.NS, "ip", "addr", "add", innerNet+"29/25", "dev", "priv0")
+	nsRun(t, b.NS, "ip", "link", "set", "priv0", "up")
+	nsRun(t, in.NS, "ip", "addr", "add", in.Addr+"/25", "dev", "eth0")
+	nsRun(t, in.NS, "ip", "link", "set", "eth0", "up")
+	nsRun(t, in.NS, "ip", "link", "set", "lo", "up")
+}
+
+// startHost makes h's host keys (adding them to known) and its ssh_config
+// alias (to config), then starts its server.
+func (n *Net) startHost(t testing.TB, h *Host, opts Options, authorized string, pub []byte, known, config *bytes.Buffer) {
+	t.Helper()
+	name := h.Name
+	h.dir = filepath.Join(n.Dir, name)
+	if err := os.Mkdir(h.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	types := []string{"ed25519"}
+	if name == "rsa" {
+		types = []string{"ed25519", "rsa"}
+	}
+	var hostKeys []string
+	for _, typ := range types {
+		f := filepath.Join(h.dir, "ssh_host_"+typ+"_key")
+		args := []string{"-q", "-t", typ, "-N", "", "-C", "", "-f", f}
+		if typ == "rsa" {
+			args = append(args, "-b", "2048")
+		}
+		mustRun(t, "ssh-keygen", args...)
+		hostKeys = append(hostKeys, f)
+		h.HostKeyFiles = append(h.HostKeyFiles, f+".pub")
+		p, err := os.ReadFile(f + ".pub")
+		if err != nil {
 			t.Fatal(err)
 		}
-		types := []string{"ed25519"}
-		if name == "rsa" {
-			types = []string{"ed25519", "rsa"}
+		if name != "rsa" || typ == "rsa" {
+			fmt.Fprintf(known, "%s %s\n", h.Addr, strings.TrimSpace(string(p)))
 		}
-		var hostKeys []string
-		for _, typ := range types {
-			f := filepath.Join(h.dir, "ssh_host_"+typ+"_key")
-			args := []string{"-q", "-t", typ, "-N", "", "-C", "", "-f", f}
-			if typ == "rsa" {
-				args = append(args, "-b", "2048")
-			}
-			mustRun(t, "ssh-keygen", args...)
-			hostKeys = append(hostKeys, f)
-			h.HostKeyFiles = append(h.HostKeyFiles, f+".pub")
-			p, err := os.ReadFile(f + ".pub")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if name != "rsa" || typ == "rsa" {
-				fmt.Fprintf(&known, "%s %s\n", h.Addr, strings.TrimSpace(string(p)))
-			}
-		}
-		fmt.Fprintf(&config, "Host %s\n  HostName %s\n  User root\n  Port 22\n  IdentityFile %s\n", name, h.Addr, n.KeyFile)
-		if name == "inner" {
-			config.WriteString("  ProxyJump bastion\n")
-		}
-		h.hostKeys = hostKeys
-		if name == "cert" {
-			h.certFile = hostKeys[0] + "-cert.pub"
-			n.signHostCert(t, h, []string{h.Addr}, "always:forever")
-		}
-		if name == "dropbear" {
-			n.startDropbear(t, h, hostKeys[0], pub)
-			continue
-		}
-		n.startSSHD(t, h, hostKeys, authorized, opts.SSHDConfig[name])
 	}
-	n.KnownHosts = filepath.Join(n.Dir, "known_hosts")
-	n.SSHConfig = filepath.Join(n.Dir, "ssh_config")
-	// For OpenSSH's own client (the benchmark, a person debugging): the
-	// ProxyJump hop does not inherit -o options, only the config file.
-	fmt.Fprintf(&config, "Host *\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n  BatchMode yes\n", n.KnownHosts)
-	if err := os.WriteFile(n.KnownHosts, known.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
+	fmt.Fprintf(config, "Host %s\n  HostName %s\n  User root\n  Port 22\n  IdentityFile %s\n", name, h.Addr, n.KeyFile)
+	if name == "inner" {
+		config.WriteString("  ProxyJump bastion\n")
 	}
-	if err := os.WriteFile(n.SSHConfig, config.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
+	h.hostKeys = hostKeys
+	if name == "cert" {
+		h.certFile = hostKeys[0] + "-cert.pub"
+		n.signHostCert(t, h, []string{h.Addr}, "always:forever")
 	}
-	for _, name := range n.names() {
-		waitBanner(t, n.Hosts[name])
+	if name == "dropbear" {
+		n.startDropbear(t, h, hostKeys[0], pub)
+		return
 	}
-	return n
+	n.startSSHD(t, h, hostKeys, authorized, opts.SSHDConfig[name])
 }
 
 func (n *Net) names() []string {
