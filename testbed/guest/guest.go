@@ -101,21 +101,7 @@ type Guest struct {
 // there is no Options.Run script, its sshd answers on SSHPort. Cancelling ctx during Boot stops the guest; after
 // Boot returns, only Stop does.
 func Boot(ctx context.Context, o Options) (*Guest, error) {
-	if o.Console == nil {
-		o.Console = io.Discard
-	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
-	if o.CPUs == 0 {
-		o.CPUs = 2
-	}
-	if o.MemoryMB == 0 {
-		o.MemoryMB = 2048
-	}
-	if o.Kernel.Name == "" {
-		o.Kernel = Bookworm
-	}
+	o.defaults()
 	mach, ok := machines[o.Kernel.arch()]
 	if !ok {
 		return nil, fmt.Errorf("boot guest: no machine for %s", o.Kernel.arch())
@@ -137,85 +123,23 @@ func Boot(ctx context.Context, o Options) (*Guest, error) {
 		g.Stop()
 		return nil, err
 	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err := g.newKey(); err != nil {
+		return fail(err)
+	}
+	initrd, err := g.writeInitrd(o)
 	if err != nil {
 		return fail(err)
-	}
-	g.Signer, err = ssh.NewSignerFromKey(priv)
-	if err != nil {
-		return fail(err)
-	}
-	blk, err := ssh.MarshalPrivateKey(priv, "rdmasweep vmtest")
-	if err != nil {
-		return fail(err)
-	}
-	g.KeyPath = filepath.Join(g.tmp, "id_ed25519")
-	if err := os.WriteFile(g.KeyPath, pem.EncodeToMemory(blk), 0o600); err != nil {
-		return fail(err)
-	}
-
-	files := map[string]File{"/root/.ssh/authorized_keys": {Data: ssh.MarshalAuthorizedKey(g.Signer.PublicKey()), Mode: 0o600}}
-	for p, f := range o.Files {
-		files[p] = f
-	}
-	if o.Run != "" {
-		files["/vmtest/run"] = File{Data: []byte(o.Run), Mode: 0o755}
-	}
-	// The run's files go first, uncompressed, then the cached base: the
-	// kernel unpacks each archive of the concatenation in turn.
-	initrd := filepath.Join(g.tmp, "initrd")
-	if err := writeInitrd(initrd, files, im.Initramfs); err != nil {
-		return fail(fmt.Errorf("write initrd: %w", err))
 	}
 	g.SSHPort, err = freePort()
 	if err != nil {
 		return fail(err)
 	}
-	args := append(append([]string{}, mach.args...),
-		"-smp", fmt.Sprint(o.CPUs), "-m", fmt.Sprint(o.MemoryMB),
-		"-kernel", im.Vmlinuz, "-initrd", initrd,
-		"-append", "console="+mach.console+" rdinit=/init panic=-1 quiet loglevel=4"+mach.append,
-		"-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
-		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", g.SSHPort),
-		"-device", "virtio-net-pci,netdev=n0",
-	)
-	if !o.OneNIC {
-		args = append(args,
-			// eth1 and eth2: networks of their own, for rxe1 and siw0.
-			"-netdev", "user,id=n1,net=10.0.3.0/24,restrict=on",
-			"-device", "virtio-net-pci,netdev=n1",
-			"-netdev", "user,id=n2,net=10.0.4.0/24,restrict=on",
-			"-device", "virtio-net-pci,netdev=n2",
-		)
-	}
-	g.cmd = exec.Command(qemu, args...)
-	// A test binary that dies without Stop (go test's -timeout panics)
-	// takes its guest with it: an orphaned qemu keeps 2 GiB and a core.
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := g.cmd.StdoutPipe()
-	if err != nil {
+	start := time.Now()
+	if err := g.startQemu(qemu, qemuArgs(mach, o, im, initrd, g.SSHPort), o); err != nil {
 		return fail(err)
 	}
-	g.cmd.Stderr = o.Console
-	fmt.Fprintf(o.Log, "vmtest: %s %s\n", qemu, strings.Join(args, " "))
-	if err := g.cmd.Start(); err != nil {
-		return fail(fmt.Errorf("start qemu: %w", err))
-	}
-	go g.readConsole(out, o.Console)
-	go func() {
-		g.waitErr = g.cmd.Wait()
-		close(g.exited)
-	}()
-	start := time.Now()
-	select {
-	case <-g.ready:
-	case r := <-g.result:
-		g.result <- r
-		return fail(fmt.Errorf("guest did not come up: %s; console:\n%s", r, g.Console()))
-	case <-g.exited:
-		return fail(fmt.Errorf("qemu exited before the guest was ready (%v); console:\n%s", g.waitErr, g.Console()))
-	case <-ctx.Done():
-		return fail(ctx.Err())
+	if err := g.awaitReady(ctx); err != nil {
+		return fail(err)
 	}
 	fmt.Fprintf(o.Log, "vmtest: guest ready after %s\n", time.Since(start).Round(100*time.Millisecond))
 	if o.Run != "" {
@@ -226,6 +150,123 @@ func Boot(ctx context.Context, o Options) (*Guest, error) {
 	}
 	fmt.Fprintf(o.Log, "vmtest: sshd on 127.0.0.1:%d after %s\n", g.SSHPort, time.Since(start).Round(100*time.Millisecond))
 	return g, nil
+}
+
+// defaults fills what o leaves zero.
+func (o *Options) defaults() {
+	if o.Console == nil {
+		o.Console = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 2
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 2048
+	}
+	if o.Kernel.Name == "" {
+		o.Kernel = Bookworm
+	}
+}
+
+// newKey makes the key the guest's root accepts, and writes it to KeyPath.
+func (g *Guest) newKey() error {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	g.Signer, err = ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return err
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "rdmasweep vmtest")
+	if err != nil {
+		return err
+	}
+	g.KeyPath = filepath.Join(g.tmp, "id_ed25519")
+	return os.WriteFile(g.KeyPath, pem.EncodeToMemory(blk), 0o600)
+}
+
+// writeInitrd writes this boot's initrd: the run's files first,
+// uncompressed, then the cached base. The kernel unpacks each archive of
+// the concatenation in turn.
+func (g *Guest) writeInitrd(o Options) (string, error) {
+	files := map[string]File{"/root/.ssh/authorized_keys": {Data: ssh.MarshalAuthorizedKey(g.Signer.PublicKey()), Mode: 0o600}}
+	for p, f := range o.Files {
+		files[p] = f
+	}
+	if o.Run != "" {
+		files["/vmtest/run"] = File{Data: []byte(o.Run), Mode: 0o755}
+	}
+	initrd := filepath.Join(g.tmp, "initrd")
+	if err := writeInitrd(initrd, files, g.Image.Initramfs); err != nil {
+		return "", fmt.Errorf("write initrd: %w", err)
+	}
+	return initrd, nil
+}
+
+// qemuArgs are qemu's arguments for one boot: sshd forwarded from
+// 127.0.0.1:sshPort, and, unless o.OneNIC, eth1 and eth2 on networks of
+// their own, for rxe1 and siw0.
+func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []string {
+	args := append(append([]string{}, mach.args...),
+		"-smp", fmt.Sprint(o.CPUs), "-m", fmt.Sprint(o.MemoryMB),
+		"-kernel", im.Vmlinuz, "-initrd", initrd,
+		"-append", "console="+mach.console+" rdinit=/init panic=-1 quiet loglevel=4"+mach.append,
+		"-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
+		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", sshPort),
+		"-device", "virtio-net-pci,netdev=n0",
+	)
+	if !o.OneNIC {
+		args = append(args,
+			"-netdev", "user,id=n1,net=10.0.3.0/24,restrict=on",
+			"-device", "virtio-net-pci,netdev=n1",
+			"-netdev", "user,id=n2,net=10.0.4.0/24,restrict=on",
+			"-device", "virtio-net-pci,netdev=n2",
+		)
+	}
+	return args
+}
+
+// startQemu starts qemu and the goroutines that read its console and
+// wait for it.
+func (g *Guest) startQemu(qemu string, args []string, o Options) error {
+	g.cmd = exec.Command(qemu, args...)
+	// A test binary that dies without Stop (go test's -timeout panics)
+	// takes its guest with it: an orphaned qemu keeps 2 GiB and a core.
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := g.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	g.cmd.Stderr = o.Console
+	fmt.Fprintf(o.Log, "vmtest: %s %s\n", qemu, strings.Join(args, " "))
+	if err := g.cmd.Start(); err != nil {
+		return fmt.Errorf("start qemu: %w", err)
+	}
+	go g.readConsole(out, o.Console)
+	go func() {
+		g.waitErr = g.cmd.Wait()
+		close(g.exited)
+	}()
+	return nil
+}
+
+// awaitReady waits for the guest's init to say it is ready.
+func (g *Guest) awaitReady(ctx context.Context) error {
+	select {
+	case <-g.ready:
+		return nil
+	case r := <-g.result:
+		g.result <- r
+		return fmt.Errorf("guest did not come up: %s; console:\n%s", r, g.Console())
+	case <-g.exited:
+		return fmt.Errorf("qemu exited before the guest was ready (%v); console:\n%s", g.waitErr, g.Console())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (g *Guest) readConsole(r io.Reader, tee io.Writer) {

@@ -477,56 +477,17 @@ func build(ctx context.Context, im *Image, a, u aptSource, kpkgs, closure []stri
 	defer os.RemoveAll(work)
 	kdir := filepath.Join(work, "kernel")
 	root := filepath.Join(work, "root")
-	for _, d := range []string{kdir, root} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
+	if err := unpack(ctx, a, u, kpkgs, closure, kdir, root, log); err != nil {
+		return err
 	}
-	debs := filepath.Join(CacheDir, "debs")
-	kdebs, err := download(ctx, a, debs, kpkgs, log)
+	modDir, err := moduleTree(kdir, kpkgs)
 	if err != nil {
 		return err
 	}
-	udebs, err := download(ctx, u, debs, closure, log)
-	if err != nil {
-		return err
-	}
-	for _, d := range kdebs {
-		if _, err := run(ctx, "", "dpkg", "-x", d, kdir); err != nil {
-			return err
-		}
-	}
-	for _, d := range udebs {
-		if _, err := run(ctx, "", "dpkg", "-x", d, root); err != nil {
-			return err
-		}
-	}
-	// Trixie's packages are merged-/usr: modules under usr/lib/modules,
-	// where modprobe -d looks under lib/modules.
-	if _, err := os.Stat(filepath.Join(kdir, "lib/modules")); err != nil {
-		if err := os.MkdirAll(filepath.Join(kdir, "lib"), 0o755); err != nil {
-			return err
-		}
-		if err := os.Rename(filepath.Join(kdir, "usr/lib/modules"), filepath.Join(kdir, "lib/modules")); err != nil {
-			return fmt.Errorf("kernel packages %v: %w", kpkgs, err)
-		}
-	}
-	kvers, err := filepath.Glob(filepath.Join(kdir, "lib/modules/*"))
-	if err != nil || len(kvers) != 1 {
-		return fmt.Errorf("kernel packages %v hold %d module trees", kpkgs, len(kvers))
-	}
-	kver := filepath.Base(kvers[0])
+	kver := filepath.Base(modDir)
 	release := kver
 	if im.Kernel.Siw {
-		ko, err := siwModule(ctx, a, kver, kpkgs, log)
-		if err != nil {
-			return fmt.Errorf("build siw for %s: %w", kver, err)
-		}
-		dst := filepath.Join(kvers[0], "updates", "siw.ko")
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		if err := copyFile(ko, dst); err != nil {
+		if err := addSiw(ctx, a, modDir, kpkgs, log); err != nil {
 			return err
 		}
 		release += " siw"
@@ -541,9 +502,80 @@ func build(ctx context.Context, im *Image, a, u aptSource, kpkgs, closure []stri
 	if err := writeRootFiles(root); err != nil {
 		return err
 	}
-	// What the guest never needs: documentation and translations, and
-	// the Python that fio's package pulls in for its helper scripts (the
-	// fio binary does not use it).
+	pruneRoot(root)
+	if err := pack(ctx, im, kdir, modDir, root, log); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(im.Dir, "release"), []byte(release+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(im.Dir, "complete"), []byte(strings.Join(append(kpkgs, closure...), "\n")+"\n"), 0o644)
+}
+
+// unpack downloads the kernel packages into kdir and the root's closure
+// into root, each unpacked with dpkg -x.
+func unpack(ctx context.Context, a, u aptSource, kpkgs, closure []string, kdir, root string, log io.Writer) error {
+	for _, d := range []string{kdir, root} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	debs := filepath.Join(CacheDir, "debs")
+	for _, set := range []struct {
+		src  aptSource
+		pkgs []string
+		into string
+	}{{a, kpkgs, kdir}, {u, closure, root}} {
+		files, err := download(ctx, set.src, debs, set.pkgs, log)
+		if err != nil {
+			return err
+		}
+		for _, d := range files {
+			if _, err := run(ctx, "", "dpkg", "-x", d, set.into); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// moduleTree returns the kernel's one module tree under kdir/lib/modules.
+// Trixie's packages are merged-/usr: their modules are moved from
+// usr/lib/modules to where modprobe -d looks.
+func moduleTree(kdir string, kpkgs []string) (string, error) {
+	if _, err := os.Stat(filepath.Join(kdir, "lib/modules")); err != nil {
+		if err := os.MkdirAll(filepath.Join(kdir, "lib"), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Rename(filepath.Join(kdir, "usr/lib/modules"), filepath.Join(kdir, "lib/modules")); err != nil {
+			return "", fmt.Errorf("kernel packages %v: %w", kpkgs, err)
+		}
+	}
+	kvers, err := filepath.Glob(filepath.Join(kdir, "lib/modules/*"))
+	if err != nil || len(kvers) != 1 {
+		return "", fmt.Errorf("kernel packages %v hold %d module trees", kpkgs, len(kvers))
+	}
+	return kvers[0], nil
+}
+
+// addSiw builds siw for the kernel of modDir and puts it under updates/.
+func addSiw(ctx context.Context, a aptSource, modDir string, kpkgs []string, log io.Writer) error {
+	kver := filepath.Base(modDir)
+	ko, err := siwModule(ctx, a, kver, kpkgs, log)
+	if err != nil {
+		return fmt.Errorf("build siw for %s: %w", kver, err)
+	}
+	dst := filepath.Join(modDir, "updates", "siw.ko")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return copyFile(ko, dst)
+}
+
+// pruneRoot removes what the guest never needs: documentation and
+// translations, and the Python that fio's package pulls in for its helper
+// scripts (the fio binary does not use it).
+func pruneRoot(root string) {
 	for _, d := range []string{"usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "usr/share/lintian"} {
 		os.RemoveAll(filepath.Join(root, d))
 	}
@@ -553,13 +585,18 @@ func build(ctx context.Context, im *Image, a, u aptSource, kpkgs, closure []stri
 			os.RemoveAll(m)
 		}
 	}
+}
+
+// pack writes the image: the kernel, the host key the guest will show,
+// and the root packed as a zstd cpio archive.
+func pack(ctx context.Context, im *Image, kdir, modDir, root string, log io.Writer) error {
 	if err := os.MkdirAll(im.Dir, 0o755); err != nil {
 		return err
 	}
 	// bookworm ships /boot/vmlinuz-<release>, trixie the modules' vmlinuz.
-	vmlinuz := filepath.Join(kdir, "boot", "vmlinuz-"+kver)
+	vmlinuz := filepath.Join(kdir, "boot", "vmlinuz-"+filepath.Base(modDir))
 	if _, err := os.Stat(vmlinuz); err != nil {
-		vmlinuz = filepath.Join(kvers[0], "vmlinuz")
+		vmlinuz = filepath.Join(modDir, "vmlinuz")
 	}
 	if err := copyFile(vmlinuz, im.Vmlinuz); err != nil {
 		return err
@@ -573,13 +610,7 @@ func build(ctx context.Context, im *Image, a, u aptSource, kpkgs, closure []stri
 	if _, err := run(ctx, root, "sh", "-c", sh); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, im.Initramfs); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(im.Dir, "release"), []byte(release+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(im.Dir, "complete"), []byte(strings.Join(append(kpkgs, closure...), "\n")+"\n"), 0o644)
+	return os.Rename(tmp, im.Initramfs)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -50,20 +50,9 @@ func siwModule(ctx context.Context, a aptSource, kver string, kpkgs []string, lo
 		return cached, nil
 	}
 	series := regexp.MustCompile(`^[0-9]+\.[0-9]+`).FindString(kver)
-	pkgs := []string{"linux-source-" + series + "=" + version, "linux-headers-" + kver + "=" + version}
-	out, err := a.cache(ctx, "depends", "--no-recommends", "--no-suggests", "linux-headers-"+kver)
+	pkgs, err := siwPackages(ctx, a, kver, series, version)
 	if err != nil {
 		return "", err
-	}
-	for _, m := range regexp.MustCompile(`Depends: (linux-(?:headers|kbuild)-\S+)`).FindAllSubmatch(out, -1) {
-		v, err := candidate(ctx, a, string(m[1]))
-		if err != nil {
-			return "", err
-		}
-		pkgs = append(pkgs, string(m[1])+"="+v)
-	}
-	if src, err := candidate(ctx, a, "linux-source-"+series); err != nil || src != version {
-		return "", fmt.Errorf("siw is built from linux-source-%s at the kernel's version %s, and apt offers %q (%v)", series, version, src, err)
 	}
 	work, err := os.MkdirTemp("", "vmtest-siw-")
 	if err != nil {
@@ -82,15 +71,8 @@ func siwModule(ctx context.Context, a aptSource, kver string, kpkgs []string, lo
 		}
 	}
 	downloaded := time.Since(start)
-	// The headers' Makefile names its output tree and the common headers
-	// by absolute path under /usr/src.
 	hdr := filepath.Join(x, "usr/src/linux-headers-"+kver)
-	mk, err := os.ReadFile(filepath.Join(hdr, "Makefile"))
-	if err != nil {
-		return "", err
-	}
-	mk = bytes.ReplaceAll(mk, []byte("/usr/src/"), []byte(filepath.Join(x, "usr/src")+"/"))
-	if err := os.WriteFile(filepath.Join(hdr, "Makefile"), mk, 0o644); err != nil {
+	if err := relocateHeaders(hdr, x); err != nil {
 		return "", err
 	}
 	newer, err := kbuildNeedsNewerLibc(hdr)
@@ -137,6 +119,39 @@ func siwModule(ctx context.Context, a aptSource, kver string, kpkgs []string, lo
 	fmt.Fprintf(log, "vmtest: siw for %s built in %s (%s of it downloading and unpacking)\n", kver,
 		time.Since(start).Round(time.Second), downloaded.Round(time.Second))
 	return cached, nil
+}
+
+// siwPackages are the packages siw is built from: the kernel's source and
+// headers at the kernel's own version, and what the headers depend on.
+func siwPackages(ctx context.Context, a aptSource, kver, series, version string) ([]string, error) {
+	pkgs := []string{"linux-source-" + series + "=" + version, "linux-headers-" + kver + "=" + version}
+	out, err := a.cache(ctx, "depends", "--no-recommends", "--no-suggests", "linux-headers-"+kver)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range regexp.MustCompile(`Depends: (linux-(?:headers|kbuild)-\S+)`).FindAllSubmatch(out, -1) {
+		v, err := candidate(ctx, a, string(m[1]))
+		if err != nil {
+			return nil, err
+		}
+		pkgs = append(pkgs, string(m[1])+"="+v)
+	}
+	if src, err := candidate(ctx, a, "linux-source-"+series); err != nil || src != version {
+		return nil, fmt.Errorf("siw is built from linux-source-%s at the kernel's version %s, and apt offers %q (%v)", series, version, src, err)
+	}
+	return pkgs, nil
+}
+
+// relocateHeaders points the headers' Makefile, unpacked under x, at
+// where they are: it names its output tree and the common headers by
+// absolute path under /usr/src.
+func relocateHeaders(hdr, x string) error {
+	mk, err := os.ReadFile(filepath.Join(hdr, "Makefile"))
+	if err != nil {
+		return err
+	}
+	mk = bytes.ReplaceAll(mk, []byte("/usr/src/"), []byte(filepath.Join(x, "usr/src")+"/"))
+	return os.WriteFile(filepath.Join(hdr, "Makefile"), mk, 0o644)
 }
 
 // kbuildTools are the headers' programs an out-of-tree module build runs
