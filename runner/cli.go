@@ -29,6 +29,8 @@ commands:
   clean [PLAN]    remove the created data file and sidecar, the deployed
                   node and leftover state (--dry-run: only list them)
   csv upgrade CSV give a CSV written by an older rdmasweep today's columns
+  compare OLD NEW compare two CSVs point by point, or one CSV
+                  --between name=a,name=b; exit 3 on a --fail-on change
   version         print the runner's version
 
 Without PLAN, the built-in plans/loopback.yaml is used: both roles on this
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runClean(ctx, rest, stdout, ui)
 	case "csv":
 		return runCSV(ctx, rest, stdout, ui)
+	case "compare":
+		return runCompare(ctx, rest, stdout, ui)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "runner %s\n", version)
 		return nil
@@ -100,10 +104,16 @@ func (e *someFailed) Error() string {
 	return fmt.Sprintf("%d of %d runs failed (see the error column and the logs)", e.failed, e.total)
 }
 
+// verdictFailed is returned when everything ran but a judgement failed:
+// an expectation of the plan, or compare's --fail-on. It exits 3.
+type verdictFailed struct{ msg string }
+
+func (e *verdictFailed) Error() string { return e.msg }
+
 // exitCode says what err means to the shell and prints it in the runner's
 // voice: 0 ok, 1 failure, 2 bad usage or plan or a CSV exec cannot append
-// to (foreign, or older and not yet upgraded), 128+signal when
-// interrupted.
+// to (foreign, or older and not yet upgraded), 3 a verdict failed
+// (verdictFailed), 128+signal when interrupted.
 func exitCode(err error, stderr io.Writer) int {
 	ui := &voice{w: stderr}
 	var (
@@ -111,6 +121,7 @@ func exitCode(err error, stderr io.Writer) int {
 		plErrs plan.ErrorList
 		intr   *interrupted
 		failed *someFailed
+		vf     *verdictFailed
 	)
 	switch {
 	case err == nil:
@@ -140,6 +151,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &failed):
 		ui.errorf("%s", err)
 		return 1
+	case errors.As(err, &vf):
+		ui.errorf("%s", err)
+		return 3
 	}
 	ui.errorf("%s", err)
 	var h hinted
