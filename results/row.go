@@ -60,6 +60,15 @@ type Row struct {
 	// event; PrefetchS how long its odp prefetch took.
 	Mapping   string   `csv:"mapping"`
 	PrefetchS *float64 `csv:"prefetch_s"`
+
+	// LineRateMBs is the server's data link's rate, nil when unknown, and
+	// LineRateUnknown why; Verdict and VerdictDetail the judgement of the
+	// plan's expectations; Search the knee search's mark.
+	LineRateMBs     *float64 `csv:"line_rate_mb_s"`
+	LineRateUnknown string   `csv:"-"`
+	Verdict         string   `csv:"verdict"`
+	VerdictDetail   string   `csv:"verdict_detail"`
+	Search          string   `csv:"search"`
 }
 
 // Scope values.

@@ -219,6 +219,13 @@ var schema = []Field{
 		Name: "trust_odp", Section: "rdma", Kind: KindBool, Default: "false",
 		Transports: []string{"rdma"}, Since: 4, Unkeyed: true,
 		Doc: "run odp points on a server whose ODP returned wrong data to `runner check`'s verified probe (exec refuses them otherwise); the manifest records the probe"}},
+
+	// Verdicts: the line rate the figures are judged against, the
+	// judgement of the plan's expect list, and the knee search's mark.
+	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the server's data link's signalling rate, read by node serve: an rdma port's `rate`, or a tcp netdev's `speed`; empty when it cannot be known (loopback, a speed of -1)"},
+	{Column: "verdict", Doc: "the plan's `expect` list judged on this row: `pass`, `fail`, `unknown` (a figure or the line rate is missing), or empty when the plan expects nothing"},
+	{Column: "verdict_detail", Doc: "why the verdict is not `pass`, one clause per expectation, e.g. `bandwidth_mb_s 812.3 < 0.9 × line_rate 1250.0`"},
+	{Column: "search", Doc: "a plan with `search`: `probe` for a value tried, `knee` on the row at the value found; empty otherwise"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a
