@@ -136,4 +136,5 @@ func (r *Row) SetReady(rd *Ready) {
 	r.CachedFraction = &rd.CachedFraction
 	r.Mapping = rd.Mapping
 	r.PrefetchS = rd.PrefetchS
+	r.LineRateMBs, r.LineRateUnknown = rd.LineRateMBs, rd.LineRateUnknown
 }
