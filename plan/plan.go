@@ -58,6 +58,7 @@ type Plan struct {
 	Repeat                  int
 	Timeouts                Timeouts
 	Output                  Output
+	Expect                  []Expectation // what each row must meet; see expect.go
 
 	sweep sweep
 	// written holds where each parameter's base value was written (nil:
