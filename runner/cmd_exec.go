@@ -18,6 +18,7 @@ import (
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/role"
 	"rdmasweep/runner/summary"
+	"rdmasweep/runner/verdict"
 )
 
 type execOptions struct {
@@ -149,6 +150,7 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 			}
 			return err
 		}
+		verdict.JudgeRows(ptRows, p.Expect)
 		// The clients' rows, then the aggregate: the last row says whether
 		// the run is done, so a run cut short between them runs again.
 		for _, row := range ptRows {
@@ -184,9 +186,27 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 			return err
 		}
 	}
+	if err := execVerdicts(stdout, rows); err != nil {
+		return err
+	}
 	ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), csvPath, runID, logDir)
 	if failed > 0 {
 		return &someFailed{failed: failed, total: runs}
+	}
+	if n := verdict.Failed(rows); n > 0 {
+		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(rows))}
+	}
+	return nil
+}
+
+// execVerdicts prints pass/total per point after the summary, when the
+// plan judged any row.
+func execVerdicts(w io.Writer, rows []results.Row) error {
+	for _, r := range rows {
+		if r.Verdict != "" {
+			fmt.Fprintln(w)
+			return verdict.WriteSummary(w, rows)
+		}
 	}
 	return nil
 }
