@@ -59,6 +59,7 @@ type Plan struct {
 	Timeouts                Timeouts
 	Output                  Output
 	Expect                  []Expectation // what each row must meet; see expect.go
+	Search                  *Search       // the knee search, or nil; see search.go
 
 	sweep sweep
 	// written holds where each parameter's base value was written (nil:

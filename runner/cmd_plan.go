@@ -19,6 +19,7 @@ import (
 	"rdmasweep/runner/peer"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/slurm"
+	"rdmasweep/runner/search"
 )
 
 // planOptions are the flags every command that reads a plan takes.
@@ -228,6 +229,9 @@ func runPlan(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 		return err
 	}
 	planWarnings(ui, p, pts)
+	if p.Search != nil {
+		ui.infof("%s", search.BoundText(search.FromPlan(p.Search, p.Repeat), len(pts)))
+	}
 	return writePointTable(stdout, pts)
 }
 

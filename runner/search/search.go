@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 
+	"rdmasweep/plan"
 	"rdmasweep/results"
 )
 
@@ -202,4 +203,28 @@ func Mark(rows []results.Row, param string, st Step) {
 			rows[i].Search = results.SearchKnee
 		}
 	}
+}
+
+// FromPlan is the walk a plan's search section asks for, each value run
+// repeat times.
+func FromPlan(s *plan.Search, repeat int) Spec {
+	return Spec{
+		Param: s.Param, From: s.From, To: s.To, Resolution: s.Resolution, Repeat: repeat,
+		Until: Until{Metric: s.Metric, AtMost: s.AtMost, Limit: s.Limit},
+	}
+}
+
+// BoundText says, for runner plan, that the walk decides the number of
+// points at run time, and its bound over outer points.
+func BoundText(s Spec, outer int) string {
+	n := MaxProbes(s)
+	return fmt.Sprintf("the search over %s (%d..%d, until %s) decides the number of points at run time: at most %d values for each of the %s below, %d in all",
+		s.Param, s.From, s.To, s.Until, n, plural(outer, "point"), n*outer)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
 }
