@@ -21,6 +21,7 @@ import (
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/role"
+	"rdmasweep/runner/verdict"
 )
 
 // checkRow is one line of the check table: one role on its host.
@@ -341,7 +342,7 @@ func probe(ctx context.Context, p *plan.Plan, pt plan.Point, r *roles, pair prob
 	if row.LatAvgUs != nil {
 		cell += fmt.Sprintf(" 4KiB in %.0fus", *row.LatAvgUs)
 	}
-	return cell, nil
+	return cell + ", " + verdict.LineRateCell(row), nil
 }
 
 // probeRead reads a small temporary file, verified, from pair's client to

@@ -182,3 +182,16 @@ func label(r results.Row, vary []*results.Param) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// LineRateCell is a row's line rate for runner check's data path cell:
+// "line rate 1250.0 MB/s", or "line rate unknown (why)".
+func LineRateCell(r results.Row) string {
+	if r.LineRateMBs != nil {
+		return "line rate " + num(*r.LineRateMBs) + " MB/s"
+	}
+	why := r.LineRateUnknown
+	if why == "" {
+		why = "not reported"
+	}
+	return "line rate unknown (" + why + ")"
+}
