@@ -205,7 +205,7 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 }
 
 // execVerdicts prints pass/total per point after the summary, when the
-// plan judged any row.
+// plan judged any row (exec's, and runner summary's of a CSV).
 func execVerdicts(w io.Writer, rows []results.Row) error {
 	for _, r := range rows {
 		if r.Verdict != "" {

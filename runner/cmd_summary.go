@@ -31,6 +31,9 @@ func runSummary(ctx context.Context, args []string, stdout io.Writer, ui *voice)
 	if err := summary.Write(stdout, groups); err != nil {
 		return err
 	}
+	if err := execVerdicts(stdout, rows); err != nil {
+		return err
+	}
 	if base.Param == "" {
 		return nil
 	}
