@@ -106,7 +106,9 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	}
 	defer srv.Close()
 	info := srv.Ready()
+	rate, rateUnknown := lineRate(info)
 	out.event(results.Ready{
+		LineRateMBs: rate, LineRateUnknown: rateUnknown,
 		Type: results.TypeReady, Transport: tr.Name(), Address: info.Address, Port: info.Port,
 		RegistrationS: info.RegistrationS, RegistrationMBs: info.RegistrationMBs,
 		CachedFraction: cached, Mapping: info.Mapping, GIDIndex: info.GIDIndex, FileCreated: f.Created,

@@ -18,7 +18,7 @@ import (
 
 // The keys each mapping may hold. They double as the --set vocabulary.
 var (
-	topKeys     = append([]string{"name", "description", "launcher", "hosts", "ssh", "node", "server", "client", "rdma", "sweep", "repeat", "timeouts", "output"}, sectionKeys("", false)...)
+	topKeys     = append([]string{"name", "description", "launcher", "hosts", "ssh", "node", "server", "client", "rdma", "sweep", "repeat", "timeouts", "output", "expect", "search"}, sectionKeys("", false)...)
 	roleKeys    = []string{"server", "client"}
 	hostKeys    = append([]string{"address", "port", "user", "identity_file", "jump", "data_address", "cpus"}, hostSections...)
 	sshKeys     = []string{"known_hosts", "host_key_policy", "connect_timeout", "keepalive_interval"}
@@ -108,9 +108,13 @@ func (l *loader) plan(root *yaml.Node, p *Plan, opts Options, unswept map[string
 	}
 	l.timeouts(f["timeouts"].val, p)
 	l.output(f["output"].val, p)
+	l.expect(f["expect"].val, p)
 
 	if sf, ok := f["sweep"]; ok {
 		p.sweep = l.sweep(sf, unswept)
+	}
+	if sf, ok := f["search"]; ok {
+		l.search(sf, p)
 	}
 	l.required(root, f, p, base)
 	l.checkCombos(root, p, base)

@@ -60,6 +60,8 @@ type Plan struct {
 	Repeat                  int
 	Timeouts                Timeouts
 	Output                  Output
+	Expect                  []Expectation // what each row must meet; see expect.go
+	Search                  *Search       // the knee search, or nil; see search.go
 
 	sweep sweep
 	// written holds where each parameter's base value was written (nil:

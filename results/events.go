@@ -76,6 +76,11 @@ type Ready struct {
 	PrefetchS *float64 `json:"prefetch_s,omitempty"`
 	// RDMAPath is the rdma transport's side of the path; nil for tcp.
 	*RDMAPath
+	// LineRateMBs is the rate of the link the data crosses (the rdma
+	// port, or the netdev with the listen address); nil when it cannot be
+	// known, and LineRateUnknown says why.
+	LineRateMBs     *float64 `json:"line_rate_mb_s,omitempty"`
+	LineRateUnknown string   `json:"line_rate_unknown,omitempty"`
 }
 
 // Result is node read's measurement. MB is 10^6 bytes. Latency is per read,
@@ -119,6 +124,11 @@ type Result struct {
 	LatSamples int64 `json:"lat_samples"`
 	// RDMAPath is the rdma transport's side of the path; nil for tcp.
 	*RDMAPath
+	// LineRateMBs is the rate of the link the data crosses (the rdma
+	// port, or the netdev with the listen address); nil when it cannot be
+	// known, and LineRateUnknown says why.
+	LineRateMBs     *float64 `json:"line_rate_mb_s,omitempty"`
+	LineRateUnknown string   `json:"line_rate_unknown,omitempty"`
 }
 
 // RDMAPath is what node's rdma transport used on its side of a

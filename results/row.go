@@ -67,6 +67,14 @@ type Row struct {
 	// LID only on InfiniBand.
 	LinkLayer string `csv:"link_layer"`
 	LID       *int   `csv:"lid"`
+	// LineRateMBs is the server's data link's rate, nil when unknown, and
+	// LineRateUnknown why; Verdict and VerdictDetail the judgement of the
+	// plan's expectations; Search the knee search's mark.
+	LineRateMBs     *float64 `csv:"line_rate_mb_s"`
+	LineRateUnknown string   `csv:"-"`
+	Verdict         string   `csv:"verdict"`
+	VerdictDetail   string   `csv:"verdict_detail"`
+	Search          string   `csv:"search"`
 }
 
 // Scope values.
@@ -141,4 +149,5 @@ func (r *Row) SetReady(rd *Ready) {
 	r.CachedFraction = &rd.CachedFraction
 	r.Mapping = rd.Mapping
 	r.PrefetchS = rd.PrefetchS
+	r.LineRateMBs, r.LineRateUnknown = rd.LineRateMBs, rd.LineRateUnknown
 }

@@ -235,6 +235,12 @@ var schema = []Field{
 	// What the client's RDMA path used (issue 24).
 	{Column: "link_layer", Doc: "rdma: the client port's link layer, `InfiniBand` or `Ethernet` (RoCE); empty for tcp and peers"},
 	{Column: "lid", Doc: "rdma on InfiniBand: the client port's LID, which addresses it when no GRH is used (the manifest's GID is then empty); empty on RoCE"},
+	// Verdicts: the line rate the figures are judged against, the
+	// judgement of the plan's expect list, and the knee search's mark.
+	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the server's data link's signalling rate, read by node serve: an rdma port's `rate`, or a tcp netdev's `speed`; empty when it cannot be known (loopback, a speed of -1)"},
+	{Column: "verdict", Doc: "the plan's `expect` list judged on this row: `pass`, `fail`, `unknown` (a figure or the line rate is missing), or empty when the plan expects nothing"},
+	{Column: "verdict_detail", Doc: "why the verdict is not `pass`, one clause per expectation, e.g. `bandwidth_mb_s 812.3 < 0.9 × line_rate 1250.0`"},
+	{Column: "search", Doc: "a plan with `search`: `probe` for a value tried, `knee` on the row at the value found; empty otherwise"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a

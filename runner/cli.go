@@ -21,7 +21,7 @@ import (
 // is one cmd_NAME.go: its options, their flags, and its flow.
 var commands = []*command{
 	execCommand, validateCommand, planCommand, checkCommand, summaryCommand,
-	plotCommand, cleanCommand, csvUpgradeCommand,
+	plotCommand, cleanCommand, csvUpgradeCommand, compareCommand,
 }
 
 // command is one of the runner's commands, shaped as restic's are: an
@@ -147,10 +147,17 @@ func (e *someFailed) Error() string {
 	return fmt.Sprintf("%d of %d runs failed (see the error column and the logs)", e.failed, e.total)
 }
 
+// verdictFailed is returned when everything ran but a judgement failed:
+// an expectation of the plan, or compare's --fail-on. It exits 3.
+type verdictFailed struct{ msg string }
+
+func (e *verdictFailed) Error() string { return e.msg }
+
 // exitCode says what err means to the shell and prints it in the runner's
 // voice: 0 ok, 1 failure, 2 bad usage or plan, a CSV exec cannot append
 // to (foreign, or older and not yet upgraded), or a plan its hosts'
-// devices cannot run; 128+signal when interrupted.
+// devices cannot run; 3 a verdict failed (verdictFailed); 128+signal when
+// interrupted.
 func exitCode(err error, stderr io.Writer) int {
 	ui := &voice{w: stderr}
 	var (
@@ -158,6 +165,7 @@ func exitCode(err error, stderr io.Writer) int {
 		plErrs plan.ErrorList
 		intr   *interrupted
 		failed *someFailed
+		vf     *verdictFailed
 	)
 	switch {
 	case err == nil:
@@ -191,6 +199,9 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.As(err, &failed):
 		ui.errorf("%s", err)
 		return 1
+	case errors.As(err, &vf):
+		ui.errorf("%s", err)
+		return 3
 	}
 	ui.errorf("%s", err)
 	if h := hint.Of(err); h != "" {

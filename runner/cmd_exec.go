@@ -25,6 +25,7 @@ import (
 	"rdmasweep/runner/role"
 	"rdmasweep/runner/series"
 	"rdmasweep/runner/summary"
+	"rdmasweep/runner/verdict"
 )
 
 // execOptions are runner exec's.
@@ -76,6 +77,11 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 		g.ui.infof("no plan given: running the built-in %s (both roles on this machine, tcp)", plans.LoopbackName)
 	}
 	planWarnings(g.ui, p, pts)
+	if p.Search != nil {
+		// The walk (runner/search) is built and tested; exec's point loop
+		// does not drive it yet.
+		return usageErrorf("%s: exec does not run a search section yet (runner plan prints its bound); sweep %s instead meanwhile", p.Path, p.Search.Param)
+	}
 	csvPath := o.out
 	if csvPath == "" {
 		csvPath = p.Output.CSV
@@ -228,6 +234,9 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	if failed > 0 {
 		return &someFailed{failed: failed, total: runs}
 	}
+	if n := verdict.Failed(rows); n > 0 {
+		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(rows))}
+	}
 	return nil
 }
 
@@ -263,6 +272,7 @@ func (x *execRun) runJob(ctx context.Context, r *point.Runner, j resume.Job) ([]
 		}
 		return nil, tm, err
 	}
+	verdict.JudgeRows(rows, x.p.Expect)
 	for _, row := range rows {
 		if err := x.csv.Append(row); err != nil {
 			return nil, tm, hint.Wrap(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
@@ -285,6 +295,9 @@ func (x *execRun) report(rows []results.Row) error {
 		if err := summary.WriteRatios(stdout, groups, base); err != nil {
 			return err
 		}
+	}
+	if err := verdict.WriteSummary(stdout, rows); err != nil {
+		return err
 	}
 	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
 	return nil

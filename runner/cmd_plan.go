@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 
+	"rdmasweep/runner/search"
 	"rdmasweep/runner/summary"
 )
 
@@ -28,5 +29,8 @@ func runPlan(ctx context.Context, o planCmdOptions, g globals, args []string) er
 		return err
 	}
 	planWarnings(g.ui, p, pts)
+	if p.Search != nil {
+		g.ui.infof("%s", search.BoundText(search.FromPlan(p.Search, p.Repeat), len(pts)))
+	}
 	return summary.WritePoints(g.stdout, pts)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"rdmasweep/runner/summary"
+	"rdmasweep/runner/verdict"
 )
 
 // summaryOptions are runner summary's.
@@ -44,6 +45,9 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 	}
 	groups := summary.Build(rows)
 	if err := summary.Write(g.stdout, groups); err != nil {
+		return err
+	}
+	if err := verdict.WriteSummary(g.stdout, rows); err != nil {
 		return err
 	}
 	if base.Param == "" {

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"rdmasweep/results/param"
+	"rdmasweep/runner/verdict"
 	"time"
 
 	"rdmasweep/plan"
@@ -104,5 +105,5 @@ func (e Env) Path(ctx context.Context, pt plan.Point, pair preflight.Pair, trans
 	if row.LatAvgUs != nil {
 		cell += fmt.Sprintf(" 4KiB in %.0fus", *row.LatAvgUs)
 	}
-	return cell, nil
+	return cell + ", " + verdict.LineRateCell(row), nil
 }

@@ -1,0 +1,145 @@
+// Package linerate reads a data link's signalling rate from sysfs, in MB/s
+// (10^6 bytes a second, as the CSV's bandwidth): an RDMA port's `rate`
+// ("100 Gb/sec (4X EDR)" is 12500 MB/s) or a network device's `speed` (in
+// Mb/s; -1 when the driver does not know). node serve reads it on the
+// server's host; the parsing is pure, and every reader takes the root of
+// sysfs so a test can fake one.
+package linerate
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Rate is a link's rate, or why it cannot be known.
+type Rate struct {
+	MBs     float64 // 0 when unknown
+	Unknown string  // why, when MBs is 0
+}
+
+// Known reports whether the rate was read.
+func (r Rate) Known() bool { return r.MBs > 0 }
+
+func (r Rate) String() string {
+	if !r.Known() {
+		return "unknown (" + r.Unknown + ")"
+	}
+	return strconv.FormatFloat(r.MBs, 'f', 1, 64) + " MB/s"
+}
+
+// ParseIBRate reads an RDMA port's rate file: "100 Gb/sec (4X EDR)",
+// "2.5 Gb/sec (1X SDR)".
+func ParseIBRate(s string) (float64, error) {
+	f := strings.Fields(s)
+	if len(f) < 2 || f[1] != "Gb/sec" {
+		return 0, fmt.Errorf("rate %q is not \"N Gb/sec (…)\"", strings.TrimSpace(s))
+	}
+	gb, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || !(gb > 0) {
+		return 0, fmt.Errorf("rate %q is not \"N Gb/sec (…)\"", strings.TrimSpace(s))
+	}
+	return gb * 1000 / 8, nil
+}
+
+// ParseSpeed reads a network device's speed file (Mb/s) into MB/s; a
+// speed of -1 or 0 (the driver does not know: virtual links, some
+// bridges) is an error that says so.
+func ParseSpeed(s string) (float64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("speed %q is not a number", strings.TrimSpace(s))
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("speed is %d: the driver does not know the link's rate", n)
+	}
+	return float64(n) / 8, nil
+}
+
+// RDMA is the rate of device's port under the sysfs at root ("/" on a
+// host).
+func RDMA(root, device string, port int) Rate {
+	p := filepath.Join(root, "sys/class/infiniband", device, "ports", strconv.Itoa(port), "rate")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return Rate{Unknown: fmt.Sprintf("read %s port %d's rate: %v", device, port, err)}
+	}
+	mbs, err := ParseIBRate(string(b))
+	if err != nil {
+		return Rate{Unknown: fmt.Sprintf("%s port %d: %v", device, port, err)}
+	}
+	return Rate{MBs: mbs}
+}
+
+// Netdev is the rate of network device dev under the sysfs at root.
+func Netdev(root, dev string) Rate {
+	b, err := os.ReadFile(filepath.Join(root, "sys/class/net", dev, "speed"))
+	if err != nil {
+		// Reading speed of a device that is down fails with EINVAL.
+		return Rate{Unknown: fmt.Sprintf("read %s's speed: %v", dev, err)}
+	}
+	mbs, err := ParseSpeed(string(b))
+	if err != nil {
+		return Rate{Unknown: fmt.Sprintf("%s: %v", dev, err)}
+	}
+	return Rate{MBs: mbs}
+}
+
+// Iface is a network device and its addresses, as net.Interfaces gives
+// them.
+type Iface struct {
+	Name     string
+	Loopback bool
+	Addrs    []net.IP
+}
+
+// TCP is the rate of the device among ifaces that carries addr: unknown
+// for loopback, for an unspecified address (listening on all of them) and
+// for an address no device has.
+func TCP(root string, ifaces []Iface, addr net.IP) Rate {
+	switch {
+	case addr == nil:
+		return Rate{Unknown: "no data address"}
+	case addr.IsUnspecified():
+		return Rate{Unknown: "listening on all addresses, so no one link carries the data"}
+	case addr.IsLoopback():
+		return Rate{Unknown: "loopback has no line rate"}
+	}
+	for _, i := range ifaces {
+		for _, a := range i.Addrs {
+			if a.Equal(addr) {
+				if i.Loopback {
+					return Rate{Unknown: "loopback has no line rate"}
+				}
+				return Netdev(root, i.Name)
+			}
+		}
+	}
+	return Rate{Unknown: fmt.Sprintf("no network device has the address %s", addr)}
+}
+
+// Ifaces lists this host's network devices and their addresses.
+func Ifaces() ([]Iface, error) {
+	nis, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("list network devices: %w", err)
+	}
+	var out []Iface
+	for _, ni := range nis {
+		addrs, err := ni.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("addresses of %s: %w", ni.Name, err)
+		}
+		i := Iface{Name: ni.Name, Loopback: ni.Flags&net.FlagLoopback != 0}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				i.Addrs = append(i.Addrs, ipn.IP)
+			}
+		}
+		out = append(out, i)
+	}
+	return out, nil
+}

@@ -1,0 +1,64 @@
+package verdict
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"rdmasweep/plan"
+	"rdmasweep/results"
+)
+
+func f(x float64) *float64 { return &x }
+
+func row(bw, p99 float64, rate *float64, why string) results.Row {
+	return results.Row{
+		PointKey: "k", Status: results.StatusOK, Scope: results.ScopeClient,
+		Params:       map[string]string{"block_size": "4096", "transport": "tcp"},
+		BandwidthMBs: f(bw), LatP99Us: f(p99), LineRateMBs: rate, LineRateUnknown: why,
+	}
+}
+
+func TestJudge(t *testing.T) {
+	lineRate := plan.Expectation{Metric: "bandwidth_mb_s", AtLeast: true, Bound: 0.9, LineRate: true}
+	p99 := plan.Expectation{Metric: "lat_p99_us", Bound: 4.5, Where: []plan.Where{{Param: "block_size", Op: "<=", N: 4096}}}
+	bigOnly := plan.Expectation{Metric: "lat_p99_us", Bound: 1, Where: []plan.Where{{Param: "block_size", Op: ">", N: 4096}}}
+	for _, tc := range []struct {
+		name          string
+		r             results.Row
+		exps          []plan.Expectation
+		verdict, want string
+	}{
+		{"pass", row(1200, 4, f(1250), ""), []plan.Expectation{lineRate, p99}, "pass", ""},
+		{"below line rate", row(812.3, 4, f(1250), ""), []plan.Expectation{lineRate}, "fail", "bandwidth_mb_s 812.3 < 0.9 × line_rate 1250.0"},
+		{"over latency", row(1200, 9.25, f(1250), ""), []plan.Expectation{p99}, "fail", "lat_p99_us 9.2 > 4.5"},
+		{"loopback", row(1200, 4, nil, "loopback has no line rate"), []plan.Expectation{lineRate, p99}, "unknown", "line_rate unknown: loopback has no line rate"},
+		{"fail beats unknown", row(1200, 9, nil, "loopback has no line rate"), []plan.Expectation{lineRate, p99}, "fail", "lat_p99_us 9.0 > 4.5; line_rate unknown: loopback has no line rate"},
+		{"none applies", row(1200, 9, nil, ""), []plan.Expectation{bigOnly}, "", ""},
+		{"failed run", results.Row{Status: results.StatusFailed, Params: map[string]string{"block_size": "4096"}}, []plan.Expectation{p99}, "unknown", "lat_p99_us unknown: the run failed"},
+	} {
+		r := tc.r
+		Judge(&r, tc.exps)
+		if r.Verdict != tc.verdict || r.VerdictDetail != tc.want {
+			t.Errorf("%s: got %q %q, want %q %q", tc.name, r.Verdict, r.VerdictDetail, tc.verdict, tc.want)
+		}
+	}
+}
+
+func TestSummary(t *testing.T) {
+	rows := []results.Row{row(1200, 4, f(1250), ""), row(800, 4, f(1250), ""), row(1300, 4, f(1250), "")}
+	rows[2].PointKey, rows[2].Params = "k2", map[string]string{"block_size": "65536", "transport": "tcp"}
+	JudgeRows(rows, []plan.Expectation{{Metric: "bandwidth_mb_s", AtLeast: true, Bound: 1000}})
+	if n := Failed(rows); n != 1 {
+		t.Errorf("Failed = %d, want 1", n)
+	}
+	var buf bytes.Buffer
+	if err := WriteSummary(&buf, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"block_size=4KiB   1/2", "block_size=64KiB  1/1", "bandwidth_mb_s 800.0 < 1000.0"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"rdmasweep/runner/csvfile"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/search"
+	"rdmasweep/testbed/clitest"
+	"rdmasweep/testbed/testhosts"
+)
+
+// shapedPlan is a tcp plan from host a (server) to b (client): one point
+// read for a second, 8 times, so compare has 8 samples a side. It logs in
+// as the unprivileged user, whose login shell runs no startup files: on a
+// busy machine root's (pyenv rehash) alone took a minute a session.
+func shapedPlan(t *testing.T, dir string, n *testhosts.Net) string {
+	t.Helper()
+	a, b := n.Hosts["a"], n.Hosts["b"]
+	text := fmt.Sprintf(`name: shaped
+hosts:
+  server: {address: %s, user: %s, identity_file: %s}
+  client: {address: %s, user: %s, identity_file: %s}
+ssh: {known_hosts: %s, host_key_policy: strict, connect_timeout: 5s}
+node: {binary: %s, remote_path: %s/bin/node}
+transport: tcp
+server: {file: %s/shaped.dat, file_size: 16MiB, create: true, cache: warm, port: 18516}
+client: {block_size: 256KiB, queue_depth: 4, duration: 1s}
+repeat: 8
+expect:
+  - metric: bandwidth_mb_s
+    at_least: 0.01 line_rate
+timeouts: {ready: 1m, accept: 1m, point: 3m}
+output: {csv: out/shaped.csv, logs: out/logs}
+`, a.Addr, n.User, n.KeyFile, b.Addr, n.User, n.KeyFile, n.KnownHosts, filepath.Join(binDir, "node"), testhosts.DeployDir, testhosts.DeployDir)
+	path := filepath.Join(dir, "plan.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// compareJSON runs runner compare on two CSVs of dir for bandwidth and
+// returns its one object.
+func compareJSON(t *testing.T, dir, old, new string) map[string]any {
+	t.Helper()
+	r := runner(t, dir, "compare", "--format", "json", "--metric", "bandwidth_mb_s", old, new)
+	t.Logf("runner compare %s %s:\n%s%s", old, new, runner(t, dir, "compare", "--metric", "bandwidth_mb_s", old, new).Stdout, r.Stderr)
+	if r.Code != 0 {
+		t.Fatalf("compare: exit %d\n%s", r.Code, r.Stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &got); err != nil {
+		t.Fatalf("compare json: %v\n%s", err, r.Stdout)
+	}
+	return got
+}
+
+// TestCompareShapedLink is issue 20's "compare on real runs": a tcp plan
+// between two namespace hosts, run twice as it is and once with the
+// server's link shaped by tbf to half the rate it had. compare calls the
+// two plain runs ~ and the shaped one a significant drop of 40 to 60 %.
+// The server's netdev is a veth, whose speed node reads as the line rate.
+func TestCompareShapedLink(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
+	plan := shapedPlan(t, dir, n)
+	run := func(out string) []results.Row {
+		t.Helper()
+		// Not runnerEnv's 3 minutes: 8 points of 1 s took 45 s each on
+		// a 2-core machine at load 27.
+		r := clitest.Run(t, filepath.Join(binDir, "runner"), dir, env, 20*time.Minute, "exec", plan, "--out", out)
+		if r.Code != 0 {
+			t.Fatalf("exec --out %s: exit %d\n%s", out, r.Code, r.Stderr)
+		}
+		rows, err := csvfile.Read(filepath.Join(dir, out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	base := run("base.csv")
+	var bws []float64
+	for _, r := range base {
+		bws = append(bws, *r.BandwidthMBs)
+		if r.Verdict != results.VerdictPass || r.LineRateMBs == nil {
+			t.Errorf("row %d: verdict %q (%s), line rate %v; want pass against the veth's rate", r.Repetition, r.Verdict, r.VerdictDetail, r.LineRateMBs)
+		}
+	}
+	run("again.csv")
+	median := search.Median(bws)
+	mbit := int(median * 8 / 2)
+	t.Logf("unshaped median %.1f MB/s, line rate %v MB/s; shaping a's eth0 to %d mbit", median, *base[0].LineRateMBs, mbit)
+	tc := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command("ip", append([]string{"netns", "exec", n.Hosts["a"].NS, "tc", "qdisc"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tc qdisc %v: %v\n%s", args, err, out)
+		}
+	}
+	// A burst of 10 ms of tokens: at gigabits a second, a small bucket
+	// empties between timer ticks and tbf holds the link well under its
+	// rate (256kb gave 78 % of 2.5 Gbit/s here).
+	burst := max(256<<10, mbit*1_000_000/8/100)
+	tc("add", "dev", "eth0", "root", "tbf", "rate", fmt.Sprintf("%dmbit", mbit), "burst", strconv.Itoa(burst), "latency", "50ms")
+	run("shaped.csv")
+	tc("del", "dev", "eth0", "root")
+
+	same := compareJSON(t, dir, "base.csv", "again.csv")
+	if same["significant"] != false {
+		t.Errorf("two unshaped runs: significant change %v%%, want ~", same["delta_pct"])
+	}
+	half := compareJSON(t, dir, "base.csv", "shaped.csv")
+	d, _ := half["delta_pct"].(float64)
+	if half["significant"] != true || d < -60 || d > -40 {
+		t.Errorf("shaped to half: significant %v, delta %.1f%%; want a significant change between -60%% and -40%%", half["significant"], d)
+	}
+}
