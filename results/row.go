@@ -60,6 +60,10 @@ type Row struct {
 	// event; PrefetchS how long its odp prefetch took.
 	Mapping   string   `csv:"mapping"`
 	PrefetchS *float64 `csv:"prefetch_s"`
+
+	// Round is the round of a pairwise or ring sweep the pair ran in,
+	// from 1; nil for the other topologies.
+	Round *int64 `csv:"round"`
 }
 
 // Scope values.
