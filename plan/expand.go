@@ -57,6 +57,8 @@ type Point struct {
 	Hosts  Hosts   // with the server's DataAddress resolved
 	Values Values  // every parameter; per-host ones at the plan's value (see For)
 	Swept  []Param // this point's swept parameters, in the order the plan's sweep section lists them
+
+	plan string // the plan's name, for a pair's key (Pair)
 }
 
 // Param is a parameter's name and its value formatted for people.
@@ -130,9 +132,8 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 		maxPoints = DefaultMaxPoints
 	}
 	hosts := p.Hosts
-	hosts.Servers = slices.Clone(hosts.Servers)
-	for i := range hosts.Servers {
-		h := &hosts.Servers[i]
+	hosts.Servers, hosts.Pool = slices.Clone(hosts.Servers), slices.Clone(hosts.Pool)
+	for _, h := range append(pointers(hosts.Servers), pointers(hosts.Pool)...) { // a pool's hosts all serve
 		switch {
 		case h.DataAddress != "":
 		case h.IsLocal():
@@ -185,7 +186,7 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 	points := make([]Point, 0, count)
 	pos := make([]int, len(axes)) // odometer over axes, last fastest
 	for n := 0; n < count; n++ {
-		pt := Point{Index: n, Hosts: hosts, Values: p.Base.clone()}
+		pt := Point{Index: n, Hosts: hosts, Values: p.Base.clone(), plan: p.Name}
 		for ai, a := range p.sweep.axes {
 			j := axes[ai][pos[ai]]
 			for _, e := range a.entries {
@@ -397,6 +398,9 @@ func keyJSONOf(planName string, pt Point, params []*param) []byte {
 		"plan":  planName,
 		"hosts": map[string]any{"server": list(pt.Hosts.Servers), "client": list(pt.Hosts.Clients)},
 	}
+	if len(pt.Hosts.Pool) > 0 {
+		doc["hosts"] = map[string]any{"pool": list(pt.Hosts.Pool)}
+	}
 	for _, prm := range params {
 		v := pt.Values.m[prm.Name]
 		if prm.PerHost || !keyed(prm, v) {
@@ -409,4 +413,13 @@ func keyJSONOf(planName string, pt Point, params []*param) []byte {
 		panic("plan: point key: " + err.Error()) // maps of plain values always marshal
 	}
 	return b
+}
+
+// pointers are the addresses of hs's elements.
+func pointers(hs []Host) []*Host {
+	out := make([]*Host, len(hs))
+	for i := range hs {
+		out[i] = &hs[i]
+	}
+	return out
 }

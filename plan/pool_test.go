@@ -1,0 +1,81 @@
+package plan
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestPool: hosts.pool as bare addresses and as mappings, its roles, and
+// the keys of its pairs.
+func TestPool(t *testing.T) {
+	p, err := Load("testdata/good/pairwise.yaml", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.IsPool() || len(p.Hosts.Pool) != 4 || len(p.Hosts.Servers)+len(p.Hosts.Clients) != 0 {
+		t.Fatalf("pool %+v, servers %d, clients %d; want 4 pool hosts and no roles of their own", p.Hosts.Pool, len(p.Hosts.Servers), len(p.Hosts.Clients))
+	}
+	h3 := p.Hosts.Pool[2]
+	if h3.Address != "n3" || h3.User != "alice" || h3.Params.Str("device") != "mlx5_1" || p.Hosts.Pool[1].Params.Str("device") != "" {
+		t.Fatalf("pool host 3 %+v: want n3 as alice with its own rdma.device", h3)
+	}
+	var names []string
+	for _, r := range p.Hosts.Roles() {
+		names = append(names, r.Name)
+	}
+	if !slices.Equal(names, []string{"pool1", "pool2", "pool3", "pool4"}) {
+		t.Fatalf("roles %v", names)
+	}
+	if p.Base.Int("max_parallel") != 2 || p.Base.Int("pairwise_parallel") != -1 {
+		t.Fatalf("max_parallel %d, pairwise_parallel %d; want 2 and auto (-1)", p.Base.Int("max_parallel"), p.Base.Int("pairwise_parallel"))
+	}
+	pts, err := Expand(p, ExpandOptions{})
+	if err != nil || len(pts) != 1 {
+		t.Fatalf("Expand: %d points, %v", len(pts), err)
+	}
+	pt := pts[0]
+	keys := map[string]bool{pt.Key: true}
+	for s := range 4 {
+		for c := range 4 {
+			if s == c {
+				continue
+			}
+			q := pt.Pair(s, c)
+			if q.Hosts.Server().Address != p.Hosts.Pool[s].Address || q.Hosts.Client().Address != p.Hosts.Pool[c].Address {
+				t.Fatalf("Pair(%d, %d) hosts %+v", s, c, q.Hosts)
+			}
+			if q.Hosts.Server().DataAddress != q.Hosts.Server().Address {
+				t.Fatalf("Pair(%d, %d): the server's data address is %q, want its address", s, c, q.Hosts.Server().DataAddress)
+			}
+			if keys[q.Key] {
+				t.Fatalf("Pair(%d, %d) key %s is another pair's or the pool point's", s, c, q.Key)
+			}
+			keys[q.Key] = true
+			if q.For("client").Str("device") != p.Hosts.Pool[c].Params.Str("device") {
+				t.Fatalf("Pair(%d, %d): the client's device is not its pool host's", s, c)
+			}
+		}
+	}
+	again, _ := Load("testdata/good/pairwise.yaml", Options{})
+	pts2, _ := Expand(again, ExpandOptions{})
+	if pts2[0].Pair(2, 3).Key != pt.Pair(2, 3).Key {
+		t.Fatal("a pair's key changed between two loads of one plan")
+	}
+}
+
+// TestPoolFromAllocation: under launcher: slurm, a pool plan without
+// hosts takes the allocation's nodes.
+func TestPoolFromAllocation(t *testing.T) {
+	src := "name: r\nlauncher: slurm\ntopology: ring\nserver: {file: /tmp/x, file_size: 1MiB}\n"
+	p, err := Parse("r.yaml", []byte(src), Options{Allocation: func() ([]string, error) { return []string{"c1", "c2", "c3"}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Hosts.Pool) != 3 || p.Hosts.Pool[2].Address != "c3" || len(p.Hosts.Servers) != 0 {
+		t.Fatalf("hosts %+v, want the pool c1, c2, c3", p.Hosts)
+	}
+	_, err = Parse("r.yaml", []byte(src), Options{Allocation: func() ([]string, error) { return []string{"c1"}, nil }})
+	if err == nil || err.Error() != "r.yaml:2:11: launcher: the allocation has 1 node; topology ring needs 2 or more: allocate with salloc -N2 or more, or name the hosts" {
+		t.Fatalf("one node: %v", err)
+	}
+}
