@@ -2,19 +2,26 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/fleet"
 	"rdmasweep/runner/summary"
 )
 
 func runSummary(ctx context.Context, args []string, stdout io.Writer, ui *voice) error {
-	fs := newFlagSet("summary", "[--run RUN_ID] [--baseline name=value] CSV", ui.w)
+	fs := newFlagSet("summary", "[--run RUN_ID] [--baseline name=value] [--format text|json] [--expect MB/s] CSV", ui.w)
 	baseFlag := fs.String("baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
+	format := fs.String("format", "text", "`text`, or json for a pairwise or ring CSV's judgment")
+	expect := fs.Float64("expect", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD)")
 	var base summary.Baseline
 	_, rows, err := csvCommand(fs, args, func() error {
+		if *format != "text" && *format != "json" {
+			return usageErrorf("summary --format is text or json (got %q)", *format)
+		}
 		if *baseFlag == "" {
 			return nil
 		}
@@ -26,6 +33,14 @@ func runSummary(ctx context.Context, args []string, stdout io.Writer, ui *voice)
 	})
 	if err != nil {
 		return err
+	}
+	if pool := fleet.FromRows(rows, fleet.JudgeOptions{Expect: *expect}); len(pool) > 0 {
+		if *format == "json" {
+			return fleet.WriteJSON(stdout, pool)
+		}
+		return fleet.WriteText(stdout, pool)
+	} else if *format == "json" {
+		return withHint(errors.New("summary --format json judges pairwise and ring sweeps, and this CSV has none of their rows"), "its rows have no round; the table is summary without --format")
 	}
 	groups := summary.Build(rows)
 	if err := summary.Write(stdout, groups); err != nil {

@@ -92,7 +92,8 @@ type Judgment struct {
 
 // Judge judges the samples of one point of a pool sweep.
 func Judge(samples []Sample, o JudgeOptions) Judgment {
-	j := Judgment{Links: links(samples), Hosts: hostsOf(samples)}
+	// Empty lists, not nil: the JSON has [] where nothing was found.
+	j := Judgment{Links: links(samples), Hosts: hostsOf(samples), SlowLinks: []Link{}}
 	var meds []float64
 	for _, l := range j.Links {
 		if l.Measured() {
@@ -110,8 +111,8 @@ func Judge(samples []Sample, o JudgeOptions) Judgment {
 			j.SlowLinks = append(j.SlowLinks, *l)
 		}
 	}
-	j.Suspects = suspects(j.Hosts, j.Links)
-	j.Unreachable = unreachable(samples)
+	j.Suspects = append([]Suspect{}, suspects(j.Hosts, j.Links)...)
+	j.Unreachable = append([]Unreachable{}, unreachable(samples)...)
 	return j
 }
 
