@@ -128,3 +128,22 @@ func (pt Point) Pair(server, client int) Point {
 	q.Key = pointKey(pt.plan, q)
 	return q
 }
+
+// Round is the point that runs the given pairs of a pool point at once,
+// each pair [server, client] a pair of pool indices: topology pairs over
+// the pairs' hosts, so server i serves client i and, with more than one
+// pair, the clients start at one barrier. Its key names the round's
+// hosts; its rows take their pair's key (Pair).
+func (pt Point) Round(pairs [][2]int) Point {
+	q := pt
+	q.Values = pt.Values.clone()
+	q.Values.set("topology", value{s: "pairs"})
+	several := len(pairs) > 1
+	q.Hosts = Hosts{listed: map[string]bool{"server": several, "client": several}}
+	for _, p := range pairs {
+		q.Hosts.Servers = append(q.Hosts.Servers, pt.Hosts.Pool[p[0]])
+		q.Hosts.Clients = append(q.Hosts.Clients, pt.Hosts.Pool[p[1]])
+	}
+	q.Key = pointKey(pt.plan, q)
+	return q
+}

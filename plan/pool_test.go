@@ -56,6 +56,16 @@ func TestPool(t *testing.T) {
 			}
 		}
 	}
+	r := pt.Round([][2]int{{0, 1}, {2, 3}})
+	if r.Values.Str("topology") != "pairs" || !r.Hosts.Several() || r.Clients() != 2 || r.Hosts.Servers[1].Address != "n3" || r.Hosts.Clients[1].Address != "n4" || keys[r.Key] {
+		t.Fatalf("Round: topology %s, hosts %+v, key %s", r.Values.Str("topology"), r.Hosts, r.Key)
+	}
+	if pt.Values.Str("topology") != "pairwise" {
+		t.Fatal("Round changed the pool point's values")
+	}
+	if one := pt.Round([][2]int{{3, 0}}); one.Hosts.Several() {
+		t.Fatal("a round of one pair has a barrier")
+	}
 	again, _ := Load("testdata/good/pairwise.yaml", Options{})
 	pts2, _ := Expand(again, ExpandOptions{})
 	if pts2[0].Pair(2, 3).Key != pt.Pair(2, 3).Key {

@@ -141,7 +141,13 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	)
 	for i, j := range todo {
 		prog.begin(i, j)
-		ptRows, tm, err := r.Run(ctx, j.pt, j.rep)
+		run := r.Run
+		if p.IsPool() {
+			run = func(ctx context.Context, pt plan.Point, rep int) ([]results.Row, point.Timing, error) {
+				return runPool(ctx, r, roles.list, pt, rep)
+			}
+		}
+		ptRows, tm, err := run(ctx, j.pt, j.rep)
 		if err != nil {
 			prog.abort()
 			if cause := context.Cause(ctx); cause != nil {

@@ -211,7 +211,7 @@ func unreachable(samples []Sample) []Unreachable {
 		if s.OK {
 			continue
 		}
-		if h, ok := connectionFailure(s); ok {
+		if h, ok := ConnectionFailure(s); ok {
 			if _, seen := first[h]; !seen {
 				first[h] = i
 			}
@@ -249,10 +249,10 @@ var connectionWords = []string{
 	"handshake", "broken pipe", "eof", "unreachable",
 }
 
-// connectionFailure returns the host a failed sample's error blames for a
+// ConnectionFailure returns the host a failed sample's error blames for a
 // lost or refused connection: the error starts with "ROLE (HOST)", where
-// HOST is the sample's host in that role.
-func connectionFailure(s Sample) (string, bool) {
+// HOST is the sample's host in that role, and says the connection failed.
+func ConnectionFailure(s Sample) (string, bool) {
 	var host string
 	switch {
 	case strings.HasPrefix(s.Error, "server ("+s.Server+")"):
