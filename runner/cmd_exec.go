@@ -15,6 +15,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
+	"rdmasweep/runner/fleet"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/role"
 	"rdmasweep/runner/summary"
@@ -179,6 +180,13 @@ func runExec(ctx context.Context, args []string, stdout io.Writer, ui *voice) er
 	prog.finish()
 	if err := series.close(); err != nil {
 		ui.warnf("the time series is incomplete: %v", err)
+	}
+	if p.IsPool() { // a pool's rows carry their pairs' keys: judge them instead
+		if err := fleet.WriteText(stdout, fleet.FromRows(rows, fleet.JudgeOptions{})); err != nil {
+			return err
+		}
+		ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), csvPath, runID, logDir)
+		return someFailedOf(rows)
 	}
 	groups := summary.Build(planRows(pts, csv.Rows(), rows))
 	if err := summary.Write(stdout, groups); err != nil {

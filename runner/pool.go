@@ -37,3 +37,18 @@ func runPool(ctx context.Context, r *point.Runner, targets []role.Target, pt pla
 	}
 	return rows, tm, err
 }
+
+// someFailedOf is exec's outcome for a pool's rows: every pair's row
+// counts, not only a run's last.
+func someFailedOf(rows []results.Row) error {
+	failed := 0
+	for _, r := range rows {
+		if r.Status != results.StatusOK {
+			failed++
+		}
+	}
+	if failed == 0 {
+		return nil
+	}
+	return &someFailed{failed: failed, total: len(rows)}
+}
