@@ -161,6 +161,9 @@ func odpGate(ctx context.Context, p *plan.Plan, todo []job, r *roles, kernels ma
 	if !ok {
 		return nil, nil
 	}
+	if p.IsPool() { // the probe pairs servers with clients, which a pool has not
+		return nil, withHint(fmt.Errorf("%s: the odp points of a pairwise or ring plan cannot be probed yet", p.Path), "use rdma registration pinned for a pool, or probe the servers with a fan-in plan first")
+	}
 	trust := p.Base.Bool("trust_odp")
 	var out []manifest.ODPProbe
 	var bad []string
