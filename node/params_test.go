@@ -61,7 +61,7 @@ func TestParamFlagsBounded(t *testing.T) {
 		{append(read, "--qps", "0", "--pattern", "zigzag"), "read: --qps must be at least 1 (got 0); --pattern must be sequential or random (got \"zigzag\")"},
 		{append(read, "--warmup", "-1s"), "read: --warmup must be at least 0s (got -1s)"},
 		{append(read, "--max-rd-atomic", "256"), "read: --max-rd-atomic must be at most 255 (got 256)"},
-		{append(read, "--cq-moderation", "0"), "read: --cq-moderation must be at least 1 (got 0)"},
+		{append(read, "--cq-moderation", "-1"), "read: --cq-moderation must be at least 1 (got -1)"},
 		{append(read, "--ib-port", "-1"), "read: --ib-port must be at least 1 (got -1)"},
 		{append(read, "--rdma-connect", "udp"), "read: --rdma-connect must be tcp or cm (got \"udp\")"},
 		{append(read, "--transport", "smoke"), "read: --transport must be tcp or rdma (got \"smoke\")"},

@@ -141,6 +141,7 @@ func totalDurationProblem(total, duration int64) string {
 // pairs one server per client, and no point asks for more clients than
 // are listed.
 func (l *loader) checkTopology(root *yaml.Node, p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
+	l.checkPool(p, base)
 	servers, clients := len(p.Hosts.Servers), len(p.Hosts.Clients)
 	if servers == 0 || clients == 0 {
 		return // hosts are missing, and reported

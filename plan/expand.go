@@ -58,6 +58,8 @@ type Point struct {
 	Hosts  Hosts   // with the server's DataAddress resolved
 	Values Values  // every parameter; per-host ones at the plan's value (see For)
 	Swept  []Param // this point's swept parameters, in the order the plan's sweep section lists them
+
+	plan string // the plan's name, for a pair's key (Pair)
 }
 
 // Param is a parameter's name and its value formatted for people.
@@ -184,9 +186,8 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 // as written, the loopback for a local server, else what hostName gives
 // for its address (the ssh_config HostName), else the address.
 func withDataAddresses(hosts Hosts, hostName func(string) string) Hosts {
-	hosts.Servers = slices.Clone(hosts.Servers)
-	for i := range hosts.Servers {
-		h := &hosts.Servers[i]
+	hosts.Servers, hosts.Pool = slices.Clone(hosts.Servers), slices.Clone(hosts.Pool)
+	for _, h := range append(pointers(hosts.Servers), pointers(hosts.Pool)...) { // a pool's hosts all serve
 		switch {
 		case h.DataAddress != "":
 		case h.IsLocal():
@@ -233,7 +234,7 @@ type refusedAt struct {
 // rule, which ends the expansion.
 func (x *expansion) point(n int, pos []int) (pt Point, ok bool) {
 	p, l := x.p, x.l
-	pt = Point{Index: n, Hosts: x.hosts, Values: p.Base.clone()}
+	pt = Point{Index: n, Hosts: x.hosts, Values: p.Base.clone(), plan: p.Name}
 	for ai, a := range p.sweep.axes {
 		j := x.axes[ai][pos[ai]]
 		for _, e := range a.entries {
@@ -436,6 +437,9 @@ func keyJSONOf(planName string, pt Point, params []*results.Param) []byte {
 		"plan":  planName,
 		"hosts": map[string]any{"server": list(pt.Hosts.Servers), "client": list(pt.Hosts.Clients)},
 	}
+	if len(pt.Hosts.Pool) > 0 {
+		doc["hosts"] = map[string]any{"pool": list(pt.Hosts.Pool)}
+	}
 	for _, prm := range params {
 		v := pt.Values.m[prm.Name]
 		if prm.PerHost || !keyed(prm, v) {
@@ -448,4 +452,13 @@ func keyJSONOf(planName string, pt Point, params []*results.Param) []byte {
 		panic("plan: point key: " + err.Error()) // maps of plain values always marshal
 	}
 	return b
+}
+
+// pointers are the addresses of hs's elements.
+func pointers(hs []Host) []*Host {
+	out := make([]*Host, len(hs))
+	for i := range hs {
+		out[i] = &hs[i]
+	}
+	return out
 }

@@ -144,10 +144,6 @@ func (l *loader) slurmHosts(root *yaml.Node, top map[string]field, p *Plan, at *
 		l.hosts(root, top, p)
 		return
 	}
-	if len(nodes) < 2 {
-		l.errorf(at, "launcher", "the allocation has %d node (%s); the server and a client need 2: allocate with salloc -N2 or more, or name the hosts", len(nodes), strings.Join(nodes, ", "))
-		return
-	}
 	node := func(name string) Host {
 		h := Host{Address: name, Params: Values{map[string]value{}}}
 		for _, sec := range hostSections {
@@ -156,6 +152,14 @@ func (l *loader) slurmHosts(root *yaml.Node, top map[string]field, p *Plan, at *
 			}
 		}
 		return h
+	}
+	if p.IsPool() {
+		l.allocationPool(at, p, nodes, node)
+		return
+	}
+	if len(nodes) < 2 {
+		l.errorf(at, "launcher", "the allocation has %d node (%s); the server and a client need 2: allocate with salloc -N2 or more, or name the hosts", len(nodes), strings.Join(nodes, ", "))
+		return
 	}
 	p.Hosts = Hosts{Servers: []Host{node(nodes[0])}, listed: map[string]bool{"client": len(nodes) > 2}}
 	for _, n := range nodes[1:] {
@@ -169,8 +173,12 @@ func (l *loader) hosts(root *yaml.Node, top map[string]field, p *Plan) {
 		l.errorf(root, "hosts", "required (hosts.server and hosts.client)")
 		return
 	}
-	f, ok := l.mapping(hf.val, "hosts", roleKeys)
+	f, ok := l.mapping(hf.val, "hosts", hostsKeys)
 	if !ok {
+		return
+	}
+	if _, written := f["pool"]; written || p.IsPool() {
+		l.pool(hf, f, p)
 		return
 	}
 	p.Hosts.listed = map[string]bool{}

@@ -79,6 +79,9 @@ func (p *Plan) Transport() string { return p.Base.Str(param.Transport) }
 // take one host or a list.
 type Hosts struct {
 	Servers, Clients []Host
+	// Pool is hosts.pool, the hosts of topology pairwise or ring; then
+	// Servers and Clients are empty, and Pair gives a pair's.
+	Pool []Host
 
 	listed map[string]bool // "client": hosts.client was written as a list
 }
@@ -102,7 +105,8 @@ type Role struct {
 	Host Host
 }
 
-// Roles are every listed host's role, the servers first.
+// Roles are every listed host's role, the servers first; a pool's hosts
+// are pool1, pool2….
 func (h Hosts) Roles() []Role {
 	var out []Role
 	name := func(kind string, i, n int) string {
@@ -116,6 +120,9 @@ func (h Hosts) Roles() []Role {
 	}
 	for i, c := range h.Clients {
 		out = append(out, Role{name("client", i, len(h.Clients)), c})
+	}
+	for i, ph := range h.Pool {
+		out = append(out, Role{fmt.Sprintf("pool%d", i+1), ph})
 	}
 	return out
 }

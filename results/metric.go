@@ -28,10 +28,14 @@ var metricFields = func() map[string]int {
 	return m
 }()
 
+// notFigures are numeric columns that name where a row stands, not what
+// it measured.
+var notFigures = map[string]bool{"round": true}
+
 var metricColumns = func() []string {
 	var cols []string
 	for _, col := range Columns {
-		if _, ok := metricFields[col]; ok {
+		if _, ok := metricFields[col]; ok && !notFigures[col] {
 			cols = append(cols, col)
 		}
 	}

@@ -75,6 +75,9 @@ type Row struct {
 	Verdict         string   `csv:"verdict"`
 	VerdictDetail   string   `csv:"verdict_detail"`
 	Search          string   `csv:"search"`
+	// Round is the round of a pairwise or ring sweep the pair ran in,
+	// from 1; nil for the other topologies.
+	Round *int64 `csv:"round"`
 }
 
 // Scope values.

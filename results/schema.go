@@ -142,8 +142,8 @@ var schema = []Field{
 
 	// Version 2: several clients per point (fan-in and pairs).
 	{Param: &Param{
-		Name: "topology", Kind: KindEnum, Enum: []string{"fan-in", "pairs"}, Default: "fan-in", Since: 2,
-		Doc: "with several clients: `fan-in`, every client reads the one server's region; `pairs`, server i serves client i, all at once (as many servers as clients)"}},
+		Name: "topology", Kind: KindEnum, Enum: []string{"fan-in", "pairs", "pairwise", "ring"}, Default: "fan-in", Since: 2,
+		Doc: "with several clients: `fan-in`, every client reads the one server's region; `pairs`, server i serves client i, all at once (as many servers as clients); over `hosts.pool`: `pairwise`, every host reads every other, in rounds, and `ring`, host i reads host i+1 (docs/scale.md)"}},
 	{Column: "scope", Doc: "`client`: one client's reads; `aggregate`: the point's clients together, in their common window (written last, after the clients' rows)"},
 	{Column: "clients", Doc: "how many clients read at once in the point", Param: &Param{
 		Name: "clients", Section: "client", Kind: KindInt, Auto: true, AutoWord: "all", Min: 1, Max: 1024,
@@ -241,6 +241,14 @@ var schema = []Field{
 	{Column: "verdict", Doc: "the plan's `expect` list judged on this row: `pass`, `fail`, `unknown` (a figure or the line rate is missing), or empty when the plan expects nothing"},
 	{Column: "verdict_detail", Doc: "why the verdict is not `pass`, one clause per expectation, e.g. `bandwidth_mb_s 812.3 < 0.9 × line_rate 1250.0`"},
 	{Column: "search", Doc: "a plan with `search`: `probe` for a value tried, `knee` on the row at the value found; empty otherwise"},
+	// Version 5: pool sweeps, pairwise and ring (issue 21).
+	{Param: &Param{
+		Name: "pairwise_parallel", Kind: KindInt, Auto: true, AutoWord: "all", Min: 1, Max: 1 << 16, Since: 5,
+		Doc: "topology pairwise: how many pairs of a round run at once; `all`, the circle method's N/2, each link alone on its two hosts; 1, one pair at a time, an idle-fabric baseline in N(N−1) rounds"}},
+	{Param: &Param{
+		Name: "max_parallel", Kind: KindInt, Auto: true, AutoWord: "none", Min: 1, Max: 1 << 16, Since: 5,
+		Doc: "topologies pairwise and ring: at most this many pairs in a round (flows on the fabric at once); a bigger round is split"}},
+	{Column: "round", Doc: "pairwise and ring: the round the pair ran in, from 1 (its pairs started together, at one barrier); empty for the other topologies"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a

@@ -13,6 +13,8 @@ import (
 	"rdmasweep/plans"
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/fleet"
+	"rdmasweep/runner/fleet/rounds"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/leftover"
@@ -228,6 +230,9 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	if err := ts.Close(); err != nil {
 		ui.warnf("the time series is incomplete: %v", err)
 	}
+	if x.p.IsPool() {
+		return x.reportPool(rows)
+	}
 	if err := x.report(rows); err != nil {
 		return err
 	}
@@ -265,7 +270,13 @@ func (x *execRun) pointRunner(left *leftover.Record, ts *series.File) *point.Run
 // aggregate. The last row says whether the run is done, so a run cut short
 // between them runs again. An error stops the exec.
 func (x *execRun) runJob(ctx context.Context, r *point.Runner, j resume.Job) ([]results.Row, point.Timing, error) {
-	rows, tm, err := r.Run(ctx, j.Point, j.Rep)
+	run := r.Run
+	if x.p.IsPool() { // pairwise or ring: the point's pairs, round by round
+		run = func(ctx context.Context, pt plan.Point, rep int) ([]results.Row, point.Timing, error) {
+			return rounds.RunPoint(ctx, r, pt, rep)
+		}
+	}
+	rows, tm, err := run(ctx, j.Point, j.Rep)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return nil, tm, cause
@@ -300,6 +311,29 @@ func (x *execRun) report(rows []results.Row) error {
 		return err
 	}
 	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
+	return nil
+}
+
+// reportPool prints a pool sweep's judgment: its rows carry their pairs'
+// keys, so the links are judged instead of the points summed. Every
+// pair's row counts as a run.
+func (x *execRun) reportPool(rows []results.Row) error {
+	if err := fleet.WriteText(x.g.stdout, fleet.FromRows(rows, fleet.JudgeOptions{})); err != nil {
+		return err
+	}
+	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
+	failed := 0
+	for _, r := range rows {
+		if r.Status != results.StatusOK {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &someFailed{failed: failed, total: len(rows)}
+	}
+	if n := verdict.Failed(rows); n > 0 {
+		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(rows))}
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/fleet"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/plot"
 )
@@ -17,15 +18,17 @@ import (
 type plotOptions struct {
 	csvOptions
 	out, x, scope string
+	matrix        bool
 }
 
 var plotCommand = &command{
-	name: "plot", args: "-o FILE.png|FILE.svg [--run RUN_ID] CSV",
+	name: "plot", args: "-o FILE.png|FILE.svg [--run RUN_ID] [--matrix] CSV",
 	help: "  plot CSV -o F   draw bandwidth and p50/p99 latency against block size\n                  (F ends in .png or .svg)",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o plotOptions
 		fs.StringVar(&o.out, "o", "", "write the chart to this `FILE` (.png or .svg)")
 		fs.StringVar(&o.x, "x", "block_size", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+")")
+		fs.BoolVar(&o.matrix, "matrix", false, "draw a pairwise or ring CSV's server × client matrix as a heatmap")
 		fs.StringVar(&o.scope, "scope", "", "only the rows of this `SCOPE`: client, or aggregate (several clients' together)")
 		o.addFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runPlot(ctx, o, g, args) }
@@ -49,6 +52,9 @@ func runPlot(ctx context.Context, o plotOptions, g globals, args []string) error
 	rows, err := o.read(path)
 	if err != nil {
 		return err
+	}
+	if o.matrix {
+		return plotMatrix(g, path, o.out, rows)
 	}
 	if rows, err = o.scoped(path, rows); err != nil {
 		return err
@@ -87,4 +93,21 @@ func (o plotOptions) scoped(path string, rows []results.Row) ([]results.Row, err
 		return nil, hint.Wrap(fmt.Errorf("%s has no rows of scope %q", path, o.scope), "the scope column says client or aggregate; a CSV of plans with one client has client rows only")
 	}
 	return kept, nil
+}
+
+// plotMatrix draws the matrix of each pool point in rows.
+func plotMatrix(g globals, path, out string, rows []results.Row) error {
+	points := fleet.FromRows(rows, fleet.JudgeOptions{})
+	if len(points) == 0 {
+		return hint.Wrap(fmt.Errorf("%s has no pairwise or ring rows", path), "plot --matrix draws a pool sweep's links; its rows have a round")
+	}
+	title := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	switch err := plot.WriteMatrixFile(out, title, points); {
+	case errors.Is(err, plot.ErrNoData):
+		return hint.Wrap(fmt.Errorf("%s: no link was measured", path), "runner summary lists the unreachable hosts; the error column says why rows failed")
+	case err != nil:
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	g.ui.infof("wrote %s: %s", out, plural(len(points), "matrix"))
+	return nil
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
+	"rdmasweep/runner/fleet"
+	"rdmasweep/runner/hint"
 	"rdmasweep/runner/summary"
 	"rdmasweep/runner/verdict"
 )
@@ -13,14 +16,18 @@ import (
 type summaryOptions struct {
 	csvOptions
 	baseline string
+	format   string
+	expect   float64
 }
 
 var summaryCommand = &command{
-	name: "summary", args: "[--run RUN_ID] [--baseline name=value] CSV",
+	name: "summary", args: "[--run RUN_ID] [--baseline name=value] [--format text|json] [--expect MB/s] CSV",
 	help: "  summary CSV     print the summary table of an existing CSV",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o summaryOptions
 		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
+		fs.StringVar(&o.format, "format", "text", "`text`, or json for a pairwise or ring CSV's judgment")
+		fs.Float64Var(&o.expect, "expect", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD)")
 		o.addFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runSummary(ctx, o, g, args) }
 	},
@@ -33,6 +40,9 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 	if err != nil {
 		return err
 	}
+	if o.format != "text" && o.format != "json" {
+		return g.usageError("summary --format is text or json (got %q)", o.format)
+	}
 	var base summary.Baseline
 	if o.baseline != "" {
 		if base, err = summary.ParseBaseline(o.baseline); err != nil {
@@ -42,6 +52,14 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 	rows, err := o.read(path)
 	if err != nil {
 		return err
+	}
+	if pool := fleet.FromRows(rows, fleet.JudgeOptions{Expect: o.expect}); len(pool) > 0 {
+		if o.format == "json" {
+			return fleet.WriteJSON(g.stdout, pool)
+		}
+		return fleet.WriteText(g.stdout, pool)
+	} else if o.format == "json" {
+		return hint.Wrap(errors.New("summary --format json judges pairwise and ring sweeps, and this CSV has none of their rows"), "its rows have no round; the table is summary without --format")
 	}
 	groups := summary.Build(rows)
 	if err := summary.Write(g.stdout, groups); err != nil {

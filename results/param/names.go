@@ -4,76 +4,80 @@ package param
 
 // The parameters, in the schema's order; each comment is its plan path.
 const (
-	Transport       ID = iota // transport
-	File                      // server.file
-	FileSize                  // server.file_size
-	Create                    // server.create
-	BlockSize                 // client.block_size
-	QueueDepth                // client.queue_depth
-	QPs                       // client.qps
-	Pattern                   // client.pattern
-	Cache                     // server.cache
-	Registration              // server.registration
-	Total                     // client.total
-	Duration                  // client.duration
-	Warmup                    // client.warmup
-	Verify                    // client.verify
-	Port                      // server.port
-	Device                    // rdma.device
-	IBPort                    // rdma.ib_port
-	GIDIndex                  // rdma.gid_index
-	Topology                  // topology
-	Clients                   // client.clients
-	Workload                  // workload
-	MaxRdAtomic               // rdma.max_rd_atomic
-	CQModeration              // rdma.cq_moderation
-	RelaxedOrdering           // rdma.relaxed_ordering
-	ODPPrefetch               // rdma.odp_prefetch
-	Connect                   // rdma.connect
-	TrafficClass              // rdma.traffic_class
-	ServiceLevel              // rdma.service_level
-	PKeyIndex                 // rdma.pkey_index
-	Timeout                   // rdma.timeout
-	RetryCnt                  // rdma.retry_cnt
-	RNRRetry                  // rdma.rnr_retry
-	MinRNRTimer               // rdma.min_rnr_timer
-	TrustODP                  // rdma.trust_odp
+	Transport        ID = iota // transport
+	File                       // server.file
+	FileSize                   // server.file_size
+	Create                     // server.create
+	BlockSize                  // client.block_size
+	QueueDepth                 // client.queue_depth
+	QPs                        // client.qps
+	Pattern                    // client.pattern
+	Cache                      // server.cache
+	Registration               // server.registration
+	Total                      // client.total
+	Duration                   // client.duration
+	Warmup                     // client.warmup
+	Verify                     // client.verify
+	Port                       // server.port
+	Device                     // rdma.device
+	IBPort                     // rdma.ib_port
+	GIDIndex                   // rdma.gid_index
+	Topology                   // topology
+	Clients                    // client.clients
+	Workload                   // workload
+	MaxRdAtomic                // rdma.max_rd_atomic
+	CQModeration               // rdma.cq_moderation
+	RelaxedOrdering            // rdma.relaxed_ordering
+	ODPPrefetch                // rdma.odp_prefetch
+	Connect                    // rdma.connect
+	TrafficClass               // rdma.traffic_class
+	ServiceLevel               // rdma.service_level
+	PKeyIndex                  // rdma.pkey_index
+	Timeout                    // rdma.timeout
+	RetryCnt                   // rdma.retry_cnt
+	RNRRetry                   // rdma.rnr_retry
+	MinRNRTimer                // rdma.min_rnr_timer
+	TrustODP                   // rdma.trust_odp
+	PairwiseParallel           // pairwise_parallel
+	MaxParallel                // max_parallel
 )
 
 // names are the parameters' names, by ID.
 var names = [...]string{
-	Transport:       "transport",
-	File:            "file",
-	FileSize:        "file_size",
-	Create:          "create",
-	BlockSize:       "block_size",
-	QueueDepth:      "queue_depth",
-	QPs:             "qps",
-	Pattern:         "pattern",
-	Cache:           "cache",
-	Registration:    "registration",
-	Total:           "total",
-	Duration:        "duration",
-	Warmup:          "warmup",
-	Verify:          "verify",
-	Port:            "port",
-	Device:          "device",
-	IBPort:          "ib_port",
-	GIDIndex:        "gid_index",
-	Topology:        "topology",
-	Clients:         "clients",
-	Workload:        "workload",
-	MaxRdAtomic:     "max_rd_atomic",
-	CQModeration:    "cq_moderation",
-	RelaxedOrdering: "relaxed_ordering",
-	ODPPrefetch:     "odp_prefetch",
-	Connect:         "connect",
-	TrafficClass:    "traffic_class",
-	ServiceLevel:    "service_level",
-	PKeyIndex:       "pkey_index",
-	Timeout:         "timeout",
-	RetryCnt:        "retry_cnt",
-	RNRRetry:        "rnr_retry",
-	MinRNRTimer:     "min_rnr_timer",
-	TrustODP:        "trust_odp",
+	Transport:        "transport",
+	File:             "file",
+	FileSize:         "file_size",
+	Create:           "create",
+	BlockSize:        "block_size",
+	QueueDepth:       "queue_depth",
+	QPs:              "qps",
+	Pattern:          "pattern",
+	Cache:            "cache",
+	Registration:     "registration",
+	Total:            "total",
+	Duration:         "duration",
+	Warmup:           "warmup",
+	Verify:           "verify",
+	Port:             "port",
+	Device:           "device",
+	IBPort:           "ib_port",
+	GIDIndex:         "gid_index",
+	Topology:         "topology",
+	Clients:          "clients",
+	Workload:         "workload",
+	MaxRdAtomic:      "max_rd_atomic",
+	CQModeration:     "cq_moderation",
+	RelaxedOrdering:  "relaxed_ordering",
+	ODPPrefetch:      "odp_prefetch",
+	Connect:          "connect",
+	TrafficClass:     "traffic_class",
+	ServiceLevel:     "service_level",
+	PKeyIndex:        "pkey_index",
+	Timeout:          "timeout",
+	RetryCnt:         "retry_cnt",
+	RNRRetry:         "rnr_retry",
+	MinRNRTimer:      "min_rnr_timer",
+	TrustODP:         "trust_odp",
+	PairwiseParallel: "pairwise_parallel",
+	MaxParallel:      "max_parallel",
 }

@@ -8,12 +8,12 @@ package cleanup
 import (
 	"context"
 	"fmt"
-	"rdmasweep/results/param"
 	"strconv"
 	"strings"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/remote"

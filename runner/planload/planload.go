@@ -10,11 +10,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"rdmasweep/results/param"
 	"slices"
 
 	"rdmasweep/plan"
 	"rdmasweep/plans"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/peer"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/slurm"

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"rdmasweep/results/param"
 	"strconv"
 
 	"rdmasweep/plan"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/role"

@@ -3,11 +3,11 @@ package preflight
 import (
 	"context"
 	"fmt"
-	"rdmasweep/results/param"
 	"slices"
 	"strings"
 
 	"rdmasweep/plan"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/peer"

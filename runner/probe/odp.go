@@ -3,11 +3,11 @@ package probe
 import (
 	"context"
 	"fmt"
-	"rdmasweep/results/param"
 	"strings"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/preflight"
@@ -88,6 +88,9 @@ func (e Env) ODPGate(ctx context.Context, pts []plan.Point, kernels map[string]s
 	pt, ok := FirstODP(pts)
 	if !ok {
 		return nil, nil
+	}
+	if e.Plan.IsPool() { // the probe pairs servers with clients, which a pool has not
+		return nil, hint.Wrap(fmt.Errorf("%s: the odp points of a pairwise or ring plan cannot be probed yet", e.Plan.Path), "use rdma registration pinned for a pool, or probe the servers with a fan-in plan first")
 	}
 	trust := e.Plan.Base.Bool(param.TrustODP)
 	var out []manifest.ODPProbe

@@ -12,16 +12,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"rdmasweep/results/param"
-	"rdmasweep/runner/verdict"
 	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/preflight"
 	"rdmasweep/runner/role"
+	"rdmasweep/runner/verdict"
 )
 
 // Env is what every probe of one plan shares.

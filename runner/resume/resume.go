@@ -6,10 +6,10 @@ package resume
 
 import (
 	"fmt"
-	"rdmasweep/results/param"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // Job is one repetition (from 1) of one point.

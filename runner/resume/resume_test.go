@@ -2,11 +2,11 @@ package resume
 
 import (
 	"fmt"
-	"rdmasweep/results/param"
 	"testing"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // TestRepetitionsRunInPairs: with repeat, a point and its peers take

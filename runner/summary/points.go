@@ -3,13 +3,13 @@ package summary
 import (
 	"fmt"
 	"io"
-	"rdmasweep/results/param"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // WritePoints prints every point (runner plan's table, and exec
