@@ -90,10 +90,15 @@ func leastVerifyCostUs(t *testing.T, block []byte, seed uint64) float64 {
 // latency swings by 2× from one second to the next). With verification
 // outside the latency, the time outside the latencies grows by what
 // verifying costs; with it inside, it does not grow at all. So with verify
-// on at least half of what verifying a block costs the loop must fall
-// outside the latencies beyond what does with it off (medians over the
-// workloads). That cost is timed with the loop's own check between the
-// workloads, so that it sees the same load (median over the rounds).
+// on at least a quarter of what verifying a block costs the loop must fall
+// outside the latencies beyond what does with it off, per gap between a
+// completion and the next post (medians over the workloads: a workload of
+// n reads has n-1 such gaps, as its last read is verified after its
+// seconds end). That cost is timed with the loop's own check between the
+// workloads, so that it sees the same load (median over the rounds). A
+// quarter, as in this guest the loop paid 0.56 to 1.12 of the cost so
+// timed (five runs, the host's load 2 to 30); with the stamp before
+// verifying it pays none.
 //
 // p50 with verify on and off are logged, not held to a bound: timing the
 // verification into the latency would move p50 by only about 6%, while on
@@ -139,7 +144,7 @@ func TestLatencyVerifyOnOff(t *testing.T) {
 				t.Fatal(err)
 			}
 			p50s[i] = append(p50s[i], m.Latency.P50Us)
-			gaps[i] = append(gaps[i], (m.Seconds*1e6-m.Latency.SumUs)/float64(m.Reads))
+			gaps[i] = append(gaps[i], (m.Seconds*1e6-m.Latency.SumUs)/float64(m.Reads-1))
 		}
 	}
 	if err := cl.Close(); err != nil {
@@ -151,10 +156,10 @@ func TestLatencyVerifyOnOff(t *testing.T) {
 	cost := median(costs)
 	off, on := median(p50s[0]), median(p50s[1])
 	goff, gon := median(gaps[0]), median(gaps[1])
-	t.Logf("256KiB qd 1, 16 workloads of 5 reads each way: p50 %.0f µs verify off, %.0f µs on (%.3f); %.1f µs and %.1f µs per read outside the latencies, %.1f µs more with verify (%.2f of the %.1f µs verifying a block costs)",
+	t.Logf("256KiB qd 1, 16 workloads of 5 reads each way: p50 %.0f µs verify off, %.0f µs on (%.3f); %.1f µs and %.1f µs per gap outside the latencies, %.1f µs more with verify (%.2f of the %.1f µs verifying a block costs)",
 		off, on, on/off, goff, gon, gon-goff, (gon-goff)/cost, cost)
-	if gon-goff < cost/2 {
-		t.Errorf("with verify on %.1f µs per read fall outside the latencies, with it off %.1f µs: want at least half of the %.1f µs verifying a 256KiB block costs more; verifying is timed as latency", gon, goff, cost)
+	if gon-goff < cost/4 {
+		t.Errorf("with verify on %.1f µs per gap fall outside the latencies, with it off %.1f µs: want at least a quarter of the %.1f µs verifying a 256KiB block costs more; verifying is timed as latency", gon, goff, cost)
 	}
 }
 
