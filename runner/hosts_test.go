@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -122,6 +123,59 @@ func TestInterruptedSweepLeavesNoNodeOnHosts(t *testing.T) {
 	if rows := clitest.ReadRows(t, filepath.Join(dir, "out/hosts.csv")); len(rows) != 0 {
 		t.Fatalf("interrupted point got a row")
 	}
+}
+
+// TestSignalDuringConnect: SIGINT or SIGTERM while exec is still
+// connecting ends it with 128+signal, saying it was interrupted, at once
+// and with no node on either host and no row. Host a's sshd is stopped
+// (SIGSTOP): the kernel completes the TCP handshake for it, and the SSH
+// handshake is never answered, as with a host that hangs.
+func TestSignalDuringConnect(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	dir, env := t.TempDir(), clitest.SSHEnv(t)
+	plan := twoHostPlan(t, dir, n, "")
+	a, b := n.Hosts["a"], n.Hosts["b"]
+	if err := syscall.Kill(a.SSHDPid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("stop a's sshd: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(a.SSHDPid, syscall.SIGCONT) })
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+		says string
+	}{
+		{syscall.SIGINT, 130, "interrupted by SIGINT"},
+		{syscall.SIGTERM, 143, "interrupted by SIGTERM"},
+	} {
+		t.Run(c.says[len("interrupted by "):], func(t *testing.T) {
+			r := startRunner(t, dir, env, "exec", plan, "--set", "ssh.connect_timeout=2m")
+			r.Until(t, "a connection to a's stopped sshd", time.Minute, func() bool { return sshConnections(t, a) > 0 })
+			r.Signal(c.sig)
+			start := time.Now()
+			if code := r.Wait(t, 30*time.Second); code != c.code || !strings.Contains(r.Stderr(), c.says) {
+				t.Fatalf("exit %d, want %d and %q on stderr:\n%s", code, c.code, c.says, r.Stderr())
+			}
+			t.Logf("%s during connect: exit %d after %v", c.says, c.code, time.Since(start).Round(time.Millisecond))
+			if left := clitest.WaitNoNodes(t, 5*time.Second, a, b); len(left) > 0 {
+				t.Fatalf("node left after a signal during connect: %v", left)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "out/hosts.csv")); err == nil {
+				if rows := clitest.ReadRows(t, filepath.Join(dir, "out/hosts.csv")); len(rows) != 0 {
+					t.Fatalf("an exec interrupted while connecting wrote %d rows", len(rows))
+				}
+			}
+		})
+	}
+}
+
+// sshConnections counts the established TCP connections to h's port 22.
+func sshConnections(t *testing.T, h *testhosts.Host) int {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", h.NS, "ss", "-Htn", "state", "established", "( sport = :22 )").Output()
+	if err != nil {
+		t.Fatalf("ss in %s: %v", h.Name, err)
+	}
+	return strings.Count(string(out), "\n")
 }
 
 // A host where no shell runs fails at once, before node is uploaded there,

@@ -75,11 +75,11 @@ if bad or missing or nonan:
 print(len(df), "rows,", len([c for c in numeric if c in df]), "numeric columns")
 `
 
-func TestNotebookRunsOnACSVFromTheTests(t *testing.T) {
-	testenv.NeedTool(t, "iperf3", "iperf3")
-	testenv.NeedTool(t, "fio", "fio")
-	testenv.NeedTool(t, "ss", "iproute2")
-	jupyter := testenv.NeedTool(t, "jupyter", "jupyter-nbconvert")
+// needNotebook skips (or fails under CI) unless jupyter nbconvert and a
+// python3 with the notebook's modules run, and returns both.
+func needNotebook(t *testing.T) (jupyter, py string) {
+	t.Helper()
+	jupyter = testenv.NeedTool(t, "jupyter", "jupyter-nbconvert")
 	py, why := notebookPython()
 	if py == "" {
 		testenv.Skip(t, why)
@@ -87,6 +87,14 @@ func TestNotebookRunsOnACSVFromTheTests(t *testing.T) {
 	if err := exec.Command(jupyter, "nbconvert", "--version").Run(); err != nil {
 		testenv.Skip(t, "jupyter nbconvert does not run (apt-get install jupyter-nbconvert): "+err.Error())
 	}
+	return jupyter, py
+}
+
+func TestNotebookRunsOnACSVFromTheTests(t *testing.T) {
+	testenv.NeedTool(t, "iperf3", "iperf3")
+	testenv.NeedTool(t, "fio", "fio")
+	testenv.NeedTool(t, "ss", "iproute2")
+	jupyter, py := needNotebook(t)
 
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
@@ -113,15 +121,28 @@ func TestNotebookRunsOnACSVFromTheTests(t *testing.T) {
 		}
 	}
 
-	nbOut, png := filepath.Join(dir, "executed.ipynb"), filepath.Join(dir, "sweep.png")
+	text := runNotebook(t, jupyter, csv, filepath.Join(dir, "sweep.png"))
+	for _, want := range []string{"12 rows, 12 ok, workloads ['fio', 'iperf3', 'node']", "plan test-loop", "ratio to iperf3:", "median ratio to iperf3"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the notebook's output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// runNotebook executes examples/sweep.ipynb on csv with jupyter nbconvert,
+// checks it drew its one chart (inline and into png), and returns the text
+// its cells printed.
+func runNotebook(t *testing.T, jupyter, csv, png string) string {
+	t.Helper()
+	nbOut := filepath.Join(t.TempDir(), "executed.ipynb")
 	cmd := exec.Command(jupyter, "nbconvert", "--to", "notebook", "--execute", "--ExecutePreprocessor.timeout=300",
 		"--output", nbOut, "../examples/sweep.ipynb")
 	cmd.Env = append(os.Environ(), "RDMASWEEP_CSV="+csv, "RDMASWEEP_PLOT="+png)
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("jupyter nbconvert --execute: %v\n%s", err, out)
+		t.Fatalf("jupyter nbconvert --execute on %s: %v\n%s", csv, err, out)
 	}
-	t.Logf("the notebook ran in %s", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("the notebook ran on %s in %s", filepath.Base(csv), time.Since(start).Round(100*time.Millisecond))
 	b, err := os.ReadFile(nbOut)
 	if err != nil {
 		t.Fatal(err)
@@ -147,12 +168,59 @@ func TestNotebookRunsOnACSVFromTheTests(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"12 rows, 12 ok, workloads ['fio', 'iperf3', 'node']", "plan test-loop", "ratio to iperf3:", "median ratio to iperf3"} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("the notebook's output lacks %q:\n%s", want, text.String())
-		}
-	}
 	if st, err := os.Stat(png); err != nil || st.Size() < 10000 || images != 1 {
-		t.Errorf("chart: %v %v, %d inline images", st, err, images)
+		t.Errorf("chart of %s: %v %v, %d inline images", filepath.Base(csv), st, err, images)
+	}
+	return text.String()
+}
+
+// rdmaColumns are the columns a node row over rdma with pinned
+// registration must fill: the registration figures and the rdma
+// parameters of version 4.
+var rdmaColumns = []string{"registration_s", "registration_mb_s", "mapping", "max_rd_atomic", "cq_moderation", "relaxed_ordering"}
+
+// rdmaCheck reads an rdma CSV with pandas and fails unless it has ok node
+// rows over rdma whose rdma columns all hold values; it prints what they
+// hold.
+const rdmaCheck = `import json, sys
+import pandas as pd
+df = pd.read_csv(sys.argv[1])
+cols = json.loads(sys.argv[2])
+rows = df[(df.status == "ok") & (df.transport == "rdma") & (df.workload == "node")]
+empty = [c for c in cols if c not in df or rows[c].isna().any()]
+if rows.empty or empty:
+    sys.exit(f"{len(rows)} ok node rows over rdma; empty in some: {empty}")
+print(len(rows), "node rows over rdma:", "; ".join(f"{c} {sorted(rows[c].unique().tolist())}" for c in cols))
+`
+
+// TestNotebookOnAnRDMACSVFromTheGuest: the notebook on a CSV with real
+// rdma values, made by a short run of plans/bench-rdma.yaml in the
+// soft-RoCE guest (testdata/notebook/README.md says how): its rdma columns
+// hold values and are numeric where they are numbers, and the notebook
+// matches node's rows with ib_read_bw's on them (cq_moderation among the
+// keys, as the plan sweeps it).
+func TestNotebookOnAnRDMACSVFromTheGuest(t *testing.T) {
+	jupyter, py := needNotebook(t)
+	csv, err := filepath.Abs("testdata/notebook/bench-rdma.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	numeric, _ := json.Marshal(numericColumns())
+	// ib_read_bw rows have no latency, and pinned registration no prefetch.
+	out, err := exec.Command(py, "-c", pandasCheck, csv, string(numeric), `["lat_p99_us", "prefetch_s"]`, "current").CombinedOutput()
+	if err != nil {
+		t.Errorf("pandas on %s: %v\n%s", csv, err, out)
+	}
+	cols, _ := json.Marshal(rdmaColumns)
+	out, err = exec.Command(py, "-c", rdmaCheck, csv, string(cols)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the rdma columns of %s: %v\n%s", csv, err, out)
+	}
+	t.Logf("%s", out)
+	text := runNotebook(t, jupyter, csv, filepath.Join(t.TempDir(), "sweep.png"))
+	for _, want := range []string{"ok, workloads ['ib_read_bw', 'node']", "plan bench-rdma", "ratio to ib_read_bw:", "cq_moderation", "median ratio to ib_read_bw"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the notebook's output on %s lacks %q:\n%s", csv, want, text)
+		}
 	}
 }

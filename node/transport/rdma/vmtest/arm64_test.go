@@ -173,6 +173,11 @@ output: {csv: out/arm64-rxe.csv, logs: out/logs}
 			}
 		}
 		m := onlyManifest(t, filepath.Join(dir, "out"), rows[0].RunID)
+		// One host a role, both the guest: a manifest with none would
+		// check no node at all.
+		if len(m.Hosts) != 2 {
+			t.Fatalf("manifest hosts: %+v; want the server's and the client's", m.Hosts)
+		}
 		for _, h := range m.Hosts {
 			checkNode(t, h, "aarch64", arm64Node, remoteNode+"-linux-arm64")
 		}

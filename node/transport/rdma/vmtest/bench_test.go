@@ -27,6 +27,11 @@ import (
 // loop costs, nothing about RDMA hardware.
 //
 //	go test -tags bench -run TestBenchPlans -v ./node/transport/rdma/vmtest
+//
+// By hand, $RDMASWEEP_BENCH_PLANS (comma-separated) runs only the named
+// plans, and $RDMASWEEP_BENCH_SET adds --set assignments (space-separated)
+// to each exec: a short run of bench-rdma made runner's notebook testdata
+// (runner/testdata/notebook/README.md).
 func TestBenchPlans(t *testing.T) {
 	needHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
@@ -60,7 +65,11 @@ func TestBenchPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "HOME="+t.TempDir())
-	for _, name := range []string{"bench-rdma", "bench-ssd"} {
+	plans := []string{"bench-rdma", "bench-ssd"}
+	if p := os.Getenv("RDMASWEEP_BENCH_PLANS"); p != "" {
+		plans = strings.Split(p, ",")
+	}
+	for _, name := range plans {
 		args := []string{"exec", filepath.Join(root, "plans", name+".yaml"), "--rerun",
 			"--out", filepath.Join(out, name+".csv"),
 			"--set", "output.logs=" + filepath.Join(out, "logs"),
@@ -72,6 +81,9 @@ func TestBenchPlans(t *testing.T) {
 			}
 		}
 		args = append(args, "--set", "hosts.server.data_address="+guest.GuestIP)
+		for _, a := range strings.Fields(os.Getenv("RDMASWEEP_BENCH_SET")) {
+			args = append(args, "--set", a)
+		}
 		cmd := exec.CommandContext(ctx, runner, args...)
 		cmd.Env = env
 		var stdout, stderr bytes.Buffer

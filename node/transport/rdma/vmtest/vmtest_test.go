@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -103,13 +104,14 @@ func (l testLog) Write(p []byte) (int, error) {
 // guest.
 func TestGuest(t *testing.T) {
 	needHost(t)
+	sel := selection(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	start := time.Now()
 	imgDone, runnerDone := make(chan error, 1), make(chan error, 1)
 	go func() {
 		var errs []error
-		for _, k := range guest.Kernels {
+		for _, k := range sel.kernels {
 			if _, err := guest.EnsureImage(ctx, k, testLog{t}); err != nil {
 				errs = append(errs, err)
 			}
@@ -125,9 +127,51 @@ func TestGuest(t *testing.T) {
 	// A runner that does not build fails only RunnerSweep, below.
 	runnerErr := <-runnerDone
 	t.Logf("images and binaries ready after %s", time.Since(start).Round(time.Second))
-	for _, k := range guest.Kernels {
-		t.Run(k.Name, func(t *testing.T) { guestSuite(t, ctx, k, node, tests, runner, runnerErr) })
+	for _, k := range sel.kernels {
+		t.Run(k.Name, func(t *testing.T) { guestSuite(t, ctx, sel, k, node, tests, runner, runnerErr) })
 	}
+}
+
+// guestSelection narrows TestGuest by hand, for working on a few guest
+// tests: RDMASWEEP_VMTEST_RUN, a -test.run regexp, runs only the guest
+// tests it matches (and no runner sweep), and RDMASWEEP_VMTEST_KERNELS, a
+// comma-separated list of kernel names (bookworm, trixie-backports), boots
+// only those. Under CI=true either fails the run: CI runs all of it.
+type guestSelection struct {
+	run     string
+	kernels []guest.Kernel
+}
+
+func selection(t *testing.T) guestSelection {
+	t.Helper()
+	sel := guestSelection{run: os.Getenv("RDMASWEEP_VMTEST_RUN"), kernels: guest.Kernels}
+	names := os.Getenv("RDMASWEEP_VMTEST_KERNELS")
+	if (sel.run != "" || names != "") && testenv.InCI() {
+		t.Fatal("RDMASWEEP_VMTEST_RUN or RDMASWEEP_VMTEST_KERNELS narrows the guest suite; under CI=true all of it runs")
+	}
+	if sel.run != "" {
+		if _, err := regexp.Compile(sel.run); err != nil {
+			t.Fatalf("RDMASWEEP_VMTEST_RUN: %v", err)
+		}
+	}
+	if names != "" {
+		sel.kernels = nil
+		for _, n := range strings.Split(names, ",") {
+			i := slices.IndexFunc(guest.Kernels, func(k guest.Kernel) bool { return k.Name == n })
+			if i < 0 {
+				t.Fatalf("RDMASWEEP_VMTEST_KERNELS: no kernel %q (want some of bookworm, trixie-backports)", n)
+			}
+			sel.kernels = append(sel.kernels, guest.Kernels[i])
+		}
+	}
+	return sel
+}
+
+// selected reports whether the selection runs the guest test name (a
+// top-level name, or one with its subtest).
+func (s guestSelection) selected(name string) bool {
+	top, _, _ := strings.Cut(name, "/")
+	return s.run == "" || regexp.MustCompile(s.run).MatchString(top)
 }
 
 // required are the guest tests that must pass on every kernel: a test
@@ -190,7 +234,7 @@ func guestSkips(out string) []string {
 	return skips
 }
 
-func guestSuite(t *testing.T, ctx context.Context, k guest.Kernel, node, tests, runner string, runnerErr error) {
+func guestSuite(t *testing.T, ctx context.Context, sel guestSelection, k guest.Kernel, node, tests, runner string, runnerErr error) {
 	start := time.Now()
 	var console consoleLog
 	var tee io.Writer = &console
@@ -220,9 +264,12 @@ func guestSuite(t *testing.T, ctx context.Context, k guest.Kernel, node, tests, 
 	checkSFTP(t, c)
 	// Each part is a subtest of its own, so -run can pick one from the
 	// same boot, e.g. 'TestGuest/bookworm/RunnerRefusesSiwUnderTCP'.
-	t.Run("Suite", func(t *testing.T) { guestTests(t, g, k, c, tests, start, &console) })
+	t.Run("Suite", func(t *testing.T) { guestTests(t, sel, g, k, c, tests, start, &console) })
 	// The same guest, driven end to end by the runner.
 	t.Run("RunnerSweep", func(t *testing.T) {
+		if sel.run != "" {
+			t.Skip("RDMASWEEP_VMTEST_RUN runs only the guest tests it matches")
+		}
 		if runnerErr != nil {
 			t.Fatal(runnerErr)
 		}
@@ -231,6 +278,9 @@ func guestSuite(t *testing.T, ctx context.Context, k guest.Kernel, node, tests, 
 		t.Logf("runner sweep took %s", time.Since(sweepStart).Round(100*time.Millisecond))
 	})
 	t.Run("RunnerRefusesSiwUnderTCP", func(t *testing.T) {
+		if sel.run != "" {
+			t.Skip("RDMASWEEP_VMTEST_RUN runs only the guest tests it matches")
+		}
 		if runnerErr != nil {
 			t.Fatal(runnerErr)
 		}
@@ -244,19 +294,26 @@ func guestSuite(t *testing.T, ctx context.Context, k guest.Kernel, node, tests, 
 
 // guestTests runs the guest test binary inside the guest and holds it to
 // required and requiredOn.
-func guestTests(t *testing.T, g *guest.Guest, k guest.Kernel, c *ssh.Client, tests string, start time.Time, console *consoleLog) {
+func guestTests(t *testing.T, sel guestSelection, g *guest.Guest, k guest.Kernel, c *ssh.Client, tests string, start time.Time, console *consoleLog) {
 	sess, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
 	sess.Stdout, sess.Stderr = &out, &out
-	skip := ""
+	flags := ""
 	if !g.Image.Siw {
-		t.Logf("not run on kernel %s, whose image has no siw: %s", g.Image.Release, strings.Join(siwTests, ", "))
-		skip = " -test.skip '^(" + strings.Join(siwTests, "|") + ")$'"
+		// Every kernel of Kernels builds siw into its image, so this is a
+		// kernel added without it: its siw tests go untested.
+		t.Run("siw", func(t *testing.T) {
+			testenv.Skip(t, fmt.Sprintf("the image of kernel %s has no siw: %s not run", g.Image.Release, strings.Join(siwTests, ", ")))
+		})
+		flags = " -test.skip '^(" + strings.Join(siwTests, "|") + ")$'"
 	}
-	runErr := sess.Run("cd /tmp && NODE=/vmtest/node /vmtest/guest.test -test.v -test.timeout 10m" + skip)
+	if sel.run != "" {
+		flags += " -test.run '" + sel.run + "'"
+	}
+	runErr := sess.Run("cd /tmp && NODE=/vmtest/node /vmtest/guest.test -test.v -test.timeout 10m" + flags)
 	t.Logf("guest tests on %s finished after %s", g.Image.Release, time.Since(start).Round(time.Second))
 	for _, l := range strings.Split(out.String(), "\n") {
 		if strings.Contains(l, "--- ") || strings.Contains(l, "MB/s") || strings.Contains(l, "ready: ") || strings.Contains(l, "kernel ") || strings.Contains(l, "µs") {
@@ -276,6 +333,9 @@ func guestTests(t *testing.T, g *guest.Guest, k guest.Kernel, c *ssh.Client, tes
 		}
 	}
 	for _, name := range append(append([]string{}, required...), requiredOn(k, g.Image)...) {
+		if !sel.selected(name) {
+			continue
+		}
 		if !regexp.MustCompile(`--- PASS: ` + name + ` `).MatchString(out.String()) {
 			t.Errorf("guest on kernel %s did not pass %s", g.Image.Release, name)
 		}

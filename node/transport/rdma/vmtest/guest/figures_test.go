@@ -9,6 +9,7 @@ package guest
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"rdmasweep/node/pattern"
 	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
 	"rdmasweep/node/transport/rdma"
@@ -24,18 +26,62 @@ import (
 
 // TestLatencyExcludesVerify: at queue depth 1 reads cannot overlap, so the
 // per-read latencies of a point sum to less than its seconds by what the
-// client does between reads, verifying above all. When verification is
-// timed into the next read (the stamp taken before verifying rather than
-// just before posting), the sum is exactly the seconds.
+// client does between a completion and the next post, verifying above
+// all. When verification is timed into the next read (the stamp taken when
+// the completion is polled, before verifying, rather than just before
+// posting), the sum is the seconds: no time falls outside the latencies.
+// So the time outside them must be at least half of what verifying one
+// block costs the loop, timed here with the loop's own check. Half leaves
+// room for the timing's noise; the stamp taken before verifying leaves
+// none of it.
 func TestLatencyExcludesVerify(t *testing.T) {
+	const bs = 4 << 10
+	block, seed := patternedBlock(bs)
+	before := leastVerifyCostUs(t, block, seed)
 	_, res, _ := point(t, "", serveArgs(t, "4MiB"), []string{"--block-size", "4KiB", "--queue-depth", "1", "--total", "4MiB", "--verify"})
-	gap := res.Seconds*1e6 - res.LatSumUs
-	t.Logf("4KiB qd 1 verified: %d reads, latency sum %.0f µs over %.0f µs measured (%.4f): %.1f µs per read outside any latency",
-		res.Reads, res.LatSumUs, res.Seconds*1e6, res.LatSumUs/(res.Seconds*1e6), gap/float64(res.Reads))
-	if res.LatSamples != res.Reads || !res.Verified || !(gap > 0) {
-		t.Errorf("%d samples of %d reads, verified %v, latency sum %.0f µs of %.0f µs measured: want every read, verified, and the sum below the seconds",
-			res.LatSamples, res.Reads, res.Verified, res.LatSumUs, res.Seconds*1e6)
+	cost := min(before, leastVerifyCostUs(t, block, seed))
+	gap := (res.Seconds*1e6 - res.LatSumUs) / float64(res.Reads)
+	t.Logf("4KiB qd 1 verified: %d reads, latency sum %.0f µs over %.0f µs measured (%.4f): %.2f µs per read outside any latency; verifying a block costs %.2f µs (%.2f of it)",
+		res.Reads, res.LatSumUs, res.Seconds*1e6, res.LatSumUs/(res.Seconds*1e6), gap, cost, gap/cost)
+	if res.LatSamples != res.Reads || !res.Verified {
+		t.Errorf("%d samples of %d reads, verified %v: want every read timed, and verified", res.LatSamples, res.Reads, res.Verified)
 	}
+	if gap < cost/2 {
+		t.Errorf("%.2f µs per read fall outside the latencies, less than half of the %.2f µs verifying a 4KiB block costs: verifying is timed as latency", gap, cost)
+	}
+}
+
+// patternedBlock is a block of bs bytes that holds the pattern, so that
+// the loop's check walks every word of it, as it does for a good read.
+func patternedBlock(bs int) ([]byte, uint64) {
+	const seed = 0x5eed
+	buf := make([]byte, bs)
+	pattern.Fill(buf, 0, seed)
+	return buf, seed
+}
+
+// verifyCostUs is what verifying block costs the C loop here and now, in
+// µs: the loop's own check (rdma.VerifyBlock), timed over n checks.
+func verifyCostUs(t *testing.T, block []byte, seed uint64, n int) float64 {
+	t.Helper()
+	start := time.Now()
+	for range n {
+		if bad, ok := rdma.VerifyBlock(block, 0, seed); !ok {
+			t.Fatalf("the loop's check finds a patterned block bad at %d", bad)
+		}
+	}
+	return time.Since(start).Seconds() * 1e6 / float64(n)
+}
+
+// leastVerifyCostUs is the least verifyCostUs of five rounds of about
+// 1 MiB each: a busy moment only makes a round slower, so the least is
+// what verifying costs the loop at the very least.
+func leastVerifyCostUs(t *testing.T, block []byte, seed uint64) float64 {
+	best := math.Inf(1)
+	for range 5 {
+		best = min(best, verifyCostUs(t, block, seed, max(1, (1<<20)/len(block))))
+	}
+	return best
 }
 
 // TestLatencyVerifyOnOff reads 256 KiB blocks at queue depth 1 over one
@@ -43,16 +89,26 @@ func TestLatencyExcludesVerify(t *testing.T) {
 // both see the same load on the host (under TCG on a shared host a run's
 // latency swings by 2× from one second to the next). With verification
 // outside the latency, the time outside the latencies grows by what
-// verifying costs (with it inside, there is none), and p50 with verify on
-// stays near p50 with it off (medians over the workloads).
+// verifying costs; with it inside, it does not grow at all. So with verify
+// on at least a quarter of what verifying a block costs the loop must fall
+// outside the latencies beyond what does with it off, per gap between a
+// completion and the next post (medians over the workloads: a workload of
+// n reads has n-1 such gaps, as its last read is verified after its
+// seconds end). That cost is timed with the loop's own check between the
+// workloads, so that it sees the same load (median over the rounds). A
+// quarter, as in this guest the loop paid 0.56 to 1.12 of the cost so
+// timed (five runs, the host's load 2 to 30); with the stamp before
+// verifying it pays none.
 //
-// Near means within 30%, not the 20% that would hold on hardware: on rxe
-// under TCG any CPU-busy pause before a post slows the READ after it, as
-// the kernel's deferred rxe work waits for the CPU the loop holds.
-// Measured in this guest (median of 40, 256 KiB): a READ after a plain one
-// 12.1 ms, after a verified one 13.6 ms, after a 700 µs busy spin without
-// any verification 14.5 ms, after a 700 µs sleep 12.1 ms.
-
+// p50 with verify on and off are logged, not held to a bound: timing the
+// verification into the latency would move p50 by only about 6%, while on
+// rxe under TCG any CPU-busy pause before a post slows the READ after it
+// by more, as the kernel's deferred rxe work waits for the CPU the loop
+// holds (measured in this guest, median of 40, 256 KiB: a READ after a
+// plain one 12.1 ms, after a verified one 13.6 ms, after a 700 µs busy
+// spin without any verification 14.5 ms, after a 700 µs sleep 12.1 ms),
+// and a loaded host moves the medians by 2× (0.54 on a 2-core machine at
+// load 30).
 func TestLatencyVerifyOnOff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -77,15 +133,18 @@ func TestLatencyVerifyOnOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	block, seed := patternedBlock(bs)
 	var p50s, gaps [2][]float64
+	var costs []float64
 	for range 16 {
+		costs = append(costs, verifyCostUs(t, block, seed, 4))
 		for i, verify := range []bool{false, true} {
 			m, err := cl.Read(ctx, transport.Workload{BlockSize: bs, QueueDepth: 1, Pattern: "sequential", Total: 5 * bs, Verify: verify})
 			if err != nil {
 				t.Fatal(err)
 			}
 			p50s[i] = append(p50s[i], m.Latency.P50Us)
-			gaps[i] = append(gaps[i], (m.Seconds*1e6-m.Latency.SumUs)/float64(m.Reads))
+			gaps[i] = append(gaps[i], (m.Seconds*1e6-m.Latency.SumUs)/float64(m.Reads-1))
 		}
 	}
 	if err := cl.Close(); err != nil {
@@ -94,15 +153,13 @@ func TestLatencyVerifyOnOff(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Fatal(err)
 	}
+	cost := median(costs)
 	off, on := median(p50s[0]), median(p50s[1])
 	goff, gon := median(gaps[0]), median(gaps[1])
-	t.Logf("256KiB qd 1, 16 workloads of 5 reads each way: p50 %.0f µs verify off, %.0f µs on (%.3f); %.1f µs and %.1f µs per read outside the latencies",
-		off, on, on/off, goff, gon)
-	if on > 1.3*off || on < 0.7*off {
-		t.Errorf("256KiB p50 %.0f µs with verify, %.0f µs without: want within 30%%", on, off)
-	}
-	if !(gon > goff) {
-		t.Errorf("with verify on %.1f µs per read fall outside the latencies, with it off %.1f µs: verifying is timed as latency", gon, goff)
+	t.Logf("256KiB qd 1, 16 workloads of 5 reads each way: p50 %.0f µs verify off, %.0f µs on (%.3f); %.1f µs and %.1f µs per gap outside the latencies, %.1f µs more with verify (%.2f of the %.1f µs verifying a block costs)",
+		off, on, on/off, goff, gon, gon-goff, (gon-goff)/cost, cost)
+	if gon-goff < cost/4 {
+		t.Errorf("with verify on %.1f µs per gap fall outside the latencies, with it off %.1f µs: want at least a quarter of the %.1f µs verifying a 256KiB block costs more; verifying is timed as latency", gon, goff, cost)
 	}
 }
 
