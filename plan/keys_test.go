@@ -3,9 +3,10 @@ package plan
 import (
 	"fmt"
 	"os"
-	"rdmasweep/results"
 	"strings"
 	"testing"
+
+	"rdmasweep/results"
 )
 
 // TestKeysGolden pins the point keys of the checked-in plans and a few

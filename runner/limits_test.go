@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"rdmasweep/testbed/clitest"
 	"strconv"
 	"strings"
 	"testing"
 
+	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testhosts"
 )
 

@@ -5,8 +5,9 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"rdmasweep/node/transport"
 	"testing"
+
+	"rdmasweep/node/transport"
 )
 
 // FuzzServeRequests feeds arbitrary bytes, as a client's request stream,

@@ -24,7 +24,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"rdmasweep/results"
 	"strconv"
 	"sync"
 	"syscall"
@@ -36,6 +35,7 @@ import (
 	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
 	"rdmasweep/node/workload"
+	"rdmasweep/results"
 )
 
 // DefaultHandshakeTimeout bounds one connection's handshake, so a silent

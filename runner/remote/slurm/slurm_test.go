@@ -20,13 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/testbed/testenv"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/hosttest"
 	"rdmasweep/runner/remote/slurm"
 	"rdmasweep/testbed/slurmlab"
+	"rdmasweep/testbed/testenv"
 )
 
 // helperEnv makes the test binary a runner stand-in that starts a step and

@@ -8,16 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"rdmasweep/testbed/guest"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
-	"rdmasweep/testbed/testenv"
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
+	"rdmasweep/testbed/guest"
+	"rdmasweep/testbed/testenv"
 )
 
 // buildRunner builds the runner into out. node must never import the
