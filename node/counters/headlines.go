@@ -1,0 +1,113 @@
+package counters
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Headlines are the few portable figures a row carries, summed from a
+// device family's own counters by the mapping below. A headline is nil
+// where the device has none of its counters: an empty cell, never a 0
+// that would read as "nothing happened".
+type Headlines struct {
+	RetransEvents *int64 // retransmits, sequence errors and duplicates, at either end
+	CNP           *int64 // congestion notification packets sent
+	ECNMarked     *int64 // RoCE packets that arrived ECN-marked
+}
+
+// mapping is, for each device family, which of its counters (port
+// hw_counters/ names, as the kernel names them) make each headline. The
+// sources are the drivers' own counter tables:
+//   - rxe: drivers/infiniband/sw/rxe/rxe_hw_counters.c. Measured across a
+//     two-guest wire with 1 % loss: the reading side's completer_retry_err
+//     and the serving side's duplicate_request moved, out_of_seq_request
+//     did not (docs/telemetry.md).
+//   - mlx5: drivers/infiniband/hw/mlx5/counters.c (the q-counters
+//     out_of_sequence, duplicate_request, packet_seq_err,
+//     implied_nak_seq_err, local_ack_timeout_err; the congestion counters
+//     np_cnp_sent and np_ecn_marked_roce_packets).
+//   - irdma: drivers/infiniband/hw/irdma/verbs.c, irdma_hw_stat_names
+//     (tcpRetransSegs, renamed RetransSegs in later kernels, for iWARP;
+//     cnpSent; RxECNMrkd).
+//   - siw has no hw_counters: its retransmits are its kernel TCP socket's,
+//     counted only host-wide (TcpRetransSegs in /proc/net/snmp).
+var mapping = map[string]struct{ retrans, cnp, ecn []string }{
+	"rxe": {
+		retrans: []string{"completer_retry_err", "duplicate_request", "out_of_seq_request", "rcvd_seq_err"},
+	},
+	"mlx5": {
+		retrans: []string{"out_of_sequence", "duplicate_request", "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err"},
+		cnp:     []string{"np_cnp_sent"},
+		ecn:     []string{"np_ecn_marked_roce_packets"},
+	},
+	"irdma": {
+		retrans: []string{"tcpRetransSegs", "RetransSegs"},
+		cnp:     []string{"cnpSent"},
+		ecn:     []string{"RxECNMrkd"},
+	},
+	"siw": {},
+}
+
+// Families are the device families the mapping knows, sorted.
+func Families() []string { return []string{"irdma", "mlx5", "rxe", "siw"} }
+
+// Headline sums family's counters in d (an RDMAPort delta) into the
+// headlines. An unknown family gives none.
+func Headline(family string, d Delta) Headlines {
+	m := mapping[family]
+	return Headlines{
+		RetransEvents: sum(d, m.retrans),
+		CNP:           sum(d, m.cnp),
+		ECNMarked:     sum(d, m.ecn),
+	}
+}
+
+// sum adds the named hw_counters in d; nil when d holds none of them.
+func sum(d Delta, names []string) *int64 {
+	var total int64
+	found := false
+	for _, n := range names {
+		for _, key := range []string{"hw_counters/" + n, "device/hw_counters/" + n} {
+			if v, ok := d[key]; ok {
+				total += v
+				found = true
+			}
+		}
+	}
+	if !found {
+		return nil
+	}
+	return &total
+}
+
+// Add sums two roles' headlines: a headline is nil only where both are.
+func Add(a, b Headlines) Headlines {
+	plus := func(x, y *int64) *int64 {
+		switch {
+		case x == nil:
+			return y
+		case y == nil:
+			return x
+		}
+		s := *x + *y
+		return &s
+	}
+	return Headlines{plus(a.RetransEvents, b.RetransEvents), plus(a.CNP, b.CNP), plus(a.ECNMarked, b.ECNMarked)}
+}
+
+// Family names dev's device family: its driver's (mlx5_core gives mlx5),
+// or, for a software device with no PCI function behind it, the prefix
+// of the name the kernel gave it (rxe0, siw0).
+func Family(sysfs, dev string) string {
+	if target, err := os.Readlink(filepath.Join(sysfs, "class", "infiniband", dev, "device", "driver")); err == nil {
+		drv := filepath.Base(target)
+		return strings.TrimSuffix(drv, "_core")
+	}
+	for _, f := range Families() {
+		if strings.HasPrefix(dev, f) {
+			return f
+		}
+	}
+	return ""
+}
