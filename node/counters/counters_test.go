@@ -3,6 +3,7 @@ package counters
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"rdmasweep/testbed/testenv"
 )
 
 // fakeSysfs writes files under a temp root, as sysfs would hold them.
@@ -179,7 +182,7 @@ func TestDescribeKinds(t *testing.T) {
 func TestColdReadCountedAtTheDisk(t *testing.T) {
 	dir, err := os.MkdirTemp("/var/tmp", "counters-")
 	if err != nil {
-		t.Skipf("no /var/tmp: %v", err)
+		testenv.Skip(t, fmt.Sprintf("no /var/tmp: %v", err))
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "f")
@@ -193,7 +196,7 @@ func TestColdReadCountedAtTheDisk(t *testing.T) {
 	}
 	dev, err := BlockDeviceFor("/sys", path)
 	if err != nil {
-		t.Skipf("/var/tmp has no block device under it here: %v", err)
+		testenv.Skip(t, fmt.Sprintf("/var/tmp has no block device under it here: %v", err))
 	}
 	t.Logf("the file is on %s", dev)
 	read := func(drop bool) int64 {
