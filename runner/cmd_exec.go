@@ -14,7 +14,6 @@ import (
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/fleet"
-	"rdmasweep/runner/fleet/rounds"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/leftover"
@@ -27,6 +26,7 @@ import (
 	"rdmasweep/runner/role"
 	"rdmasweep/runner/series"
 	"rdmasweep/runner/summary"
+	"rdmasweep/runner/sweep"
 	"rdmasweep/runner/verdict"
 )
 
@@ -201,46 +201,34 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	}
 	ts := series.New(series.PathFor(x.csvPath, x.runID))
 	defer ts.Close()
-	r := x.pointRunner(left, ts)
 	prog := progress.New(ui.w, len(todo))
-	var rows []results.Row
-	runs, failed := 0, 0
-	for i, j := range todo {
-		label := fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep)
-		prog.Begin(i, label)
-		ptRows, tm, err := x.runJob(ctx, r, j)
-		if err != nil {
-			prog.Abort()
-			return err
-		}
-		rows = append(rows, ptRows...)
-		runs++
-		row := ptRows[len(ptRows)-1]
-		prog.End(i, label, row, tm)
-		if row.Status != results.StatusOK {
-			failed++
-			if x.o.failFast {
-				ui.errorf("%s", row.Error)
-				ui.infof("stopping at the first failure (--fail-fast); logs in %s", x.logDir)
-				break
-			}
-		}
+	label := func(j resume.Job) string { return fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep) }
+	s := &sweep.Sweep{
+		Plan: x.p, Runner: x.pointRunner(left, ts), CSV: x.csv, FailFast: x.o.failFast,
+		Begin: func(i int, j resume.Job) { prog.Begin(i, label(j)) },
+		End:   func(i int, j resume.Job, last results.Row, tm point.Timing) { prog.End(i, label(j), last, tm) },
+	}
+	out, err := s.Run(ctx, todo)
+	if err != nil {
+		prog.Abort()
+		return err
+	}
+	if out.Stopped != nil {
+		ui.errorf("%s", out.Stopped.Error)
+		ui.infof("stopping at the first failure (--fail-fast); logs in %s", x.logDir)
 	}
 	prog.Finish()
 	if err := ts.Close(); err != nil {
 		ui.warnf("the time series is incomplete: %v", err)
 	}
-	if x.p.IsPool() {
-		return x.reportPool(rows)
-	}
-	if err := x.report(rows); err != nil {
+	if err := x.report(out.Rows); err != nil {
 		return err
 	}
-	if failed > 0 {
-		return &someFailed{failed: failed, total: runs}
+	if failed, total := out.Tally(x.p.IsPool()); failed > 0 {
+		return &someFailed{failed: failed, total: total}
 	}
-	if n := verdict.Failed(rows); n > 0 {
-		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(rows))}
+	if n := verdict.Failed(out.Rows); n > 0 {
+		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(out.Rows))}
 	}
 	return nil
 }
@@ -266,37 +254,23 @@ func (x *execRun) pointRunner(left *leftover.Record, ts *series.File) *point.Run
 	return r
 }
 
-// runJob runs one job and appends its rows: the clients' rows, then the
-// aggregate. The last row says whether the run is done, so a run cut short
-// between them runs again. An error stops the exec.
-func (x *execRun) runJob(ctx context.Context, r *point.Runner, j resume.Job) ([]results.Row, point.Timing, error) {
-	run := r.Run
-	if x.p.IsPool() { // pairwise or ring: the point's pairs, round by round
-		run = func(ctx context.Context, pt plan.Point, rep int) ([]results.Row, point.Timing, error) {
-			return rounds.RunPoint(ctx, r, pt, rep)
-		}
-	}
-	rows, tm, err := run(ctx, j.Point, j.Rep)
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil {
-			return nil, tm, cause
-		}
-		return nil, tm, err
-	}
-	verdict.JudgeRows(rows, x.p.Expect)
-	for _, row := range rows {
-		if err := x.csv.Append(row); err != nil {
-			return nil, tm, hint.Wrap(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
-		}
-	}
-	return rows, tm, nil
-}
-
 // report prints the summary of the plan's points (this exec's rows where
 // it ran them, else the CSV's), with the ratios to a peer when the plan
-// sweeps workload, and where the rows went.
+// sweeps workload, and where the rows went. A pool sweep's rows carry
+// their pairs' keys, so its links are judged instead of its points summed.
 func (x *execRun) report(rows []results.Row) error {
+	if err := x.writeReport(rows); err != nil {
+		return err
+	}
+	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
+	return nil
+}
+
+func (x *execRun) writeReport(rows []results.Row) error {
 	stdout := x.g.stdout
+	if x.p.IsPool() {
+		return fleet.WriteText(stdout, fleet.FromRows(rows, fleet.JudgeOptions{}))
+	}
 	groups := summary.Build(resume.Shown(x.pts, x.csv.Rows(), rows))
 	if err := summary.Write(stdout, groups); err != nil {
 		return err
@@ -307,34 +281,7 @@ func (x *execRun) report(rows []results.Row) error {
 			return err
 		}
 	}
-	if err := verdict.WriteSummary(stdout, rows); err != nil {
-		return err
-	}
-	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
-	return nil
-}
-
-// reportPool prints a pool sweep's judgment: its rows carry their pairs'
-// keys, so the links are judged instead of the points summed. Every
-// pair's row counts as a run.
-func (x *execRun) reportPool(rows []results.Row) error {
-	if err := fleet.WriteText(x.g.stdout, fleet.FromRows(rows, fleet.JudgeOptions{})); err != nil {
-		return err
-	}
-	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
-	failed := 0
-	for _, r := range rows {
-		if r.Status != results.StatusOK {
-			failed++
-		}
-	}
-	if failed > 0 {
-		return &someFailed{failed: failed, total: len(rows)}
-	}
-	if n := verdict.Failed(rows); n > 0 {
-		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(rows))}
-	}
-	return nil
+	return verdict.WriteSummary(stdout, rows)
 }
 
 func reportSkipped(ui *voice, skipped int, csvPath string) {
