@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"rdmasweep/plan"
@@ -15,15 +14,11 @@ import (
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/fleet"
 	"rdmasweep/runner/hint"
-	"rdmasweep/runner/hostset"
 	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/point"
-	"rdmasweep/runner/preflight"
-	"rdmasweep/runner/probe"
 	"rdmasweep/runner/progress"
 	"rdmasweep/runner/resume"
-	"rdmasweep/runner/role"
 	"rdmasweep/runner/series"
 	"rdmasweep/runner/summary"
 	"rdmasweep/runner/sweep"
@@ -51,18 +46,13 @@ var execCommand = &command{
 	},
 }
 
-// execRun is one exec once its CSV is open: what its steps share.
+// execRun is one exec once its hosts are ready: what its steps share.
 type execRun struct {
-	o       execOptions
-	g       globals
-	p       *plan.Plan
-	pts     []plan.Point
-	csv     *csvfile.File
-	csvPath string
-	runID   string
-	logDir  string
-	set     *hostset.Set
-	rec     *manifest.Record
+	*sweep.Exec
+	o   execOptions
+	g   globals
+	pts []plan.Point
+	csv *csvfile.File
 }
 
 // runExec is `runner exec PLAN`: it runs every point of the plan the CSV
@@ -101,11 +91,15 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	if len(todo) == 0 {
 		return summary.Write(g.stdout, summary.Build(resume.Shown(pts, csv.Rows(), nil)))
 	}
-	x := &execRun{o: o, g: g, p: p, pts: pts, csv: csv, csvPath: csvPath, runID: manifest.NewRunID()}
-	if err := x.prepare(ctx, todo); err != nil {
+	e, err := sweep.Prepare(ctx, sweep.Setup{
+		Plan: p, Points: pts, RunID: manifest.NewRunID(), CSVPath: csvPath, RunnerVersion: version, Set: o.set,
+		Hosts: hostOptions(p, g.ui), Warn: g.ui.warn, WarnOnce: func(msg string) { g.ui.warnOnce("%s", msg) },
+	}, todo)
+	if err != nil {
 		return err
 	}
-	defer x.set.Close()
+	defer e.Close()
+	x := &execRun{Exec: e, o: o, g: g, pts: pts, csv: csv}
 	return x.sweep(ctx, todo)
 }
 
@@ -142,69 +136,20 @@ func openCSV(path string) (*csvfile.File, error) {
 	return csv, nil
 }
 
-// prepare does everything before the first point: the log directory,
-// the hosts connected and node deployed, the gates (peer programs, the
-// devices, ODP), and the manifest written. On success x.set is open.
-func (x *execRun) prepare(ctx context.Context, todo []resume.Job) error {
-	x.logDir = filepath.Join(x.p.Output.Logs, x.runID)
-	if err := os.MkdirAll(x.logDir, 0o755); err != nil {
-		return fmt.Errorf("create log directory: %w", err)
-	}
-	set, err := hostset.Connect(ctx, x.p, hostOptions(x.p, x.g.ui))
-	if err != nil {
-		return err
-	}
-	x.set = set
-	err = x.gate(ctx, todo)
-	if err != nil {
-		set.Close()
-	}
-	return err
-}
-
-// gate refuses the exec before any point when its hosts cannot run the
-// points to do, and writes the manifest.
-func (x *execRun) gate(ctx context.Context, todo []resume.Job) error {
-	var pts []plan.Point
-	for _, j := range todo {
-		pts = append(pts, j.Point)
-	}
-	if err := preflight.CheckPrograms(ctx, x.set, x.pts); err != nil {
-		return err
-	}
-	if err := preflight.CheckDevices(ctx, x.p, resume.Points(todo), x.set); err != nil {
-		return err
-	}
-	rec, err := manifest.Gather(ctx, x.p, x.set, manifest.Exec{RunID: x.runID, CSVPath: x.csvPath, RunnerVersion: version, Set: x.o.set})
-	if err != nil {
-		return err
-	}
-	x.rec = rec
-	for _, far := range preflight.FarClocks(rec.M.Hosts) {
-		x.g.ui.warnf("%s: %s", x.set.Roles[far.Role].Label, preflight.ClockWarning(far.Clock))
-	}
-	env := probe.Env{Plan: x.p, Set: x.set, LogDir: x.logDir, Warn: func(msg string) { x.g.ui.warnOnce("%s", msg) }}
-	rec.M.ODPProbes, err = env.ODPGate(ctx, pts, rec.Kernels())
-	if err != nil {
-		return err
-	}
-	return rec.Write()
-}
-
 // sweep runs the jobs in order, appending each run's rows, then prints
 // the summary.
 func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	ui := x.g.ui
-	left, err := leftover.Open(ctx, x.csvPath+".state", x.set.Targets(), ui.info)
+	left, err := leftover.Open(ctx, x.CSVPath+".state", x.Hosts.Targets(), ui.info)
 	if err != nil {
 		return err
 	}
-	ts := series.New(series.PathFor(x.csvPath, x.runID))
+	ts := series.New(series.PathFor(x.CSVPath, x.RunID))
 	defer ts.Close()
 	prog := progress.New(ui.w, len(todo))
 	label := func(j resume.Job) string { return fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep) }
 	s := &sweep.Sweep{
-		Plan: x.p, Runner: x.pointRunner(left, ts), CSV: x.csv, FailFast: x.o.failFast,
+		Plan: x.Plan, Runner: x.PointRunner(left, ts), CSV: x.csv, FailFast: x.o.failFast,
 		Begin: func(i int, j resume.Job) { prog.Begin(i, label(j)) },
 		End:   func(i int, j resume.Job, last results.Row, tm point.Timing) { prog.End(i, label(j), last, tm) },
 	}
@@ -215,7 +160,7 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	}
 	if out.Stopped != nil {
 		ui.errorf("%s", out.Stopped.Error)
-		ui.infof("stopping at the first failure (--fail-fast); logs in %s", x.logDir)
+		ui.infof("stopping at the first failure (--fail-fast); logs in %s", x.LogDir)
 	}
 	prog.Finish()
 	if err := ts.Close(); err != nil {
@@ -224,34 +169,13 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	if err := x.report(out.Rows); err != nil {
 		return err
 	}
-	if failed, total := out.Tally(x.p.IsPool()); failed > 0 {
+	if failed, total := out.Tally(x.Plan.IsPool()); failed > 0 {
 		return &someFailed{failed: failed, total: total}
 	}
 	if n := verdict.Failed(out.Rows); n > 0 {
 		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(out.Rows))}
 	}
 	return nil
-}
-
-// pointRunner is the runner of this exec's points: its hosts, logs,
-// leftover record, time series and manifest.
-func (x *execRun) pointRunner(left *leftover.Record, ts *series.File) *point.Runner {
-	ui := x.g.ui
-	r := &point.Runner{
-		Plan:    x.p,
-		RunID:   x.runID,
-		Targets: x.set.Roles,
-		LogDir:  x.logDir,
-		Warn:    func(msg string) { ui.warnOnce("%s", msg) },
-		Started: left.Add,
-		Exited:  left.Remove,
-		Series:  ts.Add,
-		Path:    func(t role.Target, rp *results.RDMAPath) { x.rec.AddPath(t, rp, ui.warn) },
-	}
-	if x.p.Launcher == "slurm" {
-		r.BarrierLead = point.SlurmBarrierLead
-	}
-	return r
 }
 
 // report prints the summary of the plan's points (this exec's rows where
@@ -262,13 +186,13 @@ func (x *execRun) report(rows []results.Row) error {
 	if err := x.writeReport(rows); err != nil {
 		return err
 	}
-	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
+	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.CSVPath, x.RunID, x.LogDir)
 	return nil
 }
 
 func (x *execRun) writeReport(rows []results.Row) error {
 	stdout := x.g.stdout
-	if x.p.IsPool() {
+	if x.Plan.IsPool() {
 		return fleet.WriteText(stdout, fleet.FromRows(rows, fleet.JudgeOptions{}))
 	}
 	groups := summary.Build(resume.Shown(x.pts, x.csv.Rows(), rows))
