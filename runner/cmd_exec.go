@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 
 	"rdmasweep/plan"
@@ -13,7 +11,6 @@ import (
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/fleet"
-	"rdmasweep/runner/hint"
 	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/point"
@@ -81,7 +78,7 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	if o.dryRun {
 		return execDryRun(o, g, p, pts, csvPath)
 	}
-	csv, err := openCSV(csvPath)
+	csv, err := sweep.OpenCSV(csvPath)
 	if err != nil {
 		return err
 	}
@@ -105,11 +102,9 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 
 // execDryRun prints what exec would run, and runs nothing.
 func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPath string) error {
-	var existing []results.Row
-	if _, err := os.Stat(csvPath); err == nil {
-		if existing, err = csvfile.Read(csvPath); err != nil {
-			return fmt.Errorf("read %s: %w", csvPath, err)
-		}
+	existing, err := sweep.Existing(csvPath)
+	if err != nil {
+		return err
 	}
 	todo, skipped := resume.Pending(pts, p.Repeat, existing, o.rerun)
 	reportSkipped(g.ui, skipped, csvPath)
@@ -120,20 +115,6 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 	fmt.Fprintf(g.stdout, "would run %s of %s × %d repetition(s) on %s, appending to %s\n",
 		plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
 	return summary.WritePoints(g.stdout, resume.Points(todo))
-}
-
-// openCSV opens the CSV for appending, with what to do when it cannot.
-func openCSV(path string) (*csvfile.File, error) {
-	csv, err := csvfile.Open(path)
-	switch {
-	case errors.Is(err, csvfile.ErrLocked):
-		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "wait for it to finish, or pass another --out")
-	case errors.Is(err, csvfile.ErrOlderHeader):
-		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "add the new columns with: runner csv upgrade "+path+" (it keeps the old file as a backup), or pass another --out")
-	case err != nil:
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	return csv, nil
 }
 
 // sweep runs the jobs in order, appending each run's rows, then prints
