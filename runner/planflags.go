@@ -49,7 +49,7 @@ func loadPlanArg(ctx context.Context, g globals, o planOptions, pos []string) (p
 		path = pos[0]
 	}
 	p, pts, err = planload.Load(ctx, path, planload.Options{
-		Set: o.set, Only: o.only, MaxPoints: o.maxPoints, Launcher: o.launcher, NodeBinary: defaultNodeBinary(),
+		Set: o.set, Only: o.only, MaxPoints: o.maxPoints, Launcher: o.launcher, NodeBinary: deploy.BesideExecutable(),
 	})
 	return path, p, pts, err
 }
