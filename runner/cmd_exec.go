@@ -11,12 +11,10 @@ import (
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/fleet"
-	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/progress"
 	"rdmasweep/runner/resume"
-	"rdmasweep/runner/series"
 	"rdmasweep/runner/summary"
 	"rdmasweep/runner/sweep"
 	"rdmasweep/runner/verdict"
@@ -90,7 +88,7 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	}
 	e, err := sweep.Prepare(ctx, sweep.Setup{
 		Plan: p, Points: pts, RunID: manifest.NewRunID(), CSVPath: csvPath, RunnerVersion: version, Set: o.set,
-		Hosts: hostOptions(p, g.ui), Warn: g.ui.warn, WarnOnce: func(msg string) { g.ui.warnOnce("%s", msg) },
+		Hosts: hostOptions(p, g.ui), Info: g.ui.info, Warn: g.ui.warn, WarnOnce: func(msg string) { g.ui.warnOnce("%s", msg) },
 	}, todo)
 	if err != nil {
 		return err
@@ -121,20 +119,13 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 // the summary.
 func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	ui := x.g.ui
-	left, err := leftover.Open(ctx, x.CSVPath+".state", x.Hosts.Targets(), ui.info)
-	if err != nil {
-		return err
-	}
-	ts := series.New(series.PathFor(x.CSVPath, x.RunID))
-	defer ts.Close()
 	prog := progress.New(ui.w, len(todo))
 	label := func(j resume.Job) string { return fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep) }
-	s := &sweep.Sweep{
-		Plan: x.Plan, Runner: x.PointRunner(left, ts), CSV: x.csv, FailFast: x.o.failFast,
-		Begin: func(i int, j resume.Job) { prog.Begin(i, label(j)) },
-		End:   func(i int, j resume.Job, last results.Row, tm point.Timing) { prog.End(i, label(j), last, tm) },
-	}
-	out, err := s.Run(ctx, todo)
+	out, err := x.Run(ctx, todo, x.csv, sweep.Watch{
+		FailFast: x.o.failFast,
+		Begin:    func(i int, j resume.Job) { prog.Begin(i, label(j)) },
+		End:      func(i int, j resume.Job, last results.Row, tm point.Timing) { prog.End(i, label(j), last, tm) },
+	})
 	if err != nil {
 		prog.Abort()
 		return err
@@ -144,8 +135,8 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 		ui.infof("stopping at the first failure (--fail-fast); logs in %s", x.LogDir)
 	}
 	prog.Finish()
-	if err := ts.Close(); err != nil {
-		ui.warnf("the time series is incomplete: %v", err)
+	if out.SeriesErr != nil {
+		ui.warnf("the time series is incomplete: %v", out.SeriesErr)
 	}
 	if err := x.report(out.Rows); err != nil {
 		return err

@@ -28,6 +28,7 @@ type Setup struct {
 	RunID, CSVPath, RunnerVersion string
 	Set                           []string
 	Hosts                         hostset.Options
+	Info                          func(msg string) // what it did
 	Warn                          func(msg string) // every time
 	WarnOnce                      func(msg string) // once per run
 }
@@ -115,4 +116,23 @@ func (e *Exec) PointRunner(left *leftover.Record, ts *series.File) *point.Runner
 		r.BarrierLead = point.SlurmBarrierLead
 	}
 	return r
+}
+
+// Run runs todo through the point runner, appending the rows to csv, as
+// Sweep.Run does. First it reaps what an earlier exec on the CSV left
+// (the leftover record beside it); the time series of the run is written
+// beside the CSV as it goes.
+func (e *Exec) Run(ctx context.Context, todo []resume.Job, csv Appender, w Watch) (Outcome, error) {
+	left, err := leftover.Open(ctx, e.CSVPath+".state", e.Hosts.Targets(), e.Info)
+	if err != nil {
+		return Outcome{}, err
+	}
+	ts := series.New(series.PathFor(e.CSVPath, e.RunID))
+	defer ts.Close()
+	s := &Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts), CSV: csv, Watch: w}
+	out, err := s.Run(ctx, todo)
+	if err == nil {
+		out.SeriesErr = ts.Close()
+	}
+	return out, err
 }

@@ -23,9 +23,14 @@ type Appender interface {
 
 // Sweep is one exec's run of its jobs.
 type Sweep struct {
-	Plan     *plan.Plan
-	Runner   *point.Runner
-	CSV      Appender
+	Plan   *plan.Plan
+	Runner *point.Runner
+	CSV    Appender
+	Watch
+}
+
+// Watch is how the caller follows a sweep.
+type Watch struct {
 	FailFast bool // stop at the first run whose row is not ok
 	// Begin is called before job i runs, and End once its rows are
 	// appended, with the run's last row; either may be nil.
@@ -39,6 +44,9 @@ type Outcome struct {
 	Runs, Failed int           // jobs run, and of them those whose last row is not ok
 	// Stopped is the failed row FailFast stopped at, or nil.
 	Stopped *results.Row
+	// SeriesErr is why the time series beside the CSV is incomplete, or
+	// nil; the rows are whole all the same.
+	SeriesErr error
 }
 
 // Run runs todo in order. Each job's rows are judged against the plan's
