@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -274,13 +272,4 @@ func oneArg(g globals, pos []string, what string) (string, error) {
 		return "", g.usageError("%s takes one %s (got %d arguments)", g.fs.Name(), what, len(pos))
 	}
 	return pos[0], nil
-}
-
-// defaultNodeBinary is the node file beside the running runner.
-func defaultNodeBinary() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "node"
-	}
-	return filepath.Join(filepath.Dir(exe), "node")
 }

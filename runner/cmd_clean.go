@@ -13,12 +13,8 @@ import (
 	"golang.org/x/term"
 
 	"rdmasweep/runner/cleanup"
-	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hostset"
-	"rdmasweep/runner/leftover"
-	"rdmasweep/runner/remote"
-	"rdmasweep/runner/role"
 )
 
 // cleanOptions are runner clean's.
@@ -56,9 +52,8 @@ func runClean(ctx context.Context, o cleanOptions, g globals, args []string) err
 	if csvPath == "" {
 		csvPath = p.Output.CSV
 	}
-	// An exec appending to the CSV owns its nodes and its state: reaping
-	// them would kill a live run. The lock is held until clean is done.
-	csv, err := lockIdleCSV(csvPath)
+	// The lock is held until clean is done.
+	csv, err := cleanup.LockCSV(csvPath)
 	if err != nil {
 		return err
 	}
@@ -75,9 +70,8 @@ func runClean(ctx context.Context, o cleanOptions, g globals, args []string) err
 	if err != nil {
 		return err
 	}
-	stateFile := csvPath + ".state"
-	if st, err := os.Stat(stateFile); err == nil {
-		todo = append(todo, cleanup.Removal{Target: role.Target{Host: remote.Local{}, Label: "local"}, Path: stateFile, Size: st.Size(), What: cleanup.Leftovers})
+	if st, ok := cleanup.State(csvPath); ok {
+		todo = append(todo, st)
 	}
 	if len(todo) == 0 {
 		g.ui.infof("nothing to clean for %s", planName(path))
@@ -86,27 +80,15 @@ func runClean(ctx context.Context, o cleanOptions, g globals, args []string) err
 	if ok, err := listRemovals(o, g, todo); !ok || err != nil {
 		return err
 	}
-	return removeAll(ctx, g.ui, set, todo, stateFile)
-}
-
-// lockIdleCSV takes the lock of the CSV at path, when it exists, so no
-// exec starts on it while clean reaps; an exec holding it refuses the
-// clean. A CSV that is not today's is locked all the same, and nil is a
-// CSV that does not exist.
-func lockIdleCSV(path string) (*csvfile.File, error) {
-	if _, err := os.Stat(path); err != nil {
-		return nil, nil
+	done, err := cleanup.Remove(ctx, set, todo, g.ui.info)
+	for _, kept := range done.Kept {
+		g.ui.warnf("%s still lists nodes on hosts this plan does not reach; kept", kept)
 	}
-	csv, err := csvfile.Open(path)
-	switch {
-	case errors.Is(err, csvfile.ErrLocked):
-		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "wait for the exec to finish, then clean")
-	case err != nil && !errors.Is(err, csvfile.ErrForeignHeader) && !errors.Is(err, csvfile.ErrOlderHeader):
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	case err != nil:
-		return nil, nil
+	if err != nil {
+		return err
 	}
-	return csv, nil
+	g.ui.infof("removed %s", plural(done.Files, "file"))
+	return nil
 }
 
 // listRemovals prints what clean would remove, and says whether to go on:
@@ -131,32 +113,6 @@ func listRemovals(o cleanOptions, g globals, todo []cleanup.Removal) (bool, erro
 		g.ui.infof("nothing removed")
 	}
 	return ok, err
-}
-
-// removeAll removes todo in order; the leftover state is removed by
-// reaping the nodes it records.
-func removeAll(ctx context.Context, ui *voice, set *hostset.Set, todo []cleanup.Removal, stateFile string) error {
-	removed := 0
-	for _, x := range todo {
-		if x.What == cleanup.Leftovers {
-			// Reaping rewrites the record; it is gone once nothing is left.
-			if _, err := leftover.Open(ctx, stateFile, set.Targets(), ui.info); err != nil {
-				return fmt.Errorf("reap leftovers: %w", err)
-			}
-			if _, err := os.Stat(stateFile); err == nil {
-				ui.warnf("%s still lists nodes on hosts this plan does not reach; kept", stateFile)
-				continue
-			}
-			removed++
-			continue
-		}
-		if _, err := x.Target.Host.Run(ctx, []string{"rm", "-f", "--", x.Path}); err != nil {
-			return fmt.Errorf("%s: remove %s: %w", x.Target.Label, x.Path, err)
-		}
-		removed++
-	}
-	ui.infof("removed %s", plural(removed, "file"))
-	return nil
 }
 
 // confirm asks on the terminal; without one it refuses, since nobody

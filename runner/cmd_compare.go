@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 
 	"rdmasweep/results"
@@ -55,47 +54,20 @@ func runCompare(ctx context.Context, o compareOptions, g globals, args []string)
 	return gateResult(res, gates)
 }
 
-// compareFlags checks the flags against each other and the number of CSVs.
+// compareFlags checks the number of CSVs, then the flags against each
+// other.
 func compareFlags(o *compareOptions, nargs int) (compare.Options, []compare.Gate, error) {
-	opts := compare.Options{Metrics: o.metrics, Alpha: o.alpha}
 	switch {
 	case o.between == "" && nargs != 2:
-		return opts, nil, usageErrorf("compare takes OLD.csv NEW.csv, or one CSV with --between (got %d arguments)", nargs)
+		return compare.Options{}, nil, usageErrorf("compare takes OLD.csv NEW.csv, or one CSV with --between (got %d arguments)", nargs)
 	case o.between != "" && nargs != 1:
-		return opts, nil, usageErrorf("compare --between takes one CSV (got %d arguments)", nargs)
-	case !(o.alpha > 0 && o.alpha < 1):
-		return opts, nil, usageErrorf("--alpha must lie between 0 and 1 (got %v)", o.alpha)
-	case !slices.Contains(compare.Formats, o.format):
-		return opts, nil, usageErrorf("--format must be one of %s (got %q)", strings.Join(compare.Formats, ", "), o.format)
+		return compare.Options{}, nil, usageErrorf("compare --between takes one CSV (got %d arguments)", nargs)
 	}
-	if o.between != "" {
-		a, b, err := compare.ParseBetween(o.between)
-		if err != nil {
-			return opts, nil, usageErrorf("%s", err)
-		}
-		opts.Between = &[2]compare.Cond{a, b}
-	}
-	if o.by != "" {
-		opts.By = strings.Split(o.by, ",")
-	}
-	var gates []compare.Gate
-	for _, s := range o.failOn {
-		g, err := compare.ParseGate(s)
-		if err != nil {
-			return opts, nil, usageErrorf("%s", err)
-		}
-		gates = append(gates, g)
-		if len(opts.Metrics) > 0 && !slices.Contains(opts.Metrics, g.Metric) {
-			opts.Metrics = append(opts.Metrics, g.Metric)
-		}
-	}
-	if len(opts.Metrics) == 0 {
-		opts.Metrics = slices.Clone(compare.DefaultMetrics)
-		for _, g := range gates {
-			if !slices.Contains(opts.Metrics, g.Metric) {
-				opts.Metrics = append(opts.Metrics, g.Metric)
-			}
-		}
+	opts, gates, err := compare.Setup(compare.Flags{
+		Between: o.between, By: o.by, Format: o.format, Metrics: o.metrics, FailOn: o.failOn, Alpha: o.alpha,
+	})
+	if err != nil {
+		return opts, nil, usageErrorf("%s", err)
 	}
 	return opts, gates, nil
 }
@@ -115,18 +87,8 @@ func compareRows(paths []string) (old, new []results.Row, err error) {
 // compareWarnings says, once per cause, how many comparisons it touches:
 // too few samples for an interval, or for the test to find anything.
 func compareWarnings(ui *voice, res compare.Result) {
-	count := map[string]int{}
-	var order []string
-	for _, pt := range res.Points {
-		for _, w := range pt.Warnings {
-			if count[w] == 0 {
-				order = append(order, w)
-			}
-			count[w]++
-		}
-	}
-	for _, w := range order {
-		ui.warnf("%d of %d comparisons: %s", count[w], len(res.Points), w)
+	for _, w := range compare.Warnings(res) {
+		ui.warnf("%d of %d comparisons: %s", w.Count, len(res.Points), w.Text)
 	}
 	if res.UnmatchedOld+res.UnmatchedNew > 0 {
 		ui.warnf("%d old and %d new points have no partner and are left out", res.UnmatchedOld, res.UnmatchedNew)
@@ -136,16 +98,8 @@ func compareWarnings(ui *voice, res compare.Result) {
 // gateResult is a verdict failure when any gate trips.
 func gateResult(res compare.Result, gates []compare.Gate) error {
 	var tripped []string
-	for _, g := range gates {
-		n := 0
-		for _, pt := range res.Points {
-			if g.Trips(pt) {
-				n++
-			}
-		}
-		if n > 0 {
-			tripped = append(tripped, fmt.Sprintf("%s at %s", g, plural(n, "point")))
-		}
+	for _, t := range compare.Tripped(res, gates) {
+		tripped = append(tripped, fmt.Sprintf("%s at %s", t.Gate, plural(t.Points, "point")))
 	}
 	if len(tripped) == 0 {
 		return nil

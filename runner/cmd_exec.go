@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"rdmasweep/plan"
@@ -14,19 +11,12 @@ import (
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/fleet"
-	"rdmasweep/runner/fleet/rounds"
-	"rdmasweep/runner/hint"
-	"rdmasweep/runner/hostset"
-	"rdmasweep/runner/leftover"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/point"
-	"rdmasweep/runner/preflight"
-	"rdmasweep/runner/probe"
 	"rdmasweep/runner/progress"
 	"rdmasweep/runner/resume"
-	"rdmasweep/runner/role"
-	"rdmasweep/runner/series"
 	"rdmasweep/runner/summary"
+	"rdmasweep/runner/sweep"
 	"rdmasweep/runner/verdict"
 )
 
@@ -51,18 +41,13 @@ var execCommand = &command{
 	},
 }
 
-// execRun is one exec once its CSV is open: what its steps share.
+// execRun is one exec once its hosts are ready: what its steps share.
 type execRun struct {
-	o       execOptions
-	g       globals
-	p       *plan.Plan
-	pts     []plan.Point
-	csv     *csvfile.File
-	csvPath string
-	runID   string
-	logDir  string
-	set     *hostset.Set
-	rec     *manifest.Record
+	*sweep.Exec
+	o   execOptions
+	g   globals
+	pts []plan.Point
+	csv *csvfile.File
 }
 
 // runExec is `runner exec PLAN`: it runs every point of the plan the CSV
@@ -91,7 +76,7 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	if o.dryRun {
 		return execDryRun(o, g, p, pts, csvPath)
 	}
-	csv, err := openCSV(csvPath)
+	csv, err := sweep.OpenCSV(csvPath)
 	if err != nil {
 		return err
 	}
@@ -101,21 +86,23 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	if len(todo) == 0 {
 		return summary.Write(g.stdout, summary.Build(resume.Shown(pts, csv.Rows(), nil)))
 	}
-	x := &execRun{o: o, g: g, p: p, pts: pts, csv: csv, csvPath: csvPath, runID: manifest.NewRunID()}
-	if err := x.prepare(ctx, todo); err != nil {
+	e, err := sweep.Prepare(ctx, sweep.Setup{
+		Plan: p, Points: pts, RunID: manifest.NewRunID(), CSVPath: csvPath, RunnerVersion: version, Set: o.set,
+		Hosts: hostOptions(p, g.ui), Info: g.ui.info, Warn: g.ui.warn, WarnOnce: func(msg string) { g.ui.warnOnce("%s", msg) },
+	}, todo)
+	if err != nil {
 		return err
 	}
-	defer x.set.Close()
+	defer e.Close()
+	x := &execRun{Exec: e, o: o, g: g, pts: pts, csv: csv}
 	return x.sweep(ctx, todo)
 }
 
 // execDryRun prints what exec would run, and runs nothing.
 func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPath string) error {
-	var existing []results.Row
-	if _, err := os.Stat(csvPath); err == nil {
-		if existing, err = csvfile.Read(csvPath); err != nil {
-			return fmt.Errorf("read %s: %w", csvPath, err)
-		}
+	existing, err := sweep.Existing(csvPath)
+	if err != nil {
+		return err
 	}
 	todo, skipped := resume.Pending(pts, p.Repeat, existing, o.rerun)
 	reportSkipped(g.ui, skipped, csvPath)
@@ -128,175 +115,58 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 	return summary.WritePoints(g.stdout, resume.Points(todo))
 }
 
-// openCSV opens the CSV for appending, with what to do when it cannot.
-func openCSV(path string) (*csvfile.File, error) {
-	csv, err := csvfile.Open(path)
-	switch {
-	case errors.Is(err, csvfile.ErrLocked):
-		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "wait for it to finish, or pass another --out")
-	case errors.Is(err, csvfile.ErrOlderHeader):
-		return nil, hint.Wrap(fmt.Errorf("%s: %w", path, err), "add the new columns with: runner csv upgrade "+path+" (it keeps the old file as a backup), or pass another --out")
-	case err != nil:
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	return csv, nil
-}
-
-// prepare does everything before the first point: the log directory,
-// the hosts connected and node deployed, the gates (peer programs, the
-// devices, ODP), and the manifest written. On success x.set is open.
-func (x *execRun) prepare(ctx context.Context, todo []resume.Job) error {
-	x.logDir = filepath.Join(x.p.Output.Logs, x.runID)
-	if err := os.MkdirAll(x.logDir, 0o755); err != nil {
-		return fmt.Errorf("create log directory: %w", err)
-	}
-	set, err := hostset.Connect(ctx, x.p, hostOptions(x.p, x.g.ui))
-	if err != nil {
-		return err
-	}
-	x.set = set
-	err = x.gate(ctx, todo)
-	if err != nil {
-		set.Close()
-	}
-	return err
-}
-
-// gate refuses the exec before any point when its hosts cannot run the
-// points to do, and writes the manifest.
-func (x *execRun) gate(ctx context.Context, todo []resume.Job) error {
-	var pts []plan.Point
-	for _, j := range todo {
-		pts = append(pts, j.Point)
-	}
-	if err := preflight.CheckPrograms(ctx, x.set, x.pts); err != nil {
-		return err
-	}
-	if err := preflight.CheckDevices(ctx, x.p, resume.Points(todo), x.set); err != nil {
-		return err
-	}
-	rec, err := manifest.Gather(ctx, x.p, x.set, manifest.Exec{RunID: x.runID, CSVPath: x.csvPath, RunnerVersion: version, Set: x.o.set})
-	if err != nil {
-		return err
-	}
-	x.rec = rec
-	for _, far := range preflight.FarClocks(rec.M.Hosts) {
-		x.g.ui.warnf("%s: %s", x.set.Roles[far.Role].Label, preflight.ClockWarning(far.Clock))
-	}
-	env := probe.Env{Plan: x.p, Set: x.set, LogDir: x.logDir, Warn: func(msg string) { x.g.ui.warnOnce("%s", msg) }}
-	rec.M.ODPProbes, err = env.ODPGate(ctx, pts, rec.Kernels())
-	if err != nil {
-		return err
-	}
-	return rec.Write()
-}
-
 // sweep runs the jobs in order, appending each run's rows, then prints
 // the summary.
 func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	ui := x.g.ui
-	left, err := leftover.Open(ctx, x.csvPath+".state", x.set.Targets(), ui.info)
+	prog := progress.New(ui.w, len(todo))
+	label := func(j resume.Job) string { return fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep) }
+	out, err := x.Run(ctx, todo, x.csv, sweep.Watch{
+		FailFast: x.o.failFast,
+		Begin:    func(i int, j resume.Job) { prog.Begin(i, label(j)) },
+		End:      func(i int, j resume.Job, last results.Row, tm point.Timing) { prog.End(i, label(j), last, tm) },
+	})
 	if err != nil {
+		prog.Abort()
 		return err
 	}
-	ts := series.New(series.PathFor(x.csvPath, x.runID))
-	defer ts.Close()
-	r := x.pointRunner(left, ts)
-	prog := progress.New(ui.w, len(todo))
-	var rows []results.Row
-	runs, failed := 0, 0
-	for i, j := range todo {
-		label := fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep)
-		prog.Begin(i, label)
-		ptRows, tm, err := x.runJob(ctx, r, j)
-		if err != nil {
-			prog.Abort()
-			return err
-		}
-		rows = append(rows, ptRows...)
-		runs++
-		row := ptRows[len(ptRows)-1]
-		prog.End(i, label, row, tm)
-		if row.Status != results.StatusOK {
-			failed++
-			if x.o.failFast {
-				ui.errorf("%s", row.Error)
-				ui.infof("stopping at the first failure (--fail-fast); logs in %s", x.logDir)
-				break
-			}
-		}
+	if out.Stopped != nil {
+		ui.errorf("%s", out.Stopped.Error)
+		ui.infof("stopping at the first failure (--fail-fast); logs in %s", x.LogDir)
 	}
 	prog.Finish()
-	if err := ts.Close(); err != nil {
-		ui.warnf("the time series is incomplete: %v", err)
+	if out.SeriesErr != nil {
+		ui.warnf("the time series is incomplete: %v", out.SeriesErr)
 	}
-	if x.p.IsPool() {
-		return x.reportPool(rows)
-	}
-	if err := x.report(rows); err != nil {
+	if err := x.report(out.Rows); err != nil {
 		return err
 	}
-	if failed > 0 {
-		return &someFailed{failed: failed, total: runs}
+	if failed, total := out.Tally(x.Plan.IsPool()); failed > 0 {
+		return &someFailed{failed: failed, total: total}
 	}
-	if n := verdict.Failed(rows); n > 0 {
-		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(rows))}
+	if n := verdict.Failed(out.Rows); n > 0 {
+		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(out.Rows))}
 	}
 	return nil
 }
 
-// pointRunner is the runner of this exec's points: its hosts, logs,
-// leftover record, time series and manifest.
-func (x *execRun) pointRunner(left *leftover.Record, ts *series.File) *point.Runner {
-	ui := x.g.ui
-	r := &point.Runner{
-		Plan:    x.p,
-		RunID:   x.runID,
-		Targets: x.set.Roles,
-		LogDir:  x.logDir,
-		Warn:    func(msg string) { ui.warnOnce("%s", msg) },
-		Started: left.Add,
-		Exited:  left.Remove,
-		Series:  ts.Add,
-		Path:    func(t role.Target, rp *results.RDMAPath) { x.rec.AddPath(t, rp, ui.warn) },
-	}
-	if x.p.Launcher == "slurm" {
-		r.BarrierLead = point.SlurmBarrierLead
-	}
-	return r
-}
-
-// runJob runs one job and appends its rows: the clients' rows, then the
-// aggregate. The last row says whether the run is done, so a run cut short
-// between them runs again. An error stops the exec.
-func (x *execRun) runJob(ctx context.Context, r *point.Runner, j resume.Job) ([]results.Row, point.Timing, error) {
-	run := r.Run
-	if x.p.IsPool() { // pairwise or ring: the point's pairs, round by round
-		run = func(ctx context.Context, pt plan.Point, rep int) ([]results.Row, point.Timing, error) {
-			return rounds.RunPoint(ctx, r, pt, rep)
-		}
-	}
-	rows, tm, err := run(ctx, j.Point, j.Rep)
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil {
-			return nil, tm, cause
-		}
-		return nil, tm, err
-	}
-	verdict.JudgeRows(rows, x.p.Expect)
-	for _, row := range rows {
-		if err := x.csv.Append(row); err != nil {
-			return nil, tm, hint.Wrap(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
-		}
-	}
-	return rows, tm, nil
-}
-
 // report prints the summary of the plan's points (this exec's rows where
 // it ran them, else the CSV's), with the ratios to a peer when the plan
-// sweeps workload, and where the rows went.
+// sweeps workload, and where the rows went. A pool sweep's rows carry
+// their pairs' keys, so its links are judged instead of its points summed.
 func (x *execRun) report(rows []results.Row) error {
+	if err := x.writeReport(rows); err != nil {
+		return err
+	}
+	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.CSVPath, x.RunID, x.LogDir)
+	return nil
+}
+
+func (x *execRun) writeReport(rows []results.Row) error {
 	stdout := x.g.stdout
+	if x.Plan.IsPool() {
+		return fleet.WriteText(stdout, fleet.FromRows(rows, fleet.JudgeOptions{}))
+	}
 	groups := summary.Build(resume.Shown(x.pts, x.csv.Rows(), rows))
 	if err := summary.Write(stdout, groups); err != nil {
 		return err
@@ -307,34 +177,7 @@ func (x *execRun) report(rows []results.Row) error {
 			return err
 		}
 	}
-	if err := verdict.WriteSummary(stdout, rows); err != nil {
-		return err
-	}
-	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
-	return nil
-}
-
-// reportPool prints a pool sweep's judgment: its rows carry their pairs'
-// keys, so the links are judged instead of the points summed. Every
-// pair's row counts as a run.
-func (x *execRun) reportPool(rows []results.Row) error {
-	if err := fleet.WriteText(x.g.stdout, fleet.FromRows(rows, fleet.JudgeOptions{})); err != nil {
-		return err
-	}
-	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.csvPath, x.runID, x.logDir)
-	failed := 0
-	for _, r := range rows {
-		if r.Status != results.StatusOK {
-			failed++
-		}
-	}
-	if failed > 0 {
-		return &someFailed{failed: failed, total: len(rows)}
-	}
-	if n := verdict.Failed(rows); n > 0 {
-		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(rows))}
-	}
-	return nil
+	return verdict.WriteSummary(stdout, rows)
 }
 
 func reportSkipped(ui *voice, skipped int, csvPath string) {

@@ -56,8 +56,8 @@ func runPlot(ctx context.Context, o plotOptions, g globals, args []string) error
 	if o.matrix {
 		return plotMatrix(g, path, o.out, rows)
 	}
-	if rows, err = o.scoped(path, rows); err != nil {
-		return err
+	if rows = plot.Scoped(rows, o.scope); o.scope != "" && len(rows) == 0 {
+		return hint.Wrap(fmt.Errorf("%s has no rows of scope %q", path, o.scope), "the scope column says client or aggregate; a CSV of plans with one client has client rows only")
 	}
 	series, err := plot.Build(rows, o.x)
 	if err != nil {
@@ -70,29 +70,8 @@ func runPlot(ctx context.Context, o plotOptions, g globals, args []string) error
 	case err != nil:
 		return fmt.Errorf("write %s: %w", o.out, err)
 	}
-	points := 0
-	for _, s := range series {
-		points += len(s.Points)
-	}
-	g.ui.infof("wrote %s: %d series, %s", o.out, len(series), plural(points, "point"))
+	g.ui.infof("wrote %s: %d series, %s", o.out, len(series), plural(plot.Points(series), "point"))
 	return nil
-}
-
-// scoped keeps the rows of --scope, when it is given.
-func (o plotOptions) scoped(path string, rows []results.Row) ([]results.Row, error) {
-	if o.scope == "" {
-		return rows, nil
-	}
-	var kept []results.Row
-	for _, r := range rows {
-		if r.Scope == o.scope {
-			kept = append(kept, r)
-		}
-	}
-	if len(kept) == 0 {
-		return nil, hint.Wrap(fmt.Errorf("%s has no rows of scope %q", path, o.scope), "the scope column says client or aggregate; a CSV of plans with one client has client rows only")
-	}
-	return kept, nil
 }
 
 // plotMatrix draws the matrix of each pool point in rows.

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"rdmasweep/plan"
@@ -51,48 +49,32 @@ func loadPlanArg(ctx context.Context, g globals, o planOptions, pos []string) (p
 		path = pos[0]
 	}
 	p, pts, err = planload.Load(ctx, path, planload.Options{
-		Set: o.set, Only: o.only, MaxPoints: o.maxPoints, Launcher: o.launcher, NodeBinary: defaultNodeBinary(),
+		Set: o.set, Only: o.only, MaxPoints: o.maxPoints, Launcher: o.launcher, NodeBinary: deploy.BesideExecutable(),
 	})
 	return path, p, pts, err
 }
 
 // planWarnings are what a valid plan may still get wrong.
 func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
-	few := 0
-	example := ""
-	for _, pt := range pts {
-		if n := pt.ExpectedReads(); n > 0 && n < 1000 {
-			if few == 0 {
-				example = fmt.Sprintf("%s makes %d reads", paramsText(pt), n)
-			}
-			few++
-		}
-	}
-	if few > 0 {
-		ui.warnf("%s of %d make fewer than 1,000 reads (%s); figures from so few reads are noisy", plural(few, "point"), len(pts), example)
+	c := planload.Check(p, pts)
+	if c.FewReads > 0 {
+		ui.warnf("%s of %d make fewer than 1,000 reads (%s makes %d reads); figures from so few reads are noisy",
+			plural(c.FewReads, "point"), len(pts), paramsText(c.Example), c.Example.ExpectedReads())
 		ui.hintf("raise client.total, or read for a time with client.duration")
 	}
-	// Which node a host gets depends on its architecture, known once the
-	// host is reached (deploy warns then); a build of one node is known now.
-	if p.Transport() == "rdma" {
-		if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil && len(nodes) == 1 {
-			warnNoRDMA(ui, nodes[0])
-		}
+	if c.Node != nil {
+		warnNoRDMA(ui, *c.Node)
 	}
-	if p.SSH.HostKeyPolicy == "insecure" && slices.ContainsFunc(p.Hosts.Roles(), func(r plan.Role) bool { return !r.Host.IsLocal() }) {
+	if c.InsecureKeys {
 		ui.warnf("ssh.host_key_policy is insecure: host keys are not checked, so anyone on the path can pose as the hosts")
 	}
 }
 
 // warnNoRDMA warns, once per file, that an rdma plan gives hosts node n
-// although n was built without rdma. It reads n's build information, so
-// it also judges another architecture's node, which cannot run here.
+// although n was built without rdma.
 func warnNoRDMA(ui *voice, n deploy.Node) {
-	built, err := deploy.Transports(n.Path)
-	if err != nil || slices.Contains(built, "rdma") {
-		return
-	}
-	if !ui.warnOnce("the plan asks for rdma, but %s was built without it (transports: %s)", n.Path, strings.Join(built, ", ")) {
+	built, lacks := planload.LacksRDMA(n)
+	if !lacks || !ui.warnOnce("the plan asks for rdma, but %s was built without it (transports: %s)", n.Path, strings.Join(built, ", ")) {
 		return
 	}
 	if n.Sibling {
