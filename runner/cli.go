@@ -15,13 +15,6 @@ import (
 	"rdmasweep/runner/preflight"
 )
 
-// commands are the runner's commands, in the order usage lists them. Each
-// is one cmd_NAME.go: its options, their flags, and its flow.
-var commands = []*command{
-	execCommand, validateCommand, planCommand, checkCommand, summaryCommand,
-	plotCommand, cleanCommand, csvUpgradeCommand, compareCommand,
-}
-
 // command is one of the runner's commands, shaped as restic's are: an
 // options struct, the flags that fill it, and run(ctx, opts, g, args).
 type command struct {
@@ -45,73 +38,6 @@ type globals struct {
 func (g globals) usageError(format string, args ...any) error {
 	g.fs.Usage()
 	return usageErrorf(format, args...)
-}
-
-func usage() string {
-	var b strings.Builder
-	b.WriteString("usage: runner <command> [flags] [args]\n\ncommands:\n")
-	for _, c := range commands {
-		b.WriteString(c.help + "\n")
-	}
-	b.WriteString(`  version         print the runner's version
-
-Without PLAN, the built-in plans/loopback.yaml is used: both roles on this
-machine, tcp transport. Run "runner <command> -h" for a command's flags.`)
-	return b.String()
-}
-
-// run is the whole program; main only maps its error to an exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage())
-		return errUsage
-	}
-	switch args[0] {
-	case "version", "-version", "--version":
-		fmt.Fprintf(stdout, "runner %s\n", version)
-		return nil
-	case "help", "-h", "-help", "--help":
-		fmt.Fprintln(stdout, usage())
-		return nil
-	}
-	for _, c := range commands {
-		name, sub, _ := strings.Cut(c.name, " ")
-		if name != args[0] {
-			continue
-		}
-		rest := args[1:]
-		if sub != "" {
-			if len(rest) == 0 || rest[0] != sub {
-				return usageErrorf("%s takes one subcommand: %s %s", name, sub, c.args)
-			}
-			rest = rest[1:]
-		}
-		return runCommand(ctx, c, rest, stdout, stderr)
-	}
-	return usageErrorf("unknown command %q (run \"runner help\")", args[0])
-}
-
-// runCommand parses c's flags from args, allowing them before and after
-// the positional arguments, and runs c with the positionals.
-func runCommand(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: runner %s %s\n", c.name, c.args)
-		fs.PrintDefaults()
-	}
-	flow := c.flags(fs)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return errUsage // the flag package said why
-		}
-		if args = fs.Args(); len(args) == 0 {
-			break
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
-	return flow(ctx, globals{stdout: stdout, ui: &voice{w: stderr}, fs: fs}, pos)
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
