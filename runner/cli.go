@@ -85,19 +85,19 @@ func (e *verdictFailed) Error() string { return e.msg }
 func exitCode(err error, stderr io.Writer) int {
 	ui := &voice{w: stderr}
 	var (
-		usage  *usageError
-		plErrs plan.ErrorList
-		intr   *interrupted
-		failed *someFailed
-		vf     *verdictFailed
+		badUsage *usageError
+		plErrs   plan.ErrorList
+		intr     *interrupted
+		failed   *someFailed
+		vf       *verdictFailed
 	)
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
 		return 2
-	case errors.As(err, &usage):
-		ui.errorf("%s", usage.msg)
+	case errors.As(err, &badUsage):
+		ui.errorf("%s", badUsage.msg)
 		return 2
 	case errors.As(err, &plErrs):
 		for _, e := range plErrs {

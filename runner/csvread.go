@@ -12,19 +12,19 @@ import (
 // csvOptions are the flags of the commands that read a CSV: summary and
 // plot.
 type csvOptions struct {
-	run string
+	runID string
 }
 
 func (o *csvOptions) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.run, "run", "", "only the rows of this `RUN_ID` (default: every row)")
+	fs.StringVar(&o.runID, "run", "", "only the rows of this `RUN_ID` (default: every row)")
 }
 
 // read reads a results CSV, keeping only run --run's rows unless it is
 // empty.
 func (o csvOptions) read(path string) ([]results.Row, error) {
-	rows, err := csvfile.ReadRun(path, o.run)
-	if err == nil && o.run != "" && len(rows) == 0 {
-		return nil, hint.Wrap(fmt.Errorf("%s has no rows of run %s", path, o.run), "the run_id column lists the runs")
+	rows, err := csvfile.ReadRun(path, o.runID)
+	if err == nil && o.runID != "" && len(rows) == 0 {
+		return nil, hint.Wrap(fmt.Errorf("%s has no rows of run %s", path, o.runID), "the run_id column lists the runs")
 	}
 	return rows, err
 }
