@@ -12,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"rdmasweep/results"
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/role"
 )
 
 // TestHostJSON records a fake host (one RoCE port with a GID, a data file
@@ -127,5 +129,26 @@ func TestForPlanAndWrite(t *testing.T) {
 	got, err := Read(path)
 	if err != nil || got.RunID != "r1" || got.Plan.SHA256 != pl.SHA256 || len(got.Hosts) != 1 {
 		t.Fatalf("read back %+v, %v", got, err)
+	}
+}
+
+// TestAddPathComparesByValue: the same path reported twice, its optional
+// fields pointing at equal values in different places (as two roles'
+// reports do), is recorded once; a different value is a second path.
+func TestAddPathComparesByValue(t *testing.T) {
+	rec := &Record{Path: filepath.Join(t.TempDir(), "run.json"), M: &Manifest{Hosts: make([]Host, 1)}, roles: map[string]int{"client": 0}}
+	tgt := role.Target{Role: "client", Label: "client"}
+	path := func(granted bool, tos int) *results.RDMAPath {
+		return &results.RDMAPath{Device: "rxe1", GID: "::ffff:10.0.3.15", RelaxedOrderingGranted: &granted, DefaultRoCETOS: &tos}
+	}
+	fail := func(msg string) { t.Error(msg) }
+	rec.AddPath(tgt, path(false, 96), fail)
+	rec.AddPath(tgt, path(false, 96), fail)
+	if n := len(rec.M.Hosts[0].RDMA); n != 1 {
+		t.Fatalf("the same path twice recorded %d paths, want 1", n)
+	}
+	rec.AddPath(tgt, path(false, 32), fail)
+	if n := len(rec.M.Hosts[0].RDMA); n != 2 {
+		t.Fatalf("a path with another default ToS recorded %d paths in all, want 2", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -104,7 +105,10 @@ func (rec *Record) AddPath(t role.Target, p *results.RDMAPath, warn func(msg str
 	q.QueueDepthPerQP, q.CQModeration, q.RelaxedOrdering = 0, 0, nil
 	rec.mu.Lock()
 	i, ok := rec.roles[t.Role]
-	if !ok || slices.Contains(rec.M.Hosts[i].RDMA, q) {
+	// Paths compare by value: their optional fields (relaxed ordering
+	// granted, the default ToS) are pointers, which == compares by address.
+	same := func(r results.RDMAPath) bool { return reflect.DeepEqual(r, q) }
+	if !ok || slices.ContainsFunc(rec.M.Hosts[i].RDMA, same) {
 		rec.mu.Unlock()
 		return
 	}
