@@ -125,6 +125,7 @@ type server struct {
 // sessions' connections are closed, so a client's read ends naming it.
 type asyncWatch struct {
 	stop chan struct{}
+	done chan struct{} // closed when the watcher has stopped reading
 	wg   sync.WaitGroup
 
 	mu    sync.Mutex
@@ -403,10 +404,11 @@ func (s *server) Ready() transport.ReadyInfo { return s.ready }
 // startWatch starts reading the device's async events until Close.
 func (s *server) startWatch() {
 	w := &s.watch
-	w.stop, w.conns = make(chan struct{}), map[net.Conn]bool{}
+	w.stop, w.done, w.conns = make(chan struct{}), make(chan struct{}), map[net.Conn]bool{}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
+		defer close(w.done)
 		for {
 			select {
 			case <-w.stop:
@@ -510,6 +512,12 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	cpu := transport.StartCPU()
 	n, reads, err := readEnd(c)
 	st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds(), CPU: cpu()}
+	if err != nil && ctx.Err() == nil {
+		// The client's READs fail (flushed, retry exceeded) as soon as
+		// the link does, and the device's event can come a moment after
+		// them: give the watcher that moment, so the event is named.
+		s.awaitEvent(eventGrace)
+	}
 	if werr := s.untrack(c); werr != nil {
 		return st, werr
 	}
@@ -520,6 +528,38 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 		return st, fmt.Errorf("client %s: %w", c.RemoteAddr(), err)
 	}
 	return st, nil
+}
+
+// eventGrace is how long a failed session waits for an async event that
+// would explain it: a few of the watcher's 200 ms polls.
+const eventGrace = time.Second
+
+// awaitEvent waits up to d for the watcher to see a path-breaking event,
+// and returns at once when it has, or when nothing watches.
+func (s *server) awaitEvent(d time.Duration) {
+	w := &s.watch
+	if w.done == nil {
+		return
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		w.mu.Lock()
+		seen := w.err != nil
+		w.mu.Unlock()
+		if seen {
+			return
+		}
+		select {
+		case <-w.done:
+			return
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // qpSet is a CQ and the RC QPs that share it.
