@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"rdmasweep/internal/stat"
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
-	"rdmasweep/runner/search"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testhosts"
 )
@@ -96,7 +96,7 @@ func TestCompareShapedLink(t *testing.T) {
 		}
 	}
 	run("again.csv")
-	median := search.Median(bws)
+	median := stat.Median(bws)
 	mbit := int(median * 8 / 2)
 	t.Logf("unshaped median %.1f MB/s, line rate %v MB/s; shaping a's eth0 to %d mbit", median, *base[0].LineRateMBs, mbit)
 	tc := func(args ...string) {

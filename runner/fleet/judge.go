@@ -29,6 +29,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rdmasweep/internal/stat"
 )
 
 // Sample is one row of a pool sweep, as the judgment reads it.
@@ -100,7 +102,7 @@ func Judge(samples []Sample, o JudgeOptions) Judgment {
 			meds = append(meds, float64(l.MBs))
 		}
 	}
-	med, spread := median(meds), mad(meds)
+	med, spread := stat.Median(meds), mad(meds)
 	th, rule := threshold(med, spread, o.Expect)
 	j.MedianMBs, j.MADMBs, j.Threshold, j.Rule = MBs(med), MBs(spread), MBs(th), rule
 	for i := range j.Links {
@@ -154,7 +156,7 @@ func links(samples []Sample) []Link {
 	ls := make([]Link, len(out))
 	for i, a := range out {
 		ls[i] = a.Link
-		ls[i].MBs = MBs(median(a.mbs))
+		ls[i].MBs = MBs(stat.Median(a.mbs))
 	}
 	slices.SortStableFunc(ls, func(a, b Link) int {
 		return cmp.Or(naturalCompare(a.Server, b.Server), naturalCompare(a.Client, b.Client))
@@ -198,7 +200,7 @@ func suspects(hosts []string, links []Link) []Suspect {
 		if !most || len(partners) < 2 {
 			continue
 		}
-		out = append(out, Suspect{Host: h, SlowLinks: len(slow), Links: len(ratios), MedianRatio: Ratio(median(ratios)), Slow: slow})
+		out = append(out, Suspect{Host: h, SlowLinks: len(slow), Links: len(ratios), MedianRatio: Ratio(stat.Median(ratios)), Slow: slow})
 	}
 	return out
 }
@@ -316,28 +318,14 @@ func digits(s string) int {
 	return i
 }
 
-// median is NaN for no values.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // mad is the median absolute deviation from the median, unscaled.
 func mad(xs []float64) float64 {
-	m := median(xs)
+	m := stat.Median(xs)
 	dev := make([]float64, len(xs))
 	for i, x := range xs {
 		dev[i] = math.Abs(x - m)
 	}
-	return median(dev)
+	return stat.Median(dev)
 }
 
 // MBs is a bandwidth in MB/s; in JSON it has one decimal, and NaN (no

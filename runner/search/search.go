@@ -13,11 +13,10 @@ package search
 
 import (
 	"fmt"
-	"math"
 	"math/bits"
-	"slices"
 	"strconv"
 
+	"rdmasweep/internal/stat"
 	"rdmasweep/plan"
 	"rdmasweep/results"
 )
@@ -152,23 +151,9 @@ func (w *Walker) judge(rows []results.Row) map[int64]bool {
 		if n < w.spec.Repeat {
 			continue
 		}
-		out[v] = len(figs[v]) > 0 && w.spec.Until.Holds(Median(figs[v]))
+		out[v] = len(figs[v]) > 0 && w.spec.Until.Holds(stat.Median(figs[v]))
 	}
 	return out
-}
-
-// Median is the middle of xs (the mean of the two middle ones for an even
-// count); NaN for none.
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // MaxProbes bounds the values a walk of spec runs, for runner plan: every

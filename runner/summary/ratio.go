@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"rdmasweep/internal/stat"
 	"rdmasweep/results"
 	"rdmasweep/results/param"
 )
@@ -203,7 +204,7 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 		}
 		sorted := slices.Clone(xs)
 		sort.Float64s(sorted)
-		fmt.Fprintf(w, "%s / %s: median ratio %.2f over %d pairs run side by side (%s)\n", v, b.Value, median(sorted), len(xs), strings.Join(ratios, ", "))
+		fmt.Fprintf(w, "%s / %s: median ratio %.2f over %d pairs run side by side (%s)\n", v, b.Value, stat.Median(sorted), len(xs), strings.Join(ratios, ", "))
 	}
 	if missing > 0 {
 		fmt.Fprintf(w, "%d points have no %s=%s point with the same other parameters to compare with\n", missing, b.Param, b.Value)

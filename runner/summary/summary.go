@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"rdmasweep/internal/stat"
 	"rdmasweep/results"
 	"rdmasweep/results/param"
 )
@@ -88,7 +89,7 @@ func Outliers(xs []float64) []int {
 	if len(xs) < 3 {
 		return nil
 	}
-	med := median(xs)
+	med := stat.Median(xs)
 	dev := make([]float64, len(xs))
 	var meanAD float64
 	for i, x := range xs {
@@ -96,7 +97,7 @@ func Outliers(xs []float64) []int {
 		meanAD += dev[i]
 	}
 	meanAD /= float64(len(xs))
-	mad := median(dev)
+	mad := stat.Median(dev)
 	var out []int
 	for i, x := range xs {
 		var z float64
@@ -113,16 +114,6 @@ func Outliers(xs []float64) []int {
 		}
 	}
 	return out
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Param is one parameter column of a row, as people read it.
