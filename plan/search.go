@@ -153,3 +153,15 @@ func (l *loader) until(sf field, uf field, s *Search) bool {
 	s.Limit = v
 	return ok
 }
+
+// Probe is pt with the searched parameter at v: a point of its own, keyed
+// as a point that swept the parameter to v would be, so a resumed exec
+// finds the rows it measured. pt is a point Expand gave for this plan.
+func (s *Search) Probe(pt Point, v int64) Point {
+	prm := results.ParamByName(s.Param)
+	out := pt
+	out.Values = pt.Values.With(prm.ID(), v)
+	out.Swept = append(slices.Clone(pt.Swept), Param{prm.Name, format(prm, out.Values.get(prm.Name))})
+	out.Key = pointKey(pt.plan, out)
+	return out
+}

@@ -15,6 +15,7 @@ import (
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/progress"
 	"rdmasweep/runner/resume"
+	"rdmasweep/runner/search"
 	"rdmasweep/runner/summary"
 	"rdmasweep/runner/sweep"
 	"rdmasweep/runner/verdict"
@@ -64,11 +65,6 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 		g.ui.infof("no plan given: running the built-in %s (both roles on this machine, tcp)", plans.LoopbackName)
 	}
 	planWarnings(g.ui, p, pts)
-	if p.Search != nil {
-		// The walk (runner/search) is built and tested; exec's point loop
-		// does not drive it yet.
-		return usageErrorf("%s: exec does not run a search section yet (runner plan prints its bound); sweep %s instead meanwhile", p.Path, p.Search.Param)
-	}
 	csvPath := o.out
 	if csvPath == "" {
 		csvPath = p.Output.CSV
@@ -82,6 +78,9 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	}
 	defer csv.Close()
 	todo, skipped := resume.Pending(pts, p.Repeat, csv.Rows(), o.rerun)
+	if p.Search != nil { // the walks decide the runs; the outer points' are the gates'
+		todo, skipped = resume.Pending(pts, 1, nil, true)
+	}
 	reportSkipped(g.ui, skipped, csvPath)
 	if len(todo) == 0 {
 		return summary.Write(g.stdout, summary.Build(resume.Shown(pts, csv.Rows(), nil)))
@@ -95,6 +94,9 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	}
 	defer e.Close()
 	x := &execRun{Exec: e, o: o, g: g, pts: pts, csv: csv}
+	if p.Search != nil {
+		g.ui.infof("%s", search.BoundText(search.FromPlan(p.Search, p.Repeat), len(pts)))
+	}
 	return x.sweep(ctx, todo)
 }
 
@@ -105,6 +107,9 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 		return err
 	}
 	todo, skipped := resume.Pending(pts, p.Repeat, existing, o.rerun)
+	if p.Search != nil {
+		g.ui.infof("%s", search.BoundText(search.FromPlan(p.Search, p.Repeat), len(pts)))
+	}
 	reportSkipped(g.ui, skipped, csvPath)
 	var on []string
 	for _, s := range p.Hosts.Roles() {
@@ -119,13 +124,28 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 // the summary.
 func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	ui := x.g.ui
-	prog := progress.New(ui.w, len(todo))
+	total := len(todo)
+	if x.Plan.Search != nil {
+		total = sweep.SearchRuns(x.Plan, len(x.pts)) // a bound: the walks decide
+	}
+	prog := progress.New(ui.w, total)
 	label := func(j resume.Job) string { return fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep) }
-	out, err := x.Run(ctx, todo, x.csv, sweep.Watch{
+	w := sweep.Watch{
 		FailFast: x.o.failFast,
 		Begin:    func(i int, j resume.Job) { prog.Begin(i, label(j)) },
 		End:      func(i int, j resume.Job, last results.Row, tm point.Timing) { prog.End(i, label(j), last, tm) },
-	})
+	}
+	var out sweep.Outcome
+	var err error
+	if x.Plan.Search != nil {
+		var existing []results.Row
+		if !x.o.rerun {
+			existing = x.csv.Rows()
+		}
+		out, err = x.RunSearch(ctx, x.pts, existing, x.csv, w)
+	} else {
+		out, err = x.Run(ctx, todo, x.csv, w)
+	}
 	if err != nil {
 		prog.Abort()
 		return err
@@ -166,6 +186,15 @@ func (x *execRun) writeReport(rows []results.Row) error {
 	stdout := x.g.stdout
 	if x.Plan.IsPool() {
 		return fleet.WriteText(stdout, fleet.FromRows(rows, fleet.JudgeOptions{}))
+	}
+	if x.Plan.Search != nil { // the walks' rows, and the knees of the CSV
+		if err := summary.Write(stdout, summary.Build(rows)); err != nil {
+			return err
+		}
+		if err := summary.WriteKnees(stdout, summary.Knees(append(x.csv.Rows(), rows...))); err != nil {
+			return err
+		}
+		return verdict.WriteSummary(stdout, rows)
 	}
 	groups := summary.Build(resume.Shown(x.pts, x.csv.Rows(), rows))
 	if err := summary.Write(stdout, groups); err != nil {

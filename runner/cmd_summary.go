@@ -26,7 +26,7 @@ var summaryCommand = &command{
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o summaryOptions
 		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
-		fs.StringVar(&o.format, "format", "text", "`text`, or json for a pairwise or ring CSV's judgment")
+		fs.StringVar(&o.format, "format", "text", "`text`, or json for a pairwise or ring CSV's judgment or a search CSV's knees")
 		fs.Float64Var(&o.expect, "expect", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD)")
 		o.addFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runSummary(ctx, o, g, args) }
@@ -58,11 +58,19 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 			return fleet.WriteJSON(g.stdout, pool)
 		}
 		return fleet.WriteText(g.stdout, pool)
-	} else if o.format == "json" {
-		return hint.Wrap(errors.New("summary --format json judges pairwise and ring sweeps, and this CSV has none of their rows"), "its rows have no round; the table is summary without --format")
+	}
+	knees := summary.Knees(rows)
+	if o.format == "json" {
+		if len(knees) > 0 {
+			return summary.WriteKneesJSON(g.stdout, knees)
+		}
+		return hint.Wrap(errors.New("summary --format json gives the judgment of pairwise and ring sweeps and the knees of a search, and this CSV has neither"), "its rows have no round and no search mark; the table is summary without --format")
 	}
 	groups := summary.Build(rows)
 	if err := summary.Write(g.stdout, groups); err != nil {
+		return err
+	}
+	if err := summary.WriteKnees(g.stdout, knees); err != nil {
 		return err
 	}
 	if err := verdict.WriteSummary(g.stdout, rows); err != nil {

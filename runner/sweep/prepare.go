@@ -123,14 +123,24 @@ func (e *Exec) PointRunner(left *leftover.Record, ts *series.File) *point.Runner
 // (the leftover record beside it); the time series of the run is written
 // beside the CSV as it goes.
 func (e *Exec) Run(ctx context.Context, todo []resume.Job, csv Appender, w Watch) (Outcome, error) {
+	return e.run(ctx, csv, w, func(s *Sweep) (Outcome, error) { return s.Run(ctx, todo) })
+}
+
+// RunSearch runs the plan's knee search over outer, its points, as
+// Sweep.Search does, reusing the probes among existing (the CSV's rows);
+// around it, it does what Run does.
+func (e *Exec) RunSearch(ctx context.Context, outer []plan.Point, existing []results.Row, csv Appender, w Watch) (Outcome, error) {
+	return e.run(ctx, csv, w, func(s *Sweep) (Outcome, error) { return s.Search(ctx, outer, existing) })
+}
+
+func (e *Exec) run(ctx context.Context, csv Appender, w Watch, sweep func(*Sweep) (Outcome, error)) (Outcome, error) {
 	left, err := leftover.Open(ctx, e.CSVPath+".state", e.Hosts.Targets(), e.Info)
 	if err != nil {
 		return Outcome{}, err
 	}
 	ts := series.New(series.PathFor(e.CSVPath, e.RunID))
 	defer ts.Close()
-	s := &Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts), CSV: csv, Watch: w}
-	out, err := s.Run(ctx, todo)
+	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts), CSV: csv, Watch: w})
 	if err == nil {
 		out.SeriesErr = ts.Close()
 	}

@@ -84,6 +84,16 @@ func (s *Sweep) Run(ctx context.Context, todo []resume.Job) (Outcome, error) {
 // aggregate. The last row says whether the run is done, so a run cut short
 // between them runs again.
 func (s *Sweep) runJob(ctx context.Context, j resume.Job) ([]results.Row, point.Timing, error) {
+	rows, tm, err := s.measure(ctx, j)
+	if err != nil {
+		return nil, tm, err
+	}
+	return rows, tm, s.appendRows(rows)
+}
+
+// measure runs one job and judges its rows against the plan's
+// expectations.
+func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point.Timing, error) {
 	run := s.Runner.Run
 	if s.Plan.IsPool() { // pairwise or ring: the point's pairs, round by round
 		run = func(ctx context.Context, pt plan.Point, rep int) ([]results.Row, point.Timing, error) {
@@ -98,12 +108,17 @@ func (s *Sweep) runJob(ctx context.Context, j resume.Job) ([]results.Row, point.
 		return nil, tm, err
 	}
 	verdict.JudgeRows(rows, s.Plan.Expect)
+	return rows, tm, nil
+}
+
+// appendRows appends rows to the CSV.
+func (s *Sweep) appendRows(rows []results.Row) error {
 	for _, row := range rows {
 		if err := s.CSV.Append(row); err != nil {
-			return nil, tm, hint.Wrap(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
+			return hint.Wrap(fmt.Errorf("append row: %w", err), "the run stopped so it does not measure into nowhere; free space, then exec again: finished points are kept")
 		}
 	}
-	return rows, tm, nil
+	return nil
 }
 
 // Tally is how many runs failed, of how many. A pool sweep's rows carry
