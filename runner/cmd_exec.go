@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"rdmasweep/plan"
@@ -191,7 +192,7 @@ func (x *execRun) writeReport(rows []results.Row) error {
 		if err := summary.Write(stdout, summary.Build(rows)); err != nil {
 			return err
 		}
-		if err := summary.WriteKnees(stdout, summary.Knees(append(x.csv.Rows(), rows...))); err != nil {
+		if err := summary.WriteKnees(stdout, summary.Knees(slices.Concat(x.csv.Rows(), rows))); err != nil {
 			return err
 		}
 		return verdict.WriteSummary(stdout, rows)
