@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +124,11 @@ output: {csv: out/rxe.csv, logs: out/logs}
 	if !strings.Contains(table[1], "4KiB in") || strings.Count(checkOut.String(), "ok "+guest.GuestIP) != 4 {
 		t.Errorf("want the tcp data path and the rdma probe ok on both rows:\n%s", checkOut.String())
 	}
+	// node serve of the rdma probe read rxe0's port rate from sysfs.
+	wantRate := "line rate " + strconv.FormatFloat(rxeLineRate, 'f', 1, 64) + " MB/s"
+	if cells := columnCells(checkOut.String(), "RDMA_PROBE", "ODP_PROBE"); len(cells) != 2 || !strings.Contains(cells[0], wantRate) || !strings.Contains(cells[1], wantRate) {
+		t.Errorf("check's RDMA_PROBE cells %q, want each to show %q", cells, wantRate)
+	}
 
 	cmd := exec.CommandContext(ctx, runner, "exec", planPath)
 	cmd.Dir, cmd.Env = dir, env
@@ -175,8 +182,11 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		}
 	}
 
-	peerSweep(t, ctx, dir, env, host, knownHosts, runner, node)
 	start := time.Now()
+	expectSweep(t, ctx, dir, env, host, knownHosts, runner, node)
+	t.Logf("expect sweep took %s", time.Since(start).Round(100*time.Millisecond))
+	peerSweep(t, ctx, dir, env, host, knownHosts, runner, node)
+	start = time.Now()
 	fieldsSweep(t, ctx, g, dir, env, knownHosts, runner, node)
 	t.Logf("fields sweep took %s", time.Since(start).Round(100*time.Millisecond))
 	start = time.Now()
@@ -573,4 +583,106 @@ func fmtPtr(p *float64) string {
 		return "none"
 	}
 	return fmt.Sprintf("%.4g", *p)
+}
+
+// rxeLineRate is rxe's port rate, "2.5 Gb/sec (1X SDR)", in MB/s.
+const rxeLineRate = 312.5
+
+// expectSweep is issue 20's check in the guest: node serve reads rxe0's
+// port rate from sysfs into every row (runnerSweep's check table shows
+// it), and an rdma plan's line_rate expectation passes when the bound is
+// far below what rxe does and fails (exit 3, every row fail) when it is
+// above it.
+func expectSweep(t *testing.T, ctx context.Context, dir string, env []string, host, knownHosts, runner, node string) {
+	writePlan := func(name, atLeast string) string {
+		plan := fmt.Sprintf(`name: %s
+hosts:
+  server: %s
+  client: %s
+ssh: {known_hosts: %q, host_key_policy: strict, connect_timeout: 10s, keepalive_interval: 5s}
+node: {binary: %q, remote_path: %s}
+transport: rdma
+rdma: {device: rxe0}
+server: {file: /tmp/rdmasweep-expect.dat, file_size: 4MiB, create: true, cache: warm, registration: pinned}
+client: {block_size: 64KiB, total: 4MiB, queue_depth: 8, qps: 1}
+repeat: 1
+expect:
+  - {metric: bandwidth_mb_s, at_least: %s line_rate}
+timeouts: {ready: 1m, accept: 1m, point: 3m}
+output: {csv: out/%s.csv, logs: out/logs}
+`, name, host, host, knownHosts, node, remoteNode, atLeast, name)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	run := func(args ...string) (stdout, stderr string, code int) {
+		cmd := exec.CommandContext(ctx, runner, args...)
+		cmd.Dir, cmd.Env = dir, env
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &exit):
+			code = exit.ExitCode()
+		default:
+			t.Fatalf("runner %s: %v", strings.Join(args, " "), err)
+		}
+		return o.String(), e.String(), code
+	}
+	for _, c := range []struct {
+		plan, verdict, detail string
+		code                  int
+	}{
+		{writePlan("vmtest-expect-pass", "0.01"), results.VerdictPass, "", 0},
+		{writePlan("vmtest-expect-fail", "2"), results.VerdictFail, "< 2 × line_rate 312.5", 3},
+	} {
+		out, errOut, code := run("exec", c.plan)
+		name := strings.TrimSuffix(filepath.Base(c.plan), ".yaml")
+		t.Logf("runner exec %s: exit %d\n%s", name, code, out)
+		if code != c.code {
+			t.Errorf("runner exec %s: exit %d, want %d\n%s", name, code, c.code, errOut)
+		}
+		rows, err := csvfile.Read(filepath.Join(dir, "out", name+".csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 0 {
+			t.Fatalf("%s: no rows", name)
+		}
+		for i, r := range rows {
+			t.Logf("%s row %d: %s, %.1f MB/s, line_rate_mb_s %s, verdict %q, verdict_detail %q",
+				name, i+1, r.Status, deref(r.BandwidthMBs), fmtPtr(r.LineRateMBs), r.Verdict, r.VerdictDetail)
+			if r.Status != results.StatusOK || r.LineRateMBs == nil || *r.LineRateMBs != rxeLineRate {
+				t.Errorf("%s row %d: status %q %q, line_rate_mb_s %s; want ok and %.1f", name, i+1, r.Status, r.Error, fmtPtr(r.LineRateMBs), rxeLineRate)
+			}
+			if r.Verdict != c.verdict || !strings.Contains(r.VerdictDetail, c.detail) {
+				t.Errorf("%s row %d: verdict %q, detail %q; want %q with %q", name, i+1, r.Verdict, r.VerdictDetail, c.verdict, c.detail)
+			}
+		}
+	}
+}
+
+// columnCells returns, for each row of a table tabwriter aligned with
+// spaces, the text from column head's start up to column next's.
+func columnCells(table, head, next string) []string {
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	from, to := strings.Index(lines[0], head), strings.Index(lines[0], next)
+	if from < 0 || to < from {
+		return nil
+	}
+	from, to = len([]rune(lines[0][:from])), len([]rune(lines[0][:to]))
+	var cells []string
+	for _, l := range lines[1:] {
+		r := []rune(l)
+		if len(r) < to {
+			cells = append(cells, "")
+			continue
+		}
+		cells = append(cells, strings.TrimSpace(string(r[from:to])))
+	}
+	return cells
 }
