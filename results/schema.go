@@ -240,7 +240,7 @@ var schema = []Field{
 	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the server's data link's signalling rate, read by node serve: an rdma port's `rate`, or a tcp netdev's `speed`; empty when it cannot be known (loopback, a speed of -1)"},
 	{Column: "verdict", Doc: "the plan's `expect` list judged on this row: `pass`, `fail`, `unknown` (a figure or the line rate is missing), or empty when the plan expects nothing"},
 	{Column: "verdict_detail", Doc: "why the verdict is not `pass`, one clause per expectation, e.g. `bandwidth_mb_s 812.3 < 0.9 × line_rate 1250.0`"},
-	{Column: "search", Doc: "a plan with `search`: `probe` for a value tried, `knee` on the row at the value found; empty otherwise"},
+	{Column: "search", Doc: "a plan with `search`: `probe` for a value tried, `knee` on the rows at the value found; empty otherwise"},
 	// Version 5: pool sweeps, pairwise and ring (issue 21).
 	{Param: &Param{
 		Name: "pairwise_parallel", Kind: KindInt, Auto: true, AutoWord: "all", Min: 1, Max: 1 << 16, Since: 5,

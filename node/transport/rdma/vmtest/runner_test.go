@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,18 +244,32 @@ output: {csv: out/peers.csv, logs: out/logs}
 		t.Fatal(err)
 	}
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, runner, "exec", planPath)
-	cmd.Dir, cmd.Env = dir, env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("runner exec of the peer plan: %v\nstderr:\n%s", err, stderr.String())
+	execPeers := func() (string, string, error) {
+		cmd := exec.CommandContext(ctx, runner, "exec", planPath)
+		cmd.Dir, cmd.Env = dir, env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
 	}
-	t.Logf("peer sweep took %s:\n%s", time.Since(start).Round(100*time.Millisecond), stdout.String())
+	stdout, stderr, err := execPeers()
+	if err != nil && onlyPerftestNoReport(stderr) {
+		// ib_read_bw under TCG now and then exits 1 with perftest's own
+		// "Can't produce a report"; its row fails, honestly. A user
+		// resumes, and so does the test: exec again runs only the points
+		// the CSV does not hold ok. Any other failure fails the test.
+		t.Logf("ib_read_bw produced no report; exec again, as a user would resume:\n%s", stderr)
+		stdout, stderr, err = execPeers()
+	}
+	if err != nil {
+		t.Fatalf("runner exec of the peer plan: %v\nstderr:\n%s", err, stderr)
+	}
+	t.Logf("peer sweep took %s:\n%s", time.Since(start).Round(100*time.Millisecond), stdout)
 	rows, err := csvfile.Read(filepath.Join(dir, "out/peers.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows = resumed(rows)
 	var order []string
 	for _, r := range rows {
 		order = append(order, fmt.Sprintf("%s/%d", r.Workload(), r.ParamInt("block_size")))
@@ -281,8 +296,8 @@ output: {csv: out/peers.csv, logs: out/logs}
 	if fmt.Sprint(order) != want {
 		t.Errorf("rows %v, want %s", order, want)
 	}
-	if !strings.Contains(stdout.String(), "IB_READ_BW_MB/S") || !strings.Contains(stdout.String(), "node / ib_read_bw: median ratio") {
-		t.Errorf("exec printed no ratios to ib_read_bw:\n%s", stdout.String())
+	if !strings.Contains(stdout, "IB_READ_BW_MB/S") || !strings.Contains(stdout, "node / ib_read_bw: median ratio") {
+		t.Errorf("exec printed no ratios to ib_read_bw:\n%s", stdout)
 	}
 }
 
@@ -685,4 +700,45 @@ func columnCells(table, head, next string) []string {
 		cells = append(cells, strings.TrimSpace(string(r[from:to])))
 	}
 	return cells
+}
+
+// onlyPerftestNoReport reports whether every run exec says failed is
+// ib_read_bw's, failing with perftest's "Can't produce a report".
+func onlyPerftestNoReport(stderr string) bool {
+	n := 0
+	for _, l := range strings.Split(stderr, "\n") {
+		if !strings.Contains(l, ": failed: ") {
+			continue
+		}
+		if !strings.Contains(l, "workload=ib_read_bw") || !strings.Contains(l, "Can't produce a report") {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// resumed is rows as one exec would have written them: a failed row that
+// a resumed exec ran again gives its place to that later row.
+func resumed(rows []results.Row) []results.Row {
+	out := slices.Clone(rows)
+	drop := map[int]bool{}
+	for i, r := range out {
+		if r.Status == results.StatusOK {
+			continue
+		}
+		for j := i + 1; j < len(out); j++ {
+			if !drop[j] && out[j].PointKey == r.PointKey && out[j].Repetition == r.Repetition {
+				out[i], drop[j] = out[j], true
+				break
+			}
+		}
+	}
+	var kept []results.Row
+	for i, r := range out {
+		if !drop[i] {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
