@@ -106,14 +106,7 @@ func (l *loader) expectation(n *yaml.Node, path string) (Expectation, bool) {
 		return Expectation{}, false
 	}
 	var e Expectation
-	metric, mn, ok := l.str(f, "metric", path)
-	switch {
-	case !ok:
-		l.errorf(resolve(n), join(path, "metric"), "required: a numeric result column such as bandwidth_mb_s or lat_p99_us")
-	case !slices.Contains(results.MetricColumns(), metric):
-		l.errorf(mn, join(path, "metric"), "%q is not a numeric result column%s", metric, suggest(metric, results.MetricColumns()))
-		ok = false
-	}
+	metric, ok := l.metric(f, path, resolve(n), "bandwidth_mb_s or lat_p99_us")
 	e.Metric = metric
 	_, least := f["at_least"]
 	_, most := f["at_most"]
@@ -137,6 +130,20 @@ func (l *loader) expectation(n *yaml.Node, path string) (Expectation, bool) {
 	}
 	wok := l.where(f["where"].val, join(path, "where"), &e)
 	return e, ok && bok && wok
+}
+
+// metric reads f's metric, which must name a numeric result column; when
+// it is missing, the error is at missingAt, with example as the hint.
+func (l *loader) metric(f map[string]field, path string, missingAt *yaml.Node, example string) (string, bool) {
+	metric, mn, ok := l.str(f, "metric", path)
+	switch {
+	case !ok:
+		l.errorf(missingAt, join(path, "metric"), "required: a numeric result column such as %s", example)
+	case !slices.Contains(results.MetricColumns(), metric):
+		l.errorf(mn, join(path, "metric"), "%q is not a numeric result column%s", metric, suggest(metric, results.MetricColumns()))
+		ok = false
+	}
+	return metric, ok
 }
 
 // bound reads a number, a rate (only for a MB/s metric) or "F line_rate".

@@ -118,14 +118,7 @@ func (l *loader) until(sf field, uf field, s *Search) bool {
 	if !ok {
 		return false
 	}
-	metric, mn, ok := l.str(f, "metric", "search.until")
-	switch {
-	case !ok:
-		l.errorf(uf.key, "search.until.metric", "required: a numeric result column such as lat_p99_us")
-	case !slices.Contains(results.MetricColumns(), metric):
-		l.errorf(mn, "search.until.metric", "%q is not a numeric result column%s", metric, suggest(metric, results.MetricColumns()))
-		ok = false
-	}
+	metric, ok := l.metric(f, "search.until", uf.key, "lat_p99_us")
 	s.Metric = metric
 	_, most := f["at_most"]
 	_, least := f["at_least"]
