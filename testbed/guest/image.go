@@ -114,10 +114,12 @@ var (
 )
 
 // Packages are installed into the guest root, with their dependencies.
-// perftest (ib_read_bw) and fio are the peer workloads run in the guest.
+// perftest (ib_read_bw) and fio are the peer workloads run in the guest;
+// tcpdump reads the RoCE packets' ToS off a wire, and capsh (libcap2-bin)
+// starts an sshd without capabilities, as a container's would be.
 var Packages = []string{
 	"rdma-core", "ibverbs-providers", "ibverbs-utils", "perftest", "iproute2", "kmod",
-	"openssh-server", "openssh-sftp-server", "busybox", "fio",
+	"openssh-server", "openssh-sftp-server", "busybox", "fio", "tcpdump", "libcap2-bin",
 }
 
 // modules are loaded in the guest (with their dependencies): every kernel
@@ -128,7 +130,9 @@ var modules = []string{"virtio_pci", "virtio_net", "rdma_rxe", "rdma_ucm"}
 // optionalModules are copied when the kernel has them as modules. 6.1's
 // rxe needs the crc32 crypto algorithm without declaring it, and siw the
 // crc32c one; newer kernels build crc32 in. /init loads what is there.
-var optionalModules = []string{"crc32_generic", "crc32-pclmul", "crc32c_generic", "crc32c-intel", "siw"}
+// sch_netem (loss on a wire), nvme and ext4 (a file on an NVMe drive) are
+// loaded by the tests that use them.
+var optionalModules = []string{"crc32_generic", "crc32-pclmul", "crc32c_generic", "crc32c-intel", "siw", "sch_netem", "nvme", "ext4"}
 
 //go:embed init.sh
 var initScript []byte
