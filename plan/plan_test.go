@@ -337,6 +337,20 @@ sweep:
 	}
 }
 
+// A list given to --set is refused with what --set can do, not with the
+// file's advice to write sweep.matrix, which --set cannot reach.
+func TestSetList(t *testing.T) {
+	_, err := Parse("p.yaml", []byte(minimalYAML), Options{Set: []string{"cq_moderation=[1, 16]"}})
+	if err == nil {
+		t.Fatal("--set cq_moderation=[1, 16] was accepted")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "--set: cq_moderation: must be a single value (got a list)") ||
+		!strings.Contains(msg, "edit the plan's sweep.matrix.cq_moderation") || strings.Contains(msg, "sweep.zip") {
+		t.Errorf("got %q", msg)
+	}
+}
+
 func TestOnly(t *testing.T) {
 	p := mustParse(t, minimalYAML+`sweep:
   zip:

@@ -392,7 +392,12 @@ func (l *loader) sizeValue(n *yaml.Node, path string, lo int64) (int64, bool) {
 func (l *loader) paramValue(p *results.Param, n *yaml.Node, path string, inSweep bool) (value, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode {
-		if inSweep {
+		if o, ok := l.origin[n]; ok && o.file == "--set" {
+			// --set picks one value for every point; it cannot write a
+			// sweep, so pointing at sweep.matrix would send the user to
+			// a --set that is refused.
+			l.errorf(n, path, "must be a single value (got %s): --set gives every point one value, replacing the plan's sweep of %s; to sweep it, edit the plan's sweep.matrix.%s", describe(n), p.Name, p.Name)
+		} else if inSweep {
 			l.errorf(n, path, "must be a single value (got %s)", describe(n))
 		} else {
 			l.errorf(n, path, "must be a single value (got %s); only sweep sweeps: to vary %s, use sweep.matrix.%s or sweep.zip.%s", describe(n), p.Name, p.Name, p.Name)
