@@ -30,6 +30,7 @@ type serveOptions struct {
 	create        bool
 	cache         string
 	registration  string
+	mrSize        sizeValue
 	listen        string
 	port          int
 	acceptTimeout durationFlag
@@ -43,6 +44,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.create, "create", false, "create or reuse a patterned file (never overwrites a file node did not make)")
 	fs.StringVar(&o.cache, "cache", "cold", "page cache before serving: cold or warm")
 	fs.StringVar(&o.registration, "registration", "pinned", "RDMA memory registration: pinned or odp")
+	fs.Var(&o.mrSize, "mr-size", "register the file as RDMA memory regions of at most this size, e.g. 32MiB (default: one region)")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on (default: all addresses, with a warning)")
 	fs.IntVar(&o.port, "port", 0, "port to listen on (0: a free one)")
 	o.acceptTimeout = durationFlag(defaultAccept)
@@ -99,6 +101,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		AcceptTimeout: o.acceptTimeout.d(),
 		Secret:        secret,
 		Registration:  o.registration,
+		MRSize:        int64(o.mrSize),
 		RDMA:          o.rdma,
 	}, out.warn)
 	if err != nil {
@@ -111,7 +114,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		LineRateMBs: rate, LineRateUnknown: rateUnknown,
 		Type: results.TypeReady, Transport: tr.Name(), Address: info.Address, Port: info.Port,
 		RegistrationS: info.RegistrationS, RegistrationMBs: info.RegistrationMBs,
-		CachedFraction: cached, Mapping: info.Mapping, GIDIndex: info.GIDIndex, FileCreated: f.Created,
+		CachedFraction: cached, Mapping: info.Mapping, Regions: info.Regions, GIDIndex: info.GIDIndex, FileCreated: f.Created,
 		PrefetchS: info.PrefetchS, RDMAPath: info.Path,
 	})
 	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)

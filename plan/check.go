@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"strconv"
+
 	"gopkg.in/yaml.v3"
 
 	"rdmasweep/results"
@@ -84,6 +86,7 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 			return true
 		})
 	}
+	l.checkMRSize(p, base, fs, bs, at)
 	total, dur := l.source(p, base, param.Total), l.source(p, base, param.Duration)
 	pairs(total, dur, func(i, j int) bool {
 		if msg := totalDurationProblem(total.values[i].n, dur.values[j].n); msg != "" {
@@ -125,6 +128,44 @@ func blockFileProblem(fileSize, blockSize int64) string {
 		return "block_size " + results.FormatSize(blockSize) + " is larger than file_size " + results.FormatSize(fileSize)
 	case fileSize%blockSize != 0:
 		return "file_size " + results.FormatSize(fileSize) + " is not a multiple of block_size " + results.FormatSize(blockSize)
+	}
+	return ""
+}
+
+// checkMRSize holds mr_size to the block sizes it is read with (no READ
+// may span two memory regions) and to the file sizes it splits.
+func (l *loader) checkMRSize(p *Plan, base map[string]baseValue, fs, bs source, at func(source, int) *yaml.Node) {
+	mr := l.source(p, base, param.MRSize)
+	pairs(bs, mr, func(i, j int) bool {
+		if msg := mrBlockProblem(bs.values[i].n, mr.values[j].n); msg != "" {
+			l.errorf(at(mr, j), mr.path, "%s", msg)
+			return false
+		}
+		return true
+	})
+	pairs(fs, mr, func(i, j int) bool {
+		if msg := mrFileProblem(fs.values[i].n, mr.values[j].n); msg != "" {
+			l.errorf(at(mr, j), mr.path, "%s", msg)
+			return false
+		}
+		return true
+	})
+}
+
+// mrBlockProblem states what is wrong with an mr_size for a block size.
+func mrBlockProblem(blockSize, mrSize int64) string {
+	if mrSize > 0 && blockSize > 0 && mrSize%blockSize != 0 {
+		return "mr_size " + results.FormatSize(mrSize) + " is not a multiple of block_size " + results.FormatSize(blockSize) +
+			": a READ would span two memory regions; choose an mr_size that block_size divides"
+	}
+	return ""
+}
+
+// mrFileProblem states what is wrong with an mr_size for a file size.
+func mrFileProblem(fileSize, mrSize int64) string {
+	if mrSize > 0 && fileSize > 0 && (fileSize+mrSize-1)/mrSize > results.MaxRegions {
+		return "mr_size " + results.FormatSize(mrSize) + " splits file_size " + results.FormatSize(fileSize) + " into " +
+			strconv.FormatInt((fileSize+mrSize-1)/mrSize, 10) + " memory regions, more than node's " + strconv.Itoa(results.MaxRegions) + "; raise mr_size"
 	}
 	return ""
 }

@@ -249,6 +249,8 @@ func (x *expansion) point(n int, pos []int) (pt Point, ok bool) {
 	for _, msg := range []string{
 		blockFileProblem(v.Int(param.FileSize), v.Int(param.BlockSize)),
 		totalDurationProblem(v.Int(param.Total), v.Int(param.Duration)),
+		mrBlockProblem(v.Int(param.BlockSize), v.Int(param.MRSize)),
+		mrFileProblem(v.Int(param.FileSize), v.Int(param.MRSize)),
 	} {
 		if msg != "" {
 			l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)

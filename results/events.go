@@ -68,6 +68,7 @@ type Ready struct {
 	RegistrationMBs *float64 `json:"registration_mb_s"`
 	CachedFraction  float64  `json:"cached_fraction"`     // 0..1, from mincore before registration
 	Mapping         string   `json:"mapping,omitempty"`   // how the file was mapped, e.g. "private-ro"
+	Regions         int      `json:"regions,omitempty"`   // memory regions registered (rdma)
 	GIDIndex        *int     `json:"gid_index,omitempty"` // RDMA only
 	FileCreated     bool     `json:"file_created"`        // this run wrote the file
 	// PrefetchS is how long ibv_advise_mr's prefetch of an odp region

@@ -78,6 +78,9 @@ type Row struct {
 	// Round is the round of a pairwise or ring sweep the pair ran in,
 	// from 1; nil for the other topologies.
 	Round *int64 `csv:"round"`
+	// Regions is how many memory regions the rdma server registered the
+	// file as; nil for tcp and peers.
+	Regions *int `csv:"regions"`
 }
 
 // Scope values.
@@ -152,5 +155,9 @@ func (r *Row) SetReady(rd *Ready) {
 	r.CachedFraction = &rd.CachedFraction
 	r.Mapping = rd.Mapping
 	r.PrefetchS = rd.PrefetchS
+	if rd.Regions > 0 {
+		n := rd.Regions
+		r.Regions = &n
+	}
 	r.LineRateMBs, r.LineRateUnknown = rd.LineRateMBs, rd.LineRateUnknown
 }

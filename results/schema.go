@@ -249,7 +249,17 @@ var schema = []Field{
 		Name: "max_parallel", Kind: KindInt, Auto: true, AutoWord: "none", Min: 1, Max: 1 << 16, Since: 5,
 		Doc: "topologies pairwise and ring: at most this many pairs in a round (flows on the fabric at once); a bigger round is split"}},
 	{Column: "round", Doc: "pairwise and ring: the round the pair ran in, from 1 (its pairs started together, at one barrier); empty for the other topologies"},
+	// Version 6: the file as several memory regions (issue 23).
+	{Column: "mr_size", Unit: "bytes", Doc: "rdma: the largest memory region the server registered the file as; 0: one region over the whole file", Param: &Param{
+		Name: "mr_size", Section: "server", Kind: KindSize, Default: "0", Min: 0,
+		Transports: []string{"rdma"}, Sweep: true, Flag: "mr-size", Role: "serve", Since: 6,
+		Doc: "register the file as memory regions of at most this many bytes, each with its own rkey (one region over many GiB can be slow on some NICs); 0, the default, registers one region. block_size must divide it, so that no READ spans two regions"}},
+	{Column: "regions", Doc: "rdma: how many memory regions the server registered the file as (file_size ÷ mr_size, rounded up; 1 without mr_size)"},
 }
+
+// MaxRegions is the most memory regions node registers one file as
+// (file_size ÷ mr_size); their rkeys travel in one handshake message.
+const MaxRegions = 8192
 
 // Columns is the CSV header, in order: the schema's entries that have a
 // column. It only ever grows at its end.

@@ -98,7 +98,10 @@ type ServerConfig struct {
 	AcceptTimeout time.Duration
 	Secret        []byte // nil: no authentication (node run by hand)
 	Registration  string // "pinned" or "odp"; tcp ignores it
-	RDMA          RDMA
+	// MRSize registers the region as memory regions of at most this many
+	// bytes; 0 is one region. tcp ignores it.
+	MRSize int64
+	RDMA   RDMA
 }
 
 // ReadyInfo is what a Server reports once it can accept its client.
@@ -112,6 +115,7 @@ type ReadyInfo struct {
 	RegistrationMBs *float64
 	PrefetchS       *float64 // odp prefetch, after RegistrationS
 	Mapping         string   // how the region is mapped, "" if not mapped
+	Regions         int      // the memory regions registered, 0 if none
 	GIDIndex        *int
 	Path            *results.RDMAPath // rdma only
 }

@@ -40,6 +40,7 @@ const (
 	TrustODP                   // rdma.trust_odp
 	PairwiseParallel           // pairwise_parallel
 	MaxParallel                // max_parallel
+	MRSize                     // server.mr_size
 )
 
 // names are the parameters' names, by ID.
@@ -80,4 +81,5 @@ var names = [...]string{
 	TrustODP:         "trust_odp",
 	PairwiseParallel: "pairwise_parallel",
 	MaxParallel:      "max_parallel",
+	MRSize:           "mr_size",
 }

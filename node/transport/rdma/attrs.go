@@ -114,6 +114,20 @@ func prefetchSegments(n uint64) []prefetchSegment {
 	return out
 }
 
+// mrSpans splits a region of size bytes into the memory regions it is
+// registered as: at most mrSize bytes each, in order, covering it whole.
+// mrSize 0 (or at least size) is one region.
+func mrSpans(size, mrSize uint64) []prefetchSegment {
+	if mrSize == 0 || mrSize >= size {
+		return []prefetchSegment{{0, size}}
+	}
+	var out []prefetchSegment
+	for off := uint64(0); off < size; off += mrSize {
+		out = append(out, prefetchSegment{off, min(mrSize, size-off)})
+	}
+	return out
+}
+
 // checkMRSize refuses a registration larger than the device's
 // max_mr_size before trying it: the verb would fail with a bare EINVAL or
 // ENOMEM, which reads like a memlock problem.

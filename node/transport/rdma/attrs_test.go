@@ -134,6 +134,32 @@ func TestPrefetchSegments(t *testing.T) {
 	}
 }
 
+func TestMRSpans(t *testing.T) {
+	const mib = uint64(1) << 20
+	for _, c := range []struct {
+		size, mr uint64
+		n        int
+		last     uint64
+	}{
+		{512 * mib, 32 * mib, 16, 32 * mib}, // the guest's 512 MiB in 32 MiB regions
+		{512 * mib, 0, 1, 512 * mib},        // no mr_size: one region
+		{512 * mib, 1 << 40, 1, 512 * mib},  // mr_size over the file: one region
+		{100 * mib, 32 * mib, 4, 4 * mib},   // the last region is what is left
+	} {
+		spans := mrSpans(c.size, c.mr)
+		next := uint64(0)
+		for _, s := range spans {
+			if s.off != next || s.len == 0 || (c.mr > 0 && s.len > c.mr) {
+				t.Fatalf("%d in %d: span %+v after %d (spans %v)", c.size, c.mr, s, next, spans)
+			}
+			next += s.len
+		}
+		if next != c.size || len(spans) != c.n || spans[len(spans)-1].len != c.last {
+			t.Errorf("%d in %d: %d spans covering %d, last %d; want %d, last %d", c.size, c.mr, len(spans), next, spans[len(spans)-1].len, c.n, c.last)
+		}
+	}
+}
+
 func TestCheckMRSize(t *testing.T) {
 	if err := checkMRSize(1<<30, 1<<30, "mlx5_0", "the region", "lower file_size"); err != nil {
 		t.Fatal(err)

@@ -326,7 +326,8 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	c.fillArgs(a, w, blocks, reads, cancel)
 
 	var h results.Histogram
-	// perm and h.Counts are Go memory without pointers, pinned for the call.
+	// perm, h.Counts and the rkeys are Go memory without pointers, pinned
+	// for the call.
 	var pinner runtime.Pinner
 	if perm != nil {
 		pinner.Pin(&perm[0])
@@ -334,6 +335,8 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	}
 	pinner.Pin(&h.Counts[0])
 	a.hist = (*C.uint64_t)(unsafe.Pointer(&h.Counts[0]))
+	pinner.Pin(&c.region.RKeys[0])
+	a.rkeys = (*C.uint32_t)(unsafe.Pointer(&c.region.RKeys[0]))
 	var o C.rs_run_out
 	cpu := transport.StartCPU()
 	C.rs_run(a, &o)
@@ -360,6 +363,9 @@ func (c *client) readable(w transport.Workload) error {
 	}
 	if w.QueueDepth <= 0 || w.QueueDepth > c.cfg.QueueDepth {
 		return fmt.Errorf("queue depth %d outside 1..%d (the depth given to Dial)", w.QueueDepth, c.cfg.QueueDepth)
+	}
+	if len(c.region.RKeys) > 1 && c.region.MRSize%uint64(w.BlockSize) != 0 {
+		return fmt.Errorf("block size %d does not divide the server's mr_size %d: a READ would span two memory regions; choose a block_size that divides mr_size", w.BlockSize, c.region.MRSize)
 	}
 	if w.Verify && !c.region.Patterned {
 		return errors.New("verify: the server's file holds no rdmasweep pattern (it was not made with --create), so its bytes cannot be checked")
@@ -394,7 +400,7 @@ func (c *client) fillArgs(a *C.rs_run_args, w transport.Workload, blocks, reads 
 	dur := w.Duration
 	*a = C.rs_run_args{
 		qps: c.q.arr, nqp: C.int(len(c.q.qps)), cq: c.q.cq,
-		buf: (*C.uint8_t)(c.buf), lkey: c.mr.lkey, raddr: C.uint64_t(c.region.Addr), rkey: C.uint32_t(c.region.RKey),
+		buf: (*C.uint8_t)(c.buf), lkey: c.mr.lkey, raddr: C.uint64_t(c.region.Addr), mr_size: C.uint64_t(c.region.MRSize),
 		bs: C.uint32_t(w.BlockSize), qd: C.int(w.QueueDepth), nblocks: C.int64_t(blocks),
 		start: C.int64_t(c.next), warmup_ns: C.uint64_t(w.Warmup.Nanoseconds()),
 		count: C.int64_t(reads), duration_ns: C.uint64_t(dur.Nanoseconds()),

@@ -23,9 +23,15 @@ package rdma
 //	endpoint = lid u16 | gid [16] | active mtu u8 (enum ibv_mtu) |
 //	           max_dest_rd_atomic u8 | n u16 | n × (qpn u32 | psn u32)
 //	cm       = port u16 | max_dest_rd_atomic u8 | token [16]
-//	region   = addr u64 | rkey u32 | length u64 | seed u64 | flags u8
+//	region   = addr u64 | length u64 | seed u64 | flags u8 |
+//	           mr_size u64 | n u16 | n × rkey u32
 //	flags    = bit 0: the file holds the pattern (verifiable);
 //	           bit 1: the region is registered with on-demand paging
+//
+// The region is registered as n memory regions over one mapping: region i
+// covers bytes [i × mr_size, min((i+1) × mr_size, length)) and is read with
+// rkey i. n is ceil(length / mr_size), and 1 with mr_size = length when the
+// whole file is one memory region.
 //
 // mac is HMAC-SHA256(secret, nonce || the hello's bytes before it) when the
 // challenge asks for auth, zero otherwise. The secret itself never crosses
@@ -59,12 +65,14 @@ import (
 	"time"
 
 	"rdmasweep/node/transport"
+	"rdmasweep/results"
 )
 
 const (
 	wireMagic = "RDSW"
-	// wireVersion 2: hello-cm and welcome-cm, and the region's flags byte.
-	wireVersion = 2
+	// wireVersion 2: hello-cm and welcome-cm, and the region's flags byte;
+	// 3: the region as several memory regions, one rkey each.
+	wireVersion = 3
 	headerLen   = 4 + 1 + 1 + 4
 	maxBody     = 64 << 10
 	// maxQPs bounds the QP list a peer may send; it also bounds client.qps.
@@ -139,14 +147,25 @@ type endpoint struct {
 // regionRecord is what a client needs to read the server's region.
 type regionRecord struct {
 	Addr      uint64
-	RKey      uint32
 	Length    uint64
 	Seed      uint64
 	Patterned bool
 	ODP       bool // registered with on-demand paging
+	// MRSize is the length of every memory region but the last, which
+	// ends at Length; RKeys has one rkey per memory region, in order.
+	MRSize uint64
+	RKeys  []uint32
 }
 
-const regionLen = 8 + 4 + 8 + 8 + 1
+// regionFixedLen is the region record before its rkeys.
+const regionFixedLen = 8 + 8 + 8 + 1 + 8 + 2
+
+// maxRegions bounds the memory regions one file is registered as; their
+// rkeys fit a welcome with room to spare.
+const maxRegions = results.MaxRegions
+
+// rkeyAt returns the rkey of the memory region holding byte off.
+func (r regionRecord) rkeyAt(off uint64) uint32 { return r.RKeys[off/r.MRSize] }
 
 // cmRecord is what a connect-cm client needs to connect its QPs.
 type cmRecord struct {
@@ -222,9 +241,8 @@ func decodeEndpoint(b []byte) (endpoint, []byte, error) {
 }
 
 func (r regionRecord) encode() []byte {
-	b := make([]byte, 0, regionLen)
+	b := make([]byte, 0, regionFixedLen+4*len(r.RKeys))
 	b = binary.BigEndian.AppendUint64(b, r.Addr)
-	b = binary.BigEndian.AppendUint32(b, r.RKey)
 	b = binary.BigEndian.AppendUint64(b, r.Length)
 	b = binary.BigEndian.AppendUint64(b, r.Seed)
 	p := byte(0)
@@ -234,21 +252,41 @@ func (r regionRecord) encode() []byte {
 	if r.ODP {
 		p |= 2
 	}
-	return append(b, p)
+	b = append(b, p)
+	b = binary.BigEndian.AppendUint64(b, r.MRSize)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.RKeys)))
+	for _, k := range r.RKeys {
+		b = binary.BigEndian.AppendUint32(b, k)
+	}
+	return b
 }
 
+// decodeRegion decodes a region record, which must end the message, and
+// checks that its memory regions tile the region exactly.
 func decodeRegion(b []byte) (regionRecord, error) {
-	if len(b) != regionLen {
-		return regionRecord{}, fmt.Errorf("%w: region record of %d bytes (want %d)", errProtocol, len(b), regionLen)
+	if len(b) < regionFixedLen {
+		return regionRecord{}, fmt.Errorf("%w: region record of %d bytes is shorter than %d", errProtocol, len(b), regionFixedLen)
 	}
-	return regionRecord{
+	r := regionRecord{
 		Addr:      binary.BigEndian.Uint64(b),
-		RKey:      binary.BigEndian.Uint32(b[8:]),
-		Length:    binary.BigEndian.Uint64(b[12:]),
-		Seed:      binary.BigEndian.Uint64(b[20:]),
-		Patterned: b[28]&1 != 0,
-		ODP:       b[28]&2 != 0,
-	}, nil
+		Length:    binary.BigEndian.Uint64(b[8:]),
+		Seed:      binary.BigEndian.Uint64(b[16:]),
+		Patterned: b[24]&1 != 0,
+		ODP:       b[24]&2 != 0,
+		MRSize:    binary.BigEndian.Uint64(b[25:]),
+	}
+	n := int(binary.BigEndian.Uint16(b[33:]))
+	if want := regionFixedLen + 4*n; len(b) != want {
+		return regionRecord{}, fmt.Errorf("%w: region record of %d bytes (want %d for %d rkeys)", errProtocol, len(b), want, n)
+	}
+	if n == 0 || n > maxRegions || r.MRSize == 0 || (r.Length+r.MRSize-1)/r.MRSize != uint64(n) {
+		return regionRecord{}, fmt.Errorf("%w: %d memory regions of %d bytes do not cover a region of %d bytes", errProtocol, n, r.MRSize, r.Length)
+	}
+	r.RKeys = make([]uint32, n)
+	for i := range r.RKeys {
+		r.RKeys[i] = binary.BigEndian.Uint32(b[regionFixedLen+4*i:])
+	}
+	return r, nil
 }
 
 func writeMsg(w io.Writer, kind byte, body []byte) error {

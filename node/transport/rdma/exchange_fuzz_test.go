@@ -69,7 +69,7 @@ func serverAgainst(t *testing.T, secret, b []byte) (after []byte, err error, pre
 	srv, cli := tcpPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	region := regionRecord{Addr: 0x7f0000001000, RKey: 0x1234, Length: 8 << 20, Seed: 0xfeed, Patterned: true}
+	region := regionRecord{Addr: 0x7f0000001000, Length: 8 << 20, Seed: 0xfeed, Patterned: true, MRSize: 8 << 20, RKeys: []uint32{0x1234}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -163,7 +163,7 @@ func TestServerHandshakeRefusesMalformed(t *testing.T) {
 		{"oversized", frame(wireMagic, wireVersion, kindHello, maxBody+1, hello), "over", true},
 		{"huge length", frame(wireMagic, wireVersion, kindHello, 1<<31, nil), "over", true},
 		{"wrong magic", frame("HTTP", wireVersion, kindHello, len(hello), hello), "bad magic", true},
-		{"wrong version", frame(wireMagic, wireVersion+1, kindHello, len(hello), hello), "exchange version 3", true},
+		{"wrong version", frame(wireMagic, wireVersion+1, kindHello, len(hello), hello), "this node 3", true},
 		{"wrong kind", frame(wireMagic, wireVersion, kindBye, 16, make([]byte, 16)), "got bye", true},
 		{"unknown kind", frame(wireMagic, wireVersion, 99, 0, nil), "got kind 99", true},
 		{"short endpoint", frame(wireMagic, wireVersion, kindHello, 10, hello[:10]), "shorter than 22", true},
@@ -195,10 +195,10 @@ func TestServerHandshakeRefusesMalformed(t *testing.T) {
 	// The same hello with its MAC right is served: the cases above fail for
 	// what they changed, not for something they share.
 	srv, cli := tcpPair(t)
-	go serverHandshake(context.Background(), srv, secret, regionRecord{RKey: 1, Length: 1}, func(endpoint) (serverSession, error) {
+	go serverHandshake(context.Background(), srv, secret, regionRecord{Length: 1, MRSize: 1, RKeys: []uint32{1}}, func(endpoint) (serverSession, error) {
 		return &fakeSession{ep: sampleEndpoint(2)}, nil
 	})
-	if _, reg, err := clientHandshake(context.Background(), cli, secret, sampleEndpoint(2)); err != nil || reg.RKey != 1 {
+	if _, reg, err := clientHandshake(context.Background(), cli, secret, sampleEndpoint(2)); err != nil || len(reg.RKeys) != 1 || reg.RKeys[0] != 1 {
 		t.Fatalf("well-formed hello: %v", err)
 	}
 }
@@ -230,7 +230,7 @@ func TestServerSeesClientEnd(t *testing.T) {
 			}
 			got := make(chan end, 1)
 			go func() {
-				sess, err := serverHandshake(context.Background(), srv, secret, regionRecord{RKey: 1, Length: 1}, func(endpoint) (serverSession, error) {
+				sess, err := serverHandshake(context.Background(), srv, secret, regionRecord{Length: 1, MRSize: 1, RKeys: []uint32{1}}, func(endpoint) (serverSession, error) {
 					return &fakeSession{ep: sampleEndpoint(1)}, nil
 				})
 				if err != nil {

@@ -37,7 +37,7 @@ func handshake(t *testing.T, serverSecret, clientSecret []byte, qps int) (client
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	region := regionRecord{Addr: 0x7f0000001000, RKey: 0x1234, Length: 8 << 20, Seed: 0xfeed, Patterned: true}
+	region := regionRecord{Addr: 0x7f0000001000, Length: 8 << 20, Seed: 0xfeed, Patterned: true, MRSize: 3 << 20, RKeys: []uint32{0x1234, 0x1235, 0x1236}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -73,14 +73,15 @@ func TestHandshakeCarriesEverything(t *testing.T) {
 	if srvEp.LID != 9 || len(srvEp.QPs) != 3 || sess == nil {
 		t.Errorf("client got server endpoint %+v", srvEp)
 	}
-	if reg.Addr != 0x7f0000001000 || reg.RKey != 0x1234 || reg.Length != 8<<20 || reg.Seed != 0xfeed || !reg.Patterned {
+	if reg.Addr != 0x7f0000001000 || reg.Length != 8<<20 || reg.Seed != 0xfeed || !reg.Patterned || reg.MRSize != 3<<20 ||
+		len(reg.RKeys) != 3 || reg.rkeyAt(0) != 0x1234 || reg.rkeyAt(3<<20-1) != 0x1234 || reg.rkeyAt(3<<20) != 0x1235 || reg.rkeyAt(8<<20-1) != 0x1236 {
 		t.Errorf("client got region %+v", reg)
 	}
 }
 
 func TestHandshakeWithoutSecret(t *testing.T) {
 	_, reg, cerr, _, serr, _ := handshake(t, nil, nil, 1)
-	if cerr != nil || serr != nil || reg.RKey != 0x1234 {
+	if cerr != nil || serr != nil || len(reg.RKeys) != 3 || reg.RKeys[0] != 0x1234 {
 		t.Fatalf("no-auth handshake: client %v, server %v, region %+v", cerr, serr, reg)
 	}
 }
@@ -93,7 +94,7 @@ func TestHandshakeRefusesWrongSecret(t *testing.T) {
 		if !errors.Is(cerr, transport.ErrAuth) || !errors.Is(serr, transport.ErrAuth) && cs != nil {
 			t.Errorf("client secret %q: client %v, server %v; want ErrAuth", cs, cerr, serr)
 		}
-		if serr == nil || sess != nil || prepared != nil || reg != (regionRecord{}) {
+		if serr == nil || sess != nil || prepared != nil || reg.Length != 0 || reg.RKeys != nil {
 			t.Errorf("client secret %q: server prepared QPs (%v) or sent the region (%+v)", cs, prepared, reg)
 		}
 	}
@@ -141,8 +142,25 @@ func TestDecodeEndpointChecksLengths(t *testing.T) {
 	if _, _, err := decodeEndpoint(bad); err == nil {
 		t.Error("endpoint with mtu code 6 decoded")
 	}
-	if _, err := decodeRegion(make([]byte, regionLen+1)); err == nil {
+	good := regionRecord{Length: 10, MRSize: 4, RKeys: []uint32{1, 2, 3}}.encode()
+	if r, err := decodeRegion(good); err != nil || len(r.RKeys) != 3 {
+		t.Errorf("three memory regions of 4 bytes over 10: %+v, %v", r, err)
+	}
+	if _, err := decodeRegion(append(good, 0)); err == nil {
 		t.Error("region record with a trailing byte decoded")
+	}
+	if _, err := decodeRegion(good[:len(good)-1]); err == nil {
+		t.Error("region record missing a byte of its last rkey decoded")
+	}
+	for _, r := range []regionRecord{
+		{Length: 10, MRSize: 4, RKeys: []uint32{1, 2}},       // too few to cover it
+		{Length: 10, MRSize: 4, RKeys: []uint32{1, 2, 3, 4}}, // one too many
+		{Length: 10, MRSize: 0, RKeys: []uint32{1}},          // no size
+		{Length: 10, MRSize: 10},                             // no rkey
+	} {
+		if _, err := decodeRegion(r.encode()); err == nil {
+			t.Errorf("region %+v decoded", r)
+		}
 	}
 }
 

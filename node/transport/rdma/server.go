@@ -110,7 +110,8 @@ type server struct {
 	gid    GID
 	grh    bool
 	mem    []byte
-	mr     *C.struct_ibv_mr
+	mrs    []*C.struct_ibv_mr // the region's memory regions, in order (cfg.MRSize)
+	mrSize uint64             // the length of each but the last
 	odp    bool
 	l      *transport.Listener // nil until Listen has opened it
 	cml    *cmListener         // connect cm: the rdma_cm listener
@@ -329,14 +330,23 @@ func (d *device) path(g GID, cm, grh bool, f transport.Fabric) *results.RDMAPath
 // register maps the region by the first mapping that registers, and times
 // the registration itself: for pinned it faults in and pins every page,
 // for odp it only sets up the translation (and then the prefetch, when
-// asked, brings the pages in).
+// asked, brings the pages in). With an mr_size the mapping is registered
+// as several memory regions, and the time covers them all.
 func (s *server) register() error {
 	access := C.int(C.IBV_ACCESS_REMOTE_READ)
 	if s.odp {
 		access |= C.IBV_ACCESS_ON_DEMAND
 	}
 	size := int(s.cfg.Region.Size)
-	if err := checkMRSize(uint64(size), s.dev.maxMRSize(), s.dev.name, "the region (file_size)", "lower file_size"); err != nil {
+	spans := mrSpans(uint64(size), uint64(s.cfg.MRSize))
+	what, hint := "the region (file_size)", "lower file_size, or set server.mr_size to register it as several regions"
+	if len(spans) > 1 {
+		what, hint = "a memory region (mr_size)", "lower mr_size"
+	}
+	if len(spans) > maxRegions {
+		return fmt.Errorf("%d bytes in memory regions of %d bytes make %d regions, more than node's %d; hint: raise mr_size", size, s.cfg.MRSize, len(spans), maxRegions)
+	}
+	if err := checkMRSize(spans[0].len, s.dev.maxMRSize(), s.dev.name, what, hint); err != nil {
 		return err
 	}
 	var tried []string
@@ -347,8 +357,7 @@ func (s *server) register() error {
 			continue
 		}
 		start := time.Now()
-		var mr *C.struct_ibv_mr
-		st := C.rs_reg_mr(s.dev.pd, unsafe.Pointer(&mem[0]), C.size_t(size), access, &mr)
+		mrs, st := regMRs(s.dev.pd, mem, spans, access)
 		secs := time.Since(start).Seconds()
 		if st.verb != nil {
 			unix.Munmap(mem)
@@ -358,33 +367,61 @@ func (s *server) register() error {
 			}
 			continue
 		}
-		s.mem, s.mr = mem, mr
+		s.mem, s.mrs, s.mrSize = mem, mrs, spans[0].len
 		s.ready.Mapping = m.name
 		s.ready.RegistrationS = &secs
+		s.ready.Regions = len(mrs)
 		if len(tried) > 0 {
 			s.warn(fmt.Sprintf("registered the region through a %s mapping after: %s", m.name, strings.Join(tried, "; ")))
 		}
-		inSecs := secs
-		if s.cfg.RDMA.ODPPrefetch {
-			p, err := prefetch(s.dev.pd, mr, uint64(size))
-			if err != nil {
-				return err
-			}
-			s.ready.PrefetchS = &p
-			inSecs += p
-		}
-		if !s.odp || s.cfg.RDMA.ODPPrefetch {
-			mbs := float64(size) / 1e6 / inSecs
-			s.ready.RegistrationMBs = &mbs
-		}
-		return nil
+		return s.prefetchAll(secs)
 	}
-	hint := memlockHint(uint64(size)) + "; an EFAULT on every mapping means the kernel refuses to pin this file: try a file on another filesystem"
+	hint = memlockHint(uint64(size)) + "; an EFAULT on every mapping means the kernel refuses to pin this file: try a file on another filesystem"
 	if !s.cfg.Region.Writable {
 		hint += ", or open it writable so the shared-rw mapping can be tried"
 	}
 	return fmt.Errorf("register %s (%d bytes) for remote read: every mapping failed: %s; hint: %s",
 		s.cfg.Region.Path, size, strings.Join(tried, "; "), hint)
+}
+
+// regMRs registers mem as one memory region per span, in order. On a
+// failure it deregisters those it made and returns the verb's status.
+func regMRs(pd *C.struct_ibv_pd, mem []byte, spans []prefetchSegment, access C.int) ([]*C.struct_ibv_mr, C.rs_status) {
+	mrs := make([]*C.struct_ibv_mr, 0, len(spans))
+	for _, sp := range spans {
+		var mr *C.struct_ibv_mr
+		st := C.rs_reg_mr(pd, unsafe.Pointer(&mem[sp.off]), C.size_t(sp.len), access, &mr)
+		if st.verb != nil {
+			for _, m := range mrs {
+				C.ibv_dereg_mr(m)
+			}
+			return nil, st
+		}
+		mrs = append(mrs, mr)
+	}
+	return mrs, C.rs_status{}
+}
+
+// prefetchAll prefetches every memory region when odp_prefetch asks, and
+// sets the registration rate when registering brought every page in.
+func (s *server) prefetchAll(regSecs float64) error {
+	inSecs := regSecs
+	if s.cfg.RDMA.ODPPrefetch {
+		start := time.Now()
+		for i, mr := range s.mrs {
+			if _, err := prefetch(s.dev.pd, mr, uint64(mr.length)); err != nil {
+				return fmt.Errorf("memory region %d of %d: %w", i+1, len(s.mrs), err)
+			}
+		}
+		p := time.Since(start).Seconds()
+		s.ready.PrefetchS = &p
+		inSecs += p
+	}
+	if !s.odp || s.cfg.RDMA.ODPPrefetch {
+		mbs := float64(s.cfg.Region.Size) / 1e6 / inSecs
+		s.ready.RegistrationMBs = &mbs
+	}
+	return nil
 }
 
 // prefetch advises the whole of mr, n bytes, in segments an SGE can
@@ -483,7 +520,8 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 		// Inside Accept, Close waits for us: the region is still there
 		// (after Close, Accept fails before it gets here).
 		region := regionRecord{
-			Addr: uint64(uintptr(unsafe.Pointer(&s.mem[0]))), RKey: uint32(s.mr.rkey), Length: uint64(s.cfg.Region.Size),
+			Addr: uint64(uintptr(unsafe.Pointer(&s.mem[0]))), Length: uint64(s.cfg.Region.Size),
+			MRSize: s.mrSize, RKeys: s.rkeys(),
 			Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned, ODP: s.odp,
 		}
 		var err error
@@ -688,6 +726,15 @@ func (s *server) prepare(h hello) (serverSession, error) {
 	return &session{ep: ours, q: q}, nil
 }
 
+// rkeys returns the memory regions' rkeys, in order.
+func (s *server) rkeys() []uint32 {
+	keys := make([]uint32, len(s.mrs))
+	for i, mr := range s.mrs {
+		keys[i] = uint32(mr.rkey)
+	}
+	return keys
+}
+
 // Close deregisters the region and releases everything; it is idempotent.
 func (s *server) Close() error {
 	s.closeOnce.Do(func() {
@@ -698,10 +745,10 @@ func (s *server) Close() error {
 			close(s.watch.stop)
 			s.watch.wg.Wait() // before the device closes
 		}
-		if s.mr != nil {
-			C.ibv_dereg_mr(s.mr)
-			s.mr = nil
+		for _, mr := range s.mrs {
+			C.ibv_dereg_mr(mr)
 		}
+		s.mrs = nil
 		if s.mem != nil {
 			unix.Munmap(s.mem)
 			s.mem = nil

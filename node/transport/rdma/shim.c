@@ -391,8 +391,9 @@ static void queue_read(loop *l, int slot, int64_t k) {
 	w->sg_list = &l->sge[slot];
 	w->num_sge = 1;
 	w->opcode = IBV_WR_RDMA_READ;
-	w->wr.rdma.remote_addr = a->raddr + (uint64_t)block * a->bs;
-	w->wr.rdma.rkey = a->rkey;
+	uint64_t off = (uint64_t)block * a->bs;
+	w->wr.rdma.remote_addr = a->raddr + off;
+	w->wr.rdma.rkey = a->rkeys[off / a->mr_size];
 	touch(l, qi);
 	if (q->tail)
 		q->tail->next = w;
@@ -413,7 +414,7 @@ static void queue_fence(loop *l, int qi) {
 	w->opcode = IBV_WR_RDMA_READ;
 	w->send_flags = IBV_SEND_SIGNALED;
 	w->wr.rdma.remote_addr = l->a->raddr;
-	w->wr.rdma.rkey = l->a->rkey;
+	w->wr.rdma.rkey = l->a->rkeys[0];
 	touch(l, qi);
 	if (q->tail)
 		q->tail->next = w;

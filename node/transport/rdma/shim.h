@@ -118,7 +118,8 @@ typedef struct {
 	uint8_t *buf; // qd slots of bs bytes, registered with lkey
 	uint32_t lkey;
 	uint64_t raddr;
-	uint32_t rkey;
+	const uint32_t *rkeys; // rkey i covers [i × mr_size, (i+1) × mr_size) from raddr
+	uint64_t mr_size;      // no READ spans two: bs divides it
 	uint32_t bs;
 	int qd;     // total reads in flight
 	int cq_mod; // signal every cq_mod-th READ per QP (at least once per QP's slots)
