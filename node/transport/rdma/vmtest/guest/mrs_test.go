@@ -11,7 +11,10 @@ import (
 
 // TestManyMRs registers a 512 MiB file as memory regions of 32 MiB: the
 // server says 16, and the client, picking each READ's rkey by its offset,
-// reads the whole file verified, in order and at random. A READ on the
+// reads 128 MiB verified: in order, across the first four regions and
+// their boundaries, and at random, 128 blocks of 1 MiB over all 16 (each
+// region is missed with probability (15/16)^128, under 0.03 %). Reading
+// the whole file took over 2 minutes under TCG on a loaded host. A READ on the
 // wrong region's rkey would fail with a remote access error, and one that
 // went past its region's end would too. A block size that does not divide
 // mr_size is refused by the client before any READ.
@@ -19,11 +22,11 @@ func TestManyMRs(t *testing.T) {
 	for _, pattern := range []string{"sequential", "random"} {
 		t.Run(pattern, func(t *testing.T) {
 			ready, res, done := point(t, "", serveArgs(t, "512MiB", "--mr-size", "32MiB"),
-				[]string{"--block-size", "1MiB", "--queue-depth", "8", "--total", "512MiB", "--pattern", pattern, "--verify"})
+				[]string{"--block-size", "1MiB", "--queue-depth", "8", "--total", "128MiB", "--pattern", pattern, "--verify"})
 			if ready.Regions != 16 {
 				t.Errorf("512MiB in 32MiB regions: the server registered %d, want 16", ready.Regions)
 			}
-			if !res.Verified || res.Bytes != 512<<20 || done.Requests != res.Reads {
+			if !res.Verified || res.Bytes != 128<<20 || done.Requests != res.Reads {
 				t.Errorf("%s over 16 regions: verified %v, %d bytes, server counts %d reads of %d", pattern, res.Verified, res.Bytes, done.Requests, res.Reads)
 			}
 			t.Logf("%s: %.1f MB/s, registration %.3f s over %d regions", pattern, res.BandwidthMBs, *ready.RegistrationS, ready.Regions)
