@@ -110,8 +110,8 @@ func TestBenchOverheadClients(t *testing.T) {
 // for each count, several points each, and returns the median overhead.
 // Each reads for 1 s: the clients' phases must overlap for the
 // aggregate row, and a point of a few ms would not (their start skew
-// is ~10 ms over SSH, and up to 0.3 s was seen as Slurm steps on this
-// loaded 2-core machine).
+// is a few ms over SSH and as Slurm steps, up to 40 ms on this 2-core
+// machine when loaded).
 func overheads(t *testing.T, dir, node, deployDir, server string, clients []string, counts []int, extra string, dial func(string) remote.Host) map[int]time.Duration {
 	var list []string
 	for _, c := range clients {
