@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,5 +91,61 @@ output: {csv: out/slurm.csv, logs: out/logs}
 	}
 	if steps, left := job.Steps(t), c.Leftovers(t); len(steps) > 0 || len(left) > 0 {
 		t.Errorf("after the interrupt: steps %v, processes %v", steps, left)
+	}
+}
+
+// A ring over the allocation's nodes: launcher slurm and a pool topology
+// with no hosts section, so the pool is the allocation. With three nodes
+// the ring is three links, each alone in a round (odd N), each row
+// verified and naming the nodes as Slurm does.
+func TestExecRingUnderSlurm(t *testing.T) {
+	c := slurmlab.Start(t)
+	job := c.Allocate(t, slurmlab.AllocOptions{Nodes: 3})
+	dir := t.TempDir()
+	env := append(append(os.Environ(), job.Env...), "HOME="+dir)
+	plan := filepath.Join(dir, "ring.yaml")
+	text := fmt.Sprintf(`name: slurm-ring
+launcher: slurm
+topology: ring
+node: {binary: %s}
+server: {file: %s/ring.dat, file_size: 8MiB, create: true, cache: warm}
+client: {block_size: 64KiB, queue_depth: 4, duration: 1s, verify: true}
+timeouts: {ready: 30s, accept: 30s, point: 60s}
+output: {csv: out/ring.csv, logs: out/logs}
+`, filepath.Join(binDir, "node"), slurmlab.LocalDir)
+	if err := os.WriteFile(plan, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runnerEnv(t, dir, env, "exec", plan)
+	if r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/ring.csv"))
+	var got []string
+	rounds := map[int64]int{}
+	for _, row := range rows {
+		if row.Status != "ok" || row.Verified == nil || !*row.Verified || row.BandwidthMBs == nil || *row.BandwidthMBs <= 0 {
+			t.Errorf("row not ok and verified: %+v", row)
+		}
+		if row.Round == nil {
+			t.Errorf("row %s>%s has no round", row.ServerHost, row.ClientHost)
+		} else {
+			rounds[*row.Round]++
+		}
+		got = append(got, row.ServerHost+">"+row.ClientHost)
+	}
+	// Host i reads from host i+1: the server is the next node.
+	slices.Sort(got)
+	if want := "n1>n3 n2>n1 n3>n2"; strings.Join(got, " ") != want {
+		t.Errorf("links (server>client): %s, want %s", strings.Join(got, " "), want)
+	}
+	if len(rounds) != 3 {
+		t.Errorf("rounds %v: want 3 rounds of one link each", rounds)
+	}
+	if r := runnerEnv(t, dir, env, "summary", filepath.Join(dir, "out/ring.csv")); r.Code != 0 || !strings.Contains(r.Stdout, "n1") {
+		t.Errorf("summary: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if steps, left := job.Steps(t), c.Leftovers(t); len(steps) > 0 || len(left) > 0 {
+		t.Errorf("after the ring: steps %v, processes %v", steps, left)
 	}
 }

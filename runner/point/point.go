@@ -50,11 +50,6 @@ type Runner struct {
 	// Series receives each interval a client reports, for the run's
 	// time-series file. It may be nil.
 	Series func(pt plan.Point, rep int, t role.Target, iv *results.Interval)
-	// BarrierLead is how far ahead of sending go the clients held at a
-	// start barrier are told to start, by their own clocks (0: at once).
-	// Under Slurm srun delivers stdin to some steps hundreds of ms late,
-	// which would be start skew; the runner sets it there.
-	BarrierLead time.Duration
 	// Path receives the RDMA path a role reports it used, from the
 	// server's ready event and the client's result, for the manifest. It
 	// may be nil.
@@ -184,12 +179,6 @@ func (r *Runner) rows(pt plan.Point, rep int, start time.Time, roles []Role, rep
 	}
 	return append(clients, agg)
 }
-
-// SlurmBarrierLead is BarrierLead under the Slurm launcher: srun was seen
-// to deliver the go line up to 0.36 s late to one of two steps on a node
-// (TestBenchOverheadClients), so clients are told to start half a second
-// after it is sent.
-const SlurmBarrierLead = 500 * time.Millisecond
 
 // Roles are pt's roles: node serve on each server taking part, and node
 // read on each client taking part once its server is ready, reading from

@@ -51,7 +51,8 @@ type proc struct {
 // (iperf3 -J of a long run with every interval is well under it).
 const maxToolStdout = 16 << 20
 
-// startProc starts argv on t, writes the control line and begins
+// startProc starts argv on t (through pd, a node already started there,
+// when not nil), writes the control line and begins
 // forwarding. Stderr, and any stdout line that is not an event, go to
 // logPath. started is called from the forwarding goroutine when node
 // reports its pid, before the event is forwarded, so a node is recorded
@@ -61,14 +62,18 @@ const maxToolStdout = 16 << 20
 // A tool (a peer such as iperf3, named by tool; "" is node) prints no
 // events and reads no control line: none is written, and its stdout is
 // kept whole (and logged) for its report instead of decoded.
-func startProc(ctx context.Context, t role.Target, argv []string, tool string, control results.Control, logPath string,
+func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []string, tool string, control results.Control, logPath string,
 	idx int, updates chan<- update, abandon <-chan struct{}, started func(*results.Started)) (*proc, error) {
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("create log: %w", err)
 	}
 	fmt.Fprintf(log, "# %s: %s\n", t.Label, strings.Join(argv, " "))
-	p, err := t.Host.Start(ctx, argv)
+	start := t.Host.Start
+	if pd != nil {
+		start = pd.Start
+	}
+	p, err := start(ctx, argv)
 	if err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", programName(tool), err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
 
@@ -117,6 +118,7 @@ func (r *Runner) run(ctx context.Context, roles []Role, control results.Control,
 	x := &execution{
 		r: r, ctx: ctx, roles: roles, control: control, logBase: logBase, start: time.Now(), series: series,
 		procs:   make([]*proc, len(roles)),
+		pending: make([]remote.Pending, len(roles)),
 		reports: make([]*Report, len(roles)),
 		exited:  make([]bool, len(roles)),
 		ready:   map[string]*results.Ready{},
@@ -146,6 +148,7 @@ type execution struct {
 	series  func(Role, *results.Interval)
 
 	procs   []*proc
+	pending []remote.Pending // node roles started ahead of their command line
 	reports []*Report
 	exited  []bool
 	ready   map[string]*results.Ready // by role name; a nil event for OnStart roles
@@ -158,6 +161,7 @@ type execution struct {
 }
 
 func (x *execution) steps() error {
+	x.prestart()
 	for n, stage := range stages(x.roles) {
 		if n == 1 {
 			x.tm.ToReady = time.Since(x.start)
@@ -229,7 +233,7 @@ func (x *execution) startStage(stage []int) error {
 					return
 				}
 			}
-			pr, err := startProc(x.ctx, t, rl.Argv(x.ready), rl.Tool, x.control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
+			pr, err := startProc(x.ctx, t, x.pending[i], rl.Argv(x.ready), rl.Tool, x.control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
 				x.updates, x.abandon, func(st *results.Started) { x.r.markStarted(t, st) })
 			if err != nil {
 				errs[n] = t.Wrap(role.Start, err)
@@ -263,6 +267,18 @@ func (x *execution) startStage(stage []int) error {
 	return nil
 }
 
+// prestart starts every node role whose host can start node before its
+// command line is known (remote.Prestarter: Slurm), all at once: a role
+// that waits for another's port then starts while that one does, and
+// takes its command line, and later its go, over node's own connection.
+func (x *execution) prestart() {
+	for i, rl := range x.roles {
+		if ps, ok := rl.Target.Host.(remote.Prestarter); ok && rl.Tool == "" {
+			x.pending[i] = ps.Prestart(x.ctx, rl.Target.NodePath)
+		}
+	}
+}
+
 // await waits until every role of the stage is ready.
 func (x *execution) await(stage []int) error {
 	for slices.ContainsFunc(stage, func(i int) bool { return !x.isReady(i) }) {
@@ -274,20 +290,11 @@ func (x *execution) await(stage []int) error {
 }
 
 // release sends go to the stage's roles held at the barrier, all ready:
-// one line, the same for all, naming a start time BarrierLead ahead when
-// the Runner has one and there are several to start together.
+// one line, the same for all, written to each in turn. Under Slurm it
+// goes over node's own connection (remote.Prestarter), so it arrives as
+// fast as over an SSH session.
 func (x *execution) release(stage []int) {
-	held := 0
-	for _, i := range stage {
-		if x.roles[i].Barrier {
-			held++
-		}
-	}
-	c := results.Control{Go: true}
-	if lead := x.r.BarrierLead; lead > 0 && held > 1 { // one client has nobody to be skewed from
-		c.AtUnixNs = time.Now().Add(lead).UnixNano()
-	}
-	b, _ := json.Marshal(c)
+	b, _ := json.Marshal(results.Control{Go: true})
 	goLine := append(b, '\n')
 	for _, i := range stage {
 		if x.roles[i].Barrier {
@@ -464,6 +471,12 @@ func (x *execution) stopAll() {
 		grace = 2 * time.Second
 	}
 	var wg sync.WaitGroup
+	for _, pd := range x.pending {
+		if pd != nil { // nothing once its role started
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = pd.Close() }()
+		}
+	}
 	for _, pr := range x.procs {
 		if pr == nil {
 			continue

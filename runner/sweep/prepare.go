@@ -112,9 +112,6 @@ func (e *Exec) PointRunner(left *leftover.Record, ts *series.File) *point.Runner
 		Series:  ts.Add,
 		Path:    func(t role.Target, rp *results.RDMAPath) { e.Rec.AddPath(t, rp, e.Warn) },
 	}
-	if e.Plan.Launcher == "slurm" {
-		r.BarrierLead = point.SlurmBarrierLead
-	}
 	return r
 }
 

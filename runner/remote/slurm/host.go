@@ -61,14 +61,16 @@ func (h *Host) Name() string { return h.node }
 // ErrClosed is a command on a Host after Close.
 var ErrClosed = errors.New("slurm host closed")
 
-func (h *Host) launch(ctx context.Context, argv []string, stdin bool) (*process, error) {
+// launch starts argv as a step on the node; env is added to the step's
+// environment.
+func (h *Host) launch(ctx context.Context, argv []string, stdin bool, env ...string) (*process, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return nil, ErrClosed
 	}
 	h.mu.Unlock()
-	p, err := h.a.launch(ctx, stepSpec{nodes: []string{h.node}, bind: h.bind, argv: argv, stdin: stdin, log: h.log})
+	p, err := h.a.launch(ctx, stepSpec{nodes: []string{h.node}, bind: h.bind, argv: argv, stdin: stdin, env: env, log: h.log})
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +158,8 @@ func (h *Host) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if p.stdin != nil {
-				p.stdin.Close()
+			if in := p.Stdin(); in != nil {
+				in.Close()
 			}
 			p.stop()
 			p.stdout.close()

@@ -14,6 +14,13 @@
 //     reach it. --overlap lets steps share the job's CPUs; --whole gives
 //     each step all of the job's CPUs on its node, as the command would
 //     have on an SSH host.
+//   - Prestart (remote.Prestarter): `NODE attach --runner ADDR` started as
+//     such a step at once, with a one-time token in its environment; node
+//     dials the runner's listener, and its command line, given later to
+//     Pending.Start, and then its control lines go over that connection,
+//     which stands in for stdin (attach.go). A step takes tens of ms to
+//     start and srun's stdin delivered lines up to 0.36 s late; a line on
+//     that connection arrives in well under one.
 //   - Signal: `scancel --signal=NAME JOBID.STEPID`. slurmstepd sends it to
 //     every process of the step (the task leads its process group, and
 //     Slurm's process tracking also finds what left the group).
@@ -52,6 +59,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"sync"
@@ -76,6 +84,12 @@ type Allocation struct {
 	mu      sync.Mutex
 	flights map[string]*flight // broadcasts under way, by remote path
 	sent    map[string]*sent   // the last broadcast that sent, by remote path
+
+	// Where prestarted nodes attach (attach.go): the listener, the
+	// runner's address as each node reaches it, and the tokens given out.
+	listener  net.Listener
+	localAddr map[string]string
+	waiting   map[string]chan net.Conn
 }
 
 // FromEnv returns the allocation that env (an os.Environ()-style list)

@@ -133,6 +133,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("RunnerKilled", func(t *testing.T) { testRunnerKilled(t, l) })
 	t.Run("Deploy", func(t *testing.T) { testDeploy(t, l) })
 	t.Run("DeployNode", func(t *testing.T) { testDeployNode(t, l) })
+	t.Run("Prestart", func(t *testing.T) { testPrestart(t, l) })
 	t.Run("CPUBind", func(t *testing.T) { testCPUBind(t, l) })
 	t.Run("LaunchFailure", func(t *testing.T) { testLaunchFailure(t, l) })
 	t.Run("StartCancelled", func(t *testing.T) { testStartCancelled(t, l) })
@@ -401,6 +402,70 @@ func testDeployNode(t *testing.T, l *lab) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A node started ahead of its command line (Prestart, the deployed node of
+// DeployNode) takes the command, and its control lines, over its own
+// connection to the runner: srun gives it no stdin, so a server that
+// reads its secret and stays up until the connection closes shows that
+// the lines came that way. A pending never started, or given another
+// program, or whose node is missing, leaves nothing behind.
+func testPrestart(t *testing.T, l *lab) {
+	ctx := ctxFor(t)
+	node := slurmlab.LocalDir + "/bin/node"
+	h, err := l.a.Host("n2", slurm.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	pd := h.Prestart(ctx, node)
+	p, err := pd.Start(ctx, []string{node, "serve", "--transport", "tcp", "--file", slurmlab.LocalDir + "/prestart.dat",
+		"--file-size", "1MiB", "--create", "--cache", "warm", "--listen", "127.0.0.1", "--port", "0",
+		"--accept-timeout", "30s", "--control-stdin"})
+	if err != nil {
+		t.Fatalf("Start a prestarted node: %v", err)
+	}
+	go io.Copy(io.Discard, p.Stderr())
+	if _, err := io.WriteString(p.Stdin(), `{"secret":"`+strings.Repeat("ab", 32)+`"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(p.Stdout())
+	var events []string
+	for sc.Scan() && !strings.Contains(sc.Text(), `"type":"ready"`) {
+		events = append(events, sc.Text())
+	}
+	if len(events) == 0 || !strings.Contains(events[0], `"role":"serve"`) {
+		t.Fatalf("prestarted serve printed %q before ready (or exited)", events)
+	}
+	p.Stdin().Close()
+	for sc.Scan() {
+		events = append(events, sc.Text())
+	}
+	var ee *remote.ExitError
+	if err := p.Wait(); !errors.As(err, &ee) || ee.Status != 1 || !strings.Contains(events[len(events)-1], "stdin closed") {
+		t.Errorf("after its connection closed: %v, last event %q", err, events[len(events)-1])
+	}
+
+	if err := h.Prestart(ctx, node).Close(); err != nil {
+		t.Errorf("Close of a pending never started: %v", err)
+	}
+	p, err = h.Prestart(ctx, node).Start(ctx, []string{"sh", "-c", "echo other"})
+	if err != nil {
+		t.Fatalf("Start of another program through a pending: %v", err)
+	}
+	if out, _ := io.ReadAll(p.Stdout()); string(out) != "other\n" || p.Wait() != nil {
+		t.Errorf("another program through a pending: %q, %v", out, p.Wait())
+	}
+	p, err = h.Prestart(ctx, slurmlab.LocalDir+"/missing/node").Start(ctx, []string{slurmlab.LocalDir + "/missing/node", "version"})
+	if err == nil {
+		go io.Copy(io.Discard, p.Stdout())
+		go io.Copy(io.Discard, p.Stderr())
+		err = p.Wait()
+	}
+	if err == nil {
+		t.Errorf("a prestarted node that is not there: no error")
+	}
+	hosttest.WaitNoLeftovers(t, l.leftovers)
 }
 
 // --cpu-bind from a CPU list pins the task where the node's kernel says.

@@ -36,7 +36,8 @@ type stepSpec struct {
 	nodes []string // one task on each
 	bind  string   // --cpu-bind value; "" for none
 	argv  []string
-	stdin bool // give the task a stdin pipe; else /dev/null
+	stdin bool     // give the task a stdin pipe; else /dev/null
+	env   []string // added to the allocation's environment
 	log   func(string)
 }
 
@@ -75,6 +76,7 @@ type process struct {
 	pid  int    // task 0's pid on its node
 
 	stdin  io.WriteCloser
+	ctrl   io.WriteCloser // an attached node's connection, in stdin's place (p.mu)
 	stdout *eofCloser
 	stderr *io.PipeReader
 
@@ -100,7 +102,7 @@ func (a *Allocation) launch(ctx context.Context, s stepSpec) (*process, error) {
 	rand.Read(rnd[:])
 	name := "rdmasweep-" + hex.EncodeToString(rnd[:])
 	cmd := exec.Command("srun", a.srunArgs(s, name)...)
-	cmd.Env = a.env
+	cmd.Env = append(a.env[:len(a.env):len(a.env)], s.env...)
 	// Its own process group: a Ctrl-C at the terminal goes to the runner,
 	// not to srun (which would act on it by itself). If the runner dies,
 	// srun gets SIGTERM, on which it cancels its step.
@@ -295,7 +297,20 @@ func (p *process) exitError(err error) error {
 	return fmt.Errorf("%w: step %s on %s: %s", remote.ErrConnectionLost, p.step, p.node, msg)
 }
 
+// setControl makes an attached node's connection the process's stdin.
+func (p *process) setControl(c io.WriteCloser) {
+	p.mu.Lock()
+	p.ctrl = c
+	p.mu.Unlock()
+}
+
 func (p *process) Stdin() io.WriteCloser {
+	p.mu.Lock()
+	ctrl := p.ctrl
+	p.mu.Unlock()
+	if ctrl != nil {
+		return ctrl
+	}
 	if p.stdin == nil {
 		return nopWriteCloser{}
 	}

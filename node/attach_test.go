@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rdmasweep/results"
+)
+
+// attachListener is the runner's side of node attach: a listener, and the
+// next connection's hello.
+func attachListener(t *testing.T) (net.Listener, func() (net.Conn, results.AttachHello)) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln, func() (net.Conn, results.AttachHello) {
+		t.Helper()
+		ln.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatalf("node did not attach: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		line, err := bufio.NewReader(c).ReadBytes('\n')
+		var h results.AttachHello
+		if err != nil || json.Unmarshal(line, &h) != nil {
+			t.Fatalf("hello %q: %v", line, err)
+		}
+		return c, h
+	}
+}
+
+func sendLine(t *testing.T, c net.Conn, v any) {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// node attach takes its command line, and then its control lines, from its
+// own connection to the runner, and stops when that connection ends, as
+// node under --control-stdin stops on stdin's end. Its own stdin is not
+// its control channel: here it stays open throughout.
+func TestAttach(t *testing.T) {
+	ln, accept := attachListener(t)
+	t.Setenv(results.AttachTokenEnv, "t0ken")
+	p := start(t, "", "attach", "--runner", ln.Addr().String())
+	c, hello := accept()
+	if hello.Token != "t0ken" || hello.Pid != p.cmd.Process.Pid {
+		t.Fatalf("hello %+v: want the token and pid %d", hello, p.cmd.Process.Pid)
+	}
+	file := filepath.Join(t.TempDir(), "data")
+	sendLine(t, c, results.AttachCommand{Argv: serveArgs(file, "--create", "--control-stdin")})
+	sendLine(t, c, results.Control{Secret: strings.Repeat("ab", 32)})
+	if st := mustType[*results.Started](t, p.next(10*time.Second)); st.Role != "serve" || st.PID != p.cmd.Process.Pid {
+		t.Errorf("started %+v: want serve in the attached process", st)
+	}
+	if rd := mustType[*results.Ready](t, p.next(30*time.Second)); rd.Port <= 0 {
+		t.Errorf("ready %+v: want a port", rd)
+	}
+	c.Close()
+	code, last := p.wait(10 * time.Second)
+	if e, ok := last.(*results.Error); code != 1 || !ok || !strings.Contains(e.Message, "stdin closed") {
+		t.Errorf("after the connection closed: exit %d, last event %#v", code, last)
+	}
+}
+
+func TestAttachRefusals(t *testing.T) {
+	ln, accept := attachListener(t)
+	t.Run("NoToken", func(t *testing.T) {
+		t.Setenv(results.AttachTokenEnv, "")
+		p := start(t, "", "attach", "--runner", ln.Addr().String())
+		code, last := p.wait(10 * time.Second)
+		if e, ok := last.(*results.Error); code != 2 || !ok || !strings.Contains(e.Message, results.AttachTokenEnv+" is not set") {
+			t.Errorf("exit %d, last event %#v", code, last)
+		}
+	})
+	t.Run("ClosedBeforeCommand", func(t *testing.T) {
+		t.Setenv(results.AttachTokenEnv, "t0ken")
+		p := start(t, "", "attach", "--runner", ln.Addr().String())
+		c, _ := accept()
+		c.Close()
+		code, last := p.wait(10 * time.Second)
+		if e, ok := last.(*results.Error); code != 1 || !ok || !strings.Contains(e.Message, "closed the connection before sending a command") {
+			t.Errorf("exit %d, last event %#v", code, last)
+		}
+	})
+	t.Run("AttachAgain", func(t *testing.T) {
+		t.Setenv(results.AttachTokenEnv, "t0ken")
+		p := start(t, "", "attach", "--runner", ln.Addr().String())
+		c, _ := accept()
+		sendLine(t, c, results.AttachCommand{Argv: []string{"attach", "--runner", ln.Addr().String()}})
+		if code, _ := p.wait(10 * time.Second); code != 2 {
+			t.Errorf("attach as the command: exit %d, want 2", code)
+		}
+	})
+}
