@@ -2,6 +2,7 @@ package hostset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ func Dial(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
 	for _, r := range specs {
 		d := conns[connKey(r.Host)]
 		if d.err != nil {
-			if !keep {
+			if !keep || refused(d.err) {
 				s.Close()
 				return nil, firstErr(specs, conns)
 			}
@@ -74,6 +75,24 @@ func Dial(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
 		s.Roles = append(s.Roles, t)
 	}
 	return s, nil
+}
+
+// refused reports whether a dial failed because the host or the user was
+// refused (a host key unknown, changed or revoked, a bad host
+// certificate, no key the host takes): the plan or the setup is wrong,
+// not the host down, and the hint says how to fix it, so even a pool's
+// exec stops there.
+func refused(err error) bool {
+	var (
+		unknown *remote.UnknownHostError
+		changed *remote.HostKeyChangedError
+		revoked *remote.RevokedHostKeyError
+		cert    *remote.HostCertError
+		auth    *remote.AuthError
+		pass    *remote.PassphraseError
+	)
+	return errors.As(err, &unknown) || errors.As(err, &changed) || errors.As(err, &revoked) ||
+		errors.As(err, &cert) || errors.As(err, &auth) || errors.As(err, &pass)
 }
 
 // firstErr is the dial failure of the first role, in the plan's order,

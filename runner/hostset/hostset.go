@@ -49,7 +49,8 @@ type Options struct {
 	// KeepUnreachable makes a pool plan's connect go on without the
 	// hosts it cannot reach (Set.Down), as long as two are reached: a
 	// pool sweep fails their pairs and measures the others. Other plans,
-	// and a cancelled ctx, still fail the connect.
+	// a cancelled ctx, and a host that refuses the runner (its host key,
+	// or no key it takes) still fail the connect.
 	KeepUnreachable bool
 }
 
