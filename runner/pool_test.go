@@ -193,11 +193,22 @@ const repeated = "repeat: 3\n"
 // sweep spends reading is well under the sum of its pairs' reads.
 func poolPairwise(t *testing.T, p *pool) {
 	plan := p.plan(t, "pairwise", "{block_size: 64KiB, queue_depth: 4, duration: 1s, verify: true}", "")
+	logins := p.logins(t)
 	start := time.Now()
 	rows, r := p.exec(t, plan, "pairwise")
 	wall := time.Since(start)
 	if r.Code != 0 {
 		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
+	}
+	// One SSH connection and one deploy per host, for all ten rounds.
+	after := p.logins(t)
+	for _, h := range poolHosts {
+		if n := after[h] - logins[h]; n != 1 {
+			t.Errorf("%s: %d SSH logins during the exec, want 1", h, n)
+		}
+		if n := strings.Count(r.Stderr, fmt.Sprintf("(rsw@%s:22): deployed node", h)) + strings.Count(r.Stderr, fmt.Sprintf("(rsw@%s:22): node at", h)); n != 1 {
+			t.Errorf("%s: deployed or found up to date %d times, want once\n%s", h, n, r.Stderr)
+		}
 	}
 	if len(rows) != 30 {
 		t.Fatalf("%d rows, want 30 (6 × 5 ordered pairs)\n%s", len(rows), r.Stderr)
@@ -488,6 +499,20 @@ func (p *pool) keep(t *testing.T, name string) {
 	if err := os.WriteFile(filepath.Join(dir, name+".csv"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// logins counts each host's SSH logins so far, from its sshd's log.
+func (p *pool) logins(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, h := range poolHosts {
+		b, err := os.ReadFile(p.n.Hosts[h].Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h] = strings.Count(string(b), "Accepted publickey for ")
+	}
+	return out
 }
 
 // readSpans are when each row's read ran, from the time series beside
