@@ -59,6 +59,9 @@ func Dial(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
 		if d.err != nil {
 			if !keep || refused(d.err) {
 				s.Close()
+				if keep {
+					return nil, d.err // the host that refused, not one that is down
+				}
 				return nil, firstErr(specs, conns)
 			}
 			if s.Down == nil {
