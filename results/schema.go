@@ -47,8 +47,8 @@ var schema = []Field{
 		Name: "transport", Kind: KindEnum, Enum: []string{"tcp", "rdma"}, Default: "tcp",
 		Flag: "transport", Role: "both", Since: 1,
 		Doc: "how the client reads the server's region: `rdma` READs, or `tcp` requests (every plan can run without RDMA hardware)"}},
-	{Column: "server_host", Doc: "`local` or `user@address:port`"},
-	{Column: "client_host", Doc: "`local` or `user@address:port`"},
+	{Column: "server_host", Doc: "`local` or `user@address:port`; for pairwise and ring, the host as `hosts.pool` (or the allocation) names it"},
+	{Column: "client_host", Doc: "`local` or `user@address:port`; for pairwise and ring, the host as `hosts.pool` (or the allocation) names it"},
 
 	{Param: &Param{
 		Name: "file", Section: "server", Kind: KindPath, Required: true,

@@ -248,7 +248,7 @@ func unreachable(samples []Sample) []Unreachable {
 var connectionWords = []string{
 	"connect:", "connection refused", "connection reset", "connection lost", "lost connection",
 	"no route to host", "host is unreachable", "network is unreachable", "i/o timeout",
-	"handshake", "broken pipe", "eof", "unreachable",
+	"handshake", "broken pipe", "eof", "unreachable", "timed out",
 }
 
 // ConnectionFailure returns the host a failed sample's error blames for a

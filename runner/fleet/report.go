@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 )
 
 // Point is the judgment of one point of a pool sweep: its pairs' rows,
@@ -64,21 +65,32 @@ func FromRows(rows []results.Row, o JudgeOptions) []Point {
 	return out
 }
 
-// cellsKey is a row's parameter cells, in the schema's order.
+// cellsKey is a row's parameter cells, in the schema's order, but for
+// clients: a pool row's clients is how many pairs read in its round, fewer
+// in a round that ran again without a failed pair, and the same point.
 func cellsKey(r results.Row) string {
 	var b strings.Builder
 	b.WriteString(r.Plan)
 	for _, p := range results.Params() {
-		b.WriteString("\x00" + r.Params[p.Name])
+		if p.Name != roundParam {
+			b.WriteString("\x00" + r.Params[p.Name])
+		}
 	}
 	return b.String()
 }
+
+// roundParam is the parameter a round sets, which says nothing of the
+// point (see cellsKey).
+var roundParam = param.Clients.String()
 
 // differing names the point whose cells are all[i] by the parameters
 // whose cells differ among all.
 func differing(all []map[string]string, i int) string {
 	var parts []string
 	for _, p := range results.Params() {
+		if p.Name == roundParam {
+			continue
+		}
 		for _, c := range all[1:] {
 			if c[p.Name] != all[0][p.Name] {
 				parts = append(parts, p.Name+"="+p.Display(all[i][p.Name]))

@@ -79,3 +79,16 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+// A round run again without a failed pair has fewer pairs reading at once,
+// so its rows' clients cell differs: it is still the same point.
+func TestReportOnePointWhateverTheRoundsClients(t *testing.T) {
+	three := map[string]string{"block_size": "65536", "clients": "3"}
+	two := map[string]string{"block_size": "65536", "clients": "2"}
+	samples := pool(6, 1, 0.03, 1, healthy)
+	in := append(rows(samples[:27], three), rows(samples[27:], two)...)
+	points := FromRows(in, JudgeOptions{})
+	if len(points) != 1 || points[0].Point != "" || len(points[0].Links) != 30 {
+		t.Fatalf("%d points (%+v), want one of 30 links", len(points), points)
+	}
+}

@@ -2,6 +2,7 @@ package hostset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,22 +46,31 @@ func Dial(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
 	specs := p.Hosts.Roles()
 	conns := dialHosts(ctx, p, specs, o)
 	s := &Set{}
-	var firstErr error
+	reached := 0
 	for _, d := range conns {
-		if d.err != nil {
-			if firstErr == nil {
-				firstErr = d.err
-			}
-			continue
+		if d.err == nil {
+			s.hosts = append(s.hosts, d.host)
+			reached++
 		}
-		s.hosts = append(s.hosts, d.host)
 	}
-	if firstErr != nil {
-		s.Close()
-		return nil, firstErr
-	}
+	keep := o.KeepUnreachable && p.IsPool() && ctx.Err() == nil && reached >= 2
 	for _, r := range specs {
 		d := conns[connKey(r.Host)]
+		if d.err != nil {
+			if !keep || refused(d.err) {
+				s.Close()
+				if keep {
+					return nil, d.err // the host that refused, not one that is down
+				}
+				return nil, firstErr(specs, conns)
+			}
+			if s.Down == nil {
+				s.Down = map[string]error{}
+			}
+			s.Down[r.Name] = d.err
+			s.Roles = append(s.Roles, role.Target{Role: r.Name, Label: fmt.Sprintf("%s (%s)", r.Name, r.Host.Address)})
+			continue
+		}
 		t := role.Target{Role: r.Name, Host: d.host, Label: fmt.Sprintf("%s (%s)", r.Name, d.host.Name()), NodePath: local}
 		if !r.Host.IsLocal() {
 			t.NodePath = p.Node.RemotePath
@@ -68,6 +78,35 @@ func Dial(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
 		s.Roles = append(s.Roles, t)
 	}
 	return s, nil
+}
+
+// refused reports whether a dial failed because the host or the user was
+// refused (a host key unknown, changed or revoked, a bad host
+// certificate, no key the host takes): the plan or the setup is wrong,
+// not the host down, and the hint says how to fix it, so even a pool's
+// exec stops there.
+func refused(err error) bool {
+	var (
+		unknown *remote.UnknownHostError
+		changed *remote.HostKeyChangedError
+		revoked *remote.RevokedHostKeyError
+		cert    *remote.HostCertError
+		auth    *remote.AuthError
+		pass    *remote.PassphraseError
+	)
+	return errors.As(err, &unknown) || errors.As(err, &changed) || errors.As(err, &revoked) ||
+		errors.As(err, &cert) || errors.As(err, &auth) || errors.As(err, &pass)
+}
+
+// firstErr is the dial failure of the first role, in the plan's order,
+// whose host was not reached.
+func firstErr(specs []plan.Role, conns map[string]*dialed) error {
+	for _, r := range specs {
+		if d := conns[connKey(r.Host)]; d.err != nil {
+			return d.err
+		}
+	}
+	return nil
 }
 
 // dialed is one distinct host, reached or not.

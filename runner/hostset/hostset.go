@@ -30,6 +30,11 @@ type Set struct {
 	// Nodes is the node of the build each host got, chosen by its
 	// architecture; set by Deploy.
 	Nodes map[remote.Host]deploy.Node
+	// Down holds, by role name, why a host could not be reached, when
+	// Options.KeepUnreachable let the connect go on without it: its
+	// role's Target has a nil Host, and EachRole, EachHost and Targets
+	// leave it out.
+	Down map[string]error
 }
 
 // Options are how a Set reports what it does.
@@ -41,6 +46,12 @@ type Options struct {
 	// Chosen, when set, is called once for every distinct node the hosts
 	// get, after all are chosen and before any upload.
 	Chosen func(n deploy.Node)
+	// KeepUnreachable makes a pool plan's connect go on without the
+	// hosts it cannot reach (Set.Down), as long as two are reached: a
+	// pool sweep fails their pairs and measures the others. Other plans,
+	// a cancelled ctx, and a host that refuses the runner (its host key,
+	// or no key it takes) still fail the connect.
+	KeepUnreachable bool
 }
 
 func (o Options) info(msg string) {
@@ -73,21 +84,26 @@ func (s *Set) Get(name string) role.Target {
 }
 
 // Targets are the roles with one per host: deploying, reaping and
-// cleaning node happen once per host.
+// cleaning node happen once per host. A host that is down is not one.
 func (s *Set) Targets() []role.Target {
 	var out []role.Target
 	for _, t := range s.Roles {
-		if !slices.ContainsFunc(out, func(o role.Target) bool { return o.Host == t.Host }) {
+		if t.Host != nil && !slices.ContainsFunc(out, func(o role.Target) bool { return o.Host == t.Host }) {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// EachRole runs fn for every role at once and returns the first failure
-// in the roles' order, or nil.
+// EachRole runs fn for every role whose host is up at once, i its index
+// in Roles, and returns the first failure in the roles' order, or nil.
 func (s *Set) EachRole(fn func(i int, t role.Target) error) error {
-	return Parallel(len(s.Roles), func(i int) error { return fn(i, s.Roles[i]) })
+	return Parallel(len(s.Roles), func(i int) error {
+		if s.Roles[i].Host == nil {
+			return nil
+		}
+		return fn(i, s.Roles[i])
+	})
 }
 
 // EachHost runs fn for every host (Targets) at once and returns the first

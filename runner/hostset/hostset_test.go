@@ -3,6 +3,7 @@ package hostset
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -74,5 +75,24 @@ server: {file: /tmp/t.dat, file_size: 1MiB}
 	})
 	if err != nil || seen.Load() != 2 {
 		t.Fatalf("EachRole: %v, %d roles", err, seen.Load())
+	}
+}
+
+// A host that refuses the runner stops even a pool's exec; a host that
+// does not answer does not.
+func TestRefused(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&role.Error{Role: "pool2", Err: &remote.AuthError{User: "u"}}, true},
+		{fmt.Errorf("dial: %w", &remote.HostKeyChangedError{}), true},
+		{&remote.UnknownHostError{}, true},
+		{&role.Error{Role: "pool2", Err: errors.New("connect to 198.18.45.15:22: timed out after 5s")}, false},
+		{errors.New("connect to 198.18.45.15:22: connection refused"), false},
+	} {
+		if got := refused(c.err); got != c.want {
+			t.Errorf("refused(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

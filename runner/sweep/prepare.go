@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,11 +53,24 @@ func Prepare(ctx context.Context, s Setup, todo []resume.Job) (*Exec, error) {
 	if err := os.MkdirAll(e.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	set, err := hostset.Connect(ctx, s.Plan, s.Hosts)
+	// A pool sweep goes on without the hosts it cannot reach: their pairs
+	// fail with the reason, and the summary lists them unreachable.
+	opts := s.Hosts
+	opts.KeepUnreachable = true
+	set, err := hostset.Connect(ctx, s.Plan, opts)
 	if err != nil {
 		return nil, err
 	}
 	e.Hosts = set
+	for _, t := range set.Roles {
+		if why, down := set.Down[t.Role]; down {
+			var re *role.Error
+			if errors.As(why, &re) {
+				why = re.Err // the label names the host
+			}
+			s.Warn(fmt.Sprintf("%s: unreachable, so its pairs fail: %v", t.Label, why))
+		}
+	}
 	if err := e.gate(ctx, todo); err != nil {
 		set.Close()
 		return nil, err
@@ -87,6 +101,11 @@ func (e *Exec) gate(ctx context.Context, todo []resume.Job) error {
 		return err
 	}
 	e.Rec = rec
+	for i, t := range e.Hosts.Roles {
+		if t.Host == nil { // down: the manifest says who, and nothing more
+			rec.M.Hosts[i] = manifest.Host{Role: t.Role, Name: e.Plan.Hosts.Roles()[i].Host.Address}
+		}
+	}
 	for _, far := range preflight.FarClocks(rec.M.Hosts) {
 		e.Warn(fmt.Sprintf("%s: %s", e.Hosts.Roles[far.Role].Label, preflight.ClockWarning(far.Clock)))
 	}
@@ -137,7 +156,7 @@ func (e *Exec) run(ctx context.Context, csv Appender, w Watch, sweep func(*Sweep
 	}
 	ts := series.New(series.PathFor(e.CSVPath, e.RunID))
 	defer ts.Close()
-	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts), CSV: csv, Watch: w})
+	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts), CSV: csv, Down: e.Hosts.Down, Watch: w})
 	if err == nil {
 		out.SeriesErr = ts.Close()
 	}

@@ -26,6 +26,9 @@ type Sweep struct {
 	Plan   *plan.Plan
 	Runner *point.Runner
 	CSV    Appender
+	// Down holds, by role name, the pool hosts the exec could not reach
+	// (hostset.Set.Down): a pool sweep fails their pairs with the reason.
+	Down map[string]error
 	Watch
 }
 
@@ -97,7 +100,7 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 	run := s.Runner.Run
 	if s.Plan.IsPool() { // pairwise or ring: the point's pairs, round by round
 		run = func(ctx context.Context, pt plan.Point, rep int) ([]results.Row, point.Timing, error) {
-			return rounds.RunPoint(ctx, s.Runner, pt, rep)
+			return rounds.RunPoint(ctx, s.Runner, pt, rep, s.Down)
 		}
 	}
 	rows, tm, err := run(ctx, j.Point, j.Rep)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,7 +81,7 @@ func (r *Runner) round(ctx context.Context, pt plan.Point, rep, n int, round fle
 			return err
 		}
 		if culprit >= 0 {
-			if host, lost := r.lost(live[culprit], rows[culprit]); lost {
+			if host, lost := r.lost(pt, live[culprit], rows[culprit]); lost {
 				r.Down[host] = errors.New(cause(rows[culprit].Error))
 			}
 		}
@@ -149,9 +150,22 @@ func (r *Runner) run(ctx context.Context, pt plan.Point, rep int, pairs []fleet.
 			host, word = pairs[i].Server, "server"
 		}
 		t := r.Hosts[host]
-		t.Role, t.Label = rl.Name, fmt.Sprintf("%s (%s)", word, t.Host.Name())
+		t.Role, t.Label = rl.Name, fmt.Sprintf("%s (%s)", word, r.name(pt, host))
 		r.Points.Targets = append(r.Points.Targets, t)
 		labels = append(labels, t.Label)
+	}
+	// The time series' lines take their pair's key, as the rows do, so
+	// each pair's intervals are found by its row's key.
+	series := r.Points.Series
+	defer func() { r.Points.Series = series }()
+	if series != nil {
+		keys := map[string]plan.Point{}
+		for i, p := range pairs {
+			keys[roles[len(pairs)+i].Name] = pt.Pair(p.Server, p.Client)
+		}
+		r.Points.Series = func(_ plan.Point, rep int, t role.Target, iv *results.Interval) {
+			series(keys[t.Role], rep, t, iv)
+		}
 	}
 	rows, _, err := r.Points.Run(ctx, q, rep)
 	if err != nil {
@@ -176,31 +190,45 @@ func (r *Runner) run(ctx context.Context, pt plan.Point, rep int, pairs []fleet.
 
 // lost reports whether a failed row says its pair's failing host was lost
 // (the judgment's connection failure), and which host that is.
-func (r *Runner) lost(p fleet.Pair, row results.Row) (int, bool) {
-	h, ok := fleet.ConnectionFailure(fleet.Sample{Server: row.ServerHost, Client: row.ClientHost, Error: row.Error})
+func (r *Runner) lost(pt plan.Point, p fleet.Pair, row results.Row) (int, bool) {
+	srv := r.name(pt, p.Server)
+	h, ok := fleet.ConnectionFailure(fleet.Sample{Server: srv, Client: r.name(pt, p.Client), Error: row.Error})
 	switch {
 	case !ok:
 		return 0, false
-	case h == row.ServerHost:
+	case h == srv:
 		return p.Server, true
 	}
 	return p.Client, true
 }
 
-// pairRow gives a row its pair's key, its round and one client.
+// pairRow gives a row its pair's key, its round, one client, and its
+// hosts as the plan names them.
 func (r *Runner) pairRow(pt plan.Point, n int, p fleet.Pair, row results.Row) results.Row {
 	round := int64(n)
 	row.PointKey, row.Round = pt.Pair(p.Server, p.Client).Key, &round
+	row.ServerHost, row.ClientHost = r.name(pt, p.Server), r.name(pt, p.Client)
 	return row
 }
 
-// name is how rows name pool host i: its Host's name, or for a host never
-// reached, the address the plan gives.
+// name is how rows and errors name pool host i: as hosts.pool (or the
+// allocation) names it, its address; with the user and port too when
+// another host of the pool has the same address.
 func (r *Runner) name(pt plan.Point, i int) string {
-	if h := r.Hosts[i].Host; h != nil {
-		return h.Name()
+	h := pt.Hosts.Pool[i]
+	for j, o := range pt.Hosts.Pool {
+		if j != i && o.Address == h.Address {
+			name := h.Address
+			if h.User != "" {
+				name = h.User + "@" + name
+			}
+			if h.Port != 0 {
+				name += ":" + strconv.Itoa(h.Port)
+			}
+			return name
+		}
 	}
-	return pt.Hosts.Pool[i].Address
+	return h.Address
 }
 
 // cause is a role error's text without its "ROLE (HOST): " label.
@@ -214,8 +242,10 @@ func cause(msg string) string {
 // RunPoint runs one repetition of a pool point (topology pairwise or ring)
 // round by round with r, whose Targets are the roles the plan names, one
 // per pool host (pool1…): its rows, one per pair, in the order they ran,
-// and the point's timing, measured as the sum of its pairs' seconds.
-func RunPoint(ctx context.Context, r *point.Runner, pt plan.Point, rep int) ([]results.Row, point.Timing, error) {
+// and the point's timing, measured as the sum of its pairs' seconds. down
+// holds, by role name, why a host the exec could not reach is down (its
+// Target's Host is nil): its pairs fail with that reason.
+func RunPoint(ctx context.Context, r *point.Runner, pt plan.Point, rep int, down map[string]error) ([]results.Row, point.Timing, error) {
 	start := time.Now()
 	targets := r.Targets
 	defer func() { r.Targets = targets }() // the rounds set their own
@@ -223,9 +253,17 @@ func RunPoint(ctx context.Context, r *point.Runner, pt plan.Point, rep int) ([]r
 	for _, t := range targets {
 		byName[t.Role] = t
 	}
-	pr := &Runner{Points: r}
+	pr := &Runner{Points: r, Down: map[int]error{}}
 	for i := range pt.Hosts.Pool {
-		pr.Hosts = append(pr.Hosts, byName[fmt.Sprintf("pool%d", i+1)])
+		name := fmt.Sprintf("pool%d", i+1)
+		pr.Hosts = append(pr.Hosts, byName[name])
+		if why, ok := down[name]; ok {
+			var re *role.Error
+			if errors.As(why, &re) {
+				why = re.Err // the rows name the host themselves
+			}
+			pr.Down[i] = why
+		}
 	}
 	var rows []results.Row
 	err := pr.Run(ctx, pt, rep, func(row results.Row) error { rows = append(rows, row); return nil })
