@@ -78,6 +78,11 @@ type Row struct {
 	// Round is the round of a pairwise or ring sweep the pair ran in,
 	// from 1; nil for the other topologies.
 	Round *int64 `csv:"round"`
+	// BwMinIntervalMBs and BwCoV are a client's steadiness over its
+	// time series' whole intervals, from its result; nil for aggregate
+	// rows, peers, and too few intervals.
+	BwMinIntervalMBs *float64 `csv:"bw_min_interval_mb_s"`
+	BwCoV            *float64 `csv:"bw_cov"`
 }
 
 // Scope values.
@@ -112,6 +117,10 @@ func (r *Row) SetResult(res *Result) {
 	r.LatMaxUs = &res.LatMaxUs
 	r.Verified = &res.Verified
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
+	r.BwMinIntervalMBs, r.BwCoV = res.BwMinIntervalMBs, res.BwCoV
+	if res.WarmupS != nil && r.Params != nil { // warmup steady: what it took
+		r.Params[param.Warmup.String()] = strconv.FormatFloat(*res.WarmupS, 'f', 3, 64)
+	}
 	if p := res.RDMAPath; p != nil {
 		r.LinkLayer = p.LinkLayer
 		if p.LinkLayer == "InfiniBand" {

@@ -1,6 +1,11 @@
 package results
 
-import "rdmasweep/results/param"
+import (
+	"strconv"
+	"time"
+
+	"rdmasweep/results/param"
+)
 
 // The schema: every CSV column and every parameter, declared once.
 //
@@ -101,10 +106,22 @@ var schema = []Field{
 		Name: "duration", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
 		Sweep: true, Flag: "duration", Role: "read", Since: 1,
 		Doc: "when > 0, read for this long instead of `total`"}},
-	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it", Param: &Param{
-		Name: "warmup", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
+	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it; with `warmup: steady`, the warmup the client actually read (empty when it reported none)", Param: &Param{
+		Name: "warmup", Section: "client", Kind: KindDuration, Default: "0s", Min: 0, Auto: true, AutoWord: "steady",
 		Sweep: true, Flag: "warmup", Role: "read", Since: 1,
-		Doc: "read this long first, unmeasured"}},
+		// steady: the row takes the warmup node reports it used.
+		cell: func(v Values) string {
+			if n := v.Int(param.Warmup); n >= 0 {
+				return strconv.FormatFloat(time.Duration(n).Seconds(), 'f', -1, 64)
+			}
+			return ""
+		},
+		Doc: "read this long first, unmeasured; `steady`: until the bandwidth of the last 5 intervals changes by under 1 % per interval (their least-squares slope against their mean), at most `warmup_max`"}},
+	{Param: &Param{
+		Name: "warmup_max", Section: "client", Kind: KindDuration, Default: "30s", Min: 1,
+		Flag: "warmup-max", Role: "read", Since: 6,
+		when: func(v Values) bool { return v.Int(param.Warmup) < 0 },
+		Doc:  "with `warmup: steady`, the longest warmup: a point whose bandwidth is still moving then is measured anyway"}},
 	{Param: &Param{
 		Name: "verify", Section: "client", Kind: KindBool, Default: "false",
 		Flag: "verify", Role: "read", Since: 1,
@@ -249,6 +266,9 @@ var schema = []Field{
 		Name: "max_parallel", Kind: KindInt, Auto: true, AutoWord: "none", Min: 1, Max: 1 << 16, Since: 5,
 		Doc: "topologies pairwise and ring: at most this many pairs in a round (flows on the fabric at once); a bigger round is split"}},
 	{Column: "round", Doc: "pairwise and ring: the round the pair ran in, from 1 (its pairs started together, at one barrier); empty for the other topologies"},
+	// Version 6: steadiness from the time series (issue 22).
+	{Column: "bw_min_interval_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "client rows: the slowest whole interval of the measured phase's time series (the last, partial one left out); empty with no whole interval"},
+	{Column: "bw_cov", Unit: "ratio", Doc: "client rows: the coefficient of variation (standard deviation ÷ mean) of the whole intervals' bandwidth; empty with fewer than 2"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a
