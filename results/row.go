@@ -83,6 +83,8 @@ type Row struct {
 	// rows, peers, and too few intervals.
 	BwMinIntervalMBs *float64 `csv:"bw_min_interval_mb_s"`
 	BwCoV            *float64 `csv:"bw_cov"`
+	// WarmupUsedS is how long a warmup steady read, from the result.
+	WarmupUsedS *float64 `csv:"warmup_used_s"`
 }
 
 // Scope values.
@@ -117,10 +119,7 @@ func (r *Row) SetResult(res *Result) {
 	r.LatMaxUs = &res.LatMaxUs
 	r.Verified = &res.Verified
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
-	r.BwMinIntervalMBs, r.BwCoV = res.BwMinIntervalMBs, res.BwCoV
-	if res.WarmupS != nil && r.Params != nil { // warmup steady: what it took
-		r.Params[param.Warmup.String()] = strconv.FormatFloat(*res.WarmupS, 'f', 3, 64)
-	}
+	r.BwMinIntervalMBs, r.BwCoV, r.WarmupUsedS = res.BwMinIntervalMBs, res.BwCoV, res.WarmupS
 	if p := res.RDMAPath; p != nil {
 		r.LinkLayer = p.LinkLayer
 		if p.LinkLayer == "InfiniBand" {

@@ -106,10 +106,11 @@ var schema = []Field{
 		Name: "duration", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
 		Sweep: true, Flag: "duration", Role: "read", Since: 1,
 		Doc: "when > 0, read for this long instead of `total`"}},
-	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it; with `warmup: steady`, the warmup the client actually read (empty when it reported none)", Param: &Param{
+	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it, as the plan set it; empty for `warmup: steady`, whose warmup is `warmup_used_s`", Param: &Param{
 		Name: "warmup", Section: "client", Kind: KindDuration, Default: "0s", Min: 0, Auto: true, AutoWord: "steady",
 		Sweep: true, Flag: "warmup", Role: "read", Since: 1,
-		// steady: the row takes the warmup node reports it used.
+		// steady: empty, so the rows of a point still agree on it (summary
+		// and plot group by it); warmup_used_s has what each took.
 		cell: func(v Values) string {
 			if n := v.Int(param.Warmup); n >= 0 {
 				return strconv.FormatFloat(time.Duration(n).Seconds(), 'f', -1, 64)
@@ -269,6 +270,7 @@ var schema = []Field{
 	// Version 6: steadiness from the time series (issue 22).
 	{Column: "bw_min_interval_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "client rows: the slowest whole interval of the measured phase's time series (the last, partial one left out); empty with no whole interval"},
 	{Column: "bw_cov", Unit: "ratio", Doc: "client rows: the coefficient of variation (standard deviation ÷ mean) of the whole intervals' bandwidth; empty with fewer than 2"},
+	{Column: "warmup_used_s", Unit: "seconds", Doc: "client rows of `warmup: steady`: the warmup the client read until the bandwidth was steady, or `warmup_max`, wall clock; empty otherwise"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a

@@ -35,11 +35,10 @@ func warmupRows(t *testing.T, dir string, env []string, text string) ([]results.
 	}
 	var warm []float64
 	for _, row := range rows {
-		w, err := strconv.ParseFloat(row.Param("warmup"), 64)
-		if row.Status != results.StatusOK || err != nil {
-			t.Fatalf("row %d: %s %s, warmup_s %q", row.Repetition, row.Status, row.Error, row.Param("warmup"))
+		if row.Status != results.StatusOK || row.WarmupUsedS == nil || row.Param("warmup") != "" {
+			t.Fatalf("row %d: %s %s, warmup_used_s %v, warmup_s %q (want it empty for steady)", row.Repetition, row.Status, row.Error, row.WarmupUsedS, row.Param("warmup"))
 		}
-		warm = append(warm, w)
+		warm = append(warm, *row.WarmupUsedS)
 	}
 	return rows, warm, r.Stderr
 }
@@ -64,7 +63,7 @@ output: {csv: out/steady.csv, logs: out/logs}
 	for i, row := range rows {
 		// 5 steps of the 100 ms interval at least; well under the cap.
 		if warm[i] < 0.5 || warm[i] >= 20 {
-			t.Errorf("row %d: warmup_s %v, want steady between 0.5 s and the 25 s cap", row.Repetition, warm[i])
+			t.Errorf("row %d: warmup_used_s %v, want steady between 0.5 s and the 25 s cap", row.Repetition, warm[i])
 		}
 		if row.BwMinIntervalMBs == nil || *row.BwMinIntervalMBs <= 0 || row.BwCoV == nil {
 			t.Errorf("row %d: bw_min_interval_mb_s %v, bw_cov %v", row.Repetition, row.BwMinIntervalMBs, row.BwCoV)
@@ -135,7 +134,7 @@ output: {csv: out/steady.csv, logs: out/logs}
 	}
 	for i, row := range rows {
 		if warm[i] < 3 {
-			t.Errorf("row %d: warmup_s %v, want the 3 s cap (a link slowed in steps is never steady)", row.Repetition, warm[i])
+			t.Errorf("row %d: warmup_used_s %v, want the 3 s cap (a link slowed in steps is never steady)", row.Repetition, warm[i])
 		}
 	}
 	if !strings.Contains(stderr, "not steady after --warmup-max 3s") {
