@@ -27,7 +27,7 @@ func checkParamFlags(fs *flag.FlagSet, cmd, role, transport string) error {
 			continue
 		}
 		f := fs.Lookup(p.Flag)
-		if f == nil || p.Auto && f.Value.String() == f.DefValue {
+		if f == nil || p.Auto && (f.Value.String() == f.DefValue || f.Value.String() == p.AutoText()) {
 			continue
 		}
 		if msg := paramFlagProblem(p, f.Value.String(), transport); msg != "" {

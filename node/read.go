@@ -21,7 +21,8 @@ type readOptions struct {
 	pattern    string
 	total      sizeValue
 	duration   time.Duration
-	warmup     time.Duration
+	warmup     warmupValue
+	warmupMax  time.Duration
 	verify     bool
 	barrier    bool
 	interval   time.Duration
@@ -39,7 +40,8 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.pattern, "pattern", "sequential", "sequential or random")
 	fs.Var(&o.total, "total", "bytes to read (0: the region's size)")
 	fs.DurationVar(&o.duration, "duration", 0, "read for this long instead of --total")
-	fs.DurationVar(&o.warmup, "warmup", 0, "read this long first, unmeasured")
+	fs.Var(&o.warmup, "warmup", "read this long first, unmeasured; steady: until the bandwidth is steady, at most --warmup-max")
+	fs.DurationVar(&o.warmupMax, "warmup-max", 30*time.Second, "with --warmup steady, the longest warmup")
 	fs.BoolVar(&o.verify, "verify", false, "check every byte against the file's pattern")
 	fs.BoolVar(&o.barrier, "barrier", false, "once connected and registered, print ready and wait for a go control line before reading (with --control-stdin)")
 	fs.DurationVar(&o.interval, "interval", 0, "print what was read in each interval of the measured phase (0: none)")
@@ -61,6 +63,8 @@ func (o *readOptions) check() error {
 		return usagef("read: --total and --duration cannot both be non-zero")
 	case o.interval < 0:
 		return usagef("read: --interval cannot be negative")
+	case o.warmup.d < 0:
+		return usagef("read: --warmup cannot be negative")
 	case o.barrier && !o.controlStdin:
 		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
 	}
@@ -104,11 +108,16 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	if total == 0 && o.duration == 0 {
 		total = reg.Size
 	}
-	m, err := cl.Read(ctx, transport.Workload{
+	w := transport.Workload{
 		BlockSize: int(o.blockSize), QueueDepth: o.queueDepth, Pattern: o.pattern,
-		Total: total, Duration: o.duration, Warmup: o.warmup, Verify: o.verify,
+		Total: total, Duration: o.duration, Warmup: o.warmup.d, Verify: o.verify,
 		Seed: reg.Seed ^ shuffleSalt, Interval: o.interval,
-	})
+	}
+	warmedUp, err := o.warmUpSteady(ctx, out, cl, w)
+	if err != nil {
+		return err
+	}
+	m, err := cl.Read(ctx, w)
 	if err != nil {
 		return err
 	}
@@ -128,8 +137,9 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		LatP999Us: m.Latency.P999Us, LatMaxUs: m.Latency.MaxUs, Verified: m.Verified, GIDIndex: m.GIDIndex,
 		CPUUserS: m.CPU.UserS, CPUSysS: m.CPU.SysS, CPUWallS: m.CPU.WallS,
 		StartUnixNs: start.UnixNano(), Histogram: m.Histogram,
-		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path,
+		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path, WarmupS: warmedUp,
 	}
+	r.BwMinIntervalMBs, r.BwCoV = steadiness(m.Intervals, o.interval, m.Seconds, int(o.blockSize))
 	if m.Seconds > 0 {
 		r.BandwidthMBs = float64(m.Bytes) / m.Seconds / 1e6
 		r.IOPS = float64(m.Reads) / m.Seconds

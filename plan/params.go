@@ -139,6 +139,9 @@ func canonical(p *results.Param, v value) any {
 	case results.KindBool:
 		return v.b
 	case results.KindDuration:
+		if p.Auto && v.n < 0 {
+			return p.AutoText()
+		}
 		return time.Duration(v.n).String()
 	}
 	return v.s

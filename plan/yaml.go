@@ -427,6 +427,9 @@ func (l *loader) paramValue(p *results.Param, n *yaml.Node, path string, inSweep
 		v, ok := l.boolValue(n, path)
 		return value{b: v}, ok
 	case results.KindDuration:
+		if p.Auto && n.Value == p.AutoText() {
+			return value{n: -1}, true
+		}
 		v, ok := l.durationValue(n, path, p.Min)
 		return value{n: v}, ok
 	case results.KindPath:

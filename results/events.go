@@ -130,6 +130,14 @@ type Result struct {
 	// known, and LineRateUnknown says why.
 	LineRateMBs     *float64 `json:"line_rate_mb_s,omitempty"`
 	LineRateUnknown string   `json:"line_rate_unknown,omitempty"`
+	// WarmupS is how long warmup steady read, wall clock; nil for a
+	// fixed warmup, which the plan says.
+	WarmupS *float64 `json:"warmup_s,omitempty"`
+	// BwMinIntervalMBs and BwCoV are the slowest whole interval's
+	// bandwidth and the whole intervals' coefficient of variation (with
+	// --interval); nil with too few whole intervals.
+	BwMinIntervalMBs *float64 `json:"bw_min_interval_mb_s,omitempty"`
+	BwCoV            *float64 `json:"bw_cov,omitempty"`
 }
 
 // RDMAPath is what node's rdma transport used on its side of a

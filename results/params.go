@@ -164,6 +164,9 @@ func (p *Param) Format(v Values) string {
 		}
 		return strconv.FormatInt(n, 10)
 	case KindDuration:
+		if n := v.Int(p.id); p.Auto && n < 0 {
+			return p.AutoText()
+		}
 		return time.Duration(v.Int(p.id)).String()
 	case KindBool:
 		return strconv.FormatBool(v.Bool(p.id))
@@ -235,6 +238,9 @@ func (p *Param) Argv(transport string, v Values) []string {
 		}
 		return []string{flag, strconv.FormatInt(n, 10)}
 	case KindDuration:
+		if n := v.Int(p.id); p.Auto && n < 0 {
+			return []string{flag, p.AutoText()} // node's default is no auto
+		}
 		return []string{flag, time.Duration(v.Int(p.id)).String()}
 	}
 	s := v.Str(p.id)

@@ -81,6 +81,13 @@ type Row struct {
 	// Regions is how many memory regions the rdma server registered the
 	// file as; nil for tcp and peers.
 	Regions *int `csv:"regions"`
+	// BwMinIntervalMBs and BwCoV are a client's steadiness over its
+	// time series' whole intervals, from its result; nil for aggregate
+	// rows, peers, and too few intervals.
+	BwMinIntervalMBs *float64 `csv:"bw_min_interval_mb_s"`
+	BwCoV            *float64 `csv:"bw_cov"`
+	// WarmupUsedS is how long a warmup steady read, from the result.
+	WarmupUsedS *float64 `csv:"warmup_used_s"`
 }
 
 // Scope values.
@@ -115,6 +122,7 @@ func (r *Row) SetResult(res *Result) {
 	r.LatMaxUs = &res.LatMaxUs
 	r.Verified = &res.Verified
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
+	r.BwMinIntervalMBs, r.BwCoV, r.WarmupUsedS = res.BwMinIntervalMBs, res.BwCoV, res.WarmupS
 	if p := res.RDMAPath; p != nil {
 		r.LinkLayer = p.LinkLayer
 		if p.LinkLayer == "InfiniBand" {

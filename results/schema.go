@@ -1,6 +1,11 @@
 package results
 
-import "rdmasweep/results/param"
+import (
+	"strconv"
+	"time"
+
+	"rdmasweep/results/param"
+)
 
 // The schema: every CSV column and every parameter, declared once.
 //
@@ -101,10 +106,23 @@ var schema = []Field{
 		Name: "duration", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
 		Sweep: true, Flag: "duration", Role: "read", Since: 1,
 		Doc: "when > 0, read for this long instead of `total`"}},
-	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it", Param: &Param{
-		Name: "warmup", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
+	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it, as the plan set it; empty for `warmup: steady`, whose warmup is `warmup_used_s`", Param: &Param{
+		Name: "warmup", Section: "client", Kind: KindDuration, Default: "0s", Min: 0, Auto: true, AutoWord: "steady",
 		Sweep: true, Flag: "warmup", Role: "read", Since: 1,
-		Doc: "read this long first, unmeasured"}},
+		// steady: empty, so the rows of a point still agree on it (summary
+		// and plot group by it); warmup_used_s has what each took.
+		cell: func(v Values) string {
+			if n := v.Int(param.Warmup); n >= 0 {
+				return strconv.FormatFloat(time.Duration(n).Seconds(), 'f', -1, 64)
+			}
+			return ""
+		},
+		Doc: "read this long first, unmeasured; `steady`: until the bandwidth of the last 5 intervals changes by under 1 % per interval (their least-squares slope against their mean), at most `warmup_max`"}},
+	{Param: &Param{
+		Name: "warmup_max", Section: "client", Kind: KindDuration, Default: "30s", Min: 1,
+		Flag: "warmup-max", Role: "read", Since: 6,
+		when: func(v Values) bool { return v.Int(param.Warmup) < 0 },
+		Doc:  "with `warmup: steady`, the longest warmup: a point whose bandwidth is still moving then is measured anyway"}},
 	{Param: &Param{
 		Name: "verify", Section: "client", Kind: KindBool, Default: "false",
 		Flag: "verify", Role: "read", Since: 1,
@@ -255,6 +273,10 @@ var schema = []Field{
 		Transports: []string{"rdma"}, Sweep: true, Flag: "mr-size", Role: "serve", Since: 6,
 		Doc: "register the file as memory regions of at most this many bytes, each with its own rkey (one region over many GiB can be slow on some NICs); 0, the default, registers one region. block_size must divide it, so that no READ spans two regions"}},
 	{Column: "regions", Doc: "rdma: how many memory regions the server registered the file as (file_size ÷ mr_size, rounded up; 1 without mr_size)"},
+	// Steadiness from the time series (issue 22).
+	{Column: "bw_min_interval_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "client rows: the slowest whole interval of the measured phase's time series (the last, partial one left out); empty with no whole interval"},
+	{Column: "bw_cov", Unit: "ratio", Doc: "client rows: the coefficient of variation (standard deviation ÷ mean) of the whole intervals' bandwidth; empty with fewer than 2"},
+	{Column: "warmup_used_s", Unit: "seconds", Doc: "client rows of `warmup: steady`: the warmup the client read until the bandwidth was steady, or `warmup_max`, wall clock; empty otherwise"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

@@ -17,6 +17,7 @@ const (
 	Total                      // client.total
 	Duration                   // client.duration
 	Warmup                     // client.warmup
+	WarmupMax                  // client.warmup_max
 	Verify                     // client.verify
 	Port                       // server.port
 	Device                     // rdma.device
@@ -58,6 +59,7 @@ var names = [...]string{
 	Total:            "total",
 	Duration:         "duration",
 	Warmup:           "warmup",
+	WarmupMax:        "warmup_max",
 	Verify:           "verify",
 	Port:             "port",
 	Device:           "device",

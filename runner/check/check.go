@@ -38,6 +38,7 @@ type Row struct {
 	DataPath, Probe string
 	ODPProbe        string
 	Clock           string // the host's clock against the runner's
+	State           string // the host's setup where it changes a result (hostState)
 	Label           string // "server (local)", for messages
 	Problems        []preflight.Problem
 	Programs        map[string]string // a cell per peer workload
@@ -64,7 +65,7 @@ func New(p *plan.Plan, pts []plan.Point) *Table {
 	for _, s := range p.Hosts.Roles() {
 		c.Rows = append(c.Rows, &Row{
 			Role: s.Name, Host: s.Host.Address, Label: s.Name + " (" + s.Host.Address + ")",
-			SSH: "-", DataPath: "-", Probe: "-", ODPProbe: "-", Clock: "-",
+			SSH: "-", DataPath: "-", Probe: "-", ODPProbe: "-", Clock: "-", State: "-",
 			Verdict: preflight.Verdict{System: "-", Node: "-", RDMA: "-", File: "-", Memory: "-"},
 		})
 	}
@@ -174,8 +175,8 @@ func (row *Row) readClock(ctx context.Context, t role.Target) (hostfacts.Clock, 
 	return clock, true
 }
 
-// judgeRole fills the row's verdict from the host's facts, and its peer
-// program cells.
+// judgeRole fills the row's verdict and STATE from the host's facts, and
+// its peer program cells.
 func (c *Table) judgeRole(ctx context.Context, row *Row, t role.Target, need preflight.Need, clock hostfacts.Clock) {
 	file := ""
 	if need.Role == "server" {
@@ -195,6 +196,9 @@ func (c *Table) judgeRole(ctx context.Context, row *Row, t role.Target, need pre
 	if strings.HasPrefix(row.Clock, "WARN") {
 		row.Verdict.Warnings = append(row.Verdict.Warnings, preflight.ClockWarning(clock))
 	}
+	state, warnings := hostState(facts, need)
+	row.State = state
+	row.Verdict.Warnings = append(row.Verdict.Warnings, warnings...)
 	row.Problems = append(row.Problems, row.Verdict.Problems...)
 	row.kernel = facts.Kernel
 	cells, problems := preflight.ProgramCells(ctx, t, c.pts)
@@ -333,14 +337,14 @@ func (c *Table) odpProbes(ctx context.Context, env probe.Env) (failed bool) {
 func (c *Table) Write(w io.Writer) error {
 	rows, workloads := c.Rows, c.Workloads
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "ROLE\tHOST\tSSH\tSYSTEM\tNODE\tRDMA\tFILE\tMEMORY\tDATA_PATH\tRDMA_PROBE\tODP_PROBE\tCLOCK"
+	head := "ROLE\tHOST\tSSH\tSYSTEM\tNODE\tRDMA\tFILE\tMEMORY\tDATA_PATH\tRDMA_PROBE\tODP_PROBE\tCLOCK\tSTATE"
 	for _, w := range workloads {
 		head += "\t" + strings.ToUpper(w)
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rows {
 		v := r.Verdict
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Role, r.Host, r.SSH, v.System, v.Node, v.RDMA, v.File, v.Memory, r.DataPath, r.Probe, r.ODPProbe, r.Clock)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Role, r.Host, r.SSH, v.System, v.Node, v.RDMA, v.File, v.Memory, r.DataPath, r.Probe, r.ODPProbe, r.Clock, r.State)
 		for _, w := range workloads {
 			cell := r.Programs[w]
 			if cell == "" {

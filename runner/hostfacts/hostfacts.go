@@ -44,7 +44,7 @@ type Query struct {
 type Facts struct {
 	Hostname, Kernel, Arch string
 	CPUModel               string
-	CPUGovernor            string // of cpu0; "" without cpufreq
+	CPUGovernor            string // of cpu0; "" without cpufreq (also State.CPUFreq)
 	UID                    int    // effective uid of the login; -1 when unknown
 	Memlock                string // as `ulimit -l` says it: "unlimited" or KiB
 	NICs                   []NIC  // every RDMA device port in sysfs
@@ -65,6 +65,9 @@ type Facts struct {
 	// memlock, NUMA nodes; nil from an older node or none.
 	Host *results.Host
 	File *File // nil when the query named no file
+	// State is how the host is set up: cpufreq, THP, the kernel command
+	// line, and its network devices' PCIe links.
+	State State
 }
 
 // NIC is one port of an RDMA device, from /sys/class/infiniband; ActiveMTU
@@ -217,6 +220,7 @@ func parse(out []byte) Facts {
 			continue
 		}
 		v := strings.TrimSpace(fs[1])
+		f.State.stateLine(fs, v) // cpu_governor is also the system's
 		if !f.systemLine(fs, v) && !f.rdmaLine(fs) && !f.nodeLine(fs[0], v) {
 			file = fileLine(file, fs[0], v)
 		}

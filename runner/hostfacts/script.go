@@ -40,7 +40,34 @@ if [ -r "$S/proc/cpuinfo" ]; then
     case $k in "model name"*|"cpu model"*|"Model"*) say cpu_model "${val# }"; break;; esac
   done <"$S/proc/cpuinfo"
 fi
-get "$S/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"; say cpu_governor "$v"
+c=$S/sys/devices/system/cpu/cpu0/cpufreq
+get "$c/scaling_governor"; say cpu_governor "$v"
+get "$c/scaling_driver"; say cpufreq_driver "$v"
+get "$c/scaling_min_freq"; say cpufreq_min_khz "$v"
+get "$c/scaling_max_freq"; say cpufreq_max_khz "$v"
+get "$c/cpuinfo_max_freq"; say cpufreq_hw_max_khz "$v"
+get "$S/sys/kernel/mm/transparent_hugepage/enabled"; say thp_enabled "$v"
+get "$S/sys/kernel/mm/transparent_hugepage/defrag"; say thp_defrag "$v"
+get "$S/proc/cmdline"; say cmdline "$v"
+# A network device on PCIe: its link, NUMA node and the affinity of its
+# MSI IRQs (its queues'), one line per RDMA device or interface.
+here=$PWD
+for d in "$S"/sys/class/infiniband/* "$S"/sys/class/net/*; do
+  [ -e "$d/device/current_link_speed" ] || continue
+  cd -P "$d/device" 2>/dev/null || continue
+  addr=${PWD##*/}; cd "$here" 2>/dev/null || cd /
+  get "$d/device/current_link_speed"; cs=$v
+  get "$d/device/current_link_width"; cw=$v
+  get "$d/device/max_link_speed"; ms=$v
+  get "$d/device/max_link_width"; mw=$v
+  get "$d/device/numa_node"; dn=$v
+  irqs=
+  for i in "$d"/device/msi_irqs/*; do
+    [ -e "$i" ] || continue
+    get "$S/proc/irq/${i##*/}/smp_affinity_list"; irqs="$irqs ${v:-?}"
+  done
+  printf 'pcie\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d##*/}" "$addr" "$cs" "$cw" "$ms" "$mw" "$dn" "${irqs# }"
+done
 for d in "$S"/sys/devices/system/node/node[0-9]*; do
   [ -e "$d/cpulist" ] || continue
   get "$d/cpulist"; printf 'numa_cpus\t%s\t%s\n' "${d##*node}" "$v"

@@ -31,8 +31,16 @@ func Collect(ctx context.Context, h remote.Host, q Query) (Host, error) {
 	host := Host{
 		Role: q.Role, Name: h.Name(), CPUs: q.CPUs,
 		Hostname: f.Hostname, Kernel: f.Kernel, Arch: f.Arch, CPUModel: f.CPUModel, CPUGovernor: f.CPUGovernor,
-		NICs: []NIC{},
-		Node: Node{Path: q.NodePath, Version: f.Node.Version, SHA256: f.Node.SHA256, Binary: q.Binary, Arch: q.BinaryArch},
+		NICs:  []NIC{},
+		Node:  Node{Path: q.NodePath, Version: f.Node.Version, SHA256: f.Node.SHA256, Binary: q.Binary, Arch: q.BinaryArch},
+		State: stateOf(f.State),
+	}
+	if host.CPUGovernor == "" {
+		none := f.State.CPUFreq.None()
+		if none == "" {
+			none = "no cpufreq governor"
+		}
+		host.CPUGovernor = "none: " + none
 	}
 	for _, n := range f.NICs {
 		nic := NIC{

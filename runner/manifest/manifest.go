@@ -82,7 +82,7 @@ type Host struct {
 	Kernel      string `json:"kernel"`
 	Arch        string `json:"arch"`
 	CPUModel    string `json:"cpu_model"`
-	CPUGovernor string `json:"cpu_governor"` // of cpu0; empty without cpufreq
+	CPUGovernor string `json:"cpu_governor"` // of cpu0; "none: no cpufreq" without cpufreq
 	CPUs        string `json:"cpus"`         // the role's pinning (hosts.<role>.cpus); empty: none
 	NICs        []NIC  `json:"nics"`         // every RDMA device port; empty when there is none
 	File        *File  `json:"file,omitempty"`
@@ -98,6 +98,9 @@ type Host struct {
 	// Clock is the host's wall clock against the runner's when the exec
 	// began; nil when it could not be read.
 	Clock *Clock `json:"clock,omitempty"`
+	// State is how the host was set up: cpufreq, THP, the kernel command
+	// line and its PCIe NICs' links and IRQs.
+	State HostState `json:"state"`
 }
 
 // Clock is where a host's CLOCK_REALTIME stood against the runner's: the

@@ -25,17 +25,33 @@ func TestHostJSON(t *testing.T) {
 	root := t.TempDir()
 	ib := "sys/class/infiniband/mlx5_0/ports/1/"
 	for path, content := range map[string]string{
-		"proc/sys/kernel/hostname": "benchbox\n",
-		"proc/cpuinfo":             "model name\t: Xeon\n",
-		ib + "link_layer":          "Ethernet\n",
-		ib + "gid_attrs/ndevs/0":   "ens1f0\n",
-		ib + "gid_attrs/types/0":   "RoCE v2\n",
-		ib + "gids/0":              "fe80:0000:0000:0000:0a00:27ff:fe00:0001\n",
-		"sys/class/net/ens1f0/mtu": "9000\n",
-		"node":                     "#!/bin/sh\necho '{\"version\":\"v1.2.3-test\"}'\n",
+		"proc/sys/kernel/hostname":                         "benchbox\n",
+		"proc/cpuinfo":                                     "model name\t: Xeon\n",
+		ib + "link_layer":                                  "Ethernet\n",
+		ib + "gid_attrs/ndevs/0":                           "ens1f0\n",
+		ib + "gid_attrs/types/0":                           "RoCE v2\n",
+		ib + "gids/0":                                      "fe80:0000:0000:0000:0a00:27ff:fe00:0001\n",
+		"sys/class/net/ens1f0/mtu":                         "9000\n",
+		"sys/kernel/mm/transparent_hugepage/enabled":       "[always] madvise never\n",
+		"sys/kernel/mm/transparent_hugepage/defrag":        "always defer defer+madvise [madvise] never\n",
+		"proc/cmdline":                                     "root=/dev/vda ro\n",
+		"sys/devices/pci0/0000:3b:00.0/current_link_speed": "16.0 GT/s PCIe\n",
+		"sys/devices/pci0/0000:3b:00.0/current_link_width": "16\n",
+		"sys/devices/pci0/0000:3b:00.0/max_link_speed":     "16.0 GT/s PCIe\n",
+		"sys/devices/pci0/0000:3b:00.0/max_link_width":     "16\n",
+		"sys/devices/pci0/0000:3b:00.0/msi_irqs/40":        "msix\n",
+		"proc/irq/40/smp_affinity_list":                    "0-3\n",
+		"node":                                             "#!/bin/sh\necho '{\"version\":\"v1.2.3-test\"}'\n",
 	} {
 		os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755)
 		if err := os.WriteFile(filepath.Join(root, path), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// mlx5_0 and ens1f0 are one PCI function.
+	os.MkdirAll(filepath.Join(root, "sys/class/net/ens1f0"), 0o755)
+	for _, d := range []string{"sys/class/infiniband/mlx5_0/device", "sys/class/net/ens1f0/device"} {
+		if err := os.Symlink(filepath.Join(root, "sys/devices/pci0/0000:3b:00.0"), filepath.Join(root, d)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,6 +66,16 @@ func TestHostJSON(t *testing.T) {
 		len(h.NICs) != 1 || h.NICs[0].NetdevMTU != 9000 || len(h.NICs[0].GIDs) != 1 || h.NICs[0].GIDs[0].Type != "RoCE v2" ||
 		h.Node.Path != node || h.Node.Version != "v1.2.3-test" || h.Node.SHA256 == "" || h.File == nil || h.File.Path != data {
 		t.Errorf("host: %+v", h)
+	}
+	st := h.State
+	if h.CPUGovernor != "none: no cpufreq" || st.CPUFreq.None != "no cpufreq" || st.THP != (THP{Enabled: "always", Defrag: "madvise"}) || st.Cmdline != "root=/dev/vda ro" ||
+		len(st.PCIe.NICs) != 1 || st.PCIe.NICs[0].IRQAffinity != "1 IRQ, all on CPUs 0-3" || st.PCIe.NICs[0].Downtrained {
+		t.Errorf("state %+v, governor %q", st, h.CPUGovernor)
+	}
+	// A guest or a namespace host says what it lacks.
+	bare, err := Collect(context.Background(), remote.Local{}, Query{Role: "client", Sysroot: t.TempDir()})
+	if err != nil || bare.State.THP.None != "no transparent huge pages" || bare.State.PCIe.None != "no PCIe NIC" || bare.State.CPUFreq.None != "no cpufreq" {
+		t.Errorf("bare host state %+v, %v", bare.State, err)
 	}
 	// This machine's clock against itself: zero within the bound.
 	if c := h.Clock; c == nil || c.UncertaintyNs <= 0 || c.OffsetNs-c.UncertaintyNs > 0 || c.OffsetNs+c.UncertaintyNs < 0 {
@@ -86,6 +112,10 @@ func TestHostJSON(t *testing.T) {
 		"nics.link_layer", "nics.netdev", "nics.netdev_mtu", "nics.numa_node", "nics.port", "nics.rate", "nics.state",
 		"node", "node.path", "node.sha256", "node.version",
 		"role",
+		"state", "state.cmdline", "state.cpufreq", "state.cpufreq.none", "state.pcie", "state.pcie.nics",
+		"state.pcie.nics.address", "state.pcie.nics.downtrained", "state.pcie.nics.irq_affinity", "state.pcie.nics.max_speed",
+		"state.pcie.nics.max_width", "state.pcie.nics.names", "state.pcie.nics.numa_node", "state.pcie.nics.speed", "state.pcie.nics.width",
+		"state.thp", "state.thp.defrag", "state.thp.enabled",
 	}
 	if strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("JSON keys\n got %v\nwant %v", keys, want)

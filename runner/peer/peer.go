@@ -309,7 +309,10 @@ func (c *paramErrs) common(p Params) {
 	if p.QPs < 0 {
 		c.add(param.QPs, "must be positive (got %d)", p.QPs)
 	}
-	if p.Duration < 0 || p.Warmup < 0 || p.Total < 0 {
+	if p.Warmup < 0 { // warmup: steady, which plan reads as -1
+		c.add(param.Warmup, "steady (node's own rule); a peer warms up for a fixed time, such as 2s")
+	}
+	if p.Duration < 0 || p.Total < 0 {
 		c.add(param.Duration, "duration, warmup and total cannot be negative")
 	}
 	if p.Pattern != "" && p.Pattern != "sequential" && p.Pattern != "random" {

@@ -20,7 +20,7 @@ func WritePoints(w io.Writer, pts []plan.Point) error {
 	head := []string{"#", "KEY"}
 	for _, c := range results.Columns {
 		p := results.ColumnParam(c)
-		if p == nil || !slices.ContainsFunc(pts, func(pt plan.Point) bool { return p.Display(pt.Cell(p)) != "-" }) {
+		if p == nil || !slices.ContainsFunc(pts, func(pt plan.Point) bool { return pointCell(pt, p) != "-" }) {
 			continue // a parameter no point has (registration on tcp) is left out
 		}
 		cols = append(cols, p)
@@ -31,7 +31,7 @@ func WritePoints(w io.Writer, pts []plan.Point) error {
 	for _, pt := range pts {
 		cells := []string{fmt.Sprint(pt.Index + 1), pt.Key}
 		for _, p := range cols {
-			cells = append(cells, p.Display(pt.Cell(p)))
+			cells = append(cells, pointCell(pt, p))
 		}
 		reads := "-"
 		if n := pt.ExpectedReads(); n > 0 {
@@ -40,6 +40,16 @@ func WritePoints(w io.Writer, pts []plan.Point) error {
 		fmt.Fprintln(tw, strings.Join(append(cells, reads), "\t"))
 	}
 	return tw.Flush()
+}
+
+// pointCell is p's value in point pt as the summary shows it; a duration
+// left to its auto word (warmup: steady), whose CSV cell is empty until
+// the row records what it took, shows the word.
+func pointCell(pt plan.Point, p *results.Param) string {
+	if c := pt.Cell(p); c != "" || p.Kind != results.KindDuration || !p.Auto || pt.Values.Int(p.ID()) >= 0 {
+		return p.Display(c)
+	}
+	return p.AutoText()
 }
 
 // PeerBaseline is the workload the others are compared with when the plan

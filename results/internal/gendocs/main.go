@@ -174,6 +174,9 @@ func valueText(p *results.Param) string {
 		s = "`true` or `false`"
 	case results.KindDuration:
 		s = "duration"
+		if p.Auto {
+			s += " or `" + p.AutoText() + "`"
+		}
 	case results.KindPath:
 		s = "absolute path"
 	case results.KindString:
@@ -191,7 +194,7 @@ func defaultText(p *results.Param) string {
 		return "required, unless swept"
 	case p.Required:
 		return "required"
-	case p.Auto:
+	case p.Auto && p.Default == "":
 		return "`" + p.AutoText() + "`"
 	case p.Default == "":
 		return "none"
