@@ -80,7 +80,11 @@ func writeRole(w io.Writer, l manifest.CounterLine) {
 	if c.Netdev != "" {
 		from = append(from, "netdev "+c.Netdev)
 	}
-	fmt.Fprintf(w, "  %s on %s: %s\n", l.Role, l.Host, strings.Join(from, ", "))
+	fmt.Fprintf(w, "  %s on %s", l.Role, l.Host)
+	if len(from) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(from, ", "))
+	}
+	fmt.Fprintln(w)
 	var names []string
 	width := 0
 	for name, v := range c.Raw {
