@@ -128,8 +128,8 @@ output: {csv: out/%%s.csv, logs: out/logs}
 `, a.Addr, n.User, n.KeyFile, b.Addr, n.User, n.KeyFile, n.KnownHosts, filepath.Join(binDir, "node"), testhosts.DeployDir, testhosts.DeployDir)
 	// A tail loss probe is a retransmit the kernel sends when an ACK is
 	// merely late, which on a loaded machine it often is (with probes on,
-	// the clean run here gave 1 to 4 per row, each reported back as a
-	// D-SACK): the hosts send none, so a clean link gives 0.
+	// the clean run here gave 1 to 4 per row at a load average of 30 to
+	// 45): the hosts send none, so a clean link gives 0.
 	for _, h := range []*testhosts.Host{a, b} {
 		if out, err := exec.Command("ip", "netns", "exec", h.NS, "sysctl", "-qw", "net.ipv4.tcp_early_retrans=0").CombinedOutput(); err != nil {
 			t.Fatalf("turn off tail loss probes on %s: %v\n%s", h.Name, err, out)
