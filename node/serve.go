@@ -109,6 +109,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	}
 	defer srv.Close()
 	info := srv.Ready()
+	beginServer(sample, info) // before ready: a client may start at once
 	rate, rateUnknown := lineRate(info)
 	out.event(results.Ready{
 		LineRateMBs: rate, LineRateUnknown: rateUnknown,
@@ -118,7 +119,6 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		PrefetchS: info.PrefetchS, RDMAPath: info.Path,
 	})
 	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
-	beginServer(sample, info)
 	before := faults()
 	st, conns, err := serveAll(ctx, srv, o.clients)
 	if err != nil {
