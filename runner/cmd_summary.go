@@ -45,6 +45,9 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 	if o.format != "text" && o.format != "json" {
 		return g.usageError("summary --format is text or json (got %q)", o.format)
 	}
+	if o.counters && o.format != "text" {
+		return g.usageError("summary --counters prints text (got --format %s)", o.format)
+	}
 	var base summary.Baseline
 	if o.baseline != "" {
 		if base, err = summary.ParseBaseline(o.baseline); err != nil {
