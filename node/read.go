@@ -108,6 +108,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	if total == 0 && o.duration == 0 {
 		total = reg.Size
 	}
+	sample := beginClient(cl, o.server)
 	w := transport.Workload{
 		BlockSize: int(o.blockSize), QueueDepth: o.queueDepth, Pattern: o.pattern,
 		Total: total, Duration: o.duration, Warmup: o.warmup.d, Verify: o.verify,
@@ -121,6 +122,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	if err != nil {
 		return err
 	}
+	cnt := sample.End(m.TCP)
 	start := m.Start
 	if start.IsZero() { // a transport that cannot tell: the phase just ended
 		start = time.Now().Add(-time.Duration(m.Seconds * float64(time.Second)))
@@ -138,6 +140,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		CPUUserS: m.CPU.UserS, CPUSysS: m.CPU.SysS, CPUWallS: m.CPU.WallS,
 		StartUnixNs: start.UnixNano(), Histogram: m.Histogram,
 		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path, WarmupS: warmedUp,
+		Counters: cnt,
 	}
 	r.BwMinIntervalMBs, r.BwCoV = steadiness(m.Intervals, o.interval, m.Seconds, int(o.blockSize))
 	if m.Seconds > 0 {

@@ -138,6 +138,9 @@ type Result struct {
 	// --interval); nil with too few whole intervals.
 	BwMinIntervalMBs *float64 `json:"bw_min_interval_mb_s,omitempty"`
 	BwCoV            *float64 `json:"bw_cov,omitempty"`
+	// Counters is what the client's host counted over the read (nil
+	// from an older node).
+	Counters *Counters `json:"counters,omitempty"`
 }
 
 // RDMAPath is what node's rdma transport used on its side of a
@@ -226,6 +229,9 @@ type Done struct {
 	// Connections is each client's session, in the order they ended, when
 	// node served several (--clients).
 	Connections []Connection `json:"connections,omitempty"`
+	// Counters is what the server's host counted from the cache state
+	// set to its clients' departure (nil from an older node).
+	Counters *Counters `json:"counters,omitempty"`
 }
 
 // Connection is one client's session as the server saw it.

@@ -88,6 +88,17 @@ type Row struct {
 	BwCoV            *float64 `csv:"bw_cov"`
 	// WarmupUsedS is how long a warmup steady read, from the result.
 	WarmupUsedS *float64 `csv:"warmup_used_s"`
+
+	// The host counters' headlines (SetCounters); nil where a host lacks
+	// the counter.
+	DiskReadBytes     *int64 `csv:"disk_read_bytes"`
+	ServerMajorFaults *int64 `csv:"server_major_faults"`
+	ServerMinorFaults *int64 `csv:"server_minor_faults"`
+	TCPRetrans        *int64 `csv:"tcp_retrans"`
+	RDMARetransEvents *int64 `csv:"rdma_retrans_events"`
+	RDMACNP           *int64 `csv:"rdma_cnp"`
+	RDMAECNMarked     *int64 `csv:"rdma_ecn_marked"`
+	NetDrops          *int64 `csv:"net_drops"`
 }
 
 // Scope values.

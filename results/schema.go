@@ -277,6 +277,16 @@ var schema = []Field{
 	{Column: "bw_min_interval_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "client rows: the slowest whole interval of the measured phase's time series (the last, partial one left out); empty with no whole interval"},
 	{Column: "bw_cov", Unit: "ratio", Doc: "client rows: the coefficient of variation (standard deviation ÷ mean) of the whole intervals' bandwidth; empty with fewer than 2"},
 	{Column: "warmup_used_s", Unit: "seconds", Doc: "client rows of `warmup: steady`: the warmup the client read until the bandwidth was steady, or `warmup_max`, wall clock; empty otherwise"},
+	// What the hosts counted during each run (issue 22,
+	// docs/telemetry.md). Every raw delta is in RUN_ID.counters.jsonl.
+	{Column: "disk_read_bytes", Unit: "bytes", Doc: "what the block device under the server's file read (its `stat`'s read sectors × 512), from just after the server set the cache state to the end of the point; empty where the file has no block device under it (tmpfs, an initramfs)"},
+	{Column: "server_major_faults", Doc: "node serve's major page faults (getrusage) over its life, registration included"},
+	{Column: "server_minor_faults", Doc: "node serve's minor page faults over its life"},
+	{Column: "tcp_retrans", Unit: "segments", Doc: "tcp: segments the data connection retransmitted (`tcpi_total_retrans` of its own `TCP_INFO`), client's and server's ends over the read; empty for rdma"},
+	{Column: "rdma_retrans_events", Doc: "rdma: the RDMA ports' retransmit, sequence-error and duplicate counters over the read, summed by the device family's mapping (docs/telemetry.md); empty where the device has none (siw)"},
+	{Column: "rdma_cnp", Unit: "packets", Doc: "rdma: congestion notification packets the ports sent; empty where the device does not count them (rxe, siw)"},
+	{Column: "rdma_ecn_marked", Unit: "packets", Doc: "rdma: RoCE packets that arrived ECN-marked; empty where the device does not count them (rxe, siw)"},
+	{Column: "net_drops", Unit: "packets", Doc: "the data's network devices' `rx_dropped` + `tx_dropped` over the read, each device counted once"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

@@ -50,6 +50,10 @@ type Runner struct {
 	// Series receives each interval a client reports, for the run's
 	// time-series file. It may be nil.
 	Series func(pt plan.Point, rep int, t role.Target, iv *results.Interval)
+	// Counters receives each role's counters (from the client's result
+	// and the server's done event), for the run's counters sidecar. It
+	// may be nil.
+	Counters func(pt plan.Point, rep int, t role.Target, c *results.Counters)
 	// Path receives the RDMA path a role reports it used, from the
 	// server's ready event and the client's result, for the manifest. It
 	// may be nil.
@@ -101,12 +105,29 @@ func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) ([]results.Row
 		return nil, tm, err
 	}
 	rows := r.rows(pt, rep, start, roles, reports, err)
+	r.sendCounters(pt, rep, reports)
 	for _, rep := range reports {
 		if rep.Result != nil {
 			tm.Measured = max(tm.Measured, time.Duration(rep.Result.Seconds*float64(time.Second)))
 		}
 	}
 	return rows, tm, nil
+}
+
+// sendCounters hands each role's counters to the Counters callback.
+func (r *Runner) sendCounters(pt plan.Point, rep int, reports []*Report) {
+	if r.Counters == nil {
+		return
+	}
+	for _, rp := range reports {
+		switch {
+		case rp == nil:
+		case rp.Result != nil && rp.Result.Counters != nil:
+			r.Counters(pt, rep, rp.Target, rp.Result.Counters)
+		case rp.Done != nil && rp.Done.Counters != nil:
+			r.Counters(pt, rep, rp.Target, rp.Done.Counters)
+		}
+	}
 }
 
 // rows makes the point's rows from its roles' reports: each client's,
@@ -141,9 +162,12 @@ func (r *Runner) rows(pt plan.Point, rep int, start time.Time, roles []Role, rep
 		default:
 			row.Status = results.StatusOK
 			row.SetResult(cr.Result)
+			var srvCounters *results.Counters
 			if srv := serverOf[rl.WaitsFor[0]]; srv.Done != nil {
 				row.SetDone(srv.Done) // its server's CPU, over all its clients
+				srvCounters = srv.Done.Counters
 			}
+			row.SetCounters(srvCounters, cr.Result.Counters)
 		}
 		clients = append(clients, row)
 		cliReports = append(cliReports, cr)
@@ -171,6 +195,13 @@ func (r *Runner) rows(pt plan.Point, rep int, start time.Time, roles []Role, rep
 	}
 	if err == nil {
 		err = aggregate(&agg, cliReports)
+	}
+	if err == nil && len(serverOf) == 1 {
+		for _, srv := range serverOf {
+			if srv.Done != nil {
+				agg.SetCounters(srv.Done.Counters, nil) // the server's disk, faults and connections
+			}
+		}
 	}
 	if err != nil {
 		agg.Status, agg.Error = results.StatusFailed, err.Error()

@@ -19,6 +19,7 @@ import (
 
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/manifest"
 	"rdmasweep/testbed/guest"
 	"rdmasweep/testbed/testenv"
 )
@@ -183,6 +184,8 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		}
 	}
 
+	rxeCounters(t, filepath.Join(dir, "out/rxe.csv"), rows)
+
 	start := time.Now()
 	expectSweep(t, ctx, dir, env, host, knownHosts, runner, node)
 	t.Logf("expect sweep took %s", time.Since(start).Round(100*time.Millisecond))
@@ -211,6 +214,42 @@ output: {csv: out/rxe.csv, logs: out/logs}
 		if strings.Contains(l, remoteNode) || strings.Contains(l, "/ib_read_bw") || strings.Contains(l, "/fio") {
 			t.Errorf("left running in the guest: %s", l)
 		}
+	}
+}
+
+// rxeCounters checks the counters of rdma rows over rxe (issue 22): rxe
+// has retransmit counters, so rdma_retrans_events is filled, and no CNP or
+// ECN counters, so those cells are empty; tcp_retrans is empty over rdma;
+// and the sidecar holds rxe's raw deltas by their kernel names, the
+// client's sent_pkts among them.
+func rxeCounters(t *testing.T, csvPath string, rows []results.Row) {
+	t.Helper()
+	cell := func(p *int64) string {
+		if p == nil {
+			return "(empty)"
+		}
+		return fmt.Sprint(*p)
+	}
+	for i, r := range rows {
+		t.Logf("row %d: rdma_retrans_events %s, rdma_cnp %s, net_drops %s, server faults %s major %s minor", i+1,
+			cell(r.RDMARetransEvents), cell(r.RDMACNP), cell(r.NetDrops), cell(r.ServerMajorFaults), cell(r.ServerMinorFaults))
+		if r.RDMARetransEvents == nil || r.RDMACNP != nil || r.RDMAECNMarked != nil || r.TCPRetrans != nil || r.ServerMinorFaults == nil {
+			t.Errorf("row %d: rdma_retrans_events %s, rdma_cnp %s, rdma_ecn_marked %s, tcp_retrans %s, server_minor_faults %s; want rxe's retransmit figure, no CNP, ECN or TCP figure, and the faults",
+				i+1, cell(r.RDMARetransEvents), cell(r.RDMACNP), cell(r.RDMAECNMarked), cell(r.TCPRetrans), cell(r.ServerMinorFaults))
+		}
+	}
+	lines, err := manifest.ReadCounters(manifest.CountersPathFor(csvPath, rows[0].RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	for _, l := range lines {
+		if l.Role == "client" && l.RDMAFamily == "rxe" && l.Raw["rdma/hw_counters/sent_pkts"] > 0 {
+			sent++
+		}
+	}
+	if sent != len(rows) {
+		t.Errorf("%d of %d runs' sidecar lines hold the client's rxe hw_counters/sent_pkts; lines: %+v", sent, len(rows), lines)
 	}
 }
 
