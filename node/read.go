@@ -104,6 +104,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	if total == 0 && o.duration == 0 {
 		total = reg.Size
 	}
+	sample := beginClient(cl, o.server)
 	m, err := cl.Read(ctx, transport.Workload{
 		BlockSize: int(o.blockSize), QueueDepth: o.queueDepth, Pattern: o.pattern,
 		Total: total, Duration: o.duration, Warmup: o.warmup, Verify: o.verify,
@@ -112,6 +113,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	if err != nil {
 		return err
 	}
+	cnt := sample.End(m.TCP)
 	start := m.Start
 	if start.IsZero() { // a transport that cannot tell: the phase just ended
 		start = time.Now().Add(-time.Duration(m.Seconds * float64(time.Second)))
@@ -129,6 +131,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		CPUUserS: m.CPU.UserS, CPUSysS: m.CPU.SysS, CPUWallS: m.CPU.WallS,
 		StartUnixNs: start.UnixNano(), Histogram: m.Histogram,
 		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path,
+		Counters: cnt,
 	}
 	if m.Seconds > 0 {
 		r.BandwidthMBs = float64(m.Bytes) / m.Seconds / 1e6

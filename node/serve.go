@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/counters"
 	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
@@ -92,6 +93,8 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	if !f.Patterned {
 		out.warn(fmt.Sprintf("%s has no rdmasweep sidecar: its bytes cannot be verified", o.file))
 	}
+	sample := counters.NewSample("")
+	sample.Disk(f.Path) // the cache state is set: every read from here is the point's
 	srv, err := tr.Listen(ctx, transport.ServerConfig{
 		Region:        transport.Region{File: f.File, Path: f.Path, Size: f.Size, Seed: f.Seed, Patterned: f.Patterned, Writable: f.Writable},
 		Host:          o.listen,
@@ -115,6 +118,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		PrefetchS: info.PrefetchS, RDMAPath: info.Path,
 	})
 	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
+	beginServer(sample, info)
 	before := faults()
 	st, conns, err := serveAll(ctx, srv, o.clients)
 	if err != nil {
@@ -125,6 +129,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		Type: results.TypeDone, BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds,
 		MinorFaults: after.minor - before.minor, MajorFaults: after.major - before.major,
 		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS, Connections: conns,
+		Counters: sample.End(st.TCP),
 	})
 	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()
@@ -218,6 +223,7 @@ func serveAll(ctx context.Context, srv transport.Server, n int) (transport.Serve
 			}
 			total.BytesServed += st.BytesServed
 			total.Requests += st.Requests
+			total.TCP = addTCP(total.TCP, st.TCP)
 			total.Seconds = end.Sub(first).Seconds()
 			conns = append(conns, results.Connection{BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds})
 		}()

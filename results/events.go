@@ -129,6 +129,9 @@ type Result struct {
 	// known, and LineRateUnknown says why.
 	LineRateMBs     *float64 `json:"line_rate_mb_s,omitempty"`
 	LineRateUnknown string   `json:"line_rate_unknown,omitempty"`
+	// Counters is what the client's host counted over the read (nil
+	// from an older node).
+	Counters *Counters `json:"counters,omitempty"`
 }
 
 // RDMAPath is what node's rdma transport used on its side of a
@@ -217,6 +220,9 @@ type Done struct {
 	// Connections is each client's session, in the order they ended, when
 	// node served several (--clients).
 	Connections []Connection `json:"connections,omitempty"`
+	// Counters is what the server's host counted from the cache state
+	// set to its clients' departure (nil from an older node).
+	Counters *Counters `json:"counters,omitempty"`
 }
 
 // Connection is one client's session as the server saw it.

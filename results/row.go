@@ -78,6 +78,17 @@ type Row struct {
 	// Round is the round of a pairwise or ring sweep the pair ran in,
 	// from 1; nil for the other topologies.
 	Round *int64 `csv:"round"`
+
+	// The host counters' headlines (SetCounters); nil where a host lacks
+	// the counter.
+	DiskReadBytes     *int64 `csv:"disk_read_bytes"`
+	ServerMajorFaults *int64 `csv:"server_major_faults"`
+	ServerMinorFaults *int64 `csv:"server_minor_faults"`
+	TCPRetrans        *int64 `csv:"tcp_retrans"`
+	RDMARetransEvents *int64 `csv:"rdma_retrans_events"`
+	RDMACNP           *int64 `csv:"rdma_cnp"`
+	RDMAECNMarked     *int64 `csv:"rdma_ecn_marked"`
+	NetDrops          *int64 `csv:"net_drops"`
 }
 
 // Scope values.

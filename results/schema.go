@@ -249,6 +249,16 @@ var schema = []Field{
 		Name: "max_parallel", Kind: KindInt, Auto: true, AutoWord: "none", Min: 1, Max: 1 << 16, Since: 5,
 		Doc: "topologies pairwise and ring: at most this many pairs in a round (flows on the fabric at once); a bigger round is split"}},
 	{Column: "round", Doc: "pairwise and ring: the round the pair ran in, from 1 (its pairs started together, at one barrier); empty for the other topologies"},
+	// Version 6: what the hosts counted during each run (issue 22,
+	// docs/telemetry.md). Every raw delta is in RUN_ID.counters.jsonl.
+	{Column: "disk_read_bytes", Unit: "bytes", Doc: "what the block device under the server's file read (its `stat`'s read sectors × 512), from just after the server set the cache state to the end of the point; empty where the file has no block device under it (tmpfs, an initramfs)"},
+	{Column: "server_major_faults", Doc: "node serve's major page faults (getrusage) over its life, registration included"},
+	{Column: "server_minor_faults", Doc: "node serve's minor page faults over its life"},
+	{Column: "tcp_retrans", Unit: "segments", Doc: "tcp: segments the data connection retransmitted (`tcpi_total_retrans` of its own `TCP_INFO`), client's and server's ends over the read; empty for rdma"},
+	{Column: "rdma_retrans_events", Doc: "rdma: the RDMA ports' retransmit, sequence-error and duplicate counters over the read, summed by the device family's mapping (docs/telemetry.md); empty where the device has none (siw)"},
+	{Column: "rdma_cnp", Unit: "packets", Doc: "rdma: congestion notification packets the ports sent; empty where the device does not count them (rxe, siw)"},
+	{Column: "rdma_ecn_marked", Unit: "packets", Doc: "rdma: RoCE packets that arrived ECN-marked; empty where the device does not count them (rxe, siw)"},
+	{Column: "net_drops", Unit: "packets", Doc: "the data's network devices' `rx_dropped` + `tx_dropped` over the read, each device counted once"},
 }
 
 // Columns is the CSV header, in order: the schema's entries that have a

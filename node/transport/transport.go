@@ -16,6 +16,7 @@ import (
 	"os"
 	"time"
 
+	"rdmasweep/node/counters"
 	"rdmasweep/results"
 )
 
@@ -124,6 +125,9 @@ type ServeStats struct {
 	// CPU is the process's CPU time over the client's session (its
 	// warmup included: the server cannot tell the client's phases apart).
 	CPU CPUTime
+	// TCP is the data connection's own TCP_INFO over the session; nil
+	// for a transport whose data crosses no TCP connection (rdma).
+	TCP *counters.TCPPhase
 }
 
 // Server is a prepared, listening server. Listen returns only once the
@@ -204,6 +208,9 @@ type Measurement struct {
 	// together (rdma, whose C loop runs both in one call); CPU.WallS says
 	// which span it covers.
 	CPU CPUTime
+	// TCP is the data connection's own TCP_INFO over the measured phase;
+	// nil for a transport whose data crosses no TCP connection (rdma).
+	TCP *counters.TCPPhase
 }
 
 // Latencies summarises per-read latency, issue to completion, in

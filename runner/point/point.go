@@ -146,9 +146,12 @@ func (r *Runner) rows(pt plan.Point, rep int, start time.Time, roles []Role, rep
 		default:
 			row.Status = results.StatusOK
 			row.SetResult(cr.Result)
+			var srvCounters *results.Counters
 			if srv := serverOf[rl.WaitsFor[0]]; srv.Done != nil {
 				row.SetDone(srv.Done) // its server's CPU, over all its clients
+				srvCounters = srv.Done.Counters
 			}
+			row.SetCounters(srvCounters, cr.Result.Counters)
 		}
 		clients = append(clients, row)
 		cliReports = append(cliReports, cr)
@@ -176,6 +179,13 @@ func (r *Runner) rows(pt plan.Point, rep int, start time.Time, roles []Role, rep
 	}
 	if err == nil {
 		err = aggregate(&agg, cliReports)
+	}
+	if err == nil && len(serverOf) == 1 {
+		for _, srv := range serverOf {
+			if srv.Done != nil {
+				agg.SetCounters(srv.Done.Counters, nil) // the server's disk, faults and connections
+			}
+		}
 	}
 	if err != nil {
 		agg.Status, agg.Error = results.StatusFailed, err.Error()

@@ -297,6 +297,10 @@ func (c *client) routeGID(index int) {
 	}
 }
 
+// Path is the RDMA path the client connected over, known from Dial on, so
+// node can count its port's counters around Read.
+func (c *client) Path() *results.RDMAPath { return c.path }
+
 func (c *client) Region() transport.RegionInfo {
 	return transport.RegionInfo{Size: int64(c.region.Length), Seed: c.region.Seed, Patterned: c.region.Patterned}
 }

@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/counters"
 	"rdmasweep/node/pattern"
 	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
@@ -192,8 +193,10 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	defer release()
 	start := time.Now()
 	cpu := transport.StartCPU()
+	tcp := tcpPhase(c)
 	err = s.serveConn(c, &st)
 	st.Seconds, st.CPU = time.Since(start).Seconds(), cpu()
+	st.TCP = tcp()
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -509,8 +512,10 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	reads := (total + int64(w.BlockSize) - 1) / int64(w.BlockSize)
 	h := new(results.Histogram)
 	cpu := transport.StartCPU()
+	tcp := tcpPhase(c.conn)
 	res, err := p.run(reads, dur, h)
 	used := cpu()
+	tcpStats := tcp()
 	if err != nil {
 		return m, ctxErr(ctx, err)
 	}
@@ -524,7 +529,22 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		Intervals: res.intervals,
 		Verified:  w.Verify,
 		CPU:       used,
+		TCP:       tcpStats,
 	}, nil
+}
+
+// tcpPhase reads c's TCP_INFO now and returns the call that reads it at
+// the phase's end: the segments retransmitted since, and the round trip
+// then. It gives nil where TCP_INFO cannot be read.
+func tcpPhase(c *net.TCPConn) func() *counters.TCPPhase {
+	before, err := counters.TCP(c)
+	return func() *counters.TCPPhase {
+		after, aerr := counters.TCP(c)
+		if err != nil || aerr != nil {
+			return nil
+		}
+		return &counters.TCPPhase{Retrans: int64(after.TotalRetrans) - int64(before.TotalRetrans), RTT: after.RTT}
+	}
 }
 
 func ctxErr(ctx context.Context, err error) error {

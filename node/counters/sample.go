@@ -1,0 +1,197 @@
+package counters
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"rdmasweep/results"
+)
+
+// TCPPhase is a TCP data connection's own TCP_INFO over a phase: the
+// segments it retransmitted and its smoothed round trip at the end.
+type TCPPhase struct {
+	Retrans int64
+	RTT     time.Duration
+}
+
+// Sample is one role's counters, each group read when the role's phase
+// for it begins (Disk, Port, Netdev), and all read again at its end
+// (End). What cannot be read is noted in the event's unread, never fatal:
+// the run goes on without that group.
+type Sample struct {
+	sysfs  string
+	disk   BlockDevice
+	dev    string
+	port   int
+	netdev string
+	before map[string]Snapshot // by group: disk, rdma, netdev
+	unread map[string]string
+}
+
+// NewSample starts an empty sample; sysfs is the /sys mount ("" is /sys).
+func NewSample(sysfs string) *Sample {
+	if sysfs == "" {
+		sysfs = "/sys"
+	}
+	return &Sample{sysfs: sysfs, before: map[string]Snapshot{}, unread: map[string]string{}}
+}
+
+// Disk begins counting the block device under file.
+func (s *Sample) Disk(file string) {
+	b, err := BlockDeviceFor(s.sysfs, file)
+	if err != nil {
+		s.unread["disk"] = err.Error()
+		return
+	}
+	s.disk = b
+	s.begin("disk")
+}
+
+// Port begins counting an RDMA port's counters and hw_counters.
+func (s *Sample) Port(dev string, port int) {
+	s.dev, s.port = dev, port
+	s.begin("rdma")
+}
+
+// Netdev begins counting a network device's statistics; with name ""
+// why says why the data's device is not known.
+func (s *Sample) Netdev(name, why string) {
+	if name == "" {
+		s.unread["netdev"] = why
+		return
+	}
+	s.netdev = name
+	s.begin("netdev")
+}
+
+func (s *Sample) begin(group string) {
+	snap, err := s.read(group)
+	if err != nil {
+		s.unread[group] = err.Error()
+		return
+	}
+	s.before[group] = snap
+}
+
+// read reads one group's counters now.
+func (s *Sample) read(group string) (Snapshot, error) {
+	switch group {
+	case "disk":
+		return s.disk.Stat()
+	case "rdma":
+		return RDMAPort(s.sysfs, s.dev, s.port)
+	default:
+		return Netdev(s.sysfs, s.netdev)
+	}
+}
+
+// End reads the counters again and returns the deltas since Begin, their
+// headlines, and node's own faults over its life. tcp is the data
+// connection's own figures over the phase, nil for a transport whose data
+// does not cross one.
+func (s *Sample) End(tcp *TCPPhase) *results.Counters {
+	c := &results.Counters{Raw: map[string]int64{}, Unread: s.unread, BootID: bootID()}
+	deltas := map[string]Delta{}
+	for group, before := range s.before {
+		after, err := s.read(group)
+		if err != nil {
+			s.unread[group] = err.Error()
+			continue
+		}
+		deltas[group] = Sub(before, after)
+		for name, v := range deltas[group] {
+			c.Raw[group+"/"+name] = v
+		}
+	}
+	if d, ok := deltas["disk"]; ok {
+		c.DiskDevice = s.disk.String()
+		c.DiskReadBytes = ptr(ReadBytes(d))
+	}
+	if d, ok := deltas["rdma"]; ok {
+		c.RDMADevice, c.RDMAPort = s.dev, s.port
+		c.RDMAFamily = Family(s.sysfs, s.dev)
+		h := Headline(c.RDMAFamily, d)
+		c.RDMARetransEvents, c.RDMACNP, c.RDMAECNMarked = h.RetransEvents, h.CNP, h.ECNMarked
+	}
+	if d, ok := deltas["netdev"]; ok {
+		c.Netdev = s.netdev
+		c.NetDrops = sum2(d, "rx_dropped", "tx_dropped")
+	}
+	if p, err := Process(); err != nil {
+		s.unread["process"] = err.Error()
+	} else {
+		for name, v := range p {
+			c.Raw["process/"+name] = int64(v)
+		}
+		c.MajorFaults, c.MinorFaults = ptr(int64(p["major_faults"])), ptr(int64(p["minor_faults"]))
+	}
+	if tcp != nil {
+		c.TCPRetrans = ptr(tcp.Retrans)
+		rtt := float64(tcp.RTT) / float64(time.Microsecond)
+		c.TCPRTTUs = &rtt
+		c.Raw["tcp/total_retrans"] = tcp.Retrans
+	}
+	if len(c.Unread) == 0 {
+		c.Unread = nil
+	}
+	return c
+}
+
+func ptr(v int64) *int64 { return &v }
+
+// sum2 adds the named counters of d; nil when d has neither.
+func sum2(d Delta, names ...string) *int64 {
+	var total int64
+	found := false
+	for _, n := range names {
+		if v, ok := d[n]; ok {
+			total, found = total+v, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	return &total
+}
+
+// PortNetdev is the network device under an RDMA port (RoCE, iWARP: the
+// netdev its GIDs belong to), from the port's gid_attrs/ndevs; an
+// InfiniBand port has none.
+func PortNetdev(sysfs, dev string, port int) (string, error) {
+	if sysfs == "" {
+		sysfs = "/sys"
+	}
+	dir := filepath.Join(sysfs, "class", "infiniband", dev, "ports", fmt.Sprint(port), "gid_attrs", "ndevs")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("find the network device of %s port %d: %w", dev, port, err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	sort.Slice(names, func(i, j int) bool {
+		return len(names[i]) < len(names[j]) || len(names[i]) == len(names[j]) && names[i] < names[j]
+	})
+	for _, n := range names {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); err == nil {
+			if nd := strings.TrimSpace(string(b)); nd != "" {
+				return nd, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s port %d has no network device (InfiniBand?)", dev, port)
+}
+
+// bootID identifies this boot of the host, "" where it cannot be read.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
