@@ -103,5 +103,5 @@ func addTCP(a, b *counters.TCPPhase) *counters.TCPPhase {
 	case b == nil:
 		return a
 	}
-	return &counters.TCPPhase{Retrans: a.Retrans + b.Retrans, RTT: max(a.RTT, b.RTT)}
+	return &counters.TCPPhase{Retrans: a.Retrans + b.Retrans, DSACKDups: a.DSACKDups + b.DSACKDups, RTT: max(a.RTT, b.RTT)}
 }

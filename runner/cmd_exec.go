@@ -159,6 +159,9 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	if out.SeriesErr != nil {
 		ui.warnf("the time series is incomplete: %v", out.SeriesErr)
 	}
+	if out.CountersErr != nil {
+		ui.warnf("the counters sidecar is incomplete: %v", out.CountersErr)
+	}
 	if err := x.report(out.Rows); err != nil {
 		return err
 	}

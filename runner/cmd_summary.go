@@ -18,16 +18,18 @@ type summaryOptions struct {
 	baseline string
 	format   string
 	expect   float64
+	counters bool
 }
 
 var summaryCommand = &command{
-	name: "summary", args: "[--run RUN_ID] [--baseline name=value] [--format text|json] [--expect MB/s] CSV",
+	name: "summary", args: "[--run RUN_ID] [--baseline name=value] [--format text|json] [--expect MB/s] [--counters] CSV",
 	help: "  summary CSV     print the summary table of an existing CSV",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o summaryOptions
 		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
 		fs.StringVar(&o.format, "format", "text", "`text`, or json for a pairwise or ring CSV's judgment or a search CSV's knees")
 		fs.Float64Var(&o.expect, "expect", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD)")
+		fs.BoolVar(&o.counters, "counters", false, "print instead each run's counters that moved, per point and role, by their kernel names (from RUN_ID.counters.jsonl beside the CSV)")
 		o.addFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runSummary(ctx, o, g, args) }
 	},
@@ -52,6 +54,13 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 	rows, err := o.read(path)
 	if err != nil {
 		return err
+	}
+	if o.counters {
+		byRun, err := summary.ReadRunCounters(path, rows)
+		if err != nil {
+			return err
+		}
+		return summary.WriteCounters(g.stdout, rows, byRun)
 	}
 	if pool := fleet.FromRows(rows, fleet.JudgeOptions{Expect: o.expect}); len(pool) > 0 {
 		if o.format == "json" {

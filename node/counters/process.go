@@ -29,6 +29,10 @@ type TCPStats struct {
 	TotalRetrans uint32        // tcpi_total_retrans: segments retransmitted over the connection's life
 	RTT          time.Duration // tcpi_rtt: the smoothed round trip
 	RTTVar       time.Duration // tcpi_rttvar
+	// DSACKDups is tcpi_dsack_dups: retransmits the peer reported it had
+	// already received (D-SACK), i.e. spurious ones, such as a loss
+	// probe sent when only the ACK was late.
+	DSACKDups uint32
 }
 
 // TCP reads conn's TCP_INFO.
@@ -51,5 +55,6 @@ func TCP(conn *net.TCPConn) (TCPStats, error) {
 		TotalRetrans: info.Total_retrans,
 		RTT:          time.Duration(info.Rtt) * time.Microsecond,
 		RTTVar:       time.Duration(info.Rttvar) * time.Microsecond,
+		DSACKDups:    info.Dsack_dups,
 	}, nil
 }

@@ -16,6 +16,9 @@ import (
 type TCPPhase struct {
 	Retrans int64
 	RTT     time.Duration
+	// DSACKDups are the retransmits the peer reported as duplicates
+	// (tcpi_dsack_dups): spurious ones.
+	DSACKDups int64
 }
 
 // Sample is one role's counters, each group read when the role's phase
@@ -134,6 +137,7 @@ func (s *Sample) End(tcp *TCPPhase) *results.Counters {
 		rtt := float64(tcp.RTT) / float64(time.Microsecond)
 		c.TCPRTTUs = &rtt
 		c.Raw["tcp/total_retrans"] = tcp.Retrans
+		c.Raw["tcp/dsack_dups"] = tcp.DSACKDups
 	}
 	if len(c.Unread) == 0 {
 		c.Unread = nil

@@ -50,6 +50,10 @@ type Runner struct {
 	// Series receives each interval a client reports, for the run's
 	// time-series file. It may be nil.
 	Series func(pt plan.Point, rep int, t role.Target, iv *results.Interval)
+	// Counters receives each role's counters (from the client's result
+	// and the server's done event), for the run's counters sidecar. It
+	// may be nil.
+	Counters func(pt plan.Point, rep int, t role.Target, c *results.Counters)
 	// BarrierLead is how far ahead of sending go the clients held at a
 	// start barrier are told to start, by their own clocks (0: at once).
 	// Under Slurm srun delivers stdin to some steps hundreds of ms late,
@@ -106,12 +110,29 @@ func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) ([]results.Row
 		return nil, tm, err
 	}
 	rows := r.rows(pt, rep, start, roles, reports, err)
+	r.sendCounters(pt, rep, reports)
 	for _, rep := range reports {
 		if rep.Result != nil {
 			tm.Measured = max(tm.Measured, time.Duration(rep.Result.Seconds*float64(time.Second)))
 		}
 	}
 	return rows, tm, nil
+}
+
+// sendCounters hands each role's counters to the Counters callback.
+func (r *Runner) sendCounters(pt plan.Point, rep int, reports []*Report) {
+	if r.Counters == nil {
+		return
+	}
+	for _, rp := range reports {
+		switch {
+		case rp == nil:
+		case rp.Result != nil && rp.Result.Counters != nil:
+			r.Counters(pt, rep, rp.Target, rp.Result.Counters)
+		case rp.Done != nil && rp.Done.Counters != nil:
+			r.Counters(pt, rep, rp.Target, rp.Done.Counters)
+		}
+	}
 }
 
 // rows makes the point's rows from its roles' reports: each client's,

@@ -99,8 +99,8 @@ func (e *Exec) gate(ctx context.Context, todo []resume.Job) error {
 }
 
 // PointRunner is the runner of this exec's points: its hosts, logs, the
-// leftover record, the time series and the manifest.
-func (e *Exec) PointRunner(left *leftover.Record, ts *series.File) *point.Runner {
+// leftover record, the time series, the counters sidecar and the manifest.
+func (e *Exec) PointRunner(left *leftover.Record, ts *series.File, cs *manifest.Counters) *point.Runner {
 	r := &point.Runner{
 		Plan:    e.Plan,
 		RunID:   e.RunID,
@@ -110,7 +110,10 @@ func (e *Exec) PointRunner(left *leftover.Record, ts *series.File) *point.Runner
 		Started: left.Add,
 		Exited:  left.Remove,
 		Series:  ts.Add,
-		Path:    func(t role.Target, rp *results.RDMAPath) { e.Rec.AddPath(t, rp, e.Warn) },
+		Counters: func(pt plan.Point, rep int, t role.Target, c *results.Counters) {
+			cs.Add(manifest.CounterLine{PointKey: pt.Key, Repetition: rep, Role: t.Role, Host: t.Host.Name(), Counters: c})
+		},
+		Path: func(t role.Target, rp *results.RDMAPath) { e.Rec.AddPath(t, rp, e.Warn) },
 	}
 	if e.Plan.Launcher == "slurm" {
 		r.BarrierLead = point.SlurmBarrierLead
@@ -140,9 +143,11 @@ func (e *Exec) run(ctx context.Context, csv Appender, w Watch, sweep func(*Sweep
 	}
 	ts := series.New(series.PathFor(e.CSVPath, e.RunID))
 	defer ts.Close()
-	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts), CSV: csv, Watch: w})
+	cs := manifest.NewCounters(manifest.CountersPathFor(e.CSVPath, e.RunID))
+	defer cs.Close()
+	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts, cs), CSV: csv, Watch: w})
 	if err == nil {
-		out.SeriesErr = ts.Close()
+		out.SeriesErr, out.CountersErr = ts.Close(), cs.Close()
 	}
 	return out, err
 }

@@ -543,7 +543,11 @@ func tcpPhase(c *net.TCPConn) func() *counters.TCPPhase {
 		if err != nil || aerr != nil {
 			return nil
 		}
-		return &counters.TCPPhase{Retrans: int64(after.TotalRetrans) - int64(before.TotalRetrans), RTT: after.RTT}
+		return &counters.TCPPhase{
+			Retrans:   int64(after.TotalRetrans) - int64(before.TotalRetrans),
+			DSACKDups: int64(after.DSACKDups) - int64(before.DSACKDups),
+			RTT:       after.RTT,
+		}
 	}
 }
 
