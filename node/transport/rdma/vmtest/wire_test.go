@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/manifest"
 	"rdmasweep/testbed/guest"
 	"rdmasweep/testbed/testenv"
 )
@@ -313,9 +315,10 @@ func okRow(t *testing.T, what string, r results.Row, want int64) {
 }
 
 // tos is issue 24's check on a real wire: with default_roce_tos 96 in
-// configfs for both guests' rxe9 and no traffic_class, the RoCE v2
+// configfs for both guests' rxe9 and no traffic_class, the RoCE v2 data
 // packets (UDP 4791) both ways carry ToS 0x60; with traffic_class 32,
-// 0x20. The manifest records the kernel's default_roce_tos.
+// 0x20. The connection manager's own MADs are logged, not held to it.
+// The manifest records the kernel's default_roce_tos.
 func (l *wireLab) tos(t *testing.T) {
 	cfg := "/sys/kernel/config/rdma_cm/" + wireDev + "/ports/1/default_roce_tos"
 	for _, e := range []*wireEnd{l.server, l.client} {
@@ -343,13 +346,13 @@ client: {block_size: 64KiB, total: 1MiB, queue_depth: 4, verify: true}
 		okRow(t, c.name, rows[0], 1<<20)
 		t.Logf("%s: captured on the server's %s: %v", c.name, l.server.nic, pkts)
 		for _, dir := range []string{wireClientIP + ">" + wireServerIP, wireServerIP + ">" + wireClientIP} {
-			if pkts.n[dir] == 0 {
+			if pkts.dirs[dir] == 0 {
 				t.Errorf("%s: no RoCE v2 packet %s captured on the wire", c.name, dir)
 			}
 		}
 		for tos, n := range pkts.tos {
 			if tos != c.tos {
-				t.Errorf("%s: %d RoCE v2 packets with tos 0x%x, want every one 0x%x", c.name, n, tos, c.tos)
+				t.Errorf("%s: %d RoCE v2 data packets with tos 0x%x, want every one 0x%x", c.name, n, tos, c.tos)
 			}
 		}
 		m := onlyManifest(t, filepath.Join(l.dir, "out"), rows[0].RunID)
@@ -367,57 +370,93 @@ client: {block_size: 64KiB, total: 1MiB, queue_depth: 4, verify: true}
 	}
 }
 
-// capture starts tcpdump on the guest's wire NIC for RoCE v2 (UDP 4791)
-// and returns a func that stops it and returns what it printed.
+// capture starts tcpdump on the guest's wire NIC for RoCE v2 (UDP 4791),
+// in a session of its own, and returns a func that stops it (SIGINT, by
+// its pid) and returns what it printed.
 func (e *wireEnd) capture(t *testing.T) func() string {
 	t.Helper()
-	pid := strings.TrimSpace(e.sh(t, "setsid tcpdump -i "+e.nic+" -n -v -l -s 96 -c 2000 udp port 4791 >/tmp/cap.txt 2>/tmp/cap.err </dev/null & echo $!"))
+	sess, err := e.c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut consoleLog // safe to read while the session writes
+	sess.Stdout, sess.Stderr = &out, &errOut
+	// The shell says its pid, which exec hands to tcpdump; -Z root: the
+	// image has no tcpdump user to drop privileges to.
+	if err := sess.Start("echo $$ >&2; exec tcpdump -Z root -i " + e.nic + " -n -v -l -s 96 -c 2000 udp port 4791"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
 	// tcpdump says "listening on" once its socket is open.
-	e.sh(t, "i=0; until grep -q 'listening on' /tmp/cap.err; do [ $i -lt 300 ] || { cat /tmp/cap.err; exit 1; }; sleep 0.1; i=$((i+1)); done")
+	for !strings.Contains(errOut.String(), "listening on") {
+		select {
+		case err := <-done:
+			t.Fatalf("tcpdump on %s: %v\n%s", e.nic, err, errOut.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	pid, _, _ := strings.Cut(errOut.String(), "\n")
 	return func() string {
-		return e.sh(t, "kill -INT "+pid+" 2>/dev/null; while kill -0 "+pid+" 2>/dev/null; do sleep 0.1; done; cat /tmp/cap.txt")
+		e.sh(t, "kill -INT "+strings.TrimSpace(pid)+" 2>/dev/null || true")
+		if err := <-done; err != nil {
+			t.Logf("tcpdump: %v", err)
+		}
+		sess.Close()
+		t.Logf("tcpdump: %s", strings.TrimSpace(lastLines(errOut.String(), 3)))
+		return out.String()
 	}
 }
 
 // rocePackets counts captured RoCE v2 packets by direction ("src>dst")
-// and by the IP header's ToS byte.
+// and by the IP header's ToS byte; the connection manager's MADs (QP1,
+// UDP payload 280 bytes) apart, by ToS.
 type rocePackets struct {
-	n   map[string]int
-	tos map[int]int
+	tos, mad map[int]int
+	dirs     map[string]int
 }
 
 func (p rocePackets) String() string {
-	var dirs []string
-	for d, n := range p.n {
-		dirs = append(dirs, fmt.Sprintf("%s %d", d, n))
+	var parts []string
+	for d, n := range p.dirs {
+		parts = append(parts, fmt.Sprintf("%s %d", d, n))
 	}
-	var toss []string
 	for tos, n := range p.tos {
-		toss = append(toss, fmt.Sprintf("tos 0x%x: %d", tos, n))
+		parts = append(parts, fmt.Sprintf("data tos 0x%x: %d", tos, n))
 	}
-	sort.Strings(dirs)
-	sort.Strings(toss)
-	return strings.Join(append(dirs, toss...), ", ")
+	for tos, n := range p.mad {
+		parts = append(parts, fmt.Sprintf("CM MAD tos 0x%x: %d", tos, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // tcpdump -v prints an IPv4 packet as a header line, "... IP (tos 0x60,
 // ttl 64, ...)", then its addresses, "    10.9.0.2.49152 >
-// 10.9.0.1.4791: UDP, length 64".
+// 10.9.0.1.4791: UDP, length 40" (the UDP payload: BTH on).
 var (
 	tosRE  = regexp.MustCompile(` IP \(tos 0x([0-9a-f]+)`)
-	addrRE = regexp.MustCompile(`^\s+(\d+\.\d+\.\d+\.\d+)\.\d+ > (\d+\.\d+\.\d+\.\d+)\.4791: UDP`)
+	addrRE = regexp.MustCompile(`^\s+(\d+\.\d+\.\d+\.\d+)\.\d+ > (\d+\.\d+\.\d+\.\d+)\.4791: UDP, length (\d+)`)
 )
 
+// madPayload is a CM MAD's UDP payload on RoCE v2: BTH 12, DETH 8, the
+// 256-byte MAD, ICRC 4.
+const madPayload = "280"
+
 func parseRoCECapture(out string) rocePackets {
-	p := rocePackets{n: map[string]int{}, tos: map[int]int{}}
+	p := rocePackets{tos: map[int]int{}, mad: map[int]int{}, dirs: map[string]int{}}
 	tos := -1
 	for _, l := range strings.Split(out, "\n") {
 		if m := tosRE.FindStringSubmatch(l); m != nil {
 			v, _ := strconv.ParseInt(m[1], 16, 32)
 			tos = int(v)
 		} else if m := addrRE.FindStringSubmatch(l); m != nil && tos >= 0 {
-			p.n[m[1]+">"+m[2]]++
-			p.tos[tos]++
+			if m[3] == madPayload {
+				p.mad[tos]++
+			} else {
+				p.dirs[m[1]+">"+m[2]]++
+				p.tos[tos]++
+			}
 			tos = -1
 		}
 	}
@@ -481,7 +520,68 @@ client: {block_size: 64KiB, total: 8MiB, queue_depth: 8, verify: true}
 		if !lossy && (retry != 0 || dup != 0) {
 			t.Errorf("%s: client completer_retry_err +%d, server duplicate_request +%d; want both 0", what, retry, dup)
 		}
+		l.retransColumns(t, what, rows[0], lossy, retry, dup)
 	}
+}
+
+// retransColumns holds a row of the loss check to what its roles counted:
+// rdma_retrans_events > 0 with loss and 0 without, and, with loss, rxe's
+// raw deltas under their kernel names in the run's counters sidecar, each no more
+// than what the guest counted over the whole exec (retry, dup).
+func (l *wireLab) retransColumns(t *testing.T, what string, r results.Row, lossy bool, retry, dup int64) {
+	t.Helper()
+	t.Logf("%s: rdma_retrans_events %s, net_drops %s", what, fmtInt(r.RDMARetransEvents), fmtInt(r.NetDrops))
+	switch {
+	case r.RDMARetransEvents == nil:
+		t.Errorf("%s: rdma_retrans_events empty, want a count for rxe", what)
+	case lossy && *r.RDMARetransEvents <= 0:
+		t.Errorf("%s: rdma_retrans_events %d, want > 0", what, *r.RDMARetransEvents)
+	case !lossy && *r.RDMARetransEvents != 0:
+		t.Errorf("%s: rdma_retrans_events %d, want 0", what, *r.RDMARetransEvents)
+	}
+	if !lossy {
+		return
+	}
+	for _, c := range []struct {
+		role, name string
+		guest      int64
+	}{{"client", "completer_retry_err", retry}, {"server", "duplicate_request", dup}} {
+		n, ok := rawDelta(t, filepath.Join(l.dir, "out"), r.RunID, c.role, "rdma/hw_counters/"+c.name)
+		t.Logf("%s: the %s's raw rdma/hw_counters/%s +%d (the guest counted +%d over the exec)", what, c.role, c.name, n, c.guest)
+		if !ok || n <= 0 || n > c.guest {
+			t.Errorf("%s: the %s's raw rdma/hw_counters/%s: %d (found %v); want > 0 and ≤ the guest's +%d", what, c.role, c.name, n, ok, c.guest)
+		}
+	}
+}
+
+// rawDelta returns the raw delta name (GROUP/NAME, the kernel's NAME)
+// that role's lines of the run's counters sidecar hold, summed over its
+// points, and whether any line held it.
+func rawDelta(t *testing.T, outDir, runID, role, name string) (int64, bool) {
+	t.Helper()
+	b, err := os.ReadFile(manifest.CountersPathFor(filepath.Join(outDir, "x.csv"), runID))
+	if err != nil {
+		t.Fatalf("the run's counters sidecar: %v", err)
+	}
+	var sum int64
+	found := false
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var c manifest.CounterLine
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("counters sidecar line %q: %v", l, err)
+		}
+		if n, ok := c.Raw[name]; ok && c.Role == role {
+			sum, found = sum+n, true
+		}
+	}
+	return sum, found
+}
+
+func fmtInt(p *int64) string {
+	if p == nil {
+		return "empty"
+	}
+	return strconv.FormatInt(*p, 10)
 }
 
 // diskStat reads what the guest's nvme0n1 has read, in bytes (field 3 of
@@ -525,11 +625,24 @@ sweep:
 		if r.Param("cache") != cache || r.Param("registration") != "pinned" {
 			t.Errorf("%s: row cache %q, registration %q", cache, r.Param("cache"), r.Param("registration"))
 		}
+		t.Logf("%s: disk_read_bytes %s, server_major_faults %s, server_minor_faults %s", cache, fmtInt(r.DiskReadBytes), fmtInt(r.ServerMajorFaults), fmtInt(r.ServerMinorFaults))
 		if cache == "cold" && (read < wireNVMeSize*9/10 || maj <= 0) {
 			t.Errorf("cold: nvme0n1 read %d bytes, major faults %d; want ≥ 0.9 × %d and > 0", read, maj, wireNVMeSize)
 		}
 		if cache == "warm" && read > wireNVMeSize/20 {
 			t.Errorf("warm: nvme0n1 read %d bytes, want ≤ 0.05 × %d", read, wireNVMeSize)
+		}
+		// The row's own columns: the server's disk from the cache step on,
+		// and node serve's faults over its life.
+		if r.DiskReadBytes == nil || *r.DiskReadBytes > read || r.ServerMajorFaults == nil {
+			t.Errorf("%s: disk_read_bytes %s, server_major_faults %s; want both, disk_read_bytes ≤ the guest's %d", cache, fmtInt(r.DiskReadBytes), fmtInt(r.ServerMajorFaults), read)
+			continue
+		}
+		if cache == "cold" && (*r.DiskReadBytes < wireNVMeSize*9/10 || *r.ServerMajorFaults <= 0) {
+			t.Errorf("cold: disk_read_bytes %d, server_major_faults %d; want ≥ 0.9 × %d and > 0", *r.DiskReadBytes, *r.ServerMajorFaults, wireNVMeSize)
+		}
+		if cache == "warm" && *r.DiskReadBytes > wireNVMeSize/20 {
+			t.Errorf("warm: disk_read_bytes %d, want ≤ 0.05 × %d", *r.DiskReadBytes, wireNVMeSize)
 		}
 	}
 }
