@@ -48,6 +48,39 @@ type Options struct {
 	// OneNIC boots the guest with eth0 (rxe0) alone, without the second
 	// and third NICs' networks.
 	OneNIC bool
+	// Wire, when set, joins the guest to another by a wire: a NIC of its
+	// own on a qemu socket network, after the others. /init takes it for
+	// any further NIC: with OneNIC it is eth1, and gets rxe1 and GuestIP1
+	// as eth1 always does (the caller readdresses it); without, eth3, left
+	// down.
+	Wire *Wire
+	// NVMe, when set, is a raw disk image (e.g. from NewExt4Image)
+	// attached as qemu's emulated NVMe drive: nvme0n1 in the guest, once
+	// the nvme module is loaded.
+	NVMe string
+}
+
+// Wire is one end of a point-to-point link between two guests: qemu's
+// socket network, TCP on the host's loopback. The listening guest must be
+// started first: qemu fails to start when its connect is refused.
+type Wire struct {
+	// Addr is the host address the link runs over, e.g. 127.0.0.1:40123.
+	Addr string
+	// Listen makes this guest the end that listens on Addr; the other
+	// connects to it.
+	Listen bool
+	// MAC is the wire NIC's MAC address, which tells it from the others
+	// in the guest (e.g. 52:54:00:00:09:01).
+	MAC string
+}
+
+// args are qemu's arguments for the wire's NIC.
+func (w Wire) args() []string {
+	mode := "connect"
+	if w.Listen {
+		mode = "listen"
+	}
+	return []string{"-netdev", fmt.Sprintf("socket,id=w0,%s=%s", mode, w.Addr), "-device", "virtio-net-pci,netdev=w0,mac=" + w.MAC}
 }
 
 // machine is how qemu emulates a guest architecture under TCG.
@@ -209,7 +242,7 @@ func (g *Guest) writeInitrd(o Options) (string, error) {
 
 // qemuArgs are qemu's arguments for one boot: sshd forwarded from
 // 127.0.0.1:sshPort, and, unless o.OneNIC, eth1 and eth2 on networks of
-// their own, for rxe1 and siw0.
+// their own, for rxe1 and siw0; then o.Wire's NIC and o.NVMe's drive.
 func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []string {
 	args := append(append([]string{}, mach.args...),
 		"-smp", fmt.Sprint(o.CPUs), "-m", fmt.Sprint(o.MemoryMB),
@@ -226,6 +259,12 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 			"-netdev", "user,id=n2,net=10.0.4.0/24,restrict=on",
 			"-device", "virtio-net-pci,netdev=n2",
 		)
+	}
+	if o.Wire != nil {
+		args = append(args, o.Wire.args()...)
+	}
+	if o.NVMe != "" {
+		args = append(args, "-drive", "file="+o.NVMe+",if=none,id=nv0,format=raw", "-device", "nvme,serial=rsnvme0,drive=nv0")
 	}
 	return args
 }

@@ -1,0 +1,648 @@
+package vmtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/manifest"
+	"rdmasweep/testbed/guest"
+	"rdmasweep/testbed/testenv"
+)
+
+// The wire between the two guests: its network, each end's address and
+// MAC, and the rxe each guest adds on it.
+const (
+	wireServerIP  = "10.9.0.1"
+	wireClientIP  = "10.9.0.2"
+	wireServerMAC = "52:54:00:00:09:01"
+	wireClientMAC = "52:54:00:00:09:02"
+	wireDev       = "rxe9"
+	// wireNVMeFile is the server's file on the NVMe drive's ext4, and
+	// wireNVMeSize its size.
+	wireNVMeFile = "/mnt/nvme/rdmasweep.dat"
+	wireNVMeSize = 32 << 20
+)
+
+// wireEnd is one guest on the wire, with an SSH connection to it.
+type wireEnd struct {
+	g       *guest.Guest
+	c       *ssh.Client
+	nic     string // the wire's interface in the guest, found by its MAC
+	console *consoleLog
+}
+
+// sh runs a shell command in the guest and returns its output; a failure
+// fails the test.
+func (e *wireEnd) sh(t *testing.T, cmd string) string {
+	t.Helper()
+	sess, err := e.c.NewSession()
+	if err != nil {
+		t.Fatalf("ssh session to the guest on port %d: %v", e.g.SSHPort, err)
+	}
+	defer sess.Close()
+	out, err := sess.CombinedOutput(cmd)
+	if err != nil {
+		t.Fatalf("in the guest on port %d: %s: %v\n%s", e.g.SSHPort, cmd, err, out)
+	}
+	return string(out)
+}
+
+// wireLab is the two guests joined by the wire, and the runner's side of
+// them: a plan's hosts, known_hosts and environment.
+type wireLab struct {
+	ctx            context.Context
+	server, client *wireEnd
+	runner, node   string
+	dir            string // the runner's working directory
+	knownHosts     string
+	env            []string
+}
+
+// TestGuestWire boots two bookworm guests joined by a wire (a qemu socket
+// network: each guest's own NIC, with an rxe on it) and an NVMe drive
+// under the server's file, and has the runner measure across the wire, as
+// between two real hosts: the RoCE packets' ToS seen on the wire (issue
+// 24), retransmits under netem loss on the server's NIC, and cold and
+// warm points from the NVMe's ext4 (issue 22). Each guest has one vCPU.
+func TestGuestWire(t *testing.T) {
+	needHost(t)
+	testenv.NeedTool(t, "mkfs.ext4", "e2fsprogs")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	lab := &wireLab{ctx: ctx, dir: t.TempDir(), runner: filepath.Join(t.TempDir(), "runner"), node: os.Getenv("RDMASWEEP_NODE")}
+	disk := filepath.Join(t.TempDir(), "nvme.img")
+	steps := []func() error{
+		func() error { _, err := guest.EnsureImage(ctx, guest.Bookworm, testLog{t}); return err },
+		func() error { return buildRunner(ctx, lab.runner) },
+		func() error { return guest.NewExt4Image(ctx, disk, 256<<20) },
+	}
+	if lab.node == "" {
+		lab.node = filepath.Join(t.TempDir(), "node")
+		steps = append(steps, func() error { return guest.BuildNode(ctx, lab.node) })
+	}
+	errs := make([]error, len(steps))
+	var wg sync.WaitGroup
+	for i, f := range steps {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = f() }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image, binaries and disk ready after %s", time.Since(start).Round(time.Second))
+
+	bootStart := time.Now()
+	lab.server, lab.client = bootWire(t, ctx, disk)
+	t.Logf("both guests up %s after the first started", time.Since(bootStart).Round(100*time.Millisecond))
+	lab.setUp(t)
+
+	for _, sub := range []struct {
+		name string
+		f    func(*testing.T)
+	}{{"ToS", lab.tos}, {"Loss", lab.loss}, {"NVMe", lab.nvme}} {
+		t.Run(sub.name, func(t *testing.T) {
+			s := time.Now()
+			sub.f(t)
+			t.Logf("%s took %s", sub.name, time.Since(s).Round(100*time.Millisecond))
+		})
+	}
+	t.Logf("TestGuestWire: %s from the start of the image check to the end", time.Since(start).Round(time.Second))
+}
+
+// bootWire boots the server guest (the wire's listening end, with the
+// NVMe drive) and, once its qemu listens, the client guest, which
+// connects; the two boot side by side. It returns both with SSH up.
+func bootWire(t *testing.T, ctx context.Context, disk string) (server, client *wireEnd) {
+	port, err := freeHostPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	boot := func(w guest.Wire, nvme string) (*wireEnd, error) {
+		e := &wireEnd{console: &consoleLog{}}
+		var err error
+		e.g, err = guest.Boot(ctx, guest.Options{OneNIC: true, CPUs: 1, MemoryMB: 1024, Wire: &w, NVMe: nvme, Console: e.console, Log: testLog{t}})
+		if err != nil {
+			return nil, err
+		}
+		if e.c, err = e.g.Dial(); err != nil {
+			e.g.Stop()
+			return nil, fmt.Errorf("ssh to the guest: %w", err)
+		}
+		return e, nil
+	}
+	type booted struct {
+		e   *wireEnd
+		err error
+	}
+	first := make(chan booted, 1)
+	go func() {
+		e, err := boot(guest.Wire{Addr: addr, Listen: true, MAC: wireServerMAC}, disk)
+		first <- booted{e, err}
+	}()
+	// qemu fails to start when its connect is refused: the client's waits
+	// for the server's qemu to listen.
+	var early *booted
+	for early == nil && !hostListens(port) {
+		select {
+		case b := <-first:
+			if b.err != nil {
+				t.Fatalf("boot the wire's server guest: %v", b.err)
+			}
+			early = &b
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	client, err = boot(guest.Wire{Addr: addr, MAC: wireClientMAC}, "")
+	b := early
+	if b == nil {
+		r := <-first
+		b = &r
+	}
+	if b.err == nil {
+		t.Cleanup(func() { b.e.c.Close(); b.e.g.Stop() })
+	}
+	if err == nil {
+		t.Cleanup(func() { client.c.Close(); client.g.Stop() })
+	}
+	if err != nil || b.err != nil {
+		t.Fatalf("boot the guests: server %v; client %v", b.err, err)
+	}
+	return b.e, client
+}
+
+// freeHostPort returns a TCP port free on the host's loopback.
+func freeHostPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// hostListens reports whether a socket listens on 127.0.0.1:port, from
+// /proc/net/tcp: connecting to find out would take the one connection
+// qemu's socket network accepts.
+func hostListens(port int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf("0100007F:%04X", port)
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(l)
+		if len(f) > 3 && f[1] == want && f[3] == "0A" { // 0A: TCP_LISTEN
+			return true
+		}
+	}
+	return false
+}
+
+// setUp addresses each guest's wire NIC, in place of what /init set on it
+// (its second subnet's address and rxe1), adds rxe9 on it, makes
+// rxe9's directory in rdma_cm's configfs (for default_roce_tos), and
+// mounts the NVMe's ext4 in the server; then the runner's known_hosts and
+// environment.
+func (l *wireLab) setUp(t *testing.T) {
+	for _, e := range []struct {
+		end     *wireEnd
+		ip, mac string
+	}{{l.server, wireServerIP, wireServerMAC}, {l.client, wireClientIP, wireClientMAC}} {
+		out := e.end.sh(t, fmt.Sprintf(`set -e
+f=$(grep -l %s /sys/class/net/*/address); f=${f%%/address}; nic=${f##*/}
+# /init took the wire (eth1 beside eth0 alone) for its second subnet.
+for d in $(rdma link show | sed -n "s|^link \([^/]*\)/.* netdev $nic *$|\1|p"); do rdma link delete $d; done
+ip addr flush dev $nic
+ip addr add %s/24 dev $nic
+ip link set $nic up
+rdma link add %s type rxe netdev $nic
+grep -q ' /sys/kernel/config ' /proc/mounts || mount -t configfs none /sys/kernel/config
+mkdir -p /sys/kernel/config/rdma_cm/%s
+echo $nic`, e.mac, e.ip, wireDev, wireDev))
+		e.end.nic = strings.TrimSpace(out)
+	}
+	t.Logf("wire: server %s on %s, client %s on %s", wireServerIP, l.server.nic, wireClientIP, l.client.nic)
+	l.client.sh(t, "ping -c 1 -W 10 "+wireServerIP)
+	l.server.sh(t, `set -e
+modprobe nvme; modprobe ext4
+i=0; while [ ! -b /dev/nvme0n1 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+mkdir -p `+filepath.Dir(wireNVMeFile)+`
+mount -t ext4 /dev/nvme0n1 `+filepath.Dir(wireNVMeFile))
+
+	l.knownHosts = filepath.Join(l.dir, "known_hosts")
+	lines := l.server.g.KnownHostsLine() + "\n" + l.client.g.KnownHostsLine() + "\n"
+	if err := os.WriteFile(l.knownHosts, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
+			l.env = append(l.env, kv)
+		}
+	}
+	l.env = append(l.env, "HOME="+t.TempDir())
+}
+
+// plan writes a plan named name whose server is the server guest (its
+// data address on the wire) and whose client is the client guest, over
+// rdma_cm, with body's server, client and sweep sections.
+func (l *wireLab) plan(t *testing.T, name, body string) string {
+	t.Helper()
+	host := func(g *guest.Guest, data string) string {
+		return fmt.Sprintf("{address: 127.0.0.1, port: %d, user: %s, identity_file: %q%s}", g.SSHPort, g.User, g.KeyPath, data)
+	}
+	plan := fmt.Sprintf(`name: %s
+hosts:
+  server: %s
+  client: %s
+ssh: {known_hosts: %q, host_key_policy: strict, connect_timeout: 10s, keepalive_interval: 5s}
+node: {binary: %q, remote_path: %s}
+transport: rdma
+rdma: {connect: cm}
+timeouts: {ready: 1m, accept: 1m, point: 3m}
+output: {csv: out/%s.csv, logs: out/logs}
+%s`, name, host(l.server.g, ", data_address: "+wireServerIP), host(l.client.g, ""), l.knownHosts, l.node, remoteNode, name, body)
+	path := filepath.Join(l.dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// exec runs `runner exec` on plan with args, which must succeed, and
+// returns the rows the CSV name holds (every exec of it so far).
+func (l *wireLab) exec(t *testing.T, plan, csv string, args ...string) []results.Row {
+	t.Helper()
+	start := time.Now()
+	stdout, stderr, err := runRunner(l.ctx, l.runner, l.dir, l.env, append([]string{"exec", plan}, args...)...)
+	if err != nil {
+		t.Fatalf("runner exec %s %s: %v\nstdout:\n%s\nstderr:\n%s\nserver console:\n%s\nclient console:\n%s", filepath.Base(plan), strings.Join(args, " "), err,
+			stdout, stderr, lastLines(l.server.console.String(), 20), lastLines(l.client.console.String(), 20))
+	}
+	t.Logf("runner exec %s %s took %s", filepath.Base(plan), strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
+	rows, err := csvfile.Read(filepath.Join(l.dir, "out", csv+".csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// okRow holds a row to an ok, verified rdma read of want bytes.
+func okRow(t *testing.T, what string, r results.Row, want int64) {
+	t.Helper()
+	t.Logf("%s: %s, %.1f MB/s, p99 %.0f µs, verified %v", what, r.Status, deref(r.BandwidthMBs), deref(r.LatP99Us), r.Verified != nil && *r.Verified)
+	if r.Status != results.StatusOK || r.Transport() != "rdma" || r.Bytes == nil || *r.Bytes != want || r.Verified == nil || !*r.Verified {
+		t.Errorf("%s: status %q %q, transport %q, bytes %v, verified %v; want an ok rdma row of %d bytes, verified", what, r.Status, r.Error, r.Transport(), r.Bytes, r.Verified, want)
+	}
+}
+
+// tos is issue 24's check on a real wire: with default_roce_tos 96 in
+// configfs for both guests' rxe9 and no traffic_class, the RoCE v2 data
+// packets (UDP 4791) both ways carry ToS 0x60; with traffic_class 32,
+// 0x20. The connection manager's own MADs are logged, not held to it.
+// The manifest records the kernel's default_roce_tos.
+func (l *wireLab) tos(t *testing.T) {
+	cfg := "/sys/kernel/config/rdma_cm/" + wireDev + "/ports/1/default_roce_tos"
+	for _, e := range []*wireEnd{l.server, l.client} {
+		e.sh(t, "echo 96 > "+cfg)
+		t.Cleanup(func() { e.sh(t, "echo 0 > "+cfg) })
+	}
+	plan := l.plan(t, "wire-tos", `server: {file: /tmp/rdmasweep-tos.dat, file_size: 4MiB, create: true, cache: warm, registration: pinned}
+client: {block_size: 64KiB, total: 1MiB, queue_depth: 4, verify: true}
+`)
+	for i, c := range []struct {
+		name string
+		args []string
+		tos  int
+	}{
+		{"default_roce_tos 96", nil, 0x60},
+		{"traffic_class 32", []string{"--set", "rdma.traffic_class=32"}, 0x20},
+	} {
+		stop := l.server.capture(t)
+		csv := fmt.Sprintf("wire-tos-%d", i)
+		rows := l.exec(t, plan, csv, append(c.args, "--out", "out/"+csv+".csv")...)
+		pkts := parseRoCECapture(stop())
+		if len(rows) != 1 {
+			t.Fatalf("%s: %d rows, want 1", c.name, len(rows))
+		}
+		okRow(t, c.name, rows[0], 1<<20)
+		t.Logf("%s: captured on the server's %s: %v", c.name, l.server.nic, pkts)
+		for _, dir := range []string{wireClientIP + ">" + wireServerIP, wireServerIP + ">" + wireClientIP} {
+			if pkts.dirs[dir] == 0 {
+				t.Errorf("%s: no RoCE v2 packet %s captured on the wire", c.name, dir)
+			}
+		}
+		for tos, n := range pkts.tos {
+			if tos != c.tos {
+				t.Errorf("%s: %d RoCE v2 data packets with tos 0x%x, want every one 0x%x", c.name, n, tos, c.tos)
+			}
+		}
+		m := onlyManifest(t, filepath.Join(l.dir, "out"), rows[0].RunID)
+		for _, h := range m.Hosts {
+			if len(h.RDMA) != 1 {
+				t.Errorf("%s: manifest %s: rdma %+v, want one path", c.name, h.Role, h.RDMA)
+				continue
+			}
+			p := h.RDMA[0]
+			if p.Device != wireDev || p.DefaultRoCETOS == nil || *p.DefaultRoCETOS != 96 || (h.Role == "client" && p.TrafficClass != c.tos) {
+				t.Errorf("%s: manifest %s: device %s, default_roce_tos %v, traffic_class %d; want %s, 96 and (client) %d",
+					c.name, h.Role, p.Device, p.DefaultRoCETOS, p.TrafficClass, wireDev, c.tos)
+			}
+		}
+	}
+}
+
+// capture starts tcpdump on the guest's wire NIC for RoCE v2 (UDP 4791),
+// in a session of its own, and returns a func that stops it (SIGINT, by
+// its pid) and returns what it printed.
+func (e *wireEnd) capture(t *testing.T) func() string {
+	t.Helper()
+	sess, err := e.c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut consoleLog // safe to read while the session writes
+	sess.Stdout, sess.Stderr = &out, &errOut
+	// The shell says its pid, which exec hands to tcpdump; -Z root: the
+	// image has no tcpdump user to drop privileges to.
+	if err := sess.Start("echo $$ >&2; exec tcpdump -Z root -i " + e.nic + " -n -v -l -s 96 -c 2000 udp port 4791"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	// tcpdump says "listening on" once its socket is open.
+	for !strings.Contains(errOut.String(), "listening on") {
+		select {
+		case err := <-done:
+			t.Fatalf("tcpdump on %s: %v\n%s", e.nic, err, errOut.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	pid, _, _ := strings.Cut(errOut.String(), "\n")
+	return func() string {
+		e.sh(t, "kill -INT "+strings.TrimSpace(pid)+" 2>/dev/null || true")
+		if err := <-done; err != nil {
+			t.Logf("tcpdump: %v", err)
+		}
+		sess.Close()
+		t.Logf("tcpdump: %s", strings.TrimSpace(lastLines(errOut.String(), 3)))
+		return out.String()
+	}
+}
+
+// rocePackets counts captured RoCE v2 packets by direction ("src>dst")
+// and by the IP header's ToS byte; the connection manager's MADs (QP1,
+// UDP payload 280 bytes) apart, by ToS.
+type rocePackets struct {
+	tos, mad map[int]int
+	dirs     map[string]int
+}
+
+func (p rocePackets) String() string {
+	var parts []string
+	for d, n := range p.dirs {
+		parts = append(parts, fmt.Sprintf("%s %d", d, n))
+	}
+	for tos, n := range p.tos {
+		parts = append(parts, fmt.Sprintf("data tos 0x%x: %d", tos, n))
+	}
+	for tos, n := range p.mad {
+		parts = append(parts, fmt.Sprintf("CM MAD tos 0x%x: %d", tos, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// tcpdump -v prints an IPv4 packet as a header line, "... IP (tos 0x60,
+// ttl 64, ...)", then its addresses, "    10.9.0.2.49152 >
+// 10.9.0.1.4791: UDP, length 40" (the UDP payload: BTH on).
+var (
+	tosRE  = regexp.MustCompile(` IP \(tos 0x([0-9a-f]+)`)
+	addrRE = regexp.MustCompile(`^\s+(\d+\.\d+\.\d+\.\d+)\.\d+ > (\d+\.\d+\.\d+\.\d+)\.4791: UDP, length (\d+)`)
+)
+
+// madPayload is a CM MAD's UDP payload on RoCE v2: BTH 12, DETH 8, the
+// 256-byte MAD, ICRC 4.
+const madPayload = "280"
+
+func parseRoCECapture(out string) rocePackets {
+	p := rocePackets{tos: map[int]int{}, mad: map[int]int{}, dirs: map[string]int{}}
+	tos := -1
+	for _, l := range strings.Split(out, "\n") {
+		if m := tosRE.FindStringSubmatch(l); m != nil {
+			v, _ := strconv.ParseInt(m[1], 16, 32)
+			tos = int(v)
+		} else if m := addrRE.FindStringSubmatch(l); m != nil && tos >= 0 {
+			if m[3] == madPayload {
+				p.mad[tos]++
+			} else {
+				p.dirs[m[1]+">"+m[2]]++
+				p.tos[tos]++
+			}
+			tos = -1
+		}
+	}
+	return p
+}
+
+// hwCounters reads rxe9's hw_counters in the guest, by the kernel's names.
+func (e *wireEnd) hwCounters(t *testing.T) map[string]int64 {
+	t.Helper()
+	c := map[string]int64{}
+	for _, l := range strings.Split(strings.TrimSpace(e.sh(t, "grep . /sys/class/infiniband/"+wireDev+"/ports/1/hw_counters/*")), "\n") {
+		path, v, ok := strings.Cut(l, ":")
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if !ok || err != nil {
+			t.Fatalf("hw_counters line %q", l)
+		}
+		c[filepath.Base(path)] = n
+	}
+	return c
+}
+
+// deltas is after − before, nonzero ones only.
+func deltas(before, after map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for k, a := range after {
+		if a != before[k] {
+			d[k] = a - before[k]
+		}
+	}
+	return d
+}
+
+// loss is issue 22's retransmit check: without loss the client's
+// completer_retry_err and the server's duplicate_request stay 0; with
+// netem dropping 1 % of the server's packets (its READ responses among
+// them) both move, and the verified reads still match.
+func (l *wireLab) loss(t *testing.T) {
+	plan := l.plan(t, "wire-loss", `server: {file: /tmp/rdmasweep-loss.dat, file_size: 8MiB, create: true, cache: warm, registration: pinned}
+client: {block_size: 64KiB, total: 8MiB, queue_depth: 8, verify: true}
+`)
+	l.server.sh(t, "modprobe sch_netem")
+	for i, lossy := range []bool{false, true} {
+		if lossy {
+			l.server.sh(t, "tc qdisc add dev "+l.server.nic+" root netem loss 1%")
+			t.Cleanup(func() { l.server.sh(t, "tc qdisc del dev "+l.server.nic+" root") })
+		}
+		what := map[bool]string{false: "no loss", true: "netem loss 1%"}[lossy]
+		sb, cb := l.server.hwCounters(t), l.client.hwCounters(t)
+		csv := fmt.Sprintf("wire-loss-%d", i)
+		rows := l.exec(t, plan, csv, "--out", "out/"+csv+".csv")
+		sd, cd := deltas(sb, l.server.hwCounters(t)), deltas(cb, l.client.hwCounters(t))
+		t.Logf("%s: rxe9 hw_counters moved, server %v; client %v", what, sd, cd)
+		if len(rows) != 1 {
+			t.Fatalf("%s: %d rows, want 1", what, len(rows))
+		}
+		okRow(t, what, rows[0], 8<<20)
+		retry, dup := cd["completer_retry_err"], sd["duplicate_request"]
+		if lossy && (retry <= 0 || dup <= 0) {
+			t.Errorf("%s: client completer_retry_err +%d, server duplicate_request +%d; want both > 0", what, retry, dup)
+		}
+		if !lossy && (retry != 0 || dup != 0) {
+			t.Errorf("%s: client completer_retry_err +%d, server duplicate_request +%d; want both 0", what, retry, dup)
+		}
+		l.retransColumns(t, what, rows[0], lossy, retry, dup)
+	}
+}
+
+// retransColumns holds a row of the loss check to what its roles counted:
+// rdma_retrans_events > 0 with loss and 0 without, and, with loss, rxe's
+// raw deltas under their kernel names in the run's counters sidecar, each no more
+// than what the guest counted over the whole exec (retry, dup).
+func (l *wireLab) retransColumns(t *testing.T, what string, r results.Row, lossy bool, retry, dup int64) {
+	t.Helper()
+	t.Logf("%s: rdma_retrans_events %s, net_drops %s", what, fmtInt(r.RDMARetransEvents), fmtInt(r.NetDrops))
+	switch {
+	case r.RDMARetransEvents == nil:
+		t.Errorf("%s: rdma_retrans_events empty, want a count for rxe", what)
+	case lossy && *r.RDMARetransEvents <= 0:
+		t.Errorf("%s: rdma_retrans_events %d, want > 0", what, *r.RDMARetransEvents)
+	case !lossy && *r.RDMARetransEvents != 0:
+		t.Errorf("%s: rdma_retrans_events %d, want 0", what, *r.RDMARetransEvents)
+	}
+	if !lossy {
+		return
+	}
+	for _, c := range []struct {
+		role, name string
+		guest      int64
+	}{{"client", "completer_retry_err", retry}, {"server", "duplicate_request", dup}} {
+		n, ok := rawDelta(t, filepath.Join(l.dir, "out"), r.RunID, c.role, "rdma/hw_counters/"+c.name)
+		t.Logf("%s: the %s's raw rdma/hw_counters/%s +%d (the guest counted +%d over the exec)", what, c.role, c.name, n, c.guest)
+		if !ok || n <= 0 || n > c.guest {
+			t.Errorf("%s: the %s's raw rdma/hw_counters/%s: %d (found %v); want > 0 and ≤ the guest's +%d", what, c.role, c.name, n, ok, c.guest)
+		}
+	}
+}
+
+// rawDelta returns the raw delta name (GROUP/NAME, the kernel's NAME)
+// that role's lines of the run's counters sidecar hold, summed over its
+// points, and whether any line held it.
+func rawDelta(t *testing.T, outDir, runID, role, name string) (int64, bool) {
+	t.Helper()
+	b, err := os.ReadFile(manifest.CountersPathFor(filepath.Join(outDir, "x.csv"), runID))
+	if err != nil {
+		t.Fatalf("the run's counters sidecar: %v", err)
+	}
+	var sum int64
+	found := false
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var c manifest.CounterLine
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("counters sidecar line %q: %v", l, err)
+		}
+		if n, ok := c.Raw[name]; ok && c.Role == role {
+			sum, found = sum+n, true
+		}
+	}
+	return sum, found
+}
+
+func fmtInt(p *int64) string {
+	if p == nil {
+		return "empty"
+	}
+	return strconv.FormatInt(*p, 10)
+}
+
+// diskStat reads what the guest's nvme0n1 has read, in bytes (field 3 of
+// its stat, in 512-byte sectors), and the guest's major faults.
+func (e *wireEnd) diskStat(t *testing.T) (readBytes, majorFaults int64) {
+	t.Helper()
+	f := strings.Fields(e.sh(t, "cat /sys/block/nvme0n1/stat; grep '^pgmajfault ' /proc/vmstat"))
+	if len(f) < 13 || f[len(f)-2] != "pgmajfault" {
+		t.Fatalf("nvme0n1 stat and pgmajfault: %q", f)
+	}
+	sectors, err1 := strconv.ParseInt(f[2], 10, 64)
+	maj, err2 := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatalf("nvme0n1 stat and pgmajfault %q: %v", f, err)
+	}
+	return sectors * 512, maj
+}
+
+// nvme is issue 22's disk check in the guest: the server's file on the
+// NVMe drive's ext4, a cold pinned point over rdma reads it from the
+// drive (its pages pinned by faulting them in), and a warm one after it
+// reads almost nothing.
+func (l *wireLab) nvme(t *testing.T) {
+	plan := l.plan(t, "wire-nvme", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, registration: pinned}
+client: {block_size: 64KiB, total: 4MiB, queue_depth: 8, verify: true}
+sweep:
+  matrix:
+    cache: [cold, warm]
+`, wireNVMeFile, wireNVMeSize>>20))
+	for i, cache := range []string{"cold", "warm"} {
+		disk0, maj0 := l.server.diskStat(t)
+		rows := l.exec(t, plan, "wire-nvme", "--only", "cache="+cache)
+		disk1, maj1 := l.server.diskStat(t)
+		if len(rows) != i+1 {
+			t.Fatalf("%s: %d rows, want %d", cache, len(rows), i+1)
+		}
+		r := rows[i]
+		okRow(t, cache, r, 4<<20)
+		read, maj := disk1-disk0, maj1-maj0
+		t.Logf("%s: nvme0n1 read %d bytes (%.2f × the file), the guest's major faults +%d; registration %s s", cache, read, float64(read)/wireNVMeSize, maj, fmtPtr(r.RegistrationS))
+		if r.Param("cache") != cache || r.Param("registration") != "pinned" {
+			t.Errorf("%s: row cache %q, registration %q", cache, r.Param("cache"), r.Param("registration"))
+		}
+		t.Logf("%s: disk_read_bytes %s, server_major_faults %s, server_minor_faults %s", cache, fmtInt(r.DiskReadBytes), fmtInt(r.ServerMajorFaults), fmtInt(r.ServerMinorFaults))
+		if cache == "cold" && (read < wireNVMeSize*9/10 || maj <= 0) {
+			t.Errorf("cold: nvme0n1 read %d bytes, major faults %d; want ≥ 0.9 × %d and > 0", read, maj, wireNVMeSize)
+		}
+		if cache == "warm" && read > wireNVMeSize/20 {
+			t.Errorf("warm: nvme0n1 read %d bytes, want ≤ 0.05 × %d", read, wireNVMeSize)
+		}
+		// The row's own columns: the server's disk from the cache step on,
+		// and node serve's faults over its life.
+		if r.DiskReadBytes == nil || *r.DiskReadBytes > read || r.ServerMajorFaults == nil {
+			t.Errorf("%s: disk_read_bytes %s, server_major_faults %s; want both, disk_read_bytes ≤ the guest's %d", cache, fmtInt(r.DiskReadBytes), fmtInt(r.ServerMajorFaults), read)
+			continue
+		}
+		if cache == "cold" && (*r.DiskReadBytes < wireNVMeSize*9/10 || *r.ServerMajorFaults <= 0) {
+			t.Errorf("cold: disk_read_bytes %d, server_major_faults %d; want ≥ 0.9 × %d and > 0", *r.DiskReadBytes, *r.ServerMajorFaults, wireNVMeSize)
+		}
+		if cache == "warm" && *r.DiskReadBytes > wireNVMeSize/20 {
+			t.Errorf("warm: disk_read_bytes %d, want ≤ 0.05 × %d", *r.DiskReadBytes, wireNVMeSize)
+		}
+	}
+}
