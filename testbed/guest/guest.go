@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +50,9 @@ type Options struct {
 	// OneNIC boots the guest with eth0 (rxe0) alone, without the second
 	// and third NICs' networks.
 	OneNIC bool
+	// Forward forwards more TCP ports from the host's 127.0.0.1 into the
+	// guest, host port to guest port (beside sshd's SSHPort to 22).
+	Forward map[int]int
 }
 
 // machine is how qemu emulates a guest architecture under TCG.
@@ -216,7 +221,7 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 		"-kernel", im.Vmlinuz, "-initrd", initrd,
 		"-append", "console="+mach.console+" rdinit=/init panic=-1 quiet loglevel=4"+mach.append,
 		"-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
-		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", sshPort),
+		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", sshPort)+extraForwards(o.Forward),
 		"-device", "virtio-net-pci,netdev=n0",
 	)
 	if !o.OneNIC {
@@ -228,6 +233,15 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 		)
 	}
 	return args
+}
+
+// extraForwards is Options.Forward as hostfwd options of a user netdev.
+func extraForwards(fwd map[int]int) string {
+	var s string
+	for _, h := range slices.Sorted(maps.Keys(fwd)) {
+		s += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", h, fwd[h])
+	}
+	return s
 }
 
 // startQemu starts qemu and the goroutines that read its console and
