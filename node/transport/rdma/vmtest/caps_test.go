@@ -145,7 +145,7 @@ func runnerCapsCase(t *testing.T, ctx context.Context, runner, dir string, env [
 		t.Fatalf("check table, want a row per role:\n%s%s", out, errOut)
 	}
 	if drop {
-		if err == nil || !strings.Contains(errOut, "server: memory: ") || !strings.Contains(errOut, "CAP_IPC_LOCK") || !strings.Contains(errOut, "--cap-add IPC_LOCK") {
+		if err == nil || !strings.Contains(errOut, "): memory: the memlock limit 64KiB") || !strings.Contains(errOut, "CAP_IPC_LOCK") || !strings.Contains(errOut, "--cap-add IPC_LOCK") {
 			t.Errorf("check without CAP_IPC_LOCK: %v; want the server's memory judged failed, naming CAP_IPC_LOCK and --cap-add IPC_LOCK", err)
 		}
 		if !strings.Contains(cells[0], "memlock 64KiB") || strings.Contains(cells[0], "CAP_") {
