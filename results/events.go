@@ -173,6 +173,10 @@ type RDMAPath struct {
 	RetryCnt     int  `json:"retry_cnt"`
 	RNRRetry     int  `json:"rnr_retry"`
 	MinRNRTimer  int  `json:"min_rnr_timer"`
+	// ODPPrefetch is who carried out the server's odp_prefetch: "provider"
+	// (libibverbs' ibv_advise_mr) or "kernel" (the uverbs ioctl, where
+	// the provider has none); empty without a prefetch (server-only).
+	ODPPrefetch string `json:"odp_prefetch,omitempty"`
 
 	// MaxRdAtomic is the READs in flight per QP on the wire (client-only).
 	MaxRdAtomic int `json:"max_rd_atomic,omitempty"`

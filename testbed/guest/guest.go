@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +60,9 @@ type Options struct {
 	// attached as qemu's emulated NVMe drive: nvme0n1 in the guest, once
 	// the nvme module is loaded.
 	NVMe string
+	// Forward forwards more TCP ports from the host's 127.0.0.1 into the
+	// guest, host port to guest port (beside sshd's SSHPort to 22).
+	Forward map[int]int
 }
 
 // Wire is one end of a point-to-point link between two guests: qemu's
@@ -249,7 +254,7 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 		"-kernel", im.Vmlinuz, "-initrd", initrd,
 		"-append", "console="+mach.console+" rdinit=/init panic=-1 quiet loglevel=4"+mach.append,
 		"-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
-		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", sshPort),
+		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", sshPort)+extraForwards(o.Forward),
 		"-device", "virtio-net-pci,netdev=n0",
 	)
 	if !o.OneNIC {
@@ -267,6 +272,15 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 		args = append(args, "-drive", "file="+o.NVMe+",if=none,id=nv0,format=raw", "-device", "nvme,serial=rsnvme0,drive=nv0")
 	}
 	return args
+}
+
+// extraForwards is Options.Forward as hostfwd options of a user netdev.
+func extraForwards(fwd map[int]int) string {
+	var s string
+	for _, h := range slices.Sorted(maps.Keys(fwd)) {
+		s += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", h, fwd[h])
+	}
+	return s
 }
 
 // startQemu starts qemu and the goroutines that read its console and

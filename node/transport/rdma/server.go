@@ -117,6 +117,8 @@ type server struct {
 	cml    *cmListener         // connect cm: the rdma_cm listener
 	ready  transport.ReadyInfo
 	watch  asyncWatch
+	// prefetchBy is who carried out odp_prefetch (see device.prefetch).
+	prefetchBy string
 
 	closeOnce sync.Once
 }
@@ -248,6 +250,7 @@ func (s *server) listen(ctx context.Context) error {
 		s.ready.GIDIndex = &gi
 	}
 	s.ready.Path = s.dev.path(s.gid, s.cm, s.grh, s.fabric)
+	s.ready.Path.ODPPrefetch = s.prefetchBy
 	return nil
 }
 
@@ -336,6 +339,10 @@ func (s *server) register() error {
 	access := C.int(C.IBV_ACCESS_REMOTE_READ)
 	if s.odp {
 		access |= C.IBV_ACCESS_ON_DEMAND
+		if s.cfg.RDMA.ODPPrefetch && s.dev.prefetchNeedsLocalWrite() {
+			access |= C.IBV_ACCESS_LOCAL_WRITE
+			s.warn(fmt.Sprintf("odp_prefetch on %s (rxe): the region is registered with local write access too, which rxe's advise_mr requires of the MR it prefetches; odp pins nothing, and reads and the prefetch fault pages in read-only", s.dev.name))
+		}
 	}
 	size := int(s.cfg.Region.Size)
 	spans := mrSpans(uint64(size), uint64(s.cfg.MRSize))
@@ -407,13 +414,15 @@ func regMRs(pd *C.struct_ibv_pd, mem []byte, spans []prefetchSegment, access C.i
 func (s *server) prefetchAll(regSecs float64) error {
 	inSecs := regSecs
 	if s.cfg.RDMA.ODPPrefetch {
-		start := time.Now()
+		var p float64
 		for i, mr := range s.mrs {
-			if _, err := prefetch(s.dev.pd, mr, uint64(mr.length)); err != nil {
+			secs, by, err := s.dev.prefetch(mr, uint64(mr.length))
+			if err != nil {
 				return fmt.Errorf("memory region %d of %d: %w", i+1, len(s.mrs), err)
 			}
+			p += secs
+			s.prefetchBy = by
 		}
-		p := time.Since(start).Seconds()
 		s.ready.PrefetchS = &p
 		inSecs += p
 	}
@@ -425,15 +434,37 @@ func (s *server) prefetchAll(regSecs float64) error {
 }
 
 // prefetch advises the whole of mr, n bytes, in segments an SGE can
-// carry, and returns how long it took.
-func prefetch(pd *C.struct_ibv_pd, mr *C.struct_ibv_mr, n uint64) (float64, error) {
+// carry, and returns how long it took and who carried it out: "provider",
+// libibverbs' provider, or "kernel", the kernel's uverbs ioctl, asked
+// directly where the provider has no advise_mr and says EOPNOTSUPP
+// without asking the kernel (rdma-core 44's rxe, while the rxe of kernel
+// 7.x has it). A kernel that has none either says EOPNOTSUPP itself.
+func (d *device) prefetch(mr *C.struct_ibv_mr, n uint64) (float64, string, error) {
+	const hint = "prefetch is optional: leave odp_prefetch off"
+	segs := prefetchSegments(n)
+	by, driverID := "provider", uint32(0)
 	start := time.Now()
-	for _, sg := range prefetchSegments(n) {
-		if err := verbErr(C.rs_advise_prefetch(pd, mr, C.uint64_t(sg.off), C.uint32_t(sg.len)), "prefetch is optional: leave odp_prefetch off"); err != nil {
-			return 0, fmt.Errorf("prefetch bytes %d..%d of the region: %w", sg.off, sg.off+sg.len, err)
+	st := C.rs_advise_prefetch(d.pd, mr, C.uint64_t(segs[0].off), C.uint32_t(segs[0].len))
+	if st.verb != nil && syscall.Errno(st.err) == syscall.EOPNOTSUPP {
+		id, err := uverbsDriverID(d.name)
+		if err != nil {
+			return 0, "", fmt.Errorf("prefetch the region: %w, and the kernel cannot be asked directly: %w", verbErr(st, ""), err)
+		}
+		by, driverID = "kernel", id
+		start = time.Now()
+	}
+	for i, sg := range segs {
+		switch {
+		case by == "kernel":
+			st = C.rs_advise_prefetch_kernel(d.pd, mr, C.uint64_t(sg.off), C.uint32_t(sg.len), C.uint32_t(driverID))
+		case i > 0:
+			st = C.rs_advise_prefetch(d.pd, mr, C.uint64_t(sg.off), C.uint32_t(sg.len))
+		}
+		if err := verbErr(st, hint); err != nil {
+			return 0, "", fmt.Errorf("prefetch bytes %d..%d of the region: %w", sg.off, sg.off+sg.len, err)
 		}
 	}
-	return time.Since(start).Seconds(), nil
+	return time.Since(start).Seconds(), by, nil
 }
 
 func (s *server) Ready() transport.ReadyInfo { return s.ready }

@@ -14,8 +14,12 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
 
 static rs_status ok(void) { return (rs_status){NULL, 0}; }
 static rs_status fail(const char *verb, int err) { return (rs_status){verb, err ? err : EIO}; }
@@ -63,6 +67,40 @@ rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off,
 	struct ibv_sge sge = {.addr = (uintptr_t)mr->addr + off, .length = len, .lkey = mr->lkey};
 	int rc = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
 	return rc ? fail("ibv_advise_mr", rc) : ok();
+}
+
+// rs_advise_prefetch_kernel is what rdma-core's ibv_cmd_advise_mr does
+// (mlx5's advise_mr), built from the kernel's uAPI headers alone: the
+// method ADVISE_MR of the MR object, with its four attributes, on the
+// context's command fd. Every attribute is mandatory; the SGE list, over
+// 8 bytes, goes by pointer; driver_id must be the device's, or the kernel
+// answers EINVAL before looking at the method.
+rs_status rs_advise_prefetch_kernel(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off, uint32_t len,
+				    uint32_t driver_id) {
+	struct ib_uverbs_sge sge = {.addr = (uintptr_t)mr->addr + off, .length = len, .lkey = mr->lkey};
+	enum { nattrs = 4 };
+	uint64_t buf[(sizeof(struct ib_uverbs_ioctl_hdr) + nattrs * sizeof(struct ib_uverbs_attr)) / sizeof(uint64_t)];
+	memset(buf, 0, sizeof(buf));
+	struct ib_uverbs_ioctl_hdr *hdr = (struct ib_uverbs_ioctl_hdr *)buf;
+	hdr->length = sizeof(buf);
+	hdr->object_id = UVERBS_OBJECT_MR;
+	hdr->method_id = UVERBS_METHOD_ADVISE_MR;
+	hdr->num_attrs = nattrs;
+	hdr->driver_id = driver_id;
+	struct ib_uverbs_attr *a = hdr->attrs;
+	uint32_t flags = IB_UVERBS_ADVISE_MR_FLAG_FLUSH; // synchronous, so the time is the prefetch's
+	a[0] = (struct ib_uverbs_attr){.attr_id = UVERBS_ATTR_ADVISE_MR_PD_HANDLE, .flags = UVERBS_ATTR_F_MANDATORY,
+				       .data = pd->handle};
+	a[1] = (struct ib_uverbs_attr){.attr_id = UVERBS_ATTR_ADVISE_MR_ADVICE, .len = sizeof(uint64_t),
+				       .flags = UVERBS_ATTR_F_MANDATORY, .data = IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH};
+	a[2] = (struct ib_uverbs_attr){.attr_id = UVERBS_ATTR_ADVISE_MR_FLAGS, .len = sizeof(flags),
+				       .flags = UVERBS_ATTR_F_MANDATORY};
+	memcpy(&a[2].data, &flags, sizeof(flags));
+	a[3] = (struct ib_uverbs_attr){.attr_id = UVERBS_ATTR_ADVISE_MR_SGE_LIST, .len = sizeof(sge),
+				       .flags = UVERBS_ATTR_F_MANDATORY, .data = (uintptr_t)&sge};
+	if (ioctl(pd->context->cmd_fd, RDMA_VERBS_IOCTL, hdr))
+		return fail("ibv_advise_mr (the kernel's uverbs ioctl)", errno);
+	return ok();
 }
 
 int rs_async_wait(struct ibv_context *ctx, int timeout_ms, int *type, int *port) {

@@ -40,6 +40,12 @@ rs_status rs_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, struc
 // rs_advise_prefetch prefetches len bytes of mr from off (at most 4 GiB - 1:
 // one SGE; the Go side splits the region).
 rs_status rs_advise_prefetch(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off, uint32_t len);
+// rs_advise_prefetch_kernel is the same prefetch asked of the kernel's
+// uverbs ioctl directly, for a provider that has no advise_mr although
+// the kernel's driver does (rdma-core 44's rxe on kernel 7.x). driver_id
+// is the device's uverbs driver id (enum rdma_driver_id).
+rs_status rs_advise_prefetch_kernel(struct ibv_pd *pd, struct ibv_mr *mr, uint64_t off, uint32_t len,
+				    uint32_t driver_id);
 // rs_async_wait waits up to timeout_ms for one async event of ctx (its
 // async fd made non-blocking): 1 with the event's type and, for a port
 // event, its port (else 0); 0 for none; -1 with errno on failure. The

@@ -494,16 +494,24 @@ client: {block_size: 16KiB, total: 1MiB, queue_depth: 8, verify: true}
 				t.Errorf("exec refused, yet wrote %d rows", len(rows))
 			}
 		}
-		// Trusted, unverified: it runs, and the manifest says what was trusted.
-		_, errOut, err = run("exec", odp, "--set", "rdma.trust_odp=true", "--set", "verify=false")
+		// Trusted, unverified, prefetched: it runs, the prefetch is
+		// accepted (by the kernel's uverbs ioctl, rdma-core 44's rxe
+		// provider having no advise_mr), and the manifest says what was
+		// trusted and who prefetched.
+		_, errOut, err = run("exec", odp, "--set", "rdma.trust_odp=true", "--set", "verify=false", "--set", "rdma.odp_prefetch=true")
 		if err != nil || !strings.Contains(errOut, "running odp points anyway (rdma.trust_odp)") {
 			t.Fatalf("exec with trust_odp: %v\n%s", err, errOut)
 		}
 		rows := csvRows("vmtest-odp")
-		if len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].Param("registration") != "odp" || rows[0].RegistrationS == nil {
-			t.Fatalf("trusted odp: rows %+v", rows)
+		if len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].Param("registration") != "odp" || rows[0].RegistrationS == nil || rows[0].PrefetchS == nil || *rows[0].PrefetchS <= 0 {
+			t.Fatalf("trusted, prefetched odp: rows %+v", rows)
 		}
 		m := readManifest(t, dir, rows[0].RunID)
+		if i := slices.IndexFunc(m.Hosts, func(h manifestHost) bool { return h.Role == "server" }); i < 0 || len(m.Hosts[i].RDMA) == 0 || m.Hosts[i].RDMA[0].ODPPrefetch == "" {
+			t.Errorf("manifest hosts %+v: want the server's path to say who prefetched", m.Hosts)
+		} else {
+			t.Logf("odp prefetch through the runner: prefetch_s %.6f, by the %s", *rows[0].PrefetchS, m.Hosts[i].RDMA[0].ODPPrefetch)
+		}
 		if len(m.ODPProbes) != 1 || m.ODPProbes[0].Result != "wrong_data" || !m.ODPProbes[0].Trusted || m.ODPProbes[0].Kernel != g.Image.Release {
 			t.Errorf("manifest odp_probes %+v", m.ODPProbes)
 		}
@@ -601,15 +609,17 @@ output: {csv: out/%s.csv, logs: out/logs}
 // runManifest is the part of RUN_ID.json the fields sweep reads, as a
 // user's script would.
 type runManifest struct {
-	Hosts []struct {
-		Role string             `json:"role"`
-		RDMA []results.RDMAPath `json:"rdma"`
-	} `json:"hosts"`
+	Hosts     []manifestHost `json:"hosts"`
 	ODPProbes []struct {
 		Result  string `json:"result"`
 		Kernel  string `json:"kernel"`
 		Trusted bool   `json:"trusted"`
 	} `json:"odp_probes"`
+}
+
+type manifestHost struct {
+	Role string             `json:"role"`
+	RDMA []results.RDMAPath `json:"rdma"`
 }
 
 func readManifest(t *testing.T, dir, runID string) runManifest {
