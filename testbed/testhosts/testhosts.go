@@ -821,7 +821,7 @@ func nsRun(t testing.TB, ns string, args ...string) {
 // startIn runs a host's server: script, through sh, in the host's network
 // namespace and in a mount namespace of its own. Mount namespaces cost
 // this kind of machine a kernel wait each, taken one at a time however
-// many hosts start at once: sixty-four hosts take about 15 s here.
+// many hosts start at once: sixty-four hosts took about 17 s here.
 func startIn(h *Host, script string) error {
 	if err := runIn(h.NS, nil, "unshare", "-m", "--propagation", "private", "sh", "-c", script); err != nil {
 		return fmt.Errorf("%s: %w", h.Name, err)
