@@ -122,16 +122,19 @@ func (r Row) Transport() string { return r.Params[param.Transport.String()] }
 
 // SetResult copies a client's measurement into the row.
 func (r *Row) SetResult(res *Result) {
-	r.Bytes = &res.Bytes
-	r.Seconds = &res.Seconds
-	r.BandwidthMBs = &res.BandwidthMBs
-	r.IOPS = &res.IOPS
-	r.LatAvgUs = &res.LatAvgUs
-	r.LatP50Us = &res.LatP50Us
-	r.LatP99Us = &res.LatP99Us
-	r.LatP999Us = &res.LatP999Us
-	r.LatMaxUs = &res.LatMaxUs
-	r.Verified = &res.Verified
+	// Copies, not pointers into res: a row outlives its point (a pool
+	// sweep keeps every pair's row until its last round), and a pointer
+	// into res would keep res's latency histogram (58 KiB) alive with it.
+	r.Bytes = ref(res.Bytes)
+	r.Seconds = ref(res.Seconds)
+	r.BandwidthMBs = ref(res.BandwidthMBs)
+	r.IOPS = ref(res.IOPS)
+	r.LatAvgUs = ref(res.LatAvgUs)
+	r.LatP50Us = ref(res.LatP50Us)
+	r.LatP99Us = ref(res.LatP99Us)
+	r.LatP999Us = ref(res.LatP999Us)
+	r.LatMaxUs = ref(res.LatMaxUs)
+	r.Verified = ref(res.Verified)
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
 	r.BwMinIntervalMBs, r.BwCoV, r.WarmupUsedS = res.BwMinIntervalMBs, res.BwCoV, res.WarmupS
 	if p := res.RDMAPath; p != nil {
@@ -147,6 +150,9 @@ func (r *Row) SetResult(res *Result) {
 func (r *Row) SetDone(d *Done) {
 	r.CPUServer = cpuPerSecond(d.CPUUserS, d.CPUSysS, d.CPUWallS)
 }
+
+// ref is a pointer to a copy of v.
+func ref[T any](v T) *T { return &v }
 
 // cpuPerSecond is (user + sys) / wall, or nil when wall is 0: a node
 // too old to measure it.
@@ -171,7 +177,7 @@ func (r Row) Workload() string {
 func (r *Row) SetReady(rd *Ready) {
 	r.RegistrationS = rd.RegistrationS
 	r.RegistrationMBs = rd.RegistrationMBs
-	r.CachedFraction = &rd.CachedFraction
+	r.CachedFraction = ref(rd.CachedFraction)
 	r.Mapping = rd.Mapping
 	r.PrefetchS = rd.PrefetchS
 	if rd.Regions > 0 {

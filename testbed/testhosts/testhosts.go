@@ -29,9 +29,12 @@ package testhosts
 
 import (
 	"bytes"
+	"context"
 	crand "crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -39,6 +42,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -119,6 +123,11 @@ type Options struct {
 	// harness's own (sshd takes a keyword's first value), e.g.
 	// {"a": "MaxSessions 1"}.
 	SSHDConfig map[string]string
+	// EmptyRootHome gives root an empty home directory on the hosts, so
+	// a login does not run this machine's ~/.bashrc (bash runs it for an
+	// SSH command). Where that starts pyenv it costs seconds a login,
+	// which a benchmark of the runner must not count.
+	EmptyRootHome bool
 }
 
 // Net is a running set of hosts. Everything is torn down by t.Cleanup.
@@ -188,7 +197,7 @@ const NoisyGreeting = "Welcome to the test cluster\nno newline here"
 // writeAccounts writes copies of /etc/passwd and /etc/group with User,
 // NoisyUser and NoShellUser added, for the hosts to bind-mount, and the
 // login shells of the last two.
-func writeAccounts(t testing.TB, dir string) {
+func writeAccounts(t testing.TB, dir string, emptyRootHome bool) {
 	t.Helper()
 	noisy := filepath.Join(dir, "noisy-sh")
 	script := fmt.Sprintf("#!/bin/sh\nprintf '%%s' '%s'\nexec /bin/sh \"$@\"\n", NoisyGreeting)
@@ -208,6 +217,9 @@ func writeAccounts(t testing.TB, dir string) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if f.name == "passwd" && emptyRootHome {
+			b = rootHome(t, b, filepath.Join(dir, "root-home"))
+		}
 		if len(b) > 0 && b[len(b)-1] != '\n' {
 			b = append(b, '\n')
 		}
@@ -215,6 +227,22 @@ func writeAccounts(t testing.TB, dir string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// rootHome makes home, empty, and returns passwd with it as root's home.
+func rootHome(t testing.TB, passwd []byte, home string) []byte {
+	t.Helper()
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(passwd), "\n")
+	for i, l := range lines {
+		if f := strings.Split(l, ":"); len(f) == 7 && f[0] == "root" {
+			f[5] = home
+			lines[i] = strings.Join(f, ":")
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
 }
 
 // Host is one namespace host.
@@ -248,7 +276,7 @@ func Start(t testing.TB, opts Options) *Net {
 	cleanStale(t)
 	netns.CheckSubnetFree(t, "testhosts", subnet)
 
-	n := newNet(t)
+	n := newNet(t, opts.EmptyRootHome)
 	pub := n.writeKeys(t)
 	authorized := filepath.Join(n.Dir, "authorized_keys")
 	if err := os.WriteFile(authorized, pub, 0o644); err != nil {
@@ -273,9 +301,18 @@ func Start(t testing.TB, opts Options) *Net {
 	if opts.Bastion {
 		n.addInner(t)
 	}
+	// Each host's keys, server and banner are its own: they are made at
+	// once, so sixty hosts start in about the time of a few.
+	names := n.names()
+	lines := make([]hostLines, len(names))
+	eachHost(t, names, func(i int, name string) (err error) {
+		lines[i], err = n.startHost(n.Hosts[name], opts, authorized, pub)
+		return err
+	})
 	var known, config bytes.Buffer
-	for _, name := range n.names() {
-		n.startHost(t, n.Hosts[name], opts, authorized, pub, &known, &config)
+	for _, l := range lines {
+		known.WriteString(l.known)
+		config.WriteString(l.config)
 	}
 	n.KnownHosts = filepath.Join(n.Dir, "known_hosts")
 	n.SSHConfig = filepath.Join(n.Dir, "ssh_config")
@@ -288,10 +325,27 @@ func Start(t testing.TB, opts Options) *Net {
 	if err := os.WriteFile(n.SSHConfig, config.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range n.names() {
-		waitBanner(t, n.Hosts[name])
-	}
+	eachHost(t, names, func(_ int, name string) error { return waitBanner(n.Hosts[name]) })
 	return n
+}
+
+// eachHost runs fn for every name at once and fails the test with every
+// host's error, in the names' order.
+func eachHost(t testing.TB, names []string, fn func(i int, name string) error) {
+	t.Helper()
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(i, name)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("testhosts: %v", err)
+	}
 }
 
 // needTools skips the test (fails it under CI) without root or a tool
@@ -321,7 +375,7 @@ func needTools(t testing.TB, opts Options) {
 
 // newNet makes the harness's directory with the account files, torn
 // down with the test.
-func newNet(t testing.TB) *Net {
+func newNet(t testing.TB, emptyRootHome bool) *Net {
 	t.Helper()
 	// Not t.TempDir: its parent is 0700, and the unprivileged user's
 	// sshd reads authorized_keys itself.
@@ -334,7 +388,7 @@ func newNet(t testing.TB) *Net {
 		t.Fatal(err)
 	}
 	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser, NoShellUser: NoShellUser, CertUser: CertUser}
-	writeAccounts(t, n.Dir)
+	writeAccounts(t, n.Dir, emptyRootHome)
 	t.Cleanup(func() { n.teardown(t) })
 	return n
 }
@@ -384,23 +438,37 @@ func hostNames(t testing.TB, n *Net, opts *Options) []string {
 	return names
 }
 
-// addHosts makes a namespace per name, joined to the bridge.
+// maxHosts is how many hosts the main network holds: .10 to .126 of
+// its /25, .127 being its broadcast address.
+const maxHosts = 117
+
+// addHosts makes a namespace per name, joined to the bridge. The root
+// namespace's side is one `ip -batch` for every host (one process, not
+// four per host); each namespace's own side is one `ip -n NS -batch`,
+// all at once.
 func (n *Net) addHosts(t testing.TB, names []string) {
 	t.Helper()
+	if len(names) > maxHosts {
+		t.Fatalf("testhosts: %d hosts asked for; the main network holds %d", len(names), maxHosts)
+	}
+	var root strings.Builder
 	for i, name := range names {
 		h := &Host{Name: name, Addr: mainNet + strconv.Itoa(10+i), Port: 22, NS: prefix + name, veth: vethPrefix + strconv.Itoa(i), n: n}
 		if _, dup := n.Hosts[name]; dup || name == "inner" {
 			t.Fatalf("testhosts: host name %q used twice or reserved", name)
 		}
 		n.Hosts[name] = h
-		mustRun(t, "ip", "netns", "add", h.NS)
-		mustRun(t, "ip", "link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.NS)
-		mustRun(t, "ip", "link", "set", h.veth, "master", bridge)
-		mustRun(t, "ip", "link", "set", h.veth, "up")
-		nsRun(t, h.NS, "ip", "addr", "add", h.Addr+"/25", "dev", "eth0")
-		nsRun(t, h.NS, "ip", "link", "set", "eth0", "up")
-		nsRun(t, h.NS, "ip", "link", "set", "lo", "up")
+		fmt.Fprintf(&root, "netns add %s\nlink add %s type veth peer name eth0 netns %s\nlink set %s master %s\nlink set %s up\n",
+			h.NS, h.veth, h.NS, h.veth, bridge, h.veth)
 	}
+	if err := runIn("", strings.NewReader(root.String()), "ip", "-batch", "-"); err != nil {
+		t.Fatalf("testhosts: %v", err)
+	}
+	eachHost(t, names, func(_ int, name string) error {
+		h := n.Hosts[name]
+		cmds := "addr add " + h.Addr + "/25 dev eth0\nlink set eth0 up\nlink set lo up\n"
+		return runIn("", strings.NewReader(cmds), "ip", "-n", h.NS, "-batch", "-")
+	})
 }
 
 // addInner makes "inner", on the bastion's private network only.
@@ -418,15 +486,19 @@ func (n *Net) addInner(t testing.TB) {
 	nsRun(t, in.NS, "ip", "link", "set", "lo", "up")
 }
 
-// startHost makes h's host keys (adding them to known) and its ssh_config
-// alias (to config), then starts its server.
-func (n *Net) startHost(t testing.TB, h *Host, opts Options, authorized string, pub []byte, known, config *bytes.Buffer) {
-	t.Helper()
+// hostLines are a host's lines of known_hosts and of ssh_config.
+type hostLines struct{ known, config string }
+
+// startHost makes h's host keys and its ssh_config alias, returned as its
+// lines of known_hosts and ssh_config, then starts its server. It may run
+// beside other hosts' startHost.
+func (n *Net) startHost(h *Host, opts Options, authorized string, pub []byte) (hostLines, error) {
 	name := h.Name
 	h.dir = filepath.Join(n.Dir, name)
 	if err := os.Mkdir(h.dir, 0o700); err != nil {
-		t.Fatal(err)
+		return hostLines{}, err
 	}
+	var known, config strings.Builder
 	types := []string{"ed25519"}
 	if name == "rsa" {
 		types = []string{"ed25519", "rsa"}
@@ -438,31 +510,35 @@ func (n *Net) startHost(t testing.TB, h *Host, opts Options, authorized string, 
 		if typ == "rsa" {
 			args = append(args, "-b", "2048")
 		}
-		mustRun(t, "ssh-keygen", args...)
+		if err := run("ssh-keygen", args...); err != nil {
+			return hostLines{}, fmt.Errorf("%s: %w", name, err)
+		}
 		hostKeys = append(hostKeys, f)
 		h.HostKeyFiles = append(h.HostKeyFiles, f+".pub")
 		p, err := os.ReadFile(f + ".pub")
 		if err != nil {
-			t.Fatal(err)
+			return hostLines{}, err
 		}
 		if name != "rsa" || typ == "rsa" {
-			fmt.Fprintf(known, "%s %s\n", h.Addr, strings.TrimSpace(string(p)))
+			fmt.Fprintf(&known, "%s %s\n", h.Addr, strings.TrimSpace(string(p)))
 		}
 	}
-	fmt.Fprintf(config, "Host %s\n  HostName %s\n  User root\n  Port 22\n  IdentityFile %s\n", name, h.Addr, n.KeyFile)
+	fmt.Fprintf(&config, "Host %s\n  HostName %s\n  User root\n  Port 22\n  IdentityFile %s\n", name, h.Addr, n.KeyFile)
 	if name == "inner" {
 		config.WriteString("  ProxyJump bastion\n")
 	}
 	h.hostKeys = hostKeys
+	lines := hostLines{known.String(), config.String()}
 	if name == "cert" {
 		h.certFile = hostKeys[0] + "-cert.pub"
-		n.signHostCert(t, h, []string{h.Addr}, "always:forever")
+		if err := n.signHostCert(h, []string{h.Addr}, "always:forever"); err != nil {
+			return lines, err
+		}
 	}
 	if name == "dropbear" {
-		n.startDropbear(t, h, hostKeys[0], pub)
-		return
+		return lines, n.startDropbear(h, hostKeys[0], pub)
 	}
-	n.startSSHD(t, h, hostKeys, authorized, opts.SSHDConfig[name])
+	return lines, n.startSSHD(h, hostKeys, authorized, opts.SSHDConfig[name])
 }
 
 func (n *Net) names() []string {
@@ -474,8 +550,7 @@ func (n *Net) names() []string {
 	return s
 }
 
-func (n *Net) startSSHD(t testing.TB, h *Host, hostKeys []string, authorized, extra string) {
-	t.Helper()
+func (n *Net) startSSHD(h *Host, hostKeys []string, authorized, extra string) error {
 	cfg := filepath.Join(h.dir, "sshd_config")
 	pidFile := filepath.Join(h.dir, "sshd.pid")
 	h.Log = filepath.Join(h.dir, "sshd.log")
@@ -527,7 +602,7 @@ Match User %s
 		text = strings.Join(keep, "\n")
 	}
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	// unshare -m makes mounts private by default, so the tmpfs stays in
 	// this host's mount namespace, which sshd and all its sessions keep.
@@ -535,14 +610,17 @@ Match User %s
 		" && mount --bind " + filepath.Join(n.Dir, "group") + " /etc/group" +
 		" && mount -t tmpfs -o mode=1777 tmpfs " + DeployDir +
 		" && KRB5_KTNAME=" + filepath.Join(n.Dir, "krb5.keytab") + " exec " + sshd + " -f " + cfg + " -E " + h.Log
-	nsRun(t, h.NS, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
-	h.SSHDPid = waitPid(t, h, pidFile)
+	if err := startIn(h, script); err != nil {
+		return err
+	}
+	var err error
+	h.SSHDPid, err = waitPid(h, pidFile)
+	return err
 }
 
 // waitBanner waits until the host's sshd sends its banner. Hosts not
 // reachable from the root namespace are probed from inside their own.
-func waitBanner(t testing.TB, h *Host) {
-	t.Helper()
+func waitBanner(h *Host) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var ok bool
@@ -562,11 +640,11 @@ func waitBanner(t testing.TB, h *Host) {
 			}
 		}
 		if ok {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(h.Log)
-			t.Fatalf("testhosts: sshd on %s (%s) not answering: %s", h.Name, h.Addr, log)
+			return fmt.Errorf("sshd on %s (%s) not answering: %s", h.Name, h.Addr, log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -669,12 +747,23 @@ func (h *Host) AcceptSYN(t testing.TB) {
 }
 
 func (n *Net) teardown(t testing.TB) {
+	var wg sync.WaitGroup
 	for _, name := range n.names() {
-		netns.Kill(n.Hosts[name].NS)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			netns.Kill(n.Hosts[name].NS)
+		}()
 	}
+	wg.Wait()
+	var del strings.Builder
 	for _, name := range n.names() {
-		exec.Command("ip", "netns", "delete", n.Hosts[name].NS).Run()
+		del.WriteString("netns delete " + n.Hosts[name].NS + "\n")
 	}
+	// -force: one namespace already gone does not keep the rest.
+	cmd := exec.Command("ip", "-force", "-batch", "-")
+	cmd.Stdin = strings.NewReader(del.String())
+	cmd.Run()
 	exec.Command("ip", "link", "delete", bridge).Run()
 	exec.Command("ip", "route", "delete", "unreachable", subnet).Run()
 	os.Remove(pidRecord)
@@ -729,11 +818,40 @@ func nsRun(t testing.TB, ns string, args ...string) {
 	mustRun(t, "ip", append([]string{"netns", "exec", ns}, args...)...)
 }
 
+// startIn runs a host's server: script, through sh, in the host's network
+// namespace and in a mount namespace of its own. Mount namespaces cost
+// this kind of machine a kernel wait each, taken one at a time however
+// many hosts start at once: sixty-four hosts took about 17 s here.
+func startIn(h *Host, script string) error {
+	if err := runIn(h.NS, nil, "unshare", "-m", "--propagation", "private", "sh", "-c", script); err != nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
+	return nil
+}
+
+// run runs a setup command; its error holds the command and its output.
+func run(name string, args ...string) error { return runIn("", nil, name, args...) }
+
+// runIn runs a setup command in network namespace ns ("" for this one),
+// with stdin; its error holds the command and its output.
+func runIn(ns string, stdin io.Reader, name string, args ...string) error {
+	if ns != "" {
+		name, args = "ip", append([]string{"netns", "exec", ns, name}, args...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = stdin
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
 // signHostCert certifies h's first host key with the host CA.
-func (n *Net) signHostCert(t testing.TB, h *Host, principals []string, validity string) {
-	t.Helper()
+func (n *Net) signHostCert(h *Host, principals []string, validity string) error {
 	os.Remove(h.certFile)
-	mustRun(t, "ssh-keygen", "-q", "-s", n.HostCAKey, "-h", "-I", h.Name+"-host", "-n", strings.Join(principals, ","),
+	return run("ssh-keygen", "-q", "-s", n.HostCAKey, "-h", "-I", h.Name+"-host", "-n", strings.Join(principals, ","),
 		"-V", validity, h.hostKeys[0]+".pub")
 }
 
@@ -745,14 +863,18 @@ func (h *Host) SignHostCert(t testing.TB, principals []string, validity string) 
 	if h.certFile == "" {
 		t.Fatalf("testhosts: %s has no host certificate (Options.CertHost)", h.Name)
 	}
-	h.n.signHostCert(t, h, principals, validity)
+	if err := h.n.signHostCert(h, principals, validity); err != nil {
+		t.Fatalf("testhosts: %v", err)
+	}
 	if err := syscall.Kill(h.SSHDPid, syscall.SIGHUP); err != nil {
 		t.Fatalf("testhosts: SIGHUP sshd on %s: %v", h.Name, err)
 	}
 	// The old listener closes and the new one opens: wait for a banner
 	// from the new one.
 	time.Sleep(200 * time.Millisecond)
-	waitBanner(t, h)
+	if err := waitBanner(h); err != nil {
+		t.Fatalf("testhosts: %v", err)
+	}
 }
 
 // SignUserCert certifies a new ed25519 key for principals with the user
@@ -770,42 +892,46 @@ func (n *Net) SignUserCert(t testing.TB, dir string, principals []string, validi
 // startDropbear runs Dropbear on h, in a mount namespace like sshd's, with
 // /root bind-mounted to a directory holding root's authorized_keys (so the
 // machine's /root is never touched).
-func (n *Net) startDropbear(t testing.TB, h *Host, hostKey string, authorized []byte) {
-	t.Helper()
+func (n *Net) startDropbear(h *Host, hostKey string, authorized []byte) error {
 	dbKey := filepath.Join(h.dir, "dropbear_ed25519_host_key")
-	mustRun(t, "dropbearconvert", "openssh", "dropbear", hostKey, dbKey)
+	if err := run("dropbearconvert", "openssh", "dropbear", hostKey, dbKey); err != nil {
+		return err
+	}
 	home := filepath.Join(h.dir, "root")
 	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	os.Chmod(h.dir, 0o755)
 	if err := os.WriteFile(filepath.Join(home, ".ssh", "authorized_keys"), authorized, 0o600); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	pidFile := filepath.Join(h.dir, "dropbear.pid")
 	h.Log = filepath.Join(h.dir, "dropbear.log")
 	script := "mount --bind " + home + " /root" +
 		" && mount -t tmpfs -o mode=1777 tmpfs " + DeployDir +
 		" && exec " + dropbear + " -E -r " + dbKey + " -p " + h.Addr + ":22 -P " + pidFile + " </dev/null >/dev/null 2>" + h.Log
-	nsRun(t, h.NS, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
-	h.SSHDPid = waitPid(t, h, pidFile)
+	if err := startIn(h, script); err != nil {
+		return err
+	}
+	var err error
+	h.SSHDPid, err = waitPid(h, pidFile)
+	return err
 }
 
 // waitPid waits for a daemon's pid file and records the pid.
-func waitPid(t testing.TB, h *Host, pidFile string) int {
-	t.Helper()
+func waitPid(h *Host, pidFile string) (int, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		p, err := os.ReadFile(pidFile)
 		if err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(p))); err == nil && pid > 0 {
 				recordPid(pid)
-				return pid
+				return pid, nil
 			}
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(h.Log)
-			t.Fatalf("testhosts: the server on %s wrote no pid file: %s", h.Name, log)
+			return 0, fmt.Errorf("the server on %s wrote no pid file: %s", h.Name, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
