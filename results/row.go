@@ -78,6 +78,14 @@ type Row struct {
 	// Round is the round of a pairwise or ring sweep the pair ran in,
 	// from 1; nil for the other topologies.
 	Round *int64 `csv:"round"`
+	// Response latency of an open-loop client, due time to completion,
+	// and whether its queue depth held reads back (Result.Saturated); nil
+	// for a closed loop.
+	RespP50Us  *float64 `csv:"resp_p50_us"`
+	RespP99Us  *float64 `csv:"resp_p99_us"`
+	RespP999Us *float64 `csv:"resp_p999_us"`
+	RespMaxUs  *float64 `csv:"resp_max_us"`
+	Saturated  *bool    `csv:"saturated"`
 }
 
 // Scope values.
@@ -112,6 +120,10 @@ func (r *Row) SetResult(res *Result) {
 	r.LatMaxUs = &res.LatMaxUs
 	r.Verified = &res.Verified
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
+	if o := res.OpenLoop; o != nil {
+		r.RespP50Us, r.RespP99Us, r.RespP999Us, r.RespMaxUs = &o.RespP50Us, &o.RespP99Us, &o.RespP999Us, &o.RespMaxUs
+		r.Saturated = &o.Saturated
+	}
 	if p := res.RDMAPath; p != nil {
 		r.LinkLayer = p.LinkLayer
 		if p.LinkLayer == "InfiniBand" {

@@ -40,6 +40,8 @@ const (
 	TrustODP                   // rdma.trust_odp
 	PairwiseParallel           // pairwise_parallel
 	MaxParallel                // max_parallel
+	Rate                       // client.rate
+	Arrivals                   // client.arrivals
 )
 
 // names are the parameters' names, by ID.
@@ -80,4 +82,6 @@ var names = [...]string{
 	TrustODP:         "trust_odp",
 	PairwiseParallel: "pairwise_parallel",
 	MaxParallel:      "max_parallel",
+	Rate:             "rate",
+	Arrivals:         "arrivals",
 }
