@@ -64,8 +64,8 @@ func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
 		}
 		for j, w := range c.points {
 			p := s.Points[j]
-			if p.X != w.bs || p.N != w.n {
-				t.Errorf("%s point %d: block size %d from %d runs, want %d from %d", s.Label, j, p.X, p.N, w.bs, w.n)
+			if p.X != float64(w.bs) || p.N != w.n {
+				t.Errorf("%s point %d: block size %d from %d runs, want %d from %d", s.Label, j, int64(p.X), p.N, w.bs, w.n)
 			}
 			for _, f := range []struct {
 				what string
@@ -78,7 +78,7 @@ func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
 				{"p99", p.LatP99Us, w.p99, w.p99SD},
 			} {
 				if !near(f.got.Mean, f.mean) || !near(f.got.SD, f.sd) {
-					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, results.FormatSize(p.X), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
+					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, results.FormatSize(int64(p.X)), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
 				}
 			}
 		}
