@@ -223,8 +223,13 @@ func Write(w io.Writer, groups []Group) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	saturated := false
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
+		saturated = saturated || strings.HasPrefix(n, "S ")
+	}
+	if saturated {
+		fmt.Fprintln(w, saturatedWhy)
 	}
 	return nil
 }
@@ -287,6 +292,9 @@ func respP99(g Group) Stat {
 	return MeanSD(xs)
 }
 
+// saturatedWhy follows the notes of saturated points, once.
+const saturatedWhy = "S: queue_depth reads were in flight when more than 1 % of the reads fell due, so those were posted late: the load was not offered as scheduled, and their wait is in the response latency (docs/load.md)"
+
 // saturatedNote says which of g's runs were saturated: their queue depth
 // held back more than 1 % of the reads as they fell due, so the open loop
 // did not offer the load as scheduled, whatever its bandwidth. "" when
@@ -302,6 +310,5 @@ func saturatedNote(g Group) string {
 	if len(reps) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("S point %s: saturated in %d of %d runs: %s; queue_depth reads were in flight when more than 1 %% of the reads fell due, so those were posted late: the load was not offered as scheduled, and their wait is in the response latency",
-		g.Key, len(reps), len(g.OK), strings.Join(reps, ", "))
+	return fmt.Sprintf("S point %s: saturated in %d of %d runs: %s", g.Key, len(reps), len(g.OK), strings.Join(reps, ", "))
 }
