@@ -170,7 +170,14 @@ func (l *loader) checkTopology(root *yaml.Node, p *Plan, base map[string]baseVal
 // node's tcp client's, so rdma and the peers would run closed-loop under a
 // row that claims an offered load.
 func (l *loader) checkRate(p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
-	rate := l.source(p, base, param.Rate)
+	rate, arrivals := l.source(p, base, param.Rate), l.source(p, base, param.Arrivals)
+	pairs(rate, arrivals, func(i, j int) bool {
+		if rate.values[i].s == "" && arrivals.values[j].s != "fixed" {
+			l.errorf(at(arrivals, j), arrivals.path, "arrivals %s needs client.rate: without a rate the client is closed-loop, and nothing is due", arrivals.values[j].s)
+			return false
+		}
+		return true
+	})
 	for _, other := range []struct {
 		id     param.ID
 		refuse func(string) string
