@@ -69,9 +69,12 @@ func TestOpenLoopRate(t *testing.T) {
 	}
 	for _, arrivals := range []string{"fixed", "poisson"} {
 		t.Run(arrivals, func(t *testing.T) {
-			var bw []float64
+			var bw, sat []float64
 			var seeds []uint64
-			for range 5 {
+			// A saturated run did not offer the load as scheduled (the
+			// machine stalled the client): its bandwidth says nothing of
+			// the rate's accuracy. Up to 10 runs, for 5 that were not.
+			for attempt := 0; attempt < 10 && len(bw) < 5; attempt++ {
 				res := openRead(t, file, nil, "--block-size", "1MiB", "--queue-depth", "16",
 					"--total", "0", "--duration", "1500ms", "--rate", fmt.Sprintf("%gMB/s", offered), "--arrivals", arrivals)
 				ol := res.OpenLoop
@@ -86,10 +89,17 @@ func TestOpenLoopRate(t *testing.T) {
 				if ol.RespP99Us < res.LatP99Us*0.999 {
 					t.Errorf("response p99 %.1f µs under service p99 %.1f µs: a read cannot answer before it was posted", ol.RespP99Us, res.LatP99Us)
 				}
+				if ol.Saturated {
+					sat = append(sat, res.BandwidthMBs)
+					continue
+				}
 				bw = append(bw, res.BandwidthMBs)
 			}
+			if len(bw) < 5 {
+				t.Skipf("%s: %d of %d runs saturated (%v MB/s): the machine is too loaded to offer the rate as scheduled", arrivals, len(sat), len(sat)+len(bw), sat)
+			}
 			m := median(bw)
-			t.Logf("%s: %v MB/s offered, carried %.2f MB/s median of %v", arrivals, offered, m, bw)
+			t.Logf("%s: %v MB/s offered, carried %.2f MB/s median of %v (%d saturated runs left out: %v)", arrivals, offered, m, bw, len(sat), sat)
 			if m < offered*0.99 || m > offered*1.01 {
 				t.Errorf("%s: median bandwidth %.2f MB/s, not within 1 %% of the %v MB/s offered (%v)", arrivals, m, offered, bw)
 			}
