@@ -41,25 +41,28 @@ func TestFixedScheduleIsEvenlySpaced(t *testing.T) {
 	}
 }
 
-// A poisson schedule has the fixed one's count and span, exponential
-// gaps, and is the same for the same seed only.
+// A poisson schedule has the fixed one's count, first and last due times,
+// exponential gaps, and is the same for the same seed only.
 func TestPoissonSchedule(t *testing.T) {
 	const n, rate = 20000, 1000.0
 	d := dues(t, n, rate, "poisson", 7)
-	span := time.Duration(n / rate * float64(time.Second))
+	last := time.Duration((n - 1) / rate * float64(time.Second))
+	if d[0] != 0 || d[n-1] < last-time.Microsecond || d[n-1] > last+time.Microsecond {
+		t.Fatalf("first read due at %v, last at %v: want 0 and %v, as a fixed schedule's", d[0], d[n-1], last)
+	}
 	var sum, sq float64
 	prev := time.Duration(0)
-	for i, due := range d {
-		if due < prev || due >= span {
-			t.Fatalf("read %d due at %v after %v, or not within the span %v", i, due, prev, span)
+	for i, due := range d[1:] {
+		if due < prev {
+			t.Fatalf("read %d due at %v, before the one before it, %v", i+1, due, prev)
 		}
 		g := float64(due - prev)
 		sum += g
 		sq += g * g
 		prev = due
 	}
-	mean := sum / n
-	cv := math.Sqrt(sq/n-mean*mean) / mean
+	mean := sum / (n - 1)
+	cv := math.Sqrt(sq/(n-1)-mean*mean) / mean
 	if want := 1e9 / rate; math.Abs(mean-want) > 0.01*want {
 		t.Errorf("mean gap %.0f ns, want %.0f", mean, want)
 	}
