@@ -56,6 +56,11 @@ func paramFlagProblem(p *results.Param, s, transport string) string {
 		if n, err = strconv.ParseInt(s, 10, 64); err != nil {
 			return fmt.Sprintf("must be a whole number (got %q)", s)
 		}
+	case results.KindRate:
+		if _, err := results.ParseRate(s); err != nil {
+			return err.Error()
+		}
+		return ""
 	case results.KindDuration:
 		d, err := time.ParseDuration(s)
 		if err != nil {

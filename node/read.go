@@ -26,6 +26,8 @@ type readOptions struct {
 	verify     bool
 	barrier    bool
 	interval   time.Duration
+	rate       string
+	arrivals   string
 
 	relaxedOrdering bool
 }
@@ -44,6 +46,8 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.warmupMax, "warmup-max", 30*time.Second, "with --warmup steady, the longest warmup")
 	fs.BoolVar(&o.verify, "verify", false, "check every byte against the file's pattern")
 	fs.BoolVar(&o.barrier, "barrier", false, "once connected and registered, print ready and wait for a go control line before reading (with --control-stdin)")
+	fs.StringVar(&o.rate, "rate", "", "open loop: the load to offer, e.g. 200MB/s or 50000iops (none: closed loop)")
+	fs.StringVar(&o.arrivals, "arrivals", "fixed", "with --rate: when reads are due, fixed or poisson")
 	fs.DurationVar(&o.interval, "interval", 0, "print what was read in each interval of the measured phase (0: none)")
 	fs.IntVar(&o.rdma.MaxRdAtomic, "max-rd-atomic", 0, "RDMA READs in flight per QP on the wire (0: the most both sides allow); --queue-depth may be deeper")
 	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 0, "signal every Nth RDMA READ per QP (0: min(100, the queue depth per QP), as perftest); latency is then timed on the signalled ones")
@@ -67,6 +71,10 @@ func (o *readOptions) check() error {
 		return usagef("read: --warmup cannot be negative")
 	case o.barrier && !o.controlStdin:
 		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
+	case o.rate != "" && o.transport != "tcp":
+		return usagef("read: --rate: the %s transport has no open loop yet (tcp only)", o.transport)
+	case o.rate == "" && o.arrivals != "fixed":
+		return usagef("read: --arrivals %s needs --rate", o.arrivals)
 	}
 	o.rdma.NoRelaxedOrdering = !o.relaxedOrdering
 	return checkFormat(o.format)
@@ -82,6 +90,10 @@ func runRead(ctx context.Context, e *env, args []string) error {
 // maxBlockFlag is the largest --block-size: a transport's block size is an
 // int32 on its wire and in its buffers.
 const maxBlockFlag = 1<<31 - 1
+
+// arrivalSalt makes a poisson schedule's seed differ from the file's and
+// the shuffle's while staying reproducible for a given file.
+const arrivalSalt = 0x9E3779B97F4A7C15
 
 // shuffleSalt makes the random order differ from the file content's own
 // sequence while staying reproducible for a given file.
@@ -108,11 +120,16 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	if total == 0 && o.duration == 0 {
 		total = reg.Size
 	}
+	rate, err := results.ParseRate(o.rate) // checked with the flags
+	if err != nil {
+		return usagef("read: --rate: %v", err)
+	}
 	sample := beginClient(cl, o.server)
 	w := transport.Workload{
 		BlockSize: int(o.blockSize), QueueDepth: o.queueDepth, Pattern: o.pattern,
 		Total: total, Duration: o.duration, Warmup: o.warmup.d, Verify: o.verify,
 		Seed: reg.Seed ^ shuffleSalt, Interval: o.interval,
+		Rate: rate.ReadsPerS(int64(o.blockSize)), Arrivals: o.arrivals, ArrivalSeed: reg.Seed ^ arrivalSalt,
 	}
 	warmedUp, err := o.warmUpSteady(ctx, out, cl, w)
 	if err != nil {
@@ -143,6 +160,9 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		Counters: cnt,
 	}
 	r.BwMinIntervalMBs, r.BwCoV = steadiness(m.Intervals, o.interval, m.Seconds, int(o.blockSize))
+	if ol := m.OpenLoop; ol != nil {
+		r.OpenLoop = openLoopResult(ol, w, rate)
+	}
 	if m.Seconds > 0 {
 		r.BandwidthMBs = float64(m.Bytes) / m.Seconds / 1e6
 		r.IOPS = float64(m.Reads) / m.Seconds
@@ -151,5 +171,23 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	out.line("Bandwidth: %.2f MB/s", r.BandwidthMBs)
 	out.line("latency per block: %.2f us", r.LatAvgUs)
 	out.line("iops: %.0f", r.IOPS)
+	if ol := r.OpenLoop; ol != nil {
+		out.line("offered: %.2f MB/s (%s), response p99: %.2f us, held back: %d of %d, saturated: %t",
+			ol.OfferedMBs, ol.Arrivals, ol.RespP99Us, ol.HeldBack, ol.Due, ol.Saturated)
+	}
 	return cl.Close()
+}
+
+// openLoopResult is the result's account of an open loop run at rate.
+func openLoopResult(ol *transport.OpenLoop, w transport.Workload, rate results.Rate) *results.OpenLoop {
+	r := &results.OpenLoop{
+		OfferedMBs: rate.MBs(int64(w.BlockSize)), Arrivals: w.Arrivals,
+		Due: ol.Due, HeldBack: ol.HeldBack, Saturated: results.IsSaturated(ol.HeldBack, ol.Due),
+	}
+	if w.Arrivals == "poisson" {
+		seed := w.ArrivalSeed
+		r.ArrivalSeed = &seed
+	}
+	r.SetResponse(ol.Response)
+	return r
 }

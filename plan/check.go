@@ -96,6 +96,7 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 		return true
 	})
 	l.checkTopology(root, p, base, at)
+	l.checkRate(p, base, at)
 
 	// What a transport takes: the limits node enforces, per transport, for
 	// every value a point will have, reported where the value was written.
@@ -203,5 +204,48 @@ func (l *loader) checkTopology(root *yaml.Node, p *Plan, base map[string]baseVal
 			l.errorf(at(k, j), k.path, "%d clients, but hosts.client lists %d", v.n, clients)
 			return
 		}
+	}
+}
+
+// checkRate refuses a rate where nothing would honour it: the open loop is
+// node's tcp client's, so rdma and the peers would run closed-loop under a
+// row that claims an offered load.
+func (l *loader) checkRate(p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
+	rate, arrivals := l.source(p, base, param.Rate), l.source(p, base, param.Arrivals)
+	pairs(rate, arrivals, func(i, j int) bool {
+		if rate.values[i].s == "" && arrivals.values[j].s != "fixed" {
+			l.errorf(at(arrivals, j), arrivals.path, "arrivals %s needs client.rate: without a rate the client is closed-loop, and nothing is due", arrivals.values[j].s)
+			return false
+		}
+		return true
+	})
+	for _, other := range []struct {
+		id     param.ID
+		refuse func(string) string
+	}{
+		{param.Transport, func(t string) string {
+			if t == "rdma" {
+				return "the rdma transport has no open loop yet: only tcp takes a rate; drop client.rate, or use transport tcp"
+			}
+			return ""
+		}},
+		{param.Workload, func(w string) string {
+			if w != "node" {
+				return w + " reads closed-loop: only node takes a rate; drop client.rate, or sweep it over workload node alone"
+			}
+			return ""
+		}},
+	} {
+		src := l.source(p, base, other.id)
+		pairs(rate, src, func(i, j int) bool {
+			if rate.values[i].s == "" {
+				return true
+			}
+			if msg := other.refuse(src.values[j].s); msg != "" {
+				l.errorf(at(rate, i), rate.path, "%s (with %s %s)", msg, other.id, src.values[j].s)
+				return false
+			}
+			return true
+		})
 	}
 }

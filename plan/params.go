@@ -215,7 +215,7 @@ func (v Values) With(id param.ID, x any) Values {
 	case time.Duration:
 		ok = p.Kind == results.KindDuration
 	case string:
-		ok = p.Kind == results.KindEnum || p.Kind == results.KindPath || p.Kind == results.KindString
+		ok = p.Kind == results.KindEnum || p.Kind == results.KindPath || p.Kind == results.KindString || p.Kind == results.KindRate
 	case bool:
 		ok = p.Kind == results.KindBool
 	}

@@ -440,6 +440,15 @@ func (l *loader) paramValue(p *results.Param, n *yaml.Node, path string, inSweep
 		return value{s: n.Value}, true
 	case results.KindString:
 		return value{s: n.Value}, true
+	case results.KindRate:
+		if _, err := results.ParseRate(n.Value); err != nil || n.Value == "" {
+			if err == nil {
+				err = fmt.Errorf("must be a rate like 200MB/s or 50000iops (got %s)", describe(n))
+			}
+			l.errorf(n, path, "%v", err)
+			return value{}, false
+		}
+		return value{s: n.Value}, true
 	}
 	panic("plan: unknown parameter kind")
 }

@@ -141,6 +141,51 @@ type Result struct {
 	// Counters is what the client's host counted over the read (nil
 	// from an older node).
 	Counters *Counters `json:"counters,omitempty"`
+	// OpenLoop is an open-loop client's (--rate) account; nil for a
+	// closed loop.
+	OpenLoop *OpenLoop `json:"open_loop,omitempty"`
+}
+
+// OpenLoop is what an open-loop client measured beside service latency:
+// response latency, from each read's due time to its completion (a read
+// held back by the queue depth, or by a stalled server, is late from its
+// due time on), and how often the queue depth held reads back.
+type OpenLoop struct {
+	OfferedMBs float64 `json:"offered_mb_s"`
+	Arrivals   string  `json:"arrivals"` // "fixed" or "poisson"
+	// ArrivalSeed seeded a poisson schedule.
+	ArrivalSeed *uint64 `json:"arrival_seed,omitempty"`
+	RespP50Us   float64 `json:"resp_p50_us"`
+	RespP99Us   float64 `json:"resp_p99_us"`
+	RespP999Us  float64 `json:"resp_p999_us"`
+	RespMaxUs   float64 `json:"resp_max_us"`
+	// RespHistogram holds every measured read's response latency, so the
+	// runner can merge several clients'.
+	RespHistogram *Histogram `json:"resp_histogram,omitempty"`
+	// Due is the measured reads, each with its due time; HeldBack those
+	// due while queue_depth reads were in flight; Saturated is
+	// IsSaturated(HeldBack, Due).
+	Due       int64 `json:"due"`
+	HeldBack  int64 `json:"held_back"`
+	Saturated bool  `json:"saturated"`
+}
+
+// SetResponse sets the response figures from h.
+func (o *OpenLoop) SetResponse(h *Histogram) {
+	l := h.Summary()
+	o.RespP50Us, o.RespP99Us, o.RespP999Us, o.RespMaxUs = l.P50Us, l.P99Us, l.P999Us, l.MaxUs
+	o.RespHistogram = h
+}
+
+// SaturatedShare is the share of an open loop's due times that its queue
+// depth may hold back before the run counts as saturated: beyond it, the
+// client did not offer the load it was asked to.
+const SaturatedShare = 0.01
+
+// IsSaturated reports whether heldBack of due reads is more than
+// SaturatedShare.
+func IsSaturated(heldBack, due int64) bool {
+	return due > 0 && float64(heldBack) > SaturatedShare*float64(due)
 }
 
 // RDMAPath is what node's rdma transport used on its side of a

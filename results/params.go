@@ -93,6 +93,7 @@ const (
 	KindDuration             // a Go duration, 5s; recorded in seconds
 	KindPath                 // an absolute path on the host that uses it
 	KindString               // free text, such as a device name
+	KindRate                 // an offered load, 200MB/s or 50000iops (Rate); "" for none
 )
 
 // Limit is the largest value one transport takes, and why.
@@ -208,6 +209,10 @@ func (p *Param) Display(cell string) string {
 	case KindDuration:
 		if f, err := strconv.ParseFloat(cell, 64); err == nil {
 			return strconv.FormatFloat(f, 'g', -1, 64) + "s"
+		}
+	case KindRate:
+		if f, err := strconv.ParseFloat(cell, 64); err == nil {
+			return strconv.FormatFloat(f, 'g', -1, 64) + "MB/s"
 		}
 	}
 	return cell

@@ -99,6 +99,14 @@ type Row struct {
 	RDMACNP           *int64 `csv:"rdma_cnp"`
 	RDMAECNMarked     *int64 `csv:"rdma_ecn_marked"`
 	NetDrops          *int64 `csv:"net_drops"`
+	// Response latency of an open-loop client, due time to completion,
+	// and whether its queue depth held reads back (Result.Saturated); nil
+	// for a closed loop.
+	RespP50Us  *float64 `csv:"resp_p50_us"`
+	RespP99Us  *float64 `csv:"resp_p99_us"`
+	RespP999Us *float64 `csv:"resp_p999_us"`
+	RespMaxUs  *float64 `csv:"resp_max_us"`
+	Saturated  *bool    `csv:"saturated"`
 }
 
 // Scope values.
@@ -137,6 +145,10 @@ func (r *Row) SetResult(res *Result) {
 	r.Verified = ref(res.Verified)
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
 	r.BwMinIntervalMBs, r.BwCoV, r.WarmupUsedS = res.BwMinIntervalMBs, res.BwCoV, res.WarmupS
+	if o := res.OpenLoop; o != nil {
+		r.RespP50Us, r.RespP99Us, r.RespP999Us, r.RespMaxUs = &o.RespP50Us, &o.RespP99Us, &o.RespP999Us, &o.RespMaxUs
+		r.Saturated = &o.Saturated
+	}
 	if p := res.RDMAPath; p != nil {
 		r.LinkLayer = p.LinkLayer
 		if p.LinkLayer == "InfiniBand" {

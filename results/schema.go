@@ -1,6 +1,7 @@
 package results
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -287,6 +288,27 @@ var schema = []Field{
 	{Column: "rdma_cnp", Unit: "packets", Doc: "rdma: congestion notification packets the ports sent; empty where the device does not count them (rxe, siw)"},
 	{Column: "rdma_ecn_marked", Unit: "packets", Doc: "rdma: RoCE packets that arrived ECN-marked; empty where the device does not count them (rxe, siw)"},
 	{Column: "net_drops", Unit: "packets", Doc: "the data's network devices' `rx_dropped` + `tx_dropped` over the read, each device counted once"},
+	// Open-loop clients (issue 23, docs/load.md).
+	{Column: "resp_p50_us", Unit: "µs", Doc: "open loop (`client.rate`): median response latency per read, from its due time to its completion (the lat_* columns are service latency, from its post); empty for a closed loop"},
+	{Column: "resp_p99_us", Unit: "µs", Doc: "open loop: 99th percentile response latency per read"},
+	{Column: "resp_p999_us", Unit: "µs", Doc: "open loop: 99.9th percentile response latency per read"},
+	{Column: "resp_max_us", Unit: "µs", Doc: "open loop: the slowest response"},
+	{Column: "offered_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "open loop: the load each client offered, `client.rate` in MB/s (for a rate in iops, × block_size); empty for a closed loop", Param: &Param{
+		Name: "rate", Section: "client", Kind: KindRate, Sweep: true, Flag: "rate", Role: "read", Since: 6,
+		cell: func(v Values) string {
+			r, err := ParseRate(v.Str(param.Rate))
+			if err != nil || r.IsZero() {
+				return ""
+			}
+			return strconv.FormatFloat(math.Round(r.MBs(v.Int(param.BlockSize))*1e6)/1e6, 'f', -1, 64)
+		},
+		Doc: "open loop: the load each client offers, in MB/s (`200MB/s`; also KB/s, GB/s, powers of 1000) or reads per second (`50000iops`); each read is due at its time in the schedule and posted then, never early, while fewer than queue_depth are in flight. Unset (the default): closed loop, a read posted when one completes. tcp only for now (docs/load.md)"}},
+	{Column: "arrivals", Doc: "open loop: `fixed` or `poisson`; empty for a closed loop", Param: &Param{
+		Name: "arrivals", Section: "client", Kind: KindEnum, Enum: []string{"fixed", "poisson"}, Default: "fixed",
+		Sweep: true, Flag: "arrivals", Role: "read", Since: 6,
+		when: func(v Values) bool { return v.Str(param.Rate) != "" },
+		Doc:  "with `rate`: when reads are due; `fixed`, evenly spaced; `poisson`, a Poisson process of the same rate, seeded (the seed is the result event's `arrival_seed`), with exactly the reads a fixed schedule would have"}},
+	{Column: "saturated", Doc: "open loop: `true` when queue_depth held reads back for more than 1 % of the run's due times (the offered load was not carried: see resp_* for what that cost); empty for a closed loop"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

@@ -27,7 +27,7 @@ var plotCommand = &command{
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o plotOptions
 		fs.StringVar(&o.out, "o", "", "write the chart to this `FILE` (.png or .svg)")
-		fs.StringVar(&o.x, "x", "block_size", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+")")
+		fs.StringVar(&o.x, "x", "", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+"); default block_size, or rate when the rows offer several loads")
 		fs.BoolVar(&o.matrix, "matrix", false, "draw a pairwise or ring CSV's server × client matrix as a heatmap")
 		fs.StringVar(&o.scope, "scope", "", "only the rows of this `SCOPE`: client, or aggregate (several clients' together)")
 		o.addFlags(fs)
@@ -58,6 +58,9 @@ func runPlot(ctx context.Context, o plotOptions, g globals, args []string) error
 	}
 	if rows = plot.Scoped(rows, o.scope); o.scope != "" && len(rows) == 0 {
 		return hint.Wrap(fmt.Errorf("%s has no rows of scope %q", path, o.scope), "the scope column says client or aggregate; a CSV of plans with one client has client rows only")
+	}
+	if o.x == "" {
+		o.x = plot.DefaultX(rows)
 	}
 	series, err := plot.Build(rows, o.x)
 	if err != nil {

@@ -189,6 +189,14 @@ type Workload struct {
 	// Interval, when > 0, asks for the reads completed in each interval of
 	// the measured phase (Measurement.Intervals).
 	Interval time.Duration
+	// Rate, when > 0, makes the client open-loop: reads per second, each
+	// due at its time in the Arrivals schedule ("fixed" or "poisson",
+	// seeded by ArrivalSeed; see node/workload.Schedule) and posted then,
+	// never early, while fewer than QueueDepth are in flight. Warmup runs
+	// at the same rate. 0: closed loop, a read posted as one completes.
+	Rate        float64
+	Arrivals    string
+	ArrivalSeed uint64
 }
 
 // Measurement is the client's account of a workload, after warmup.
@@ -207,6 +215,9 @@ type Measurement struct {
 	Verified  bool // Verify was on and every byte matched
 	GIDIndex  *int
 	Path      *results.RDMAPath // rdma only
+	// OpenLoop is an open-loop workload's account (Workload.Rate > 0);
+	// nil for a closed loop.
+	OpenLoop *OpenLoop
 	// CPU is the process's CPU time over the measured phase, where the
 	// transport can isolate it (tcp), or over warmup and measured phase
 	// together (rdma, whose C loop runs both in one call); CPU.WallS says
@@ -215,6 +226,17 @@ type Measurement struct {
 	// TCP is the data connection's own TCP_INFO over the measured phase;
 	// nil for a transport whose data crosses no TCP connection (rdma).
 	TCP *counters.TCPPhase
+}
+
+// OpenLoop is what an open-loop client measures beside service latency
+// (Measurement.Latency, post to completion).
+type OpenLoop struct {
+	// Response holds each measured read's response latency, from its due
+	// time to its completion.
+	Response *results.Histogram
+	// Due is the measured reads, each with a due time; HeldBack those
+	// due while QueueDepth reads were in flight, which were posted late.
+	Due, HeldBack int64
 }
 
 // Latencies summarises per-read latency, issue to completion, in

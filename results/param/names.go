@@ -42,6 +42,8 @@ const (
 	PairwiseParallel           // pairwise_parallel
 	MaxParallel                // max_parallel
 	MRSize                     // server.mr_size
+	Rate                       // client.rate
+	Arrivals                   // client.arrivals
 )
 
 // names are the parameters' names, by ID.
@@ -84,4 +86,6 @@ var names = [...]string{
 	PairwiseParallel: "pairwise_parallel",
 	MaxParallel:      "max_parallel",
 	MRSize:           "mr_size",
+	Rate:             "rate",
+	Arrivals:         "arrivals",
 }

@@ -3,6 +3,7 @@ package plot
 import (
 	"errors"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"path/filepath"
@@ -48,7 +49,9 @@ func WriteFile(path, title, x string, series []Series) error {
 
 // Write draws series as format ("png" or "svg") to w: bandwidth against x
 // on the left, p50 (dashed) and p99 (solid) latency on the right, both on
-// a log2 x axis, with ±1 sd error bars.
+// a log2 x axis, with ±1 sd error bars. Against an offered load (x a rate)
+// the latency is the response latency, from each read's due time, with
+// the service p99 dotted beside it, and saturated points are crossed.
 func Write(w io.Writer, format, title, x string, series []Series) error {
 	if len(series) == 0 {
 		return ErrNoData
@@ -56,23 +59,21 @@ func Write(w io.Writer, format, title, x string, series []Series) error {
 	if title != "" {
 		title += ": "
 	}
+	open := results.ParamByName(x).Kind == results.KindRate
 	bw, err := panel(title+"bandwidth", x, "bandwidth (MB/s)", false)
 	if err != nil {
 		return err
 	}
-	lat, err := panel("latency per read", x, "µs (p99 solid, p50 dashed)", true)
+	latTitle, latLabel := "latency per read", "µs (p99 solid, p50 dashed)"
+	if open {
+		latTitle, latLabel = "response latency from due time (p99 solid, p50 dashed; × saturated)", "µs (service p99, from post: dotted)"
+	}
+	lat, err := panel(latTitle, x, latLabel, true)
 	if err != nil {
 		return err
 	}
 	for i, s := range series {
-		col := plotutil.Color(i)
-		if err := addLine(bw, s, col, nil, func(p Point) Stat { return p.BandwidthMBs }, s.Label); err != nil {
-			return err
-		}
-		if err := addLine(lat, s, col, []vg.Length{vg.Points(4), vg.Points(3)}, func(p Point) Stat { return p.LatP50Us }, ""); err != nil {
-			return err
-		}
-		if err := addLine(lat, s, col, nil, func(p Point) Stat { return p.LatP99Us }, ""); err != nil {
+		if err := addSeries(bw, lat, s, plotutil.Color(i), open); err != nil {
 			return err
 		}
 	}
@@ -113,10 +114,57 @@ func Write(w io.Writer, format, title, x string, series []Series) error {
 	return err
 }
 
+// addSeries draws s in both panels: its bandwidth, and its latency, the
+// response latency of an open loop (open) with its saturated points
+// crossed.
+func addSeries(bw, lat *gplot.Plot, s Series, col color.Color, open bool) error {
+	dashed, dotted := []vg.Length{vg.Points(4), vg.Points(3)}, []vg.Length{vg.Points(1), vg.Points(2)}
+	if err := addLine(bw, s, col, nil, func(p Point) Stat { return p.BandwidthMBs }, s.Label); err != nil {
+		return err
+	}
+	p50, p99 := func(p Point) Stat { return p.LatP50Us }, func(p Point) Stat { return p.LatP99Us }
+	if open {
+		if err := addLine(lat, s, col, dotted, p99, ""); err != nil {
+			return err
+		}
+		p50, p99 = func(p Point) Stat { return p.RespP50Us }, func(p Point) Stat { return p.RespP99Us }
+	}
+	if err := addLine(lat, s, col, dashed, p50, ""); err != nil {
+		return err
+	}
+	if err := addLine(lat, s, col, nil, p99, ""); err != nil {
+		return err
+	}
+	return addSaturated(lat, s, col, p99)
+}
+
+// addSaturated crosses the points of s where a run was saturated, at y.
+func addSaturated(p *gplot.Plot, s Series, col color.Color, y func(Point) Stat) error {
+	var xys plotter.XYs
+	for _, pt := range s.Points {
+		if st := y(pt); pt.Saturated > 0 && !math.IsNaN(st.Mean) {
+			xys = append(xys, plotter.XY{X: pt.X, Y: st.Mean})
+		}
+	}
+	if len(xys) == 0 {
+		return nil
+	}
+	sc, err := plotter.NewScatter(xys)
+	if err != nil {
+		return fmt.Errorf("series %s: %w", s.Label, err)
+	}
+	sc.Color, sc.Shape, sc.Radius = col, draw.CrossGlyph{}, vg.Points(6)
+	p.Add(sc)
+	return nil
+}
+
 func panel(title, x, ylabel string, logY bool) (*gplot.Plot, error) {
 	p := gplot.New()
 	p.Title.Text = title
 	p.X.Label.Text = strings.ReplaceAll(x, "_", " ")
+	if results.ParamByName(x).Kind == results.KindRate {
+		p.X.Label.Text = "offered load per client (MB/s)"
+	}
 	p.Y.Label.Text = ylabel
 	p.X.Scale = gplot.LogScale{}
 	p.X.Tick.Marker = pow2Ticks{sizes: results.ParamByName(x).Kind == results.KindSize}
@@ -145,7 +193,7 @@ type errXY struct {
 	plotter.YErrors
 }
 
-func addLine(p *gplot.Plot, s Series, col interface{ RGBA() (r, g, b, a uint32) }, dashes []vg.Length, get func(Point) Stat, legend string) error {
+func addLine(p *gplot.Plot, s Series, col color.Color, dashes []vg.Length, get func(Point) Stat, legend string) error {
 	var d errXY
 	for _, pt := range s.Points {
 		st := get(pt)
@@ -157,7 +205,7 @@ func addLine(p *gplot.Plot, s Series, col interface{ RGBA() (r, g, b, a uint32) 
 		if _, isLog := p.Y.Scale.(gplot.LogScale); isLog && st.Mean-low <= 0 {
 			low = st.Mean * 0.999
 		}
-		d.XYs = append(d.XYs, plotter.XY{X: float64(pt.X), Y: st.Mean})
+		d.XYs = append(d.XYs, plotter.XY{X: pt.X, Y: st.Mean})
 		d.YErrors = append(d.YErrors, struct{ Low, High float64 }{low, st.SD})
 	}
 	if len(d.XYs) == 0 {

@@ -64,8 +64,8 @@ func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
 		}
 		for j, w := range c.points {
 			p := s.Points[j]
-			if p.X != w.bs || p.N != w.n {
-				t.Errorf("%s point %d: block size %d from %d runs, want %d from %d", s.Label, j, p.X, p.N, w.bs, w.n)
+			if p.X != float64(w.bs) || p.N != w.n {
+				t.Errorf("%s point %d: block size %d from %d runs, want %d from %d", s.Label, j, int64(p.X), p.N, w.bs, w.n)
 			}
 			for _, f := range []struct {
 				what string
@@ -78,7 +78,7 @@ func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
 				{"p99", p.LatP99Us, w.p99, w.p99SD},
 			} {
 				if !near(f.got.Mean, f.mean) || !near(f.got.SD, f.sd) {
-					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, results.FormatSize(p.X), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
+					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, results.FormatSize(int64(p.X)), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
 				}
 			}
 		}
@@ -227,5 +227,47 @@ func TestAlongClients(t *testing.T) {
 	var buf bytes.Buffer
 	if err := Write(&buf, "svg", "", "clients", series); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Against offered load: rate is the default axis when the rows offer
+// several loads, a closed loop's row (no rate) is left out, arrivals
+// splits, and the latency is the response latency.
+func TestAlongOfferedLoad(t *testing.T) {
+	row := func(offered, arrivals string, bw, resp float64, saturated bool) results.Row {
+		svc := resp / 10
+		r := results.Row{Status: results.StatusOK, BandwidthMBs: &bw, LatP50Us: &svc, LatP99Us: &svc, RespP50Us: &resp, RespP99Us: &resp,
+			Params: map[string]string{"block_size": "65536", "rate": offered, "arrivals": arrivals}}
+		if offered != "" {
+			r.Saturated = &saturated
+		}
+		return r
+	}
+	rows := []results.Row{
+		row("100", "fixed", 100, 500, false), row("204.8", "fixed", 204.8, 900, false), row("400", "fixed", 300, 90000, true),
+		row("100", "poisson", 100, 700, false), row("", "", 1000, 50, false),
+	}
+	if x := DefaultX(rows); x != "rate" {
+		t.Fatalf("default x for rows offering 3 loads: %q, want rate", x)
+	}
+	if x := DefaultX(rows[3:]); x != "block_size" {
+		t.Fatalf("default x for rows offering one load: %q, want block_size", x)
+	}
+	series, err := Build(rows, "rate")
+	if err != nil || len(series) != 2 || series[0].Label != "arrivals=fixed" || series[1].Label != "arrivals=poisson" {
+		t.Fatalf("%+v %v: want a series per arrivals, the closed loop's row left out", series, err)
+	}
+	pts := series[0].Points
+	if len(pts) != 3 || pts[1].X != 204.8 || pts[2].RespP99Us.Mean != 90000 || pts[2].LatP99Us.Mean != 9000 || pts[2].Saturated != 1 || pts[0].Saturated != 0 {
+		t.Fatalf("fixed: %+v", pts)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", "", "rate", series); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"offered load per client (MB/s)", "response latency from due time", "service p99"} {
+		if !bytes.Contains(buf.Bytes(), []byte(want)) {
+			t.Errorf("SVG lacks %q", want)
+		}
 	}
 }

@@ -16,9 +16,11 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/summary"
 )
 
@@ -38,11 +40,18 @@ type Param struct{ Name, Value string }
 // Point is one x value of a series: the mean over its ok rows and the
 // sample standard deviation (0 with one row), which the error bars show.
 type Point struct {
-	X            int64
-	N            int // ok rows averaged
+	X            float64 // the parameter's value: bytes, a count, or offered MB/s
+	N            int     // ok rows averaged
 	BandwidthMBs Stat
 	LatP50Us     Stat
 	LatP99Us     Stat
+	// RespP50Us and RespP99Us are an open loop's response latency, from
+	// each read's due time (NaN for a closed loop's rows).
+	RespP50Us Stat
+	RespP99Us Stat
+	// Saturated counts the rows averaged whose queue depth held reads
+	// back (results.Row.Saturated).
+	Saturated int
 }
 
 // Stat is a mean and a sample standard deviation over the repeats.
@@ -68,11 +77,28 @@ var ErrX = errors.New("not a numeric parameter of the CSV")
 func XParams() []string {
 	var out []string
 	for _, c := range results.Columns {
-		if p := results.ColumnParam(c); p != nil && (p.Kind == results.KindSize || p.Kind == results.KindInt) {
+		if p := results.ColumnParam(c); p != nil && (p.Kind == results.KindSize || p.Kind == results.KindInt || p.Kind == results.KindRate) {
 			out = append(out, p.Name)
 		}
 	}
 	return out
+}
+
+// DefaultX is the x axis for rows when none is asked for: rate, when the
+// rows offer more than one load (response latency against offered load),
+// else block_size.
+func DefaultX(rows []results.Row) string {
+	rate := param.Rate.String()
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if v := r.Param(rate); v != "" {
+			seen[v] = true
+		}
+	}
+	if len(seen) > 1 {
+		return rate
+	}
+	return param.BlockSize.String()
 }
 
 // Build turns rows into series along x (a name of XParams). Only ok rows
@@ -84,7 +110,8 @@ func Build(rows []results.Row, x string) ([]Series, error) {
 	}
 	var ok []results.Row
 	for _, r := range rows {
-		if r.Status == results.StatusOK && r.BandwidthMBs != nil {
+		// A closed loop's row has no offered load to place it at.
+		if r.Status == results.StatusOK && r.BandwidthMBs != nil && r.Param(x) != "" {
 			ok = append(ok, r)
 		}
 	}
@@ -92,7 +119,7 @@ func Build(rows []results.Row, x string) ([]Series, error) {
 
 	type acc struct {
 		series Series
-		byX    map[int64][]results.Row
+		byX    map[float64][]results.Row
 	}
 	var order []string
 	groups := map[string]*acc{}
@@ -111,37 +138,55 @@ func Build(rows []results.Row, x string) ([]Series, error) {
 			if l == "" {
 				l = "all runs"
 			}
-			g = &acc{series: Series{Label: l, Params: ps}, byX: map[int64][]results.Row{}}
+			g = &acc{series: Series{Label: l, Params: ps}, byX: map[float64][]results.Row{}}
 			groups[key] = g
 			order = append(order, key)
 		}
-		g.byX[r.ParamInt(x)] = append(g.byX[r.ParamInt(x)], r)
+		g.byX[xOf(r, x)] = append(g.byX[xOf(r, x)], r)
 	}
 
 	var out []Series
 	for _, key := range order {
 		g := groups[key]
-		var xs []int64
+		var xs []float64
 		for v := range g.byX {
 			xs = append(xs, v)
 		}
-		sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+		sort.Float64s(xs)
 		for _, xv := range xs {
-			rs := g.byX[xv]
-			var bw, p50, p99 []float64
-			for _, r := range rs {
-				bw = append(bw, *r.BandwidthMBs)
-				p50 = append(p50, deref(r.LatP50Us))
-				p99 = append(p99, deref(r.LatP99Us))
-			}
-			g.series.Points = append(g.series.Points, Point{
-				X: xv, N: len(rs),
-				BandwidthMBs: summary.MeanSD(bw), LatP50Us: summary.MeanSD(p50), LatP99Us: summary.MeanSD(p99),
-			})
+			g.series.Points = append(g.series.Points, pointOf(xv, g.byX[xv]))
 		}
 		out = append(out, g.series)
 	}
 	return out, nil
+}
+
+// pointOf is the point at x of rows.
+func pointOf(x float64, rows []results.Row) Point {
+	var bw, p50, p99, r50, r99 []float64
+	sat := 0
+	for _, r := range rows {
+		bw = append(bw, *r.BandwidthMBs)
+		p50 = append(p50, deref(r.LatP50Us))
+		p99 = append(p99, deref(r.LatP99Us))
+		r50 = append(r50, deref(r.RespP50Us))
+		r99 = append(r99, deref(r.RespP99Us))
+		if r.Saturated != nil && *r.Saturated {
+			sat++
+		}
+	}
+	return Point{
+		X: x, N: len(rows), Saturated: sat,
+		BandwidthMBs: summary.MeanSD(bw), LatP50Us: summary.MeanSD(p50), LatP99Us: summary.MeanSD(p99),
+		RespP50Us: summary.MeanSD(r50), RespP99Us: summary.MeanSD(r99),
+	}
+}
+
+// xOf is row r's value of parameter x: its cell as a number (bytes, a
+// count, or a rate's offered MB/s).
+func xOf(r results.Row, x string) float64 {
+	f, _ := strconv.ParseFloat(r.Param(x), 64)
+	return f
 }
 
 // splitting returns the parameters that take more than one value and are
@@ -150,15 +195,15 @@ func splitting(rows []results.Row, x string) []summary.Param {
 	var out []summary.Param
 	for _, p := range params(x) {
 		seen := map[string]bool{}
-		atX := map[int64]string{}
+		atX := map[float64]string{}
 		independent := false
 		for _, r := range rows {
 			v := p.Value(r)
 			seen[v] = true
-			if prev, ok := atX[r.ParamInt(x)]; ok && prev != v {
+			if prev, ok := atX[xOf(r, x)]; ok && prev != v {
 				independent = true
 			}
-			atX[r.ParamInt(x)] = v
+			atX[xOf(r, x)] = v
 		}
 		if len(seen) > 1 && independent {
 			out = append(out, p)

@@ -65,7 +65,27 @@ func aggregate(row *results.Row, clients []*Report) error {
 	row.Bytes, row.Seconds, row.BandwidthMBs, row.IOPS = &whole, &seconds, &bw, &iops
 	row.LatAvgUs, row.LatP50Us, row.LatP99Us, row.LatP999Us, row.LatMaxUs = &lat.AvgUs, &lat.P50Us, &lat.P99Us, &lat.P999Us, &lat.MaxUs
 	row.Verified = &verified
+	aggregateOpenLoop(row, clients)
 	return nil
+}
+
+// aggregateOpenLoop fills an aggregate row's response latency from the
+// open-loop clients' response histograms merged, and says saturated when
+// any client was; it leaves them empty when a client has none.
+func aggregateOpenLoop(row *results.Row, clients []*Report) {
+	var ol results.OpenLoop
+	var resp results.Histogram
+	for _, c := range clients {
+		o := c.Result.OpenLoop
+		if o == nil || o.RespHistogram == nil {
+			return
+		}
+		resp.Merge(o.RespHistogram)
+		ol.Saturated = ol.Saturated || o.Saturated
+	}
+	ol.SetResponse(&resp)
+	row.RespP50Us, row.RespP99Us, row.RespP999Us, row.RespMaxUs = &ol.RespP50Us, &ol.RespP99Us, &ol.RespP999Us, &ol.RespMaxUs
+	row.Saturated = &ol.Saturated
 }
 
 // since is the seconds from base to t, both in nanoseconds since the epoch.

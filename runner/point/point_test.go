@@ -252,3 +252,32 @@ func TestAggregate(t *testing.T) {
 		t.Fatalf("disjoint phases: %v", err)
 	}
 }
+
+// TestAggregateOpenLoop: the aggregate's response latency is the clients'
+// response histograms merged, and it is saturated when any client was.
+func TestAggregateOpenLoop(t *testing.T) {
+	mk := func(start int64, respNs uint64, n int, saturated bool) *Report {
+		h, resp := &results.Histogram{}, &results.Histogram{}
+		for range n {
+			h.Record(1000)
+			resp.Record(respNs)
+		}
+		ol := &results.OpenLoop{Saturated: saturated}
+		ol.SetResponse(resp)
+		return &Report{Result: &results.Result{StartUnixNs: start, Seconds: 1, Reads: int64(n), Bytes: int64(n), Histogram: h, OpenLoop: ol}}
+	}
+	// 98 fast responses and 2 of 100 ms: p99 lands among the slow.
+	a, b := mk(1e9, 2000, 49, false), mk(1e9, 100e6, 2, true)
+	var row results.Row
+	if err := aggregate(&row, []*Report{a, mk(1e9, 2000, 49, false), b}); err != nil {
+		t.Fatal(err)
+	}
+	if row.RespP99Us == nil || *row.RespP99Us < 90000 || *row.RespP50Us > 10 || row.Saturated == nil || !*row.Saturated {
+		t.Fatalf("aggregate response p50 %v p99 %v saturated %v: want the slow reads in p99, and saturated", row.RespP50Us, row.RespP99Us, row.Saturated)
+	}
+	row = results.Row{}
+	closed := &Report{Result: &results.Result{StartUnixNs: 1e9, Seconds: 1, Reads: 1, Bytes: 1, Histogram: &results.Histogram{}}}
+	if err := aggregate(&row, []*Report{a, closed}); err != nil || row.RespP99Us != nil || row.Saturated != nil {
+		t.Fatalf("a closed-loop client in the point: %v, response %v, saturated %v: want them empty", err, row.RespP99Us, row.Saturated)
+	}
+}

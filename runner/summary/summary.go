@@ -174,7 +174,12 @@ func Write(w io.Writer, groups []Group) error {
 	for _, p := range shown {
 		head = append(head, strings.ToUpper(p.Name))
 	}
-	head = append(head, "RUNS", "MB/S", "±SD", "P50_US", "P99_US", "±SD", "IOPS", "")
+	head = append(head, "RUNS", "MB/S", "±SD", "P50_US", "P99_US", "±SD", "IOPS")
+	open := openLoop(groups)
+	if open {
+		head = append(head, "RESP_P99_US")
+	}
+	head = append(head, "")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	var notes []string
 	for _, g := range groups {
@@ -204,14 +209,27 @@ func Write(w io.Writer, groups []Group) error {
 			}
 			notes = append(notes, fmt.Sprintf("! point %s: %s stand out (modified z-score > 3.5)", g.Key, strings.Join(reps, ", ")))
 		}
-		cells = append(cells, runs, num(b.Mean, 1), sd(b, len(bw), 1), num(l50.Mean, 1), num(l99.Mean, 1), sd(l99, len(p99), 1), num(io.Mean, 0), flag)
+		if note := saturatedNote(g); note != "" {
+			flag += "S"
+			notes = append(notes, note)
+		}
+		cells = append(cells, runs, num(b.Mean, 1), sd(b, len(bw), 1), num(l50.Mean, 1), num(l99.Mean, 1), sd(l99, len(p99), 1), num(io.Mean, 0))
+		if open {
+			cells = append(cells, num(respP99(g).Mean, 1))
+		}
+		cells = append(cells, flag)
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") // the flag is a column too
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	saturated := false
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
+		saturated = saturated || strings.HasPrefix(n, "S ")
+	}
+	if saturated {
+		fmt.Fprintln(w, saturatedWhy)
 	}
 	return nil
 }
@@ -250,4 +268,47 @@ func union(a, b []int) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// openLoop reports whether any of groups' rows is an open loop's, with
+// response latency.
+func openLoop(groups []Group) bool {
+	for _, g := range groups {
+		for _, r := range g.OK {
+			if r.RespP99Us != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// respP99 is the mean response p99 of g's runs; NaN for a closed loop.
+func respP99(g Group) Stat {
+	var xs []float64
+	for _, r := range g.OK {
+		xs = append(xs, deref(r.RespP99Us))
+	}
+	return MeanSD(xs)
+}
+
+// saturatedWhy follows the notes of saturated points, once.
+const saturatedWhy = "S: queue_depth reads were in flight when more than 1 % of the reads fell due, so those were posted late: the load was not offered as scheduled, and their wait is in the response latency (docs/load.md)"
+
+// saturatedNote says which of g's runs were saturated: their queue depth
+// held back more than 1 % of the reads as they fell due, so the open loop
+// did not offer the load as scheduled, whatever its bandwidth. "" when
+// none was.
+func saturatedNote(g Group) string {
+	var reps []string
+	for _, r := range g.OK {
+		if r.Saturated != nil && *r.Saturated {
+			reps = append(reps, fmt.Sprintf("r%d (%.1f MB/s carried of %s offered, response p99 %.1f us)",
+				r.Repetition, deref(r.BandwidthMBs), r.Param(param.Rate.String()), deref(r.RespP99Us)))
+		}
+	}
+	if len(reps) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("S point %s: saturated in %d of %d runs: %s", g.Key, len(reps), len(g.OK), strings.Join(reps, ", "))
 }

@@ -498,6 +498,9 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	p := &phase{c: c, w: w, order: order}
+	if w.Rate > 0 {
+		return p.readOpen(ctx)
+	}
 	if w.Warmup > 0 {
 		if _, err := p.run(0, w.Warmup, nil); err != nil {
 			return m, ctxErr(ctx, fmt.Errorf("warmup: %w", err))
@@ -549,6 +552,48 @@ func tcpPhase(c *net.TCPConn) func() *counters.TCPPhase {
 			RTT:       after.RTT,
 		}
 	}
+}
+
+// readOpen runs an open-loop workload: the warmup, then the measured
+// phase, each on its own schedule at Workload.Rate.
+func (p *phase) readOpen(ctx context.Context) (transport.Measurement, error) {
+	w := p.w
+	schedule := func(n int64) (*workload.Schedule, error) {
+		return workload.NewSchedule(n, w.Rate, w.Arrivals, w.ArrivalSeed)
+	}
+	if w.Warmup > 0 {
+		s, err := schedule(workload.ReadsFor(w.Warmup, w.Rate))
+		if err != nil {
+			return transport.Measurement{}, err
+		}
+		if _, _, err := p.runOpen(ctx, s, nil, nil); err != nil {
+			return transport.Measurement{}, ctxErr(ctx, fmt.Errorf("warmup: %w", err))
+		}
+	}
+	n := workload.ReadsFor(w.Duration, w.Rate)
+	if w.Duration <= 0 {
+		total := w.Total
+		if total <= 0 {
+			total = p.c.region.Size
+		}
+		n = (total + int64(w.BlockSize) - 1) / int64(w.BlockSize)
+	}
+	s, err := schedule(n)
+	if err != nil {
+		return transport.Measurement{}, err
+	}
+	h, resp := new(results.Histogram), new(results.Histogram)
+	cpu := transport.StartCPU()
+	res, held, err := p.runOpen(ctx, s, h, resp)
+	used := cpu()
+	if err != nil {
+		return transport.Measurement{}, ctxErr(ctx, err)
+	}
+	return transport.Measurement{
+		Bytes: res.reads * int64(w.BlockSize), Reads: res.reads, Seconds: res.seconds, Start: res.start,
+		Latency: h.Summary(), Histogram: h, Intervals: res.intervals, Verified: w.Verify, CPU: used,
+		OpenLoop: &transport.OpenLoop{Response: resp, Due: n, HeldBack: held},
+	}, nil
 }
 
 func ctxErr(ctx context.Context, err error) error {

@@ -181,6 +181,8 @@ func valueText(p *results.Param) string {
 		s = "absolute path"
 	case results.KindString:
 		s = "name"
+	case results.KindRate:
+		s = "rate, MB/s or iops"
 	}
 	if l := p.LimitsText(); l != "" {
 		s += "; " + l

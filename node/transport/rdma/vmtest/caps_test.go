@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,12 +244,3 @@ func guestRun(c *ssh.Client, cmd string) (string, error) {
 	return string(out), err
 }
 
-// freeHostPort is a TCP port on 127.0.0.1 free now, for qemu to forward.
-func freeHostPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
