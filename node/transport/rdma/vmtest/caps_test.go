@@ -243,4 +243,3 @@ func guestRun(c *ssh.Client, cmd string) (string, error) {
 	out, err := s.CombinedOutput(cmd)
 	return string(out), err
 }
-
