@@ -206,7 +206,9 @@ func TestServeAndReadVerify(t *testing.T) {
 	if done.BytesServed != res.Bytes || done.Requests != res.Reads {
 		t.Errorf("server served %d bytes in %d requests, reader read %d in %d", done.BytesServed, done.Requests, res.Bytes, res.Reads)
 	}
-	if done.CPUWallS < done.Seconds*0.9 || done.CPUWallS > done.Seconds+0.5 || done.CPUUserS < 0 || done.CPUSysS < 0 || done.CPUUserS+done.CPUSysS <= 0 {
+	// The server's CPU window and its session are taken at points a few
+	// ms apart; on a 25 ms session that is more than 10 %.
+	if done.CPUWallS < done.Seconds*0.9-0.01 || done.CPUWallS > done.Seconds+0.5 || done.CPUUserS < 0 || done.CPUSysS < 0 || done.CPUUserS+done.CPUSysS <= 0 {
 		t.Errorf("server cpu user %v sys %v over %v s, for a session of %v s", done.CPUUserS, done.CPUSysS, done.CPUWallS, done.Seconds)
 	}
 	if code, _ := s.wait(10 * time.Second); code != 0 {

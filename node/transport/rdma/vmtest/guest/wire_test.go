@@ -30,16 +30,18 @@ import (
 //	hello-cm = n u16 | mac [32]
 
 const (
-	// wireV is the exchange's version: 2 added hello-cm and welcome-cm.
-	wireV      = 2
+	// wireV is the exchange's version: 2 added hello-cm and welcome-cm,
+	// 3 the region as several memory regions.
+	wireV      = 3
 	kChallenge = 1
 	kHello     = 2
 	kWelcome   = 3
 	kRefusal   = 4
 	kAbort     = 6
 	kHelloCM   = 7
-	// regionBytes is the length of the region record that ends a welcome.
-	regionBytes = 8 + 4 + 8 + 8 + 1
+	// regionBytes is the length of the region record that ends a welcome
+	// (addr, length, seed, flags, mr_size, n), with one rkey.
+	regionBytes = 8 + 8 + 8 + 1 + 8 + 2 + 4
 )
 
 const wireSecret = "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
@@ -208,7 +210,7 @@ func TestClientGoneAfterHandshake(t *testing.T) {
 			if kind != kWelcome {
 				t.Fatalf("server answered a proper hello with kind %d: %q", kind, body)
 			}
-			if n := len(body); n != 22+2*8+regionBytes || binary.BigEndian.Uint64(body[n-regionBytes+12:]) != 4<<20 {
+			if n := len(body); n != 22+2*8+regionBytes || binary.BigEndian.Uint64(body[n-regionBytes+8:]) != 4<<20 {
 				t.Fatalf("welcome of %d bytes does not hold 2 QPs and the 4MiB region: %x", n, body)
 			}
 			c.end(conn)
