@@ -13,6 +13,7 @@ import (
 
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/manifest"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testenv"
 	"rdmasweep/testbed/testhosts"
@@ -106,7 +107,8 @@ func cellOf(p *int64) string {
 // TestTCPRetransUnderLoss is issue 22's "TCP retransmits": tcp between two
 // namespace hosts, first as they are, then with 2 % of the server's
 // packets to the client dropped by an nftables rule in the server's
-// namespace. Without the rule every row's tcp_retrans is 0; with it every
+// namespace. Without the rule every row's tcp_retrans is 0, or its
+// retransmits are the host's own drops or spurious (below); with it every
 // row's is above 0, and the sidecar names the kernel's total_retrans.
 func TestTCPRetransUnderLoss(t *testing.T) {
 	testenv.NeedTool(t, "nft", "nftables")
@@ -151,10 +153,28 @@ output: {csv: out/%%s.csv, logs: out/logs}
 		}
 		return rows
 	}
+	// On a clean link a retransmit has one of two causes, and a row that
+	// has any must show which: the hosts' own devices dropped packets
+	// (net_drops: a veth whose receiver's backlog was full), or the ACKs
+	// came late and the retransmits were spurious, which the peer
+	// reports back as D-SACKs (tcp/dsack_dups in the sidecar). Both
+	// happen when this 2-core machine runs the guests beside this test
+	// (measured in CI: 774 retransmits in one clean row at 557 MB/s, 0 in
+	// the next two). A retransmit with neither is a loss this test did
+	// not make, and fails it.
 	for _, r := range run("clean") {
-		t.Logf("clean r%d: tcp_retrans %s, %.1f MB/s", r.Repetition, cellOf(r.TCPRetrans), deref(r.BandwidthMBs))
-		if r.TCPRetrans == nil || *r.TCPRetrans != 0 {
-			t.Errorf("clean r%d: tcp_retrans %s, want 0", r.Repetition, cellOf(r.TCPRetrans))
+		dups := dsackDups(t, filepath.Join(dir, "out", "clean.csv"), r)
+		t.Logf("clean r%d: tcp_retrans %s, tcp/dsack_dups %d, net_drops %s, %.1f MB/s", r.Repetition, cellOf(r.TCPRetrans), dups, cellOf(r.NetDrops), deref(r.BandwidthMBs))
+		switch {
+		case r.TCPRetrans == nil:
+			t.Errorf("clean r%d: tcp_retrans empty", r.Repetition)
+		case *r.TCPRetrans == 0:
+		case r.NetDrops != nil && *r.NetDrops > 0:
+			t.Logf("clean r%d: the hosts' devices dropped %d packets themselves (%s)", r.Repetition, *r.NetDrops, loadavg())
+		case 2*dups >= *r.TCPRetrans:
+			t.Logf("clean r%d: %d of %d retransmits were spurious, the ACKs late (%s)", r.Repetition, dups, *r.TCPRetrans, loadavg())
+		default:
+			t.Errorf("clean r%d: %d retransmits on a clean link, with no device drops and only %d D-SACKs", r.Repetition, *r.TCPRetrans, dups)
 		}
 	}
 
@@ -186,6 +206,23 @@ output: {csv: out/%%s.csv, logs: out/logs}
 	if s.Code != 0 || !strings.Contains(s.Stdout, "tcp/total_retrans") {
 		t.Errorf("summary --counters: exit %d, no tcp/total_retrans\n%s", s.Code, s.Stderr)
 	}
+}
+
+// dsackDups is row r's tcp/dsack_dups, both roles', from the run's
+// counters sidecar beside csv.
+func dsackDups(t *testing.T, csv string, r results.Row) int64 {
+	t.Helper()
+	lines, err := manifest.ReadCounters(manifest.CountersPathFor(csv, r.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, l := range lines {
+		if l.PointKey == r.PointKey && l.Repetition == r.Repetition {
+			n += l.Raw["tcp/dsack_dups"]
+		}
+	}
+	return n
 }
 
 func deref(p *float64) float64 {

@@ -246,9 +246,21 @@ func guestSuite(t *testing.T, ctx context.Context, sel guestSelection, k guest.K
 		defer f.Close()
 		tee = io.MultiWriter(&console, f)
 	}
+	// A kernel whose rxe has ODP gets an NVMe drive too, for the faults
+	// of a cold odp point (fieldsSweep): a file in the guest's tmpfs
+	// never comes from a disk.
+	var nvme string
+	if k.Suite != "" {
+		testenv.NeedTool(t, "mkfs.ext4", "e2fsprogs")
+		nvme = filepath.Join(t.TempDir(), "nvme.img")
+		if err := guest.NewExt4Image(ctx, nvme, 128<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
 	g, err := guest.Boot(ctx, guest.Options{
 		Kernel:  k,
 		Files:   map[string]guest.File{"/vmtest/node": {Host: node, Mode: 0o755}, "/vmtest/guest.test": {Host: tests, Mode: 0o755}},
+		NVMe:    nvme,
 		Console: tee, Log: testLog{t},
 	})
 	if err != nil {
