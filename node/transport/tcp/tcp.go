@@ -308,7 +308,7 @@ func (s *server) serveConn(c net.Conn, st *transport.ServeStats) error {
 		}
 		if err := send(batch); err != nil {
 			b := batch[0]
-			return fmt.Errorf("send %d replies from %d bytes at %d: %w", len(batch), b.n, b.off, err)
+			return fmt.Errorf("send %d replies, the first of %d bytes at %d: %w", len(batch), b.n, b.off, err)
 		}
 		for _, b := range batch {
 			st.BytesServed += int64(b.n)
