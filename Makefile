@@ -197,10 +197,10 @@ test: build test-stub test-rdma-link test-arm64
 # The side-by-side benchmarks of docs/performance.md, with the load
 # average before and after. The peers are plans run by the runner itself:
 # bench-tcp here on loopback (node beside iperf3) and, in the runner's
-# TestBenchTCPHosts, across two namespace hosts; bench-rdma (node beside ib_read_bw) and bench-ssd (fio beside
-# node's pinned registration) in the soft-RoCE guest. Then the benchmarks
-# that are not peers: the SFTP uploader beside OpenSSH's sftp and the
-# runner's overhead per point. Last, each plan's summary with its ratios.
+# TestBenchTCPHosts, across two namespace hosts; bench-rdma (node beside
+# ib_read_bw) and bench-ssd (fio beside node's pinned registration) in
+# the soft-RoCE guest. Then the benchmarks that are not peers: the SFTP
+# uploader beside OpenSSH's sftp and the runner's overhead per point. Last, each plan's summary with its ratios.
 BENCH_OUT ?= out/bench
 bench: build
 	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)

@@ -727,11 +727,23 @@ func (h *Host) SteerFlows(t testing.TB) {
 	if h.veth == "" {
 		t.Fatalf("testhosts: %s has no link to the root namespace", h.Name)
 	}
-	mask := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(runtime.NumCPU())), big.NewInt(1)).Text(16)
+	mask := cpuMask(runtime.NumCPU())
 	if err := os.WriteFile("/sys/class/net/"+h.veth+"/queues/rx-0/rps_cpus", []byte(mask), 0o644); err != nil {
 		t.Fatalf("testhosts: steer %s's flows: %v", h.Name, err)
 	}
 	nsRun(t, h.NS, "sh", "-c", "echo "+mask+" > /sys/class/net/eth0/queues/rx-0/rps_cpus")
+}
+
+// cpuMask is the sysfs CPU mask of CPUs 0 to n-1: hex, in comma-separated
+// groups of 32 CPUs, as rps_cpus takes it.
+func cpuMask(n int) string {
+	hex := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(n)), big.NewInt(1)).Text(16)
+	var groups []string
+	for len(hex) > 8 {
+		groups = append([]string{hex[len(hex)-8:]}, groups...)
+		hex = hex[:len(hex)-8]
+	}
+	return strings.Join(append([]string{hex}, groups...), ",")
 }
 
 // DropSYN makes the host drop every new incoming TCP connection silently
