@@ -11,8 +11,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"unsafe"
 )
 
 // Rate is a link's rate, or why it cannot be known.
@@ -121,25 +124,65 @@ func TCP(root string, ifaces []Iface, addr net.IP) Rate {
 	return Rate{Unknown: fmt.Sprintf("no network device has the address %s", addr)}
 }
 
-// Ifaces lists this host's network devices and their addresses.
+// Ifaces lists this host's network devices and their addresses, in two
+// netlink dumps (links, then every address): asking each device for its
+// own addresses, as net.Interface.Addrs does, costs a dump a device.
 func Ifaces() ([]Iface, error) {
 	nis, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("list network devices: %w", err)
 	}
-	var out []Iface
+	addrs, err := addrsByIndex()
+	if err != nil {
+		return nil, fmt.Errorf("list network addresses: %w", err)
+	}
+	out := make([]Iface, 0, len(nis))
 	for _, ni := range nis {
-		addrs, err := ni.Addrs()
-		if err != nil {
-			return nil, fmt.Errorf("addresses of %s: %w", ni.Name, err)
+		out = append(out, Iface{Name: ni.Name, Loopback: ni.Flags&net.FlagLoopback != 0, Addrs: addrs[ni.Index]})
+	}
+	return out, nil
+}
+
+// addrsByIndex is every address of every device, by the device's index,
+// from one RTM_GETADDR dump.
+func addrsByIndex() (map[int][]net.IP, error) {
+	rib, err := syscall.NetlinkRIB(syscall.RTM_GETADDR, syscall.AF_UNSPEC)
+	if err != nil {
+		return nil, os.NewSyscallError("netlinkrib", err)
+	}
+	msgs, err := syscall.ParseNetlinkMessage(rib)
+	if err != nil {
+		return nil, os.NewSyscallError("parsenetlinkmessage", err)
+	}
+	out := map[int][]net.IP{}
+	for _, m := range msgs {
+		if m.Header.Type == syscall.NLMSG_DONE {
+			break
 		}
-		i := Iface{Name: ni.Name, Loopback: ni.Flags&net.FlagLoopback != 0}
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok {
-				i.Addrs = append(i.Addrs, ipn.IP)
+		if m.Header.Type != syscall.RTM_NEWADDR || len(m.Data) < syscall.SizeofIfAddrmsg {
+			continue
+		}
+		ifa := (*syscall.IfAddrmsg)(unsafe.Pointer(&m.Data[0]))
+		attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+		if err != nil {
+			return nil, os.NewSyscallError("parsenetlinkrouteattr", err)
+		}
+		// IFA_LOCAL is the device's own address where the peer's is in
+		// IFA_ADDRESS (point-to-point links); else IFA_ADDRESS is.
+		var ip net.IP
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case syscall.IFA_ADDRESS:
+				if ip == nil {
+					ip = net.IP(slices.Clone(a.Value))
+				}
+			case syscall.IFA_LOCAL:
+				ip = net.IP(slices.Clone(a.Value))
 			}
 		}
-		out = append(out, i)
+		if ip != nil {
+			out[int(ifa.Index)] = append(out[int(ifa.Index)], ip)
+		}
 	}
 	return out, nil
 }

@@ -27,6 +27,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -40,6 +41,7 @@ import (
 	"rdmasweep/node/transport"
 	"rdmasweep/node/workload"
 	"rdmasweep/results"
+	"rdmasweep/results/linerate"
 )
 
 // DefaultHandshakeTimeout bounds one connection's handshake, so a silent
@@ -97,27 +99,21 @@ func (t *Transport) useSendfile(c *net.TCPConn) bool {
 // throughVeth reports whether the interface holding ip is a veth, by its
 // driver's name (ETHTOOL_GDRVINFO); false when that cannot be told.
 func throughVeth(ip net.IP) bool {
-	ifs, err := net.Interfaces()
+	ifs, err := linerate.Ifaces()
 	if err != nil {
 		return false
 	}
 	for _, ifc := range ifs {
-		addrs, err := ifc.Addrs()
-		if err != nil {
+		if !slices.ContainsFunc(ifc.Addrs, ip.Equal) {
 			continue
 		}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); !ok || !n.IP.Equal(ip) {
-				continue
-			}
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				return false
-			}
-			defer unix.Close(fd)
-			info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc.Name)
-			return err == nil && unix.ByteSliceToString(info.Driver[:]) == "veth"
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return false
 		}
+		defer unix.Close(fd)
+		info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc.Name)
+		return err == nil && unix.ByteSliceToString(info.Driver[:]) == "veth"
 	}
 	return false
 }
