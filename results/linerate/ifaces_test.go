@@ -41,6 +41,11 @@ func TestIfacesAsTheStdlib(t *testing.T) {
 			t.Errorf("%s: %v, want %s: %v", got[i].Name, have, ni.Name, want)
 		}
 	}
+	for _, i := range got {
+		if i.Loopback && i.Kind != "" {
+			t.Errorf("%s: a loopback of kind %q", i.Name, i.Kind)
+		}
+	}
 	if len(got) > 0 && !slices.ContainsFunc(got, func(i Iface) bool { return i.Loopback && len(i.Addrs) > 0 }) {
 		t.Errorf("no loopback device with an address in %+v", got)
 	}

@@ -7,6 +7,7 @@
 package linerate
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -96,7 +97,11 @@ func Netdev(root, dev string) Rate {
 type Iface struct {
 	Name     string
 	Loopback bool
-	Addrs    []net.IP
+	// Kind is the link's kind as `ip -d link` shows it ("veth",
+	// "bridge", "vlan", …); "" for a physical device.
+	Kind  string
+	Addrs []net.IP
+	index int
 }
 
 // TCP is the rate of the device among ifaces that carries addr: unknown
@@ -124,11 +129,12 @@ func TCP(root string, ifaces []Iface, addr net.IP) Rate {
 	return Rate{Unknown: fmt.Sprintf("no network device has the address %s", addr)}
 }
 
-// Ifaces lists this host's network devices and their addresses, in two
-// netlink dumps (links, then every address): asking each device for its
-// own addresses, as net.Interface.Addrs does, costs a dump a device.
+// Ifaces lists this host's network devices, their kinds and their
+// addresses, in two netlink dumps (links, then every address): asking
+// each device for its own addresses, as net.Interface.Addrs does, costs a
+// dump a device.
 func Ifaces() ([]Iface, error) {
-	nis, err := net.Interfaces()
+	links, err := linkDump()
 	if err != nil {
 		return nil, fmt.Errorf("list network devices: %w", err)
 	}
@@ -136,23 +142,85 @@ func Ifaces() ([]Iface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list network addresses: %w", err)
 	}
-	out := make([]Iface, 0, len(nis))
-	for _, ni := range nis {
-		out = append(out, Iface{Name: ni.Name, Loopback: ni.Flags&net.FlagLoopback != 0, Addrs: addrs[ni.Index]})
+	for i := range links {
+		links[i].Addrs = addrs[links[i].index]
+	}
+	return links, nil
+}
+
+// linkDump lists every device from one RTM_GETLINK dump: its name,
+// whether it is a loopback, and its kind (IFLA_INFO_KIND).
+func linkDump() ([]Iface, error) {
+	msgs, err := ribDump(syscall.RTM_GETLINK)
+	if err != nil {
+		return nil, err
+	}
+	var out []Iface
+	for _, m := range msgs {
+		if m.Header.Type != syscall.RTM_NEWLINK || len(m.Data) < syscall.SizeofIfInfomsg {
+			continue
+		}
+		ifi := (*syscall.IfInfomsg)(unsafe.Pointer(&m.Data[0]))
+		attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+		if err != nil {
+			return nil, os.NewSyscallError("parsenetlinkrouteattr", err)
+		}
+		i := Iface{index: int(ifi.Index), Loopback: ifi.Flags&syscall.IFF_LOOPBACK != 0}
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case syscall.IFLA_IFNAME:
+				i.Name = string(bytes.TrimRight(a.Value, "\x00"))
+			case iflaLinkinfo:
+				i.Kind = linkKind(a.Value)
+			}
+		}
+		out = append(out, i)
 	}
 	return out, nil
 }
 
-// addrsByIndex is every address of every device, by the device's index,
-// from one RTM_GETADDR dump.
-func addrsByIndex() (map[int][]net.IP, error) {
-	rib, err := syscall.NetlinkRIB(syscall.RTM_GETADDR, syscall.AF_UNSPEC)
+// IFLA_LINKINFO and, nested in it, IFLA_INFO_KIND (linux/if_link.h).
+const (
+	iflaLinkinfo = 18
+	iflaInfoKind = 1
+)
+
+// linkKind is the IFLA_INFO_KIND inside an IFLA_LINKINFO's value: "veth",
+// "bridge", …; "" for a physical device, which has none.
+func linkKind(b []byte) string {
+	for len(b) >= syscall.SizeofRtAttr {
+		l := int(*(*uint16)(unsafe.Pointer(&b[0])))
+		t := *(*uint16)(unsafe.Pointer(&b[2]))
+		if l < syscall.SizeofRtAttr || l > len(b) {
+			return ""
+		}
+		if t == iflaInfoKind {
+			return string(bytes.TrimRight(b[syscall.SizeofRtAttr:l], "\x00"))
+		}
+		b = b[min((l+3)&^3, len(b)):]
+	}
+	return ""
+}
+
+// ribDump is one netlink route dump of typ, parsed.
+func ribDump(typ int) ([]syscall.NetlinkMessage, error) {
+	rib, err := syscall.NetlinkRIB(typ, syscall.AF_UNSPEC)
 	if err != nil {
 		return nil, os.NewSyscallError("netlinkrib", err)
 	}
 	msgs, err := syscall.ParseNetlinkMessage(rib)
 	if err != nil {
 		return nil, os.NewSyscallError("parsenetlinkmessage", err)
+	}
+	return msgs, nil
+}
+
+// addrsByIndex is every address of every device, by the device's index,
+// from one RTM_GETADDR dump.
+func addrsByIndex() (map[int][]net.IP, error) {
+	msgs, err := ribDump(syscall.RTM_GETADDR)
+	if err != nil {
+		return nil, err
 	}
 	out := map[int][]net.IP{}
 	for _, m := range msgs {
