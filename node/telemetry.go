@@ -52,12 +52,8 @@ func netdevWith(addr net.IP) (name, why string) {
 	if err != nil {
 		return "", err.Error()
 	}
-	for _, i := range ifaces {
-		for _, a := range i.Addrs {
-			if a.Equal(addr) {
-				return i.Name, ""
-			}
-		}
+	if i, ok := linerate.Holding(ifaces, addr); ok {
+		return i.Name, ""
 	}
 	return "", fmt.Sprintf("no network device has the address %s", addr)
 }

@@ -92,8 +92,7 @@ func Netdev(root, dev string) Rate {
 	return Rate{MBs: mbs}
 }
 
-// Iface is a network device and its addresses, as net.Interfaces gives
-// them.
+// Iface is a network device, its kind and its addresses (Ifaces).
 type Iface struct {
 	Name     string
 	Loopback bool
@@ -116,17 +115,24 @@ func TCP(root string, ifaces []Iface, addr net.IP) Rate {
 	case addr.IsLoopback():
 		return Rate{Unknown: "loopback has no line rate"}
 	}
+	i, ok := Holding(ifaces, addr)
+	switch {
+	case !ok:
+		return Rate{Unknown: fmt.Sprintf("no network device has the address %s", addr)}
+	case i.Loopback:
+		return Rate{Unknown: "loopback has no line rate"}
+	}
+	return Netdev(root, i.Name)
+}
+
+// Holding is the device among ifaces that has the address addr.
+func Holding(ifaces []Iface, addr net.IP) (Iface, bool) {
 	for _, i := range ifaces {
-		for _, a := range i.Addrs {
-			if a.Equal(addr) {
-				if i.Loopback {
-					return Rate{Unknown: "loopback has no line rate"}
-				}
-				return Netdev(root, i.Name)
-			}
+		if slices.ContainsFunc(i.Addrs, addr.Equal) {
+			return i, true
 		}
 	}
-	return Rate{Unknown: fmt.Sprintf("no network device has the address %s", addr)}
+	return Iface{}, false
 }
 
 // Ifaces lists this host's network devices, their kinds and their

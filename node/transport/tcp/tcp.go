@@ -27,7 +27,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -104,8 +103,8 @@ func throughVeth(ip net.IP) bool {
 	if err != nil {
 		return false
 	}
-	i := slices.IndexFunc(ifs, func(i linerate.Iface) bool { return slices.ContainsFunc(i.Addrs, ip.Equal) })
-	return i >= 0 && ifs[i].Kind == "veth"
+	i, ok := linerate.Holding(ifs, ip)
+	return ok && i.Kind == "veth"
 }
 
 var _ transport.Transport = (*Transport)(nil)
