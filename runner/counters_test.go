@@ -158,9 +158,9 @@ output: {csv: out/%%s.csv, logs: out/logs}
 	}
 	// On a clean link a retransmit has one of two causes, and a row that
 	// has any must show which: the hosts' own devices dropped packets
-	// (net_drops: a veth whose receiver's backlog was full), or the ACKs
-	// came late and the retransmits were spurious, which the peer
-	// reports back as D-SACKs (tcp/dsack_dups in the sidecar). Both
+	// (net_drops: a veth whose receiver's backlog was full), or segments
+	// came late or out of order and the retransmits were spurious, which
+	// the peer reports back as D-SACKs (tcp/dsack_dups in the sidecar). Both
 	// happen when this 2-core machine runs the guests beside this test
 	// (measured in CI: 774 retransmits in one clean row at 557 MB/s, 0 in
 	// the next two). A retransmit with neither is a loss this test did
@@ -176,7 +176,7 @@ output: {csv: out/%%s.csv, logs: out/logs}
 		case r.NetDrops != nil && *r.NetDrops > 0:
 			t.Logf("clean r%d: the hosts' devices dropped %d packets themselves (%s)", r.Repetition, *r.NetDrops, loadavg())
 		case 2*dups >= *r.TCPRetrans:
-			t.Logf("clean r%d: %d of %d retransmits were spurious, the ACKs late (%s)", r.Repetition, dups, *r.TCPRetrans, loadavg())
+			t.Logf("clean r%d: %d of %d retransmits were spurious, D-SACKed (%s)", r.Repetition, dups, *r.TCPRetrans, loadavg())
 		default:
 			t.Errorf("clean r%d: %d retransmits on a clean link, with no device drops and only %d D-SACKs", r.Repetition, *r.TCPRetrans, dups)
 		}

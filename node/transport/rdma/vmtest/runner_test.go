@@ -805,11 +805,7 @@ func resumed(rows []results.Row) []results.Row {
 // own ioctl, as minor faults (about 8,700: the file's 8,192 pages and
 // node's own).
 func odpFaults(t *testing.T, c *ssh.Client, writePlan func(name, dataAddr, body string) string, run func(args ...string) (string, string, error), csvRows func(string) []results.Row) {
-	if out, err := guestRun(c, `set -e
-modprobe nvme; modprobe ext4
-i=0; while [ ! -b /dev/nvme0n1 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-mkdir -p /mnt/nvme
-mountpoint -q /mnt/nvme || mount -t ext4 /dev/nvme0n1 /mnt/nvme`); err != nil {
+	if out, err := guestRun(c, mountNVMe("/mnt/nvme")); err != nil {
 		t.Fatalf("mount the NVMe's ext4: %v\n%s", err, out)
 	}
 	const size = 32 << 20

@@ -242,11 +242,7 @@ echo $nic`, e.mac, e.ip, wireDev, wireDev))
 	}
 	t.Logf("wire: server %s on %s, client %s on %s", wireServerIP, l.server.nic, wireClientIP, l.client.nic)
 	l.client.sh(t, "ping -c 1 -W 10 "+wireServerIP)
-	l.server.sh(t, `set -e
-modprobe nvme; modprobe ext4
-i=0; while [ ! -b /dev/nvme0n1 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-mkdir -p `+filepath.Dir(wireNVMeFile)+`
-mount -t ext4 /dev/nvme0n1 `+filepath.Dir(wireNVMeFile))
+	l.server.sh(t, mountNVMe(filepath.Dir(wireNVMeFile)))
 
 	l.knownHosts = filepath.Join(l.dir, "known_hosts")
 	lines := l.server.g.KnownHostsLine() + "\n" + l.client.g.KnownHostsLine() + "\n"
@@ -582,6 +578,17 @@ func fmtInt(p *int64) string {
 		return "empty"
 	}
 	return strconv.FormatInt(*p, 10)
+}
+
+// mountNVMe is the guest's shell script that loads the NVMe and ext4
+// modules, waits up to 10 s for nvme0n1, and mounts its ext4 on dir
+// (once: a second run finds it mounted).
+func mountNVMe(dir string) string {
+	return `set -e
+modprobe nvme; modprobe ext4
+i=0; while [ ! -b /dev/nvme0n1 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+mkdir -p ` + dir + `
+mountpoint -q ` + dir + ` || mount -t ext4 /dev/nvme0n1 ` + dir
 }
 
 // diskStat reads what the guest's nvme0n1 has read, in bytes (field 3 of
