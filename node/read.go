@@ -50,7 +50,7 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.arrivals, "arrivals", "fixed", "with --rate: when reads are due, fixed or poisson")
 	fs.DurationVar(&o.interval, "interval", 0, "print what was read in each interval of the measured phase (0: none)")
 	fs.IntVar(&o.rdma.MaxRdAtomic, "max-rd-atomic", 0, "RDMA READs in flight per QP on the wire (0: the most both sides allow); --queue-depth may be deeper")
-	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 0, "signal every Nth RDMA READ per QP (0: min(100, the queue depth per QP), as perftest); latency is then timed on the signalled ones")
+	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 0, "signal every Nth RDMA READ per QP (0: min(100, the queue depth per QP), as perftest); latency is then timed on the signalled ones. With --rate every READ is signalled")
 	fs.BoolVar(&o.relaxedOrdering, "relaxed-ordering", true, "register the RDMA read buffer with IBV_ACCESS_RELAXED_ORDERING (--relaxed-ordering=false: without)")
 }
 
@@ -71,8 +71,8 @@ func (o *readOptions) check() error {
 		return usagef("read: --warmup cannot be negative")
 	case o.barrier && !o.controlStdin:
 		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
-	case o.rate != "" && o.transport != "tcp":
-		return usagef("read: --rate: the %s transport has no open loop yet (tcp only)", o.transport)
+	case o.rate != "" && o.transport == "rdma" && o.rdma.CQModeration > 1:
+		return usagef("read: --rate with --cq-moderation %d: an open loop signals every READ, to time each from its due time; drop --cq-moderation", o.rdma.CQModeration)
 	case o.rate == "" && o.arrivals != "fixed":
 		return usagef("read: --arrivals %s needs --rate", o.arrivals)
 	}

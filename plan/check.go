@@ -207,9 +207,18 @@ func (l *loader) checkTopology(root *yaml.Node, p *Plan, base map[string]baseVal
 	}
 }
 
+// valueText is v as a message shows it: its string, else its number.
+func valueText(v value) string {
+	if v.s != "" {
+		return v.s
+	}
+	return strconv.FormatInt(v.n, 10)
+}
+
 // checkRate refuses a rate where nothing would honour it: the open loop is
-// node's tcp client's, so rdma and the peers would run closed-loop under a
-// row that claims an offered load.
+// node's, so the peers would run closed-loop under a row that claims an
+// offered load; and node's rdma open loop signals every READ, so a
+// cq_moderation above 1 would not hold.
 func (l *loader) checkRate(p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
 	rate, arrivals := l.source(p, base, param.Rate), l.source(p, base, param.Arrivals)
 	pairs(rate, arrivals, func(i, j int) bool {
@@ -221,16 +230,16 @@ func (l *loader) checkRate(p *Plan, base map[string]baseValue, at func(source, i
 	})
 	for _, other := range []struct {
 		id     param.ID
-		refuse func(string) string
+		refuse func(value) string
 	}{
-		{param.Transport, func(t string) string {
-			if t == "rdma" {
-				return "the rdma transport has no open loop yet: only tcp takes a rate; drop client.rate, or use transport tcp"
+		{param.CQModeration, func(m value) string {
+			if m.n > 1 {
+				return "an open loop signals every READ, to time each from its due time: cq_moderation cannot be above 1 with a rate; drop rdma.cq_moderation (auto is 1 in an open loop), or drop client.rate"
 			}
 			return ""
 		}},
-		{param.Workload, func(w string) string {
-			if w != "node" {
+		{param.Workload, func(v value) string {
+			if w := v.s; w != "node" {
 				return w + " reads closed-loop: only node takes a rate; drop client.rate, or sweep it over workload node alone"
 			}
 			return ""
@@ -241,8 +250,8 @@ func (l *loader) checkRate(p *Plan, base map[string]baseValue, at func(source, i
 			if rate.values[i].s == "" {
 				return true
 			}
-			if msg := other.refuse(src.values[j].s); msg != "" {
-				l.errorf(at(rate, i), rate.path, "%s (with %s %s)", msg, other.id, src.values[j].s)
+			if msg := other.refuse(src.values[j]); msg != "" {
+				l.errorf(at(rate, i), rate.path, "%s (with %s %s)", msg, other.id, valueText(src.values[j]))
 				return false
 			}
 			return true

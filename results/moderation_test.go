@@ -11,8 +11,13 @@ import (
 type fakeValues map[param.ID]int64
 
 func (v fakeValues) Int(id param.ID) int64 { return v[id] }
-func (v fakeValues) Str(param.ID) string   { return "" }
-func (v fakeValues) Bool(param.ID) bool    { return false }
+func (v fakeValues) Str(id param.ID) string {
+	if id == param.Rate && v[id] != 0 {
+		return "100MB/s" // any rate: the value is not what the cell reads
+	}
+	return ""
+}
+func (v fakeValues) Bool(param.ID) bool { return false }
 
 // TestCQModerationCell: an auto cq_moderation's cell is the value node
 // uses, min(100, queue_depth per QP), and an explicit one is the plan's.
@@ -28,6 +33,8 @@ func TestCQModerationCell(t *testing.T) {
 		{fakeValues{param.CQModeration: -1, param.QueueDepth: 1, param.QPs: 4}, "1"},
 		{fakeValues{param.CQModeration: 1, param.QueueDepth: 128, param.QPs: 1}, "1"},
 		{fakeValues{param.CQModeration: 8, param.QueueDepth: 4, param.QPs: 1}, "8"},
+		// An open loop signals every READ.
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 16, param.QPs: 1, param.Rate: 1}, "1"},
 	} {
 		if got := p.Cell("rdma", c.v); got != c.want {
 			t.Errorf("cq_moderation cell for %v = %q, want %q", c.v, got, c.want)

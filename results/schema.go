@@ -191,12 +191,15 @@ var schema = []Field{
 			return ""
 		},
 		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow. `queue_depth` may be deeper: the HCA holds the rest back"}},
-	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP is signalled: the plan's N, or for auto the value used, min(100, queue_depth per QP); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
+	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP is signalled: the plan's N, or for auto the value used, min(100, queue_depth per QP), and 1 in an open loop (`rate`); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
 		Name: "cq_moderation", Section: "rdma", Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
 		Transports: []string{"rdma"}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
 		// auto: what node uses, perftest's bandwidth default. It keys as 1,
 		// the default before, so existing plans keep their keys.
 		cell: func(v Values) string {
+			if v.Str(param.Rate) != "" {
+				return "1" // an open loop signals every READ (plan refuses N > 1)
+			}
 			if n := v.Int(param.CQModeration); n > 0 {
 				return formatInt(n)
 			}
@@ -302,7 +305,7 @@ var schema = []Field{
 			}
 			return strconv.FormatFloat(math.Round(r.MBs(v.Int(param.BlockSize))*1e6)/1e6, 'f', -1, 64)
 		},
-		Doc: "open loop: the load each client offers, in MB/s (`200MB/s`; also KB/s, GB/s, powers of 1000) or reads per second (`50000iops`); each read is due at its time in the schedule and posted then, never early, while fewer than queue_depth are in flight. Unset (the default): closed loop, a read posted when one completes. tcp only for now (docs/load.md)"}},
+		Doc: "open loop: the load each client offers, in MB/s (`200MB/s`; also KB/s, GB/s, powers of 1000) or reads per second (`50000iops`); each read is due at its time in the schedule and posted then, never early, while fewer than queue_depth are in flight. Unset (the default): closed loop, a read posted when one completes. node's tcp and rdma clients; over rdma every READ is signalled, so `cq_moderation` is 1 (docs/load.md)"}},
 	{Column: "arrivals", Doc: "open loop: `fixed` or `poisson`; empty for a closed loop", Param: &Param{
 		Name: "arrivals", Section: "client", Kind: KindEnum, Enum: []string{"fixed", "poisson"}, Default: "fixed",
 		Sweep: true, Flag: "arrivals", Role: "read", Since: 6,

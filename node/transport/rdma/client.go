@@ -316,6 +316,13 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if err != nil {
 		return m, err
 	}
+	if w.Rate > 0 {
+		// The C loop computes the schedule (rs_sched); this refuses what
+		// workload.NewSchedule would, before any READ.
+		if _, err := workload.NewSchedule(0, w.Rate, w.Arrivals, w.ArrivalSeed); err != nil {
+			return m, err
+		}
+	}
 	cancel := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
 	defer C.free(unsafe.Pointer(cancel))
 	stop := context.AfterFunc(ctx, func() { atomic.StoreInt32((*int32)(unsafe.Pointer(cancel)), 1) })
@@ -329,7 +336,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	defer C.free(unsafe.Pointer(a))
 	c.fillArgs(a, w, blocks, reads, cancel)
 
-	var h results.Histogram
+	var h, resp results.Histogram
 	// perm, h.Counts and the rkeys are Go memory without pointers, pinned
 	// for the call.
 	var pinner runtime.Pinner
@@ -341,6 +348,10 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	a.hist = (*C.uint64_t)(unsafe.Pointer(&h.Counts[0]))
 	pinner.Pin(&c.region.RKeys[0])
 	a.rkeys = (*C.uint32_t)(unsafe.Pointer(&c.region.RKeys[0]))
+	if a.open != 0 {
+		pinner.Pin(&resp.Counts[0])
+		a.resp_hist = (*C.uint64_t)(unsafe.Pointer(&resp.Counts[0]))
+	}
 	var o C.rs_run_out
 	cpu := transport.StartCPU()
 	C.rs_run(a, &o)
@@ -354,7 +365,18 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if err := c.runError(ctx, &o, w); err != nil {
 		return m, err
 	}
-	return c.measurement(&o, w, &h, used), nil
+	m = c.measurement(&o, w, &h, used)
+	if a.open != 0 {
+		resp.N, resp.Sum, resp.Max = uint64(o.resp_n), uint64(o.resp_sum), uint64(o.resp_max)
+		m.OpenLoop = &transport.OpenLoop{Response: &resp, Due: int64(o.due), HeldBack: int64(o.held_back)}
+		// An open loop signals every READ, whatever cq_moderation says.
+		if m.Path != nil {
+			p := *m.Path
+			p.CQModeration = 1
+			m.Path = &p
+		}
+	}
+	return m, nil
 }
 
 // readable refuses a workload the connection cannot run.
@@ -417,6 +439,21 @@ func (c *client) fillArgs(a *C.rs_run_args, w transport.Workload, blocks, reads 
 	if iv := w.Interval; iv > 0 {
 		a.interval_ns = C.uint64_t(iv.Nanoseconds())
 		a.intervals_hint = C.int64_t(intervalsHint(dur, iv))
+	}
+	if w.Rate > 0 {
+		// An open loop: the reads due in the warmup and in the measured
+		// phase (its duration's, or reads for a total), as tcp's.
+		a.open = 1
+		a.per_read_ns = C.double(1e9 / w.Rate)
+		a.arrival_seed = C.uint64_t(w.ArrivalSeed)
+		if w.Arrivals == "poisson" {
+			a.poisson = 1
+		}
+		a.warm_reads = C.int64_t(workload.ReadsFor(w.Warmup, w.Rate))
+		a.reads = C.int64_t(reads)
+		if dur > 0 {
+			a.reads = C.int64_t(workload.ReadsFor(dur, w.Rate))
+		}
 	}
 }
 

@@ -3,6 +3,7 @@
 package rdma
 
 // #cgo CFLAGS: -O2 -Wall -DRDMA_STATIC_PROVIDERS=all
+// #cgo LDFLAGS: -lm
 // #include <stdlib.h>
 // #include "shim.h"
 import "C"

@@ -59,3 +59,19 @@ func cSeries(start, interval uint64, hint int64, ts []uint64) []int64 {
 	}
 	return append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(s.counts)), int(s.len))...)
 }
+
+// cSchedule is the C loop's schedule (rs_sched) of n reads at perSecond
+// reads per second: each read's due time from the phase's start.
+func cSchedule(n int64, perSecond float64, poisson bool, seed uint64) []uint64 {
+	var s C.rs_sched
+	p := C.int(0)
+	if poisson {
+		p = 1
+	}
+	C.rs_sched_init(&s, C.int64_t(n), C.double(1e9/perSecond), p, C.uint64_t(seed))
+	due := make([]uint64, 0, n)
+	for s.i < s.n {
+		due = append(due, uint64(C.rs_sched_next(&s)))
+	}
+	return due
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rdmasweep/node/pattern"
+	"rdmasweep/node/workload"
 	"rdmasweep/results"
 )
 
@@ -128,6 +129,37 @@ func TestLimitsAreTheTables(t *testing.T) {
 	} {
 		if max, _, _ := results.ParamByName(c.param).LimitFor("rdma"); max != c.node {
 			t.Errorf("%s for rdma: table %d, node %d", c.param, max, c.node)
+		}
+	}
+}
+
+// The C loop computes an open loop's due times itself (rs_sched), so they
+// must be node/workload.Schedule's: fixed exactly, poisson to within the
+// last bit of a logarithm (libm's against Go's), a nanosecond here.
+func TestCScheduleMatchesGo(t *testing.T) {
+	for _, c := range []struct {
+		n       int64
+		rate    float64
+		poisson bool
+		seed    uint64
+	}{
+		{1, 1000, false, 0}, {2, 3, false, 0}, {10000, 48828.125, false, 0}, {100000, 7e6, false, 0},
+		{1, 1000, true, 5}, {2, 1000, true, 5}, {10000, 48828.125, true, 0x9e37}, {100000, 3200, true, 1<<63 + 7},
+	} {
+		s, err := workload.NewSchedule(c.n, c.rate, map[bool]string{false: "fixed", true: "poisson"}[c.poisson], c.seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cSchedule(c.n, c.rate, c.poisson, c.seed)
+		if int64(len(got)) != c.n {
+			t.Fatalf("%+v: C gave %d due times", c, len(got))
+		}
+		for i := range got {
+			want, _ := s.Next()
+			d := int64(got[i]) - int64(want)
+			if d < -1 || d > 1 || (!c.poisson && d != 0) {
+				t.Fatalf("%+v: read %d due at %d ns in C, %d in Go", c, i, got[i], want)
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -330,6 +331,38 @@ static inline uint64_t realtime_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+// sched_gap is workload.Schedule's i-th exponential gap, of mean 1.
+static double sched_gap(uint64_t seed, int64_t i) {
+	double u = ((double)(rs_word(seed, (uint64_t)i) >> 11) + 0.5) / 9007199254740992.0; // 2^53
+	return -log(u);
+}
+
+void rs_sched_init(rs_sched *s, int64_t n, double per_read_ns, int poisson, uint64_t seed) {
+	memset(s, 0, sizeof(*s));
+	s->n = n;
+	s->per_read_ns = per_read_ns;
+	s->poisson = poisson;
+	s->seed = seed;
+	if (!poisson)
+		return;
+	double total = 0;
+	for (int64_t i = 0; i < n - 1; i++)
+		total += sched_gap(seed, i);
+	if (total > 0)
+		s->scale = (double)(n - 1) * per_read_ns / total;
+}
+
+uint64_t rs_sched_next(rs_sched *s) {
+	if (s->i >= s->n)
+		return 0;
+	int64_t i = s->i++;
+	if (!s->poisson)
+		return (uint64_t)(int64_t)((double)i * s->per_read_ns);
+	if (i > 0)
+		s->sum += sched_gap(s->seed, i - 1);
+	return (uint64_t)(int64_t)(s->sum * s->scale);
+}
+
 int rs_series_init(rs_series *s, uint64_t start, uint64_t interval, int64_t hint) {
 	memset(s, 0, sizeof(*s));
 	if (hint < 1)
@@ -402,6 +435,9 @@ typedef struct {
 	int inflight; // READs and fences
 	int stopped;  // no more READs will be issued in this phase
 	rs_series series; // the measured phase's, with interval_ns
+	// An open loop's: per slot, its READ's due time; the slots free.
+	uint64_t due_at[RS_MAX_QD];
+	int free_slots[RS_MAX_QD], nfree;
 } loop;
 
 static inline void touch(loop *l, int q) {
@@ -520,6 +556,15 @@ static void stop_issuing(loop *l) {
 	}
 }
 
+// record adds a latency of ns to a histogram and its sum, count and max.
+static inline void record(uint64_t *hist, uint64_t ns, uint64_t *sum, int64_t *n, uint64_t *max) {
+	hist[rs_bucket(ns)]++;
+	*sum += ns;
+	(*n)++;
+	if (ns > *max)
+		*max = ns;
+}
+
 // complete retires slot's READ: verify it, count it, and issue the next.
 // t is when its completion was polled; it is timed only if signalled.
 static void complete(loop *l, int slot, int signalled, uint64_t t, int measure, int64_t stop) {
@@ -537,24 +582,110 @@ static void complete(loop *l, int slot, int signalled, uint64_t t, int measure, 
 		}
 	}
 	if (measure) {
-		if (signalled) {
-			uint64_t lat = t - l->issued_at[slot];
-			a->hist[rs_bucket(lat)]++;
-			o->lat_sum += lat;
-			o->lat_n++;
-			if (lat > o->lat_max)
-				o->lat_max = lat;
-		}
+		if (signalled)
+			record(a->hist, t - l->issued_at[slot], &o->lat_sum, &o->lat_n, &o->lat_max);
+		if (a->open)
+			record(a->resp_hist, t - l->due_at[slot], &o->resp_sum, &o->resp_n, &o->resp_max);
 		o->reads++;
 		o->bytes += a->bs;
 		if (l->series.cur)
 			(*l->series.cur)++;
+	}
+	if (a->open) { // the next READ waits for its due time
+		l->free_slots[l->nfree++] = slot;
+		return;
 	}
 	if (!l->stopped && l->next < stop && o->status == RS_OK) {
 		queue_read(l, slot, l->next++);
 		if (l->next >= stop)
 			stop_issuing(l);
 	}
+}
+
+// reap retires the n completions in wc, polled at t: -1 when one failed.
+static int reap(loop *l, const struct ibv_wc *wc, int n, uint64_t t, int measure, int64_t stop) {
+	const rs_run_args *a = l->a;
+	rs_run_out *o = l->o;
+	for (int i = 0; i < n; i++) {
+		if (wc[i].status != IBV_WC_SUCCESS) {
+			o->status = RS_WC_ERROR;
+			o->wc_status = wc[i].status;
+			o->vendor_err = wc[i].vendor_err;
+			o->wc_qp = (int)wc[i].qp_num;
+			// The QP is in error now; its other WRs flush, so stop here.
+			return -1;
+		}
+		if (wc[i].wr_id & RS_FENCE) {
+			int qi = (int)(wc[i].wr_id & 0xffff);
+			qpstate *q = &l->q[qi];
+			q->fence = 0;
+			l->inflight--;
+			for (int left = q->count; left > 0; left--) {
+				int s = l->ring[q->base + q->head];
+				q->head = (q->head + 1) % q->cap;
+				q->count--;
+				complete(l, s, 0, t, measure, stop);
+			}
+			continue;
+		}
+		int slot = (int)wc[i].wr_id;
+		qpstate *q = &l->q[slot % a->nqp];
+		// Everything before slot on its QP completed unsignalled.
+		for (int left = q->count; left > 0; left--) {
+			int s = l->ring[q->base + q->head];
+			q->head = (q->head + 1) % q->cap;
+			q->count--;
+			complete(l, s, s == slot, t, measure, stop);
+			if (s == slot)
+				break;
+		}
+	}
+	return 0;
+}
+
+// poll_cq polls up to RS_POLL_BATCH completions into wc: how many, or -1
+// with the failure in the output.
+static int poll_cq(loop *l, struct ibv_wc *wc) {
+	int n = ibv_poll_cq(l->a->cq, RS_POLL_BATCH, wc);
+	if (n < 0) {
+		l->o->status = RS_POST_ERROR;
+		l->o->verb = "ibv_poll_cq";
+		l->o->errnum = -n;
+		return -1;
+	}
+	return n;
+}
+
+// interval_at makes the interval of a completion polled at t current in
+// the measured phase's series, if it counts one.
+static void interval_at(loop *l, uint64_t t) {
+	if (l->series.cur && t >= l->series.end && rs_series_at(&l->series, t)) {
+		l->o->intervals_failed = 1; // the reads go on, uncounted
+		rs_series_free(&l->series);
+	}
+}
+
+// begin resets the QPs' rings for a phase and, for the measured one,
+// stamps its start and starts its interval series: -1 when out of memory.
+static int begin(loop *l, uint64_t start, int measure) {
+	const rs_run_args *a = l->a;
+	rs_run_out *o = l->o;
+	for (int qi = 0; qi < a->nqp; qi++) {
+		qpstate *q = &l->q[qi];
+		q->head = q->count = q->since_sig = q->fence = 0;
+	}
+	l->stopped = 0;
+	if (!measure)
+		return 0;
+	o->start_unix_ns = realtime_ns();
+	// Nothing is in flight yet: the phase before drained.
+	if (a->interval_ns && rs_series_init(&l->series, start, a->interval_ns, a->intervals_hint)) {
+		o->status = RS_POST_ERROR;
+		o->verb = "calloc";
+		o->errnum = ENOMEM;
+		return -1;
+	}
+	return 0;
 }
 
 // phase keeps qd reads in flight until it has issued count reads (count > 0)
@@ -566,24 +697,11 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 	int64_t stop = count > 0 ? l->next + count : INT64_MAX;
 	struct ibv_wc wc[RS_POLL_BATCH];
 
-	for (int qi = 0; qi < a->nqp; qi++) {
-		qpstate *q = &l->q[qi];
-		q->head = q->count = q->since_sig = q->fence = 0;
-	}
-	l->stopped = 0;
 	uint64_t t = now_ns();
 	uint64_t start = t, last_done = t;
 	unsigned idle = 0;
-	if (measure) {
-		o->start_unix_ns = realtime_ns();
-		// Nothing is in flight yet: the warmup drained.
-		if (a->interval_ns && rs_series_init(&l->series, start, a->interval_ns, a->intervals_hint)) {
-			o->status = RS_POST_ERROR;
-			o->verb = "calloc";
-			o->errnum = ENOMEM;
-			return -1;
-		}
-	}
+	if (begin(l, start, measure))
+		return -1;
 	for (int s = 0; s < a->qd && l->next < stop; s++)
 		queue_read(l, s, l->next++);
 	if (l->next >= stop || (count <= 0 && t >= until_ns))
@@ -592,13 +710,9 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 		return -1;
 
 	while (l->inflight > 0) {
-		int n = ibv_poll_cq(a->cq, RS_POLL_BATCH, wc);
-		if (n < 0) {
-			o->status = RS_POST_ERROR;
-			o->verb = "ibv_poll_cq";
-			o->errnum = -n;
+		int n = poll_cq(l, wc);
+		if (n < 0)
 			return -1;
-		}
 		// rxe may complete a READ inside ibv_post_send, so a poll can find
 		// work every time: look at the cancel flag on every pass, not only
 		// when idle. It is one load.
@@ -621,49 +735,92 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 		last_done = t;
 		if (count <= 0 && t >= until_ns)
 			stop_issuing(l);
-		if (l->series.cur && t >= l->series.end && rs_series_at(&l->series, t)) {
-			o->intervals_failed = 1; // the reads go on, uncounted
-			rs_series_free(&l->series);
-		}
-		for (int i = 0; i < n; i++) {
-			if (wc[i].status != IBV_WC_SUCCESS) {
-				o->status = RS_WC_ERROR;
-				o->wc_status = wc[i].status;
-				o->vendor_err = wc[i].vendor_err;
-				o->wc_qp = (int)wc[i].qp_num;
-				// The QP is in error now; its other WRs flush, so stop here.
-				return -1;
-			}
-			if (wc[i].wr_id & RS_FENCE) {
-				int qi = (int)(wc[i].wr_id & 0xffff);
-				qpstate *q = &l->q[qi];
-				q->fence = 0;
-				l->inflight--;
-				for (int left = q->count; left > 0; left--) {
-					int s = l->ring[q->base + q->head];
-					q->head = (q->head + 1) % q->cap;
-					q->count--;
-					complete(l, s, 0, t, measure, stop);
-				}
-				continue;
-			}
-			int slot = (int)wc[i].wr_id;
-			qpstate *q = &l->q[slot % a->nqp];
-			// Everything before slot on its QP completed unsignalled.
-			for (int left = q->count; left > 0; left--) {
-				int s = l->ring[q->base + q->head];
-				q->head = (q->head + 1) % q->cap;
-				q->count--;
-				complete(l, s, s == slot, t, measure, stop);
-				if (s == slot)
-					break;
-			}
-		}
+		interval_at(l, t);
+		if (reap(l, wc, n, t, measure, stop))
+			return -1;
 		if (post_chains(l))
 			return -1;
 	}
 	if (measure)
 		o->seconds_ns = last_done - start;
+	return o->status == RS_OK ? 0 : -1;
+}
+
+// open_phase posts the reads of sched each at or after its due time, never
+// early, while fewer than qd are in flight, then drains. A read is held
+// back when it fell due while qd were in flight: the window was full when
+// its time came, or it fell due before the window last opened (as in
+// node/transport/tcp's open loop). The clock is read on every pass: the
+// next due time is the loop's other event beside a completion.
+static int open_phase(loop *l, rs_sched *sched, int measure) {
+	const rs_run_args *a = l->a;
+	rs_run_out *o = l->o;
+	struct ibv_wc wc[RS_POLL_BATCH];
+
+	l->nfree = 0;
+	for (int s = a->qd - 1; s >= 0; s--)
+		l->free_slots[l->nfree++] = s;
+	uint64_t t = now_ns();
+	uint64_t start = t, last_done = t, last_post = t;
+	if (begin(l, start, measure))
+		return -1;
+	uint64_t due = start + rs_sched_next(sched); // valid while issued < n
+	int64_t issued = 0;
+	uint64_t opened = 0; // when the window last opened after it was full
+	int waiting = 0;     // a due read found the window full
+	if (sched->n == 0)
+		l->stopped = 1;
+	while (l->inflight > 0 || !l->stopped) {
+		if (*a->cancel && o->status == RS_OK) {
+			o->status = RS_CANCELLED;
+			l->stopped = 1; // every READ is signalled: no fences needed
+		}
+		t = now_ns();
+		while (!l->stopped && due <= t) {
+			if (l->nfree == 0) {
+				waiting = 1;
+				break;
+			}
+			int slot = l->free_slots[--l->nfree];
+			l->due_at[slot] = due;
+			if (measure && due < opened)
+				o->held_back++;
+			queue_read(l, slot, l->next++);
+			last_post = t;
+			if (++issued >= sched->n)
+				l->stopped = 1;
+			else
+				due = start + rs_sched_next(sched);
+		}
+		if (l->ntouched && post_chains(l))
+			return -1;
+		int n = poll_cq(l, wc);
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			uint64_t since = last_done > last_post ? last_done : last_post;
+			if (l->inflight > 0 && t - since > a->stall_ns) {
+				o->status = RS_STALLED;
+				return -1;
+			}
+			continue;
+		}
+		t = now_ns();
+		last_done = t;
+		interval_at(l, t);
+		if (reap(l, wc, n, t, measure, INT64_MAX))
+			return -1;
+		if (o->status != RS_OK)
+			l->stopped = 1; // a mismatch: drain
+		if (waiting && l->nfree > 0) {
+			opened = t;
+			waiting = 0;
+		}
+	}
+	if (measure) {
+		o->seconds_ns = last_done - start;
+		o->due = sched->n;
+	}
 	return o->status == RS_OK ? 0 : -1;
 }
 
@@ -694,10 +851,17 @@ void rs_run(const rs_run_args *a, rs_run_out *o) {
 		q->base = qi * per;
 		q->cap = (a->qd - qi + a->nqp - 1) / a->nqp; // slots qi, qi+nqp, … (none when qi >= qd)
 		q->mod = a->cq_mod < q->cap ? a->cq_mod : q->cap;
-		if (q->mod < 1)
+		if (q->mod < 1 || a->open) // an open loop times every READ
 			q->mod = 1;
 	}
-	if (a->warmup_ns == 0 || phase(l, 0, now_ns() + a->warmup_ns, 0) == 0) {
+	if (a->open) {
+		rs_sched sched;
+		rs_sched_init(&sched, a->warm_reads, a->per_read_ns, a->poisson, a->arrival_seed);
+		if (a->warm_reads == 0 || open_phase(l, &sched, 0) == 0) {
+			rs_sched_init(&sched, a->reads, a->per_read_ns, a->poisson, a->arrival_seed);
+			open_phase(l, &sched, 1);
+		}
+	} else if (a->warmup_ns == 0 || phase(l, 0, now_ns() + a->warmup_ns, 0) == 0) {
 		if (a->count > 0)
 			phase(l, a->count, 0, 1);
 		else

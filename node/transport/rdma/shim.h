@@ -142,6 +142,17 @@ typedef struct {
 	uint64_t stall_ns;
 	uint64_t interval_ns;    // count the measured reads per interval (0: don't)
 	int64_t intervals_hint;  // how many intervals to make room for up front
+	// An open loop (open != 0) replaces count, duration_ns and warmup_ns:
+	// warm_reads then reads, each phase on its own rs_sched of per_read_ns,
+	// poisson and arrival_seed (node/workload.Schedule's). Every READ is
+	// signalled, and resp_hist (RS_NUM_BUCKETS counts) gets each measured
+	// read's response latency, from its due time to its completion.
+	int open;
+	double per_read_ns;
+	int poisson;
+	uint64_t arrival_seed;
+	int64_t warm_reads, reads;
+	uint64_t *resp_hist;
 } rs_run_args;
 
 typedef struct {
@@ -162,14 +173,36 @@ typedef struct {
 	int64_t *intervals;
 	int64_t nintervals;
 	int intervals_failed; // the series outgrew memory: counting stopped
+	// An open loop's measured phase: the reads due, those held back (due
+	// while qd reads were in flight), and the response latencies' sum,
+	// count and maximum beside resp_hist's counts.
+	int64_t due, held_back;
+	uint64_t resp_sum, resp_max;
+	int64_t resp_n;
 } rs_run_out;
+
+// rs_sched mirrors node/workload.Schedule: the due times, from a phase's
+// start, of n reads per_read_ns apart (fixed) or of a Poisson process
+// conditioned on its n arrivals and span (poisson, seeded by seed). Go
+// tests cross-check it against Schedule.Next.
+typedef struct {
+	int64_t n, i;
+	double per_read_ns, scale, sum;
+	int poisson;
+	uint64_t seed;
+} rs_sched;
+void rs_sched_init(rs_sched *s, int64_t n, double per_read_ns, int poisson, uint64_t seed);
+// rs_sched_next is the next read's due time in ns from the start; 0 when
+// every read has had its time (check s->i < s->n first).
+uint64_t rs_sched_next(rs_sched *s);
 
 // rs_run is the client's hot loop: the warmup phase, a drain, then the
 // measured phase, all in one call. It keeps qd reads in flight, polls
 // completions in batches, times each signalled read from just before its
 // ibv_post_send to the poll that found it, and checks every read when
 // verify is on, keeping the first mismatch. It returns with nothing in
-// flight unless a QP failed.
+// flight unless a QP failed. An open loop (a->open) posts each read at or
+// after its due time, never early, while fewer than qd are in flight.
 void rs_run(const rs_run_args *a, rs_run_out *o);
 // rs_run_free releases what rs_run allocated in o.
 void rs_run_free(rs_run_out *o);

@@ -443,6 +443,8 @@ sweep:
 		t.Errorf("connect cm: manifest %+v", m.Hosts)
 	}
 
+	openSweep(t, writePlan, run, csvRows)
+
 	// soft-iWARP: check refuses connect tcp, exec reads over cm.
 	if g.Image.Siw {
 		siw := writePlan("vmtest-siw", guest.GuestIP2, `server: {file: /tmp/rdmasweep-siw.dat, file_size: 4MiB, create: true, cache: warm}
@@ -868,4 +870,46 @@ func fcell(p *float64) string {
 		return "(empty)"
 	}
 	return fmt.Sprintf("%.3f", *p)
+}
+
+// openSweep runs an open loop over rxe through the runner (issue 23): a
+// rate swept at poisson arrivals gives rows that carry the offered load
+// within 2 %, the response latencies at or above the service ones, every
+// READ signalled (cq_moderation 1), and none saturated.
+func openSweep(t *testing.T, writePlan func(name, dataAddr, body string) string, run func(args ...string) (string, string, error), csvRows func(string) []results.Row) {
+	plan := writePlan("vmtest-open", guest.GuestIP, `server: {file: /tmp/rdmasweep-open.dat, file_size: 4MiB, create: true, cache: warm}
+client: {block_size: 64KiB, duration: 2s, queue_depth: 8, verify: true, arrivals: poisson}
+sweep:
+  matrix:
+    rate: [4MB/s, 8MB/s]
+`)
+	if _, errOut, err := run("exec", plan); err != nil {
+		t.Fatalf("runner exec of the open-loop plan: %v\n%s", err, errOut)
+	}
+	rows := csvRows("vmtest-open")
+	if len(rows) != 2 {
+		t.Fatalf("open-loop plan: %d rows, want 2", len(rows))
+	}
+	for i, r := range rows {
+		offered := []float64{4, 8}[i]
+		sat := "none"
+		if r.Saturated != nil {
+			sat = strconv.FormatBool(*r.Saturated)
+		}
+		t.Logf("open row %d: %s, offered %s MB/s, %s, carried %.2f MB/s, service p99 %.0f µs, response p99 %s µs, saturated %s, cq_moderation %s",
+			i+1, r.Status, r.Param("rate"), r.Param("arrivals"), deref(r.BandwidthMBs), deref(r.LatP99Us), fmtPtr(r.RespP99Us), sat, r.Param("cq_moderation"))
+		if r.Status != results.StatusOK || r.Verified == nil || !*r.Verified {
+			t.Errorf("open row %d: %s %q, verified %v", i+1, r.Status, r.Error, r.Verified)
+			continue
+		}
+		if r.Param("arrivals") != "poisson" || r.Param("cq_moderation") != "1" || r.Saturated == nil || *r.Saturated {
+			t.Errorf("open row %d: arrivals %q, cq_moderation %q, saturated %v; want poisson, 1, false", i+1, r.Param("arrivals"), r.Param("cq_moderation"), r.Saturated)
+		}
+		if bw := deref(r.BandwidthMBs); bw < 0.98*offered || bw > 1.02*offered {
+			t.Errorf("open row %d: %.2f MB/s carried, not within 2 %% of the %v MB/s offered", i+1, bw, offered)
+		}
+		if r.RespP99Us == nil || *r.RespP99Us < 0.999*deref(r.LatP99Us) {
+			t.Errorf("open row %d: response p99 %s µs under service p99 %.0f µs", i+1, fmtPtr(r.RespP99Us), deref(r.LatP99Us))
+		}
+	}
 }
