@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -68,25 +69,42 @@ func benchPool(t *testing.T, n int) string {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("exec over %d hosts: %v\n%s", n, err, stderr.String())
-	}
+	runErr := cmd.Run()
 	wall := time.Since(start)
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	rss := ru.Maxrss // KiB
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	var exit *exec.ExitError
+	if runErr != nil && !errors.As(runErr, &exit) {
+		t.Fatalf("exec over %d hosts: %v\n%s", n, runErr, stderr.String())
+	}
 	rows := clitest.ReadRows(t, filepath.Join(dir, "out", "bench-pool.csv"))
 	if len(rows) != n*(n-1) {
-		t.Fatalf("%d rows, want %d", len(rows), n*(n-1))
+		t.Fatalf("%d rows, want %d\n%s", len(rows), n*(n-1), stderr.String())
 	}
 	slowest := map[int64]float64{} // round → its slowest pair's seconds
+	round := map[string]int64{}    // a pair's point key → its round
+	failed := map[string]int{}     // error → how many rows
 	for _, r := range rows {
-		if r.Status != "ok" || r.Round == nil || r.Seconds == nil {
-			t.Fatalf("row %s → %s: %s %s", r.ServerHost, r.ClientHost, r.Status, r.Error)
+		if r.Round == nil {
+			t.Fatalf("row %s → %s has no round", r.ServerHost, r.ClientHost)
+		}
+		round[r.PointKey] = *r.Round
+		if r.Status != "ok" || r.Seconds == nil {
+			failed[fmt.Sprintf("round %d, %s → %s: %s", *r.Round, r.ServerHost, r.ClientHost, r.Error)]++
+			continue
 		}
 		slowest[*r.Round] = max(slowest[*r.Round], *r.Seconds)
 	}
-	starts := roundStarts(t, dir)
+	if len(failed) > 0 {
+		var lines []string
+		for e := range failed {
+			lines = append(lines, e)
+		}
+		slices.Sort(lines)
+		t.Errorf("exec over %d hosts: %v; %d failed rows:\n%s", n, runErr, len(failed), strings.Join(lines[:min(len(lines), 20)], "\n"))
+	}
+	starts := roundStarts(t, dir, round)
 	if len(starts) != len(slowest) {
 		t.Fatalf("%d rounds in the time series, %d in the rows", len(starts), len(slowest))
 	}
@@ -109,10 +127,11 @@ func benchPool(t *testing.T, n int) string {
 	return row
 }
 
-// roundStarts are the rounds' start times (ns), in order: each round is
-// one point of the time series (its key names its pairs), and it starts
-// at its clients' earliest interval.
-func roundStarts(t *testing.T, dir string) []int64 {
+// roundStarts are the rounds' start times (ns), in order: the time
+// series keys each pair's intervals by the pair's point key, which round
+// gives the round of, and a round starts at its clients' earliest
+// interval.
+func roundStarts(t *testing.T, dir string, round map[string]int64) []int64 {
 	files, _ := filepath.Glob(filepath.Join(dir, "out", "*.series.jsonl"))
 	if len(files) != 1 {
 		t.Fatalf("time series files: %v, want one", files)
@@ -122,7 +141,7 @@ func roundStarts(t *testing.T, dir string) []int64 {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	first := map[string]int64{}
+	first := map[int64]int64{} // round → its earliest interval
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var l struct {
@@ -132,14 +151,20 @@ func roundStarts(t *testing.T, dir string) []int64 {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("%s: %v", files[0], err)
 		}
-		if s, ok := first[l.PointKey]; !ok || l.StartUnixNs < s {
-			first[l.PointKey] = l.StartUnixNs
+		n, ok := round[l.PointKey]
+		if !ok {
+			t.Fatalf("%s: interval of point %s, which no row has", files[0], l.PointKey)
+		}
+		if s, ok := first[n]; !ok || l.StartUnixNs < s {
+			first[n] = l.StartUnixNs
 		}
 	}
-	var starts []int64
-	for _, s := range first {
-		starts = append(starts, s)
+	starts := make([]int64, len(first))
+	for n, s := range first {
+		if n < 1 || int(n) > len(starts) {
+			t.Fatalf("round %d of %d in the time series", n, len(starts))
+		}
+		starts[n-1] = s
 	}
-	slices.Sort(starts)
 	return starts
 }
