@@ -18,6 +18,7 @@ import (
 
 	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
+	"rdmasweep/node/workload"
 )
 
 // Option adjusts how the suite drives a transport.
@@ -57,6 +58,7 @@ func Run(t *testing.T, tr transport.Transport, opts ...Option) {
 	t.Run("CancelRead", s.cancelRead)
 	t.Run("CloseWhileServing", s.closeWhileServing)
 	t.Run("ManyClients", s.manyClients)
+	t.Run("OpenLoop", s.openLoop)
 }
 
 type suite struct {
@@ -493,5 +495,50 @@ func (s *suite) manyClients(t *testing.T) {
 		if !served[total] {
 			t.Errorf("no Serve accounted for exactly its client's %d bytes (served: %v)", total, served)
 		}
+	}
+}
+
+// openLoop reads at an offered rate, poisson, after a warmup at the same
+// rate: the measured phase has the reads due in its duration, each
+// verified and each timed twice (service from the post, response from
+// the due time, never shorter), it cannot end before its last read fell
+// due, and a closed-loop read on the same client reports no open loop.
+func (s *suite) openLoop(t *testing.T) {
+	ctx := testCtx(t)
+	f := file(t, 32*block)
+	srv := s.serve(t, ctx, regionOf(f), nil, 10*time.Second)
+	cl, err := s.dial(ctx, srv.addr, nil, block, 4)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer cl.Close()
+	const rate, d = 200.0, 300 * time.Millisecond // reads per second
+	m, err := cl.Read(ctx, transport.Workload{BlockSize: block, QueueDepth: 4, Pattern: "sequential", Duration: d, Verify: true,
+		Warmup: 50 * time.Millisecond, Rate: rate, Arrivals: "poisson", ArrivalSeed: 7})
+	if err != nil {
+		t.Fatalf("open-loop read: %v", err)
+	}
+	ol := m.OpenLoop
+	due := workload.ReadsFor(d, rate)
+	if ol == nil || ol.Due != due || m.Reads != due || !m.Verified {
+		t.Fatalf("open loop %+v, %d reads, verified %v; want %d due and read, verified", ol, m.Reads, m.Verified, due)
+	}
+	checkSane(t, m)
+	if ol.Response == nil || ol.Response.N != uint64(due) || m.Latency.N != due {
+		t.Errorf("%d response and %d service latencies of %d reads: an open loop times every read both ways", ol.Response.N, m.Latency.N, due)
+	}
+	if ol.HeldBack < 0 || ol.HeldBack > due {
+		t.Errorf("%d of %d held back", ol.HeldBack, due)
+	}
+	if r := ol.Response.Summary(); r.MaxUs < m.Latency.MaxUs || r.SumUs < m.Latency.SumUs {
+		t.Errorf("response latencies (max %v µs, sum %v) under service ones (max %v, sum %v): a read answers after it was posted, and it is posted at or after its due time",
+			r.MaxUs, r.SumUs, m.Latency.MaxUs, m.Latency.SumUs)
+	}
+	if last := float64(due-1) / rate; m.Seconds < last {
+		t.Errorf("the phase ended after %v s, before its last read fell due at %v s: a read was posted early", m.Seconds, last)
+	}
+	m, err = cl.Read(ctx, transport.Workload{BlockSize: block, QueueDepth: 4, Pattern: "sequential", Total: 8 * block})
+	if err != nil || m.OpenLoop != nil {
+		t.Errorf("closed-loop read after an open one: %v, open loop %+v; want none", err, m.OpenLoop)
 	}
 }
