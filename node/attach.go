@@ -10,7 +10,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"rdmasweep/results"
 )
@@ -28,6 +33,7 @@ const attachDialTimeout = 30 * time.Second
 func runAttach(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	addr := fs.String("runner", "", "HOST:PORT of the runner to take the command line and control lines from")
+	loop := fs.Bool("loop", false, "run each command as a child process, mark its end on stdout and stderr, and attach again for the next, until the runner closes a connection before sending one")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,6 +45,9 @@ func runAttach(ctx context.Context, e *env, args []string) error {
 		return usagef("attach: %s is not set: the runner that starts node attach gives it a token", results.AttachTokenEnv)
 	}
 	os.Unsetenv(results.AttachTokenEnv)
+	if *loop {
+		return attachLoop(ctx, e, *addr, token)
+	}
 	d := net.Dialer{Timeout: attachDialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", *addr)
 	if err != nil {
@@ -95,4 +104,112 @@ func readAttachCommand(r *bufio.Reader) ([]string, error) {
 		return nil, errors.New("the runner sent an empty command")
 	}
 	return c.Argv, nil
+}
+
+// attachLoop is node attach --loop: one command after another, each a
+// child process whose stdin is its own connection to the runner, until the
+// runner closes a connection without a command (results/attach.go has the
+// rules). A node started once per host and role then serves every point:
+// under Slurm a step per role and point cost more than the point's whole
+// budget.
+func attachLoop(ctx context.Context, e *env, addr, token string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("attach: find node's own binary: %w", err)
+	}
+	for n := 0; ; n++ {
+		conn, argv, err := attachOnce(ctx, addr, token)
+		if err != nil {
+			if n > 0 && (errors.Is(err, errNoCommand) || ctx.Err() != nil) {
+				return nil // the runner is done with this node
+			}
+			return fmt.Errorf("attach to the runner at %s: %w", addr, err)
+		}
+		end, err := runChild(ctx, e, exe, argv, conn)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(end)
+		line := results.AttachEndMarker + string(b) + "\n"
+		io.WriteString(e.stdout, line)
+		io.WriteString(e.stderr, line)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// errNoCommand is a connection the runner closed before sending a command.
+var errNoCommand = errors.New("the runner closed the connection before sending a command")
+
+// attachOnce dials the runner, says hello and reads one command. The
+// command line is read a byte at a time, so that nothing after it (the
+// first control line) is taken from the socket the child will read.
+func attachOnce(ctx context.Context, addr, token string) (*net.TCPConn, []string, error) {
+	d := net.Dialer{Timeout: attachDialTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn := c.(*net.TCPConn)
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	hello, _ := json.Marshal(results.AttachHello{Token: token, Pid: os.Getpid()})
+	if _, err := conn.Write(append(hello, '\n')); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("send hello: %w", err)
+	}
+	var line []byte
+	one := make([]byte, 1)
+	for {
+		if _, err := io.ReadFull(conn, one); err != nil {
+			conn.Close()
+			if errors.Is(err, io.EOF) && len(line) == 0 {
+				return nil, nil, errNoCommand
+			}
+			return nil, nil, fmt.Errorf("read the command: %w", err)
+		}
+		if one[0] == '\n' {
+			break
+		}
+		if line = append(line, one[0]); len(line) > results.MaxAttachLine {
+			conn.Close()
+			return nil, nil, fmt.Errorf("command line over %d bytes", results.MaxAttachLine)
+		}
+	}
+	var cmd results.AttachCommand
+	if err := json.Unmarshal(line, &cmd); err != nil || len(cmd.Argv) == 0 {
+		conn.Close()
+		return nil, nil, fmt.Errorf("parse the command %q: want argv", line)
+	}
+	return conn, cmd.Argv, nil
+}
+
+// runChild runs node argv as a child with conn as its stdin, and returns
+// how it ended. The end of ctx passes on to the child as SIGTERM.
+func runChild(ctx context.Context, e *env, exe string, argv []string, conn *net.TCPConn) (results.AttachEnd, error) {
+	f, err := conn.File() // a dup: the child's stdin, blocking
+	conn.Close()
+	if err != nil {
+		return results.AttachEnd{}, fmt.Errorf("attach: hand the connection to the command: %w", err)
+	}
+	defer f.Close()
+	if argv[0] == "attach" {
+		fmt.Fprintln(e.stderr, "node: error: attach: the runner's command is attach again")
+		return results.AttachEnd{Status: 2}, nil
+	}
+	cmd := exec.Command(exe, argv...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = f, e.stdout, e.stderr
+	if err := cmd.Start(); err != nil {
+		return results.AttachEnd{}, fmt.Errorf("attach: start %s: %w", argv[0], err)
+	}
+	f.Close() // the child's now: its end is the runner's close
+	stop := context.AfterFunc(ctx, func() { cmd.Process.Signal(syscall.SIGTERM) })
+	defer stop()
+	cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return results.AttachEnd{Status: -1, Signal: strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")}, nil
+	}
+	return results.AttachEnd{Status: cmd.ProcessState.ExitCode()}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,54 @@ func TestAttach(t *testing.T) {
 	code, last := p.wait(10 * time.Second)
 	if e, ok := last.(*results.Error); code != 1 || !ok || !strings.Contains(e.Message, "stdin closed") {
 		t.Errorf("after the connection closed: exit %d, last event %#v", code, last)
+	}
+}
+
+// node attach --loop runs one command after another, each a child with
+// its own connection as stdin, marks each one's end and status on stdout
+// and stderr, and attaches again with the same token; a connection closed
+// before a command ends it cleanly.
+func TestAttachLoop(t *testing.T) {
+	ln, accept := attachListener(t)
+	t.Setenv(results.AttachTokenEnv, "t0ken")
+	p := start(t, "", "attach", "--runner", ln.Addr().String(), "--loop")
+	endLine := func(status int) string {
+		b, _ := json.Marshal(results.AttachEnd{Status: status})
+		return results.AttachEndMarker + string(b)
+	}
+	c, hello := accept()
+	file := filepath.Join(t.TempDir(), "data")
+	sendLine(t, c, results.AttachCommand{Argv: serveArgs(file, "--create", "--control-stdin")})
+	sendLine(t, c, results.Control{Secret: strings.Repeat("ab", 32)})
+	if st := mustType[*results.Started](t, p.next(10*time.Second)); st.Role != "serve" || st.PID == p.cmd.Process.Pid {
+		t.Errorf("started %+v: want serve in a child of node attach (pid %d)", st, p.cmd.Process.Pid)
+	}
+	mustType[*results.Ready](t, p.next(30*time.Second))
+	c.Close()
+	if e := mustType[*results.Error](t, p.next(10*time.Second)); !strings.Contains(e.Message, "stdin closed") {
+		t.Errorf("after the connection closed: %#v", e)
+	}
+	if err, ok := p.next(10 * time.Second).(error); !ok || !strings.Contains(err.Error(), strconv.Quote(endLine(1))[1:]) {
+		t.Errorf("after serve: %v, want its end line %q", err, endLine(1))
+	}
+
+	c, again := accept()
+	if again != hello {
+		t.Errorf("second hello %+v, want the first %+v again", again, hello)
+	}
+	sendLine(t, c, results.AttachCommand{Argv: []string{"read"}}) // no --server: usage
+	mustType[*results.Error](t, p.next(10*time.Second))
+	if err, ok := p.next(10 * time.Second).(error); !ok || !strings.Contains(err.Error(), strconv.Quote(endLine(2))[1:]) {
+		t.Errorf("after a usage error: %v, want its end line %q", err, endLine(2))
+	}
+
+	c, _ = accept()
+	c.Close()
+	if code, _ := p.wait(10 * time.Second); code != 0 {
+		t.Errorf("closed before a third command: exit %d, want 0", code)
+	}
+	if n := strings.Count(p.stderr.String(), results.AttachEndMarker); n != 2 {
+		t.Errorf("stderr holds %d end lines, want 2:\n%s", n, p.stderr.String())
 	}
 }
 

@@ -19,6 +19,21 @@ package results
 //
 // Nothing else flows, and node writes nothing after its hello: its events
 // still go to its stdout.
+//
+// `node attach --loop` serves one command after another, so that a
+// launcher whose starts are slow (a Slurm step costs 70 ms of an idle
+// 2-core machine, and steps started together queue for its CPUs) starts
+// node once per host and role rather than once per point:
+//
+//   - Each command runs as a child process, with the connection as its
+//     stdin and node attach's stdout and stderr as its own.
+//   - When the child has exited, node attach writes AttachEndMarker and
+//     how it ended (AttachEnd) as one line on stdout and the same on
+//     stderr: those streams are shared by every command, and the line
+//     tells the launcher where one command's output ends.
+//   - It then dials again with the same token and hello, for the next
+//     command. A connection the runner closes before sending a command
+//     ends node attach, with status 0 after the first command.
 
 // AttachTokenEnv names the environment variable that carries node
 // attach's token.
@@ -36,4 +51,19 @@ type AttachHello struct {
 // AttachCommand is the runner's first line to an attached node.
 type AttachCommand struct {
 	Argv []string `json:"argv"`
+}
+
+// AttachEndMarker starts the line `node attach --loop` writes on its
+// stdout and stderr after each command; AttachEnd's text follows it. It
+// may follow the command's own last bytes on the same line, when they
+// did not end with a newline. Its first byte is a control character,
+// which JSON escapes, so no event holds it.
+const AttachEndMarker = "\x1frdmasweep-end:"
+
+// AttachEnd is how a command of `node attach --loop` ended: its exit
+// status, or the signal that killed it (Signal, a name such as "TERM",
+// and Status -1).
+type AttachEnd struct {
+	Status int    `json:"status"`
+	Signal string `json:"signal,omitempty"`
 }
