@@ -7,7 +7,10 @@ import "context"
 // takes. Slurm is one: a step takes tens to hundreds of milliseconds to
 // start, so the point runner starts a point's clients while their server
 // starts, and gives each its command line once the server's port is
-// known. Hosts whose start is cheap (SSH, Local) do not implement it.
+// known. A Prestarter may serve a Prestart with a node it started for an
+// earlier one, whose command has ended: Slurm starts one step per host
+// and role for a whole run. Hosts whose start is cheap (SSH, Local) do
+// not implement it.
 type Prestarter interface {
 	// Prestart starts node, the binary at path on the host, waiting for
 	// its command line, and returns at once; the start goes on in the
@@ -25,7 +28,9 @@ type Pending interface {
 	// with Host.Start, and the waiting node stopped. Start may be called
 	// once.
 	Start(ctx context.Context, argv []string) (Process, error)
-	// Close stops a node that was never given its command line and
-	// returns once it is gone. After Start it does nothing.
+	// Close gives back a node that was never given its command line. The
+	// host may stop it, or keep it for a later Prestart until the host's
+	// own Close (Slurm keeps it: a step costs more than a point). After
+	// Start it does nothing.
 	Close() error
 }

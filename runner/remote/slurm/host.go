@@ -35,6 +35,7 @@ type Host struct {
 	mu     sync.Mutex
 	closed bool
 	procs  map[*process]bool // started and not yet seen to end
+	idle   []*agent          // node attach --loop steps with no command (attach.go)
 }
 
 var _ remote.Host = (*Host)(nil)
@@ -148,6 +149,7 @@ const closeWait = 30 * time.Second
 func (h *Host) Close() error {
 	h.mu.Lock()
 	h.closed = true
+	h.idle = nil
 	var live []*process
 	for p := range h.procs {
 		live = append(live, p)

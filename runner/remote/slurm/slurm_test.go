@@ -408,8 +408,9 @@ func testDeployNode(t *testing.T, l *lab) {
 // DeployNode) takes the command, and its control lines, over its own
 // connection to the runner: srun gives it no stdin, so a server that
 // reads its secret and stays up until the connection closes shows that
-// the lines came that way. A pending never started, or given another
-// program, or whose node is missing, leaves nothing behind.
+// the lines came that way. Its step then serves the next command too. A
+// pending never started, or given another program, or whose node is
+// missing, leaves nothing behind once the Host is closed.
 func testPrestart(t *testing.T, l *lab) {
 	ctx := ctxFor(t)
 	node := slurmlab.LocalDir + "/bin/node"
@@ -446,6 +447,24 @@ func testPrestart(t *testing.T, l *lab) {
 		t.Errorf("after its connection closed: %v, last event %q", err, events[len(events)-1])
 	}
 
+	// The step stays, idle, for the next command: a second Prestart
+	// starts no step, and its command runs in the same step.
+	before, err := l.a.Steps(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = h.Prestart(ctx, node).Start(ctx, []string{node, "version"})
+	if err != nil {
+		t.Fatalf("Start of a second command on the prestarted node: %v", err)
+	}
+	go io.Copy(io.Discard, p.Stderr())
+	out, _ := io.ReadAll(p.Stdout())
+	if err := p.Wait(); err != nil || !strings.HasPrefix(string(out), "node ") {
+		t.Errorf("a second command in the same step: %q, %v", out, err)
+	}
+	if after, err := l.a.Steps(ctx); err != nil || !slices.Equal(after, before) {
+		t.Errorf("steps before the second command %v, after %v (%v): want the same step", before, after, err)
+	}
 	if err := h.Prestart(ctx, node).Close(); err != nil {
 		t.Errorf("Close of a pending never started: %v", err)
 	}
@@ -464,6 +483,10 @@ func testPrestart(t *testing.T, l *lab) {
 	}
 	if err == nil {
 		t.Errorf("a prestarted node that is not there: no error")
+	}
+	// The idle steps are the Host's until its Close.
+	if err := h.Close(); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 	hosttest.WaitNoLeftovers(t, l.leftovers)
 }

@@ -76,7 +76,6 @@ type process struct {
 	pid  int    // task 0's pid on its node
 
 	stdin  io.WriteCloser
-	ctrl   io.WriteCloser // an attached node's connection, in stdin's place (p.mu)
 	stdout *eofCloser
 	stderr *io.PipeReader
 
@@ -297,20 +296,7 @@ func (p *process) exitError(err error) error {
 	return fmt.Errorf("%w: step %s on %s: %s", remote.ErrConnectionLost, p.step, p.node, msg)
 }
 
-// setControl makes an attached node's connection the process's stdin.
-func (p *process) setControl(c io.WriteCloser) {
-	p.mu.Lock()
-	p.ctrl = c
-	p.mu.Unlock()
-}
-
 func (p *process) Stdin() io.WriteCloser {
-	p.mu.Lock()
-	ctrl := p.ctrl
-	p.mu.Unlock()
-	if ctrl != nil {
-		return ctrl
-	}
 	if p.stdin == nil {
 		return nopWriteCloser{}
 	}
