@@ -139,6 +139,10 @@ func (p *process) collect(ctx context.Context) ([]byte, error) {
 	return []byte(stdout.String()), p.err
 }
 
+// idleExitWait bounds how long Close waits for an idle node attach to
+// end by itself before it cancels its step.
+const idleExitWait = 2 * time.Second
+
 // closeWait bounds how long Close waits for squeue to stop listing a
 // cancelled step.
 const closeWait = 30 * time.Second
@@ -149,6 +153,10 @@ const closeWait = 30 * time.Second
 func (h *Host) Close() error {
 	h.mu.Lock()
 	h.closed = true
+	idle := map[*process]*agent{}
+	for _, ag := range h.idle {
+		idle[ag.p] = ag
+	}
 	h.idle = nil
 	var live []*process
 	for p := range h.procs {
@@ -160,6 +168,16 @@ func (h *Host) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if ag := idle[p]; ag != nil {
+				// An idle node attach ends by itself, with status 0 and
+				// nothing for srun to report, once its token is withdrawn
+				// and its connection closed.
+				h.a.forget(ag.token, ag.conns)
+				select {
+				case <-p.exited:
+				case <-time.After(idleExitWait):
+				}
+			}
 			if in := p.Stdin(); in != nil {
 				in.Close()
 			}

@@ -414,7 +414,13 @@ func testDeployNode(t *testing.T, l *lab) {
 func testPrestart(t *testing.T, l *lab) {
 	ctx := ctxFor(t)
 	node := slurmlab.LocalDir + "/bin/node"
-	h, err := l.a.Host("n2", slurm.HostOptions{})
+	var mu sync.Mutex
+	var slurmLines []string
+	h, err := l.a.Host("n2", slurm.HostOptions{Log: func(s string) {
+		mu.Lock()
+		slurmLines = append(slurmLines, s)
+		mu.Unlock()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,10 +490,19 @@ func testPrestart(t *testing.T, l *lab) {
 	if err == nil {
 		t.Errorf("a prestarted node that is not there: no error")
 	}
-	// The idle steps are the Host's until its Close.
+	// The idle steps are the Host's until its Close, where they end by
+	// themselves: nothing killed or cancelled for Slurm to report.
+	mu.Lock()
+	n := len(slurmLines)
+	mu.Unlock()
 	if err := h.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
+	mu.Lock()
+	if len(slurmLines) > n {
+		t.Errorf("Slurm's lines at Close: %q", slurmLines[n:])
+	}
+	mu.Unlock()
 	hosttest.WaitNoLeftovers(t, l.leftovers)
 }
 
