@@ -31,9 +31,11 @@ package results
 //     how it ended (AttachEnd) as one line on stdout and the same on
 //     stderr: those streams are shared by every command, and the line
 //     tells the launcher where one command's output ends.
-//   - It then dials again with the same token and hello, for the next
-//     command. A connection the runner closes before sending a command
-//     ends node attach, with status 0 after the first command.
+//   - Once a command has started it dials again with the same token and
+//     hello, for the next command, which the runner sends only after it
+//     has seen the end of this one. A connection the runner closes before
+//     sending a command ends node attach (with status 0 after the first
+//     command), once the running command has ended.
 
 // AttachTokenEnv names the environment variable that carries node
 // attach's token.

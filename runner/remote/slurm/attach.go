@@ -233,8 +233,11 @@ func (ag *agent) route(line []byte, stderr bool) {
 	}
 	ag.mu.Unlock()
 	if done {
-		c.finish(endError(end))
+		// Back to the Host before Wait returns: the caller's next
+		// Prestart, as soon as Wait has returned, must find it idle, or it
+		// starts another step.
 		ag.release()
+		c.finish(endError(end))
 	}
 }
 
