@@ -139,3 +139,22 @@ func TestRunReadsReportFiles(t *testing.T) {
 		t.Fatalf("missing report: %v", err)
 	}
 }
+
+// A peer tool that fails for a reason its own last line does not give
+// has it said in the error: ib_read_bw's "Can't produce a report" after
+// perftest's clock check.
+func TestRunDiagnosesToolFailure(t *testing.T) {
+	r, _, _ := localRunner(t, "name: t\nhosts: {server: {address: local}, client: {address: local}}\nserver: {file: %s/f.dat, file_size: 1MiB}\n")
+	roles := []Role{{
+		Target: role.Target{Role: "client", Host: remote.Local{}, Label: "client (local)"},
+		Tool:   "ib_read_bw",
+		Argv: func(map[string]*results.Ready) []string {
+			return []string{"sh", "-c", `printf 'Correlation coefficient r^2: 0.41 < 0.9\nCan'"'"'t produce a report\n' >&2; exit 1`}
+		},
+		Ready: OnStart, Output: OutputFile, Report: filepath.Join(t.TempDir(), "r.json"),
+	}}
+	_, _, err := r.run(context.Background(), roles, results.Control{}, filepath.Join(r.LogDir, "x"), nil)
+	if err == nil || !strings.Contains(err.Error(), "before its report: Can't produce a report (perftest times its cycle counter") || !strings.Contains(err.Error(), "r² 0.41") {
+		t.Fatalf("error %v, want perftest's line and why", err)
+	}
+}

@@ -234,6 +234,13 @@ func (t *tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// text is all that is kept.
+func (t *tail) text() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
 // lastLine is the last non-empty line, for one-line errors.
 func (t *tail) lastLine() string {
 	t.mu.Lock()

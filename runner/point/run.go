@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/peer"
 	"rdmasweep/runner/remote"
 	"rdmasweep/runner/role"
 )
@@ -398,12 +399,16 @@ func (x *execution) phase(i int) (role.Phase, string) {
 }
 
 // endedMessage says how role i ended too early: its exit, where it was,
-// and the last thing it said on stderr.
+// the last thing it said on stderr, and for a peer tool what that means
+// when the tool's own words do not say (peer.Diagnose).
 func (x *execution) endedMessage(i int, err error) string {
 	_, when := x.phase(i)
 	msg := exitDescription(programName(x.roles[i].Tool), err) + " " + when
 	if last := x.procs[i].tail.lastLine(); last != "" {
 		msg += ": " + last
+	}
+	if why := peer.Diagnose(x.roles[i].Tool, x.procs[i].tail.text()); why != "" {
+		msg += " (" + why + ")"
 	}
 	return msg
 }
