@@ -20,6 +20,15 @@ func TestResumedPeerRows(t *testing.T) {
 	if len(got) != 3 || got[1].PointKey != "ib" || got[1].Status != results.StatusOK || got[1].Error != "redo" || got[2].PointKey != "fio" {
 		t.Errorf("resumed = %+v", got)
 	}
+	twice := []results.Row{
+		{PointKey: "ib", Repetition: 1, Status: "failed", Error: "first"},
+		{PointKey: "n", Repetition: 1, Status: results.StatusOK},
+		{PointKey: "ib", Repetition: 1, Status: "failed", Error: "second"},
+		{PointKey: "ib", Repetition: 1, Status: results.StatusOK, Error: "third"},
+	}
+	if got := resumed(twice); len(got) != 2 || got[0].Error != "third" || got[1].PointKey != "n" {
+		t.Errorf("resumed twice = %+v", got)
+	}
 	noReport := "[2/6] block_size=64KiB total=32MiB workload=ib_read_bw r1: failed: client (root@h:22): ib_read_bw exit status 1 before its report: Can't produce a report\n"
 	if !onlyPerftestNoReport(noReport) {
 		t.Error("perftest's own failure is not resumed")

@@ -292,11 +292,14 @@ output: {csv: out/peers.csv, logs: out/logs}
 		return stdout.String(), stderr.String(), err
 	}
 	stdout, stderr, err := execPeers()
-	if err != nil && onlyPerftestNoReport(stderr) {
-		// ib_read_bw under TCG now and then exits 1 with perftest's own
-		// "Can't produce a report"; its row fails, honestly. A user
-		// resumes, and so does the test: exec again runs only the points
-		// the CSV does not hold ok. Any other failure fails the test.
+	// ib_read_bw under TCG now and then exits 1 with perftest's own
+	// "Can't produce a report": at its end it times its cycle counter
+	// against gettimeofday, and on a loaded host the fit's r² falls
+	// under its 0.9 (perftest's get_clock.c). Its row fails, honestly. A
+	// user resumes, and so does the test, up to twice: exec again runs
+	// only the points the CSV does not hold ok. Any other failure fails
+	// the test.
+	for resume := 0; resume < 2 && err != nil && onlyPerftestNoReport(stderr); resume++ {
 		t.Logf("ib_read_bw produced no report; exec again, as a user would resume:\n%s", stderr)
 		stdout, stderr, err = execPeers()
 	}
@@ -771,18 +774,17 @@ func onlyPerftestNoReport(stderr string) bool {
 }
 
 // resumed is rows as one exec would have written them: a failed row that
-// a resumed exec ran again gives its place to that later row.
+// a resumed exec ran again gives its place to that later row, and that
+// one, failed too, to the next exec's.
 func resumed(rows []results.Row) []results.Row {
 	out := slices.Clone(rows)
 	drop := map[int]bool{}
-	for i, r := range out {
-		if r.Status == results.StatusOK {
-			continue
-		}
-		for j := i + 1; j < len(out); j++ {
-			if !drop[j] && out[j].PointKey == r.PointKey && out[j].Repetition == r.Repetition {
+	for i := range out {
+		// A later exec's row may have failed too: it gives its place
+		// on, until one did not or none is left.
+		for j := i + 1; !drop[i] && out[i].Status != results.StatusOK && j < len(out); j++ {
+			if !drop[j] && out[j].PointKey == out[i].PointKey && out[j].Repetition == out[i].Repetition {
 				out[i], drop[j] = out[j], true
-				break
 			}
 		}
 	}
