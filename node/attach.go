@@ -33,7 +33,7 @@ const attachDialTimeout = 30 * time.Second
 func runAttach(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	addr := fs.String("runner", "", "HOST:PORT of the runner to take the command line and control lines from")
-	loop := fs.Bool("loop", false, "run each command as a child process, mark its end on stdout and stderr, and attach again for the next, until the runner closes a connection before sending one")
+	loop := fs.Bool("loop", false, "run one command after another (node read in this process, others as a child), mark each one's end on stdout and stderr, and attach again for the next, until the runner closes a connection before sending one")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -106,9 +106,10 @@ func readAttachCommand(r *bufio.Reader) ([]string, error) {
 	return c.Argv, nil
 }
 
-// attachLoop is node attach --loop: one command after another, each a
-// child process whose stdin is its own connection to the runner, until the
-// runner closes a connection without a command (results/attach.go has the
+// attachLoop is node attach --loop: one command after another, each with
+// its own connection to the runner as its stdin (node read in this
+// process, others as a child, see inProcess), until the runner closes a
+// connection without a command (results/attach.go has the
 // rules). A node started once per host and role then serves every point:
 // under Slurm a step per role and point cost more than the point's whole
 // budget.
@@ -140,8 +141,10 @@ func attachLoop(ctx context.Context, e *env, addr, token string) error {
 		// holds the connection before it needs it: dialled after the
 		// end, it came up to 23 ms late for 8 clients on 2 cores.
 		go dial()
-		end, err := runChild(ctx, e, exe, a.argv, a.conn)
-		if err != nil {
+		var end results.AttachEnd
+		if inProcess(a.argv) {
+			end = runInProcess(ctx, e, a.argv, a.conn)
+		} else if end, err = runChild(ctx, e, exe, a.argv, a.conn); err != nil {
 			return err
 		}
 		b, _ := json.Marshal(end)
@@ -198,6 +201,37 @@ func attachOnce(ctx context.Context, addr, token string) (*net.TCPConn, []string
 		return nil, nil, fmt.Errorf("parse the command %q: want argv", line)
 	}
 	return conn, cmd.Argv, nil
+}
+
+// inProcess reports whether node attach --loop runs argv in its own
+// process rather than as a child. A client, node read, does: a fan-in of
+// 8 starts 8 of them a point, and each exec and Go runtime start cost
+// about 10 ms of CPU (19 on a loaded machine), which on 2 cores was most
+// of what a point's start cost beyond the goal. node serve stays a child:
+// it maps and registers the file, and the kernel's cleanup on its exit
+// is the one to trust. A read that is stuck past its stop grace ends
+// node attach itself (exitIfStuck), and the runner sees its step end.
+func inProcess(argv []string) bool { return argv[0] == "read" }
+
+// runInProcess runs node argv in this process with conn as its stdin,
+// and returns how it ended, as a child's exit would have: 0, 2 for a
+// usage error, 130 when node attach was signalled, else 1.
+func runInProcess(ctx context.Context, e *env, argv []string, conn *net.TCPConn) results.AttachEnd {
+	defer conn.Close()
+	ce := &env{stdin: conn, stdout: e.stdout, stderr: e.stderr, out: newPrinter(e.stdout, e.stderr, "json")}
+	err := dispatch(ctx, ce, argv)
+	if err != nil {
+		ce.out.error(err)
+	}
+	switch {
+	case err == nil:
+		return results.AttachEnd{Status: 0}
+	case errors.As(err, new(usageError)):
+		return results.AttachEnd{Status: 2}
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return results.AttachEnd{Status: 130}
+	}
+	return results.AttachEnd{Status: 1}
 }
 
 // runChild runs node argv as a child with conn as its stdin, and returns

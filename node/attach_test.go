@@ -160,3 +160,40 @@ func TestAttachRefusals(t *testing.T) {
 		}
 	})
 }
+
+// node attach --loop runs node read, a fan-in's many clients, in its own
+// process: no exec per client. Its started event carries node attach's
+// pid, its verified result and its end line follow on the shared stdout,
+// and the agent attaches again for the next command. This needs no exec,
+// so it runs under the emulator too.
+func TestAttachLoopReadInProcess(t *testing.T) {
+	secret := strings.Repeat("cd", 32)
+	file := filepath.Join(t.TempDir(), "data")
+	s, ready := serveReady(t, `{"secret":"`+secret+`"}`+"\n", serveArgs(file, "--create", "--control-stdin")...)
+	ln, accept := attachListener(t)
+	t.Setenv(results.AttachTokenEnv, "t0ken")
+	p := start(t, "", "attach", "--runner", ln.Addr().String(), "--loop")
+	c, _ := accept()
+	sendLine(t, c, results.AttachCommand{Argv: readArgs(ready.Port, "--control-stdin", "--verify")})
+	sendLine(t, c, results.Control{Secret: secret})
+	if st := mustType[*results.Started](t, p.next(10*time.Second)); st.Role != "read" || st.PID != p.cmd.Process.Pid {
+		t.Errorf("started %+v: want read in node attach's own process (pid %d)", st, p.cmd.Process.Pid)
+	}
+	if res := mustType[*results.Result](t, p.next(30*time.Second)); res.Bytes != 8<<20 || !res.Verified {
+		t.Errorf("result %+v: want 8MiB verified", res)
+	}
+	b, _ := json.Marshal(results.AttachEnd{Status: 0})
+	if err, ok := p.next(10 * time.Second).(error); !ok || !strings.Contains(err.Error(), strconv.Quote(results.AttachEndMarker + string(b))[1:]) {
+		t.Errorf("after read: %v, want its end line with status 0", err)
+	}
+	c.Close()
+	mustType[*results.Done](t, s.next(10*time.Second))
+
+	// The next command attaches as before; closing it before one ends
+	// the agent cleanly.
+	c, _ = accept()
+	c.Close()
+	if code, _ := p.wait(10 * time.Second); code != 0 {
+		t.Errorf("closed before a second command: exit %d, want 0", code)
+	}
+}

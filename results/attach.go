@@ -25,9 +25,10 @@ package results
 // 2-core machine, and steps started together queue for its CPUs) starts
 // node once per host and role rather than once per point:
 //
-//   - Each command runs as a child process, with the connection as its
-//     stdin and node attach's stdout and stderr as its own.
-//   - When the child has exited, node attach writes AttachEndMarker and
+//   - Each command runs with the connection as its stdin and node
+//     attach's stdout and stderr as its own: node read in node attach's
+//     own process, any other command as a child process.
+//   - When the command has ended, node attach writes AttachEndMarker and
 //     how it ended (AttachEnd) as one line on stdout and the same on
 //     stderr: those streams are shared by every command, and the line
 //     tells the launcher where one command's output ends.
