@@ -180,7 +180,7 @@ var required = []string{"TestDevices", "TestServeRead", "TestGIDIndexOutOfRange"
 	"TestConformance", "TestConformanceCM", "TestMalformedHandshake", "TestClientGoneAfterHandshake", "TestConnectModeMismatch",
 	"TestLatencyExcludesVerify", "TestLatencyVerifyOnOff", "TestFirstMismatch", "TestMemAvailable", "TestMultiNIC", "TestWildcardListen",
 	"TestDepth", "TestCQModeration", "TestFabric", "TestCM", "TestDevicesKeepsGoing", "TestIntervals",
-	"TestDefaultRoCETOS", "TestMemlockWithoutCaps", "TestPortDownEndsPoint", "TestOpenLoopRDMA"}
+	"TestDefaultRoCETOS", "TestMemlockWithoutCaps", "TestPortDownEndsPoint", "TestOpenLoopRDMA", "TestAttachLoopRDMA"}
 
 // requiredOn are what a kernel's guest must pass besides: siw where the
 // image has it; registration odp refused where rxe lacks ODP (6.1), and
