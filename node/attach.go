@@ -214,24 +214,12 @@ func attachOnce(ctx context.Context, addr, token string) (*net.TCPConn, []string
 func inProcess(argv []string) bool { return argv[0] == "read" }
 
 // runInProcess runs node argv in this process with conn as its stdin,
-// and returns how it ended, as a child's exit would have: 0, 2 for a
-// usage error, 130 when node attach was signalled, else 1.
+// and returns how it ended, with the status a child's exit would have
+// had (exitStatus).
 func runInProcess(ctx context.Context, e *env, argv []string, conn *net.TCPConn) results.AttachEnd {
 	defer conn.Close()
-	ce := &env{stdin: conn, stdout: e.stdout, stderr: e.stderr, out: newPrinter(e.stdout, e.stderr, "json")}
-	err := dispatch(ctx, ce, argv)
-	if err != nil {
-		ce.out.error(err)
-	}
-	switch {
-	case err == nil:
-		return results.AttachEnd{Status: 0}
-	case errors.As(err, new(usageError)):
-		return results.AttachEnd{Status: 2}
-	case ctx.Err() != nil && errors.Is(err, context.Canceled):
-		return results.AttachEnd{Status: 130}
-	}
-	return results.AttachEnd{Status: 1}
+	err := run(ctx, argv, conn, e.stdout, e.stderr)
+	return results.AttachEnd{Status: exitStatus(ctx, err)}
 }
 
 // runChild runs node argv as a child with conn as its stdin, and returns

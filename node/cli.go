@@ -54,6 +54,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return err
 }
 
+// exitStatus is how node exits after run returned err under ctx: 0, 2
+// for a usage error, 130 when a signal ended ctx and so the command, else
+// 1. node attach --loop gives a command it runs in its own process the
+// same status.
+func exitStatus(ctx context.Context, err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, new(usageError)):
+		return 2
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return 130
+	}
+	return 1
+}
+
 func dispatch(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		return usagef("usage: node %s [flags]", strings.Join(commandNames(), "|"))

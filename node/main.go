@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,16 +15,7 @@ func main() {
 	hardExit = os.Exit
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	interrupted := ctx.Err() != nil
+	code := exitStatus(ctx, err)
 	stop()
-	switch {
-	case err == nil:
-		os.Exit(0)
-	case errors.As(err, new(usageError)):
-		os.Exit(2)
-	case interrupted && errors.Is(err, context.Canceled):
-		os.Exit(130)
-	default:
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
