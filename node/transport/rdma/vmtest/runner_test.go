@@ -880,7 +880,7 @@ func fcell(p *float64) string {
 // READ signalled (cq_moderation 1), and none saturated.
 func openSweep(t *testing.T, writePlan func(name, dataAddr, body string) string, run func(args ...string) (string, string, error), csvRows func(string) []results.Row) {
 	plan := writePlan("vmtest-open", guest.GuestIP, `server: {file: /tmp/rdmasweep-open.dat, file_size: 4MiB, create: true, cache: warm}
-client: {block_size: 64KiB, duration: 2s, queue_depth: 8, verify: true, arrivals: poisson}
+client: {block_size: 64KiB, duration: 2s, queue_depth: 64, verify: true, arrivals: poisson}
 sweep:
   matrix:
     rate: [4MB/s, 8MB/s]
