@@ -9,6 +9,12 @@ import (
 )
 
 func TestWriteWholeOrNothing(t *testing.T) {
+	for name, write := range map[string]func(string, os.FileMode, func(io.Writer) error) error{"Write": Write, "Replace": Replace} {
+		t.Run(name, func(t *testing.T) { wholeOrNothing(t, write) })
+	}
+}
+
+func wholeOrNothing(t *testing.T, Write func(string, os.FileMode, func(io.Writer) error) error) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	if err := Write(path, 0o640, func(w io.Writer) error { _, err := io.WriteString(w, "first"); return err }); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +30,16 @@ type Record struct {
 	path    string
 	mu      sync.Mutex
 	entries []Entry
+	gen     uint64                 // changes made to entries
 	hosts   map[string]remote.Host // by Host.Name()
 	bootIDs map[string]string
+
+	// The file is written by one caller at a time, for every change made
+	// before its write began (commit).
+	wmu     sync.Mutex
+	wdone   *sync.Cond // on wmu: a write ended
+	writing bool
+	written uint64 // the gen the file holds
 }
 
 // Entry is one started node.
@@ -49,6 +58,7 @@ type Entry struct {
 // message per leftover killed.
 func Open(ctx context.Context, path string, targets []role.Target, report func(string)) (*Record, error) {
 	s := &Record{path: path, hosts: map[string]remote.Host{}, bootIDs: map[string]string{}}
+	s.wdone = sync.NewCond(&s.wmu)
 	for _, t := range targets {
 		s.hosts[t.Host.Name()] = t.Host
 	}
@@ -139,8 +149,9 @@ func (s *Record) Add(t role.Target, st *results.Started) {
 	}
 	s.mu.Lock()
 	s.entries = append(s.entries, Entry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: st.StartTime, BootID: st.BootID, Exe: t.NodePath})
+	s.gen++
 	s.mu.Unlock()
-	_ = s.save()
+	s.commit()
 }
 
 // Remove forgets a node once it is reaped. It is the point Runner's Exited
@@ -154,28 +165,61 @@ func (s *Record) Remove(t role.Target, st *results.Started) {
 		}
 	}
 	s.entries = kept
+	s.gen++
 	s.mu.Unlock()
-	_ = s.save()
+	s.commit()
+}
+
+// commit returns once the file holds every change made before it was
+// called. Callers that come while a write is under way wait for it and
+// then share one more: a pairwise round over 64 hosts starts 64 nodes at
+// once, and a write each (an fsync and a rename, under one lock) held
+// each node's next event back for up to 64 writes.
+func (s *Record) commit() {
+	s.mu.Lock()
+	want := s.gen
+	s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for s.written < want {
+		if s.writing {
+			s.wdone.Wait()
+			continue
+		}
+		s.writing = true
+		s.wmu.Unlock()
+		s.mu.Lock()
+		gen := s.gen
+		s.mu.Unlock()
+		_ = s.save()
+		s.wmu.Lock()
+		s.writing = false
+		s.written = max(s.written, gen)
+		s.wdone.Broadcast()
+	}
 }
 
 // save writes the record whole or not at all; an empty one removes the
-// file.
+// file. One save runs at a time (Open's, then commit's).
 func (s *Record) save() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.entries) == 0 {
+	entries := slices.Clone(s.entries)
+	s.mu.Unlock()
+	if len(entries) == 0 {
 		err := os.Remove(s.path)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 		return err
 	}
-	data, err := json.MarshalIndent(s.entries, "", "  ")
+	data, err := json.MarshalIndent(entries, "", "  ")
 	if err != nil {
 		return err
 	}
-	// A full disk must not leave a partial file beside the CSV.
-	err = atomicfile.Write(s.path, 0o644, func(w io.Writer) error {
+	// A full disk must not leave a partial file beside the CSV. No sync:
+	// the entries name processes of this boot (boot_id), which a crash of
+	// the machine ends, and a runner's crash leaves the page cache.
+	err = atomicfile.Replace(s.path, 0o644, func(w io.Writer) error {
 		_, err := w.Write(append(data, '\n'))
 		return err
 	})

@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -125,5 +127,46 @@ func TestStateKeepsOtherHostsAndRecordsNodes(t *testing.T) {
 	json.Unmarshal(b, &got)
 	if len(got) != 1 || got[0] != other {
 		t.Fatalf("after remove: %s", b)
+	}
+}
+
+// Nodes started at once, as a pairwise round starts them, share writes of
+// the state file, and each Add still returns only once the file holds its
+// node: a runner killed right after must leave it there to be reaped.
+func TestStateConcurrentAddsEachWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.csv.state")
+	local := role.Target{Host: remote.Local{}, Label: "server (local)", NodePath: "/bin/node"}
+	st, err := Open(context.Background(), path, []role.Target{local}, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	var wg sync.WaitGroup
+	missing := make(chan int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pid := 1000 + i
+			st.Add(local, &results.Started{PID: pid, PGID: pid, StartTime: "1", BootID: "b"})
+			var got []Entry
+			b, _ := os.ReadFile(path)
+			json.Unmarshal(b, &got)
+			if !slices.ContainsFunc(got, func(e Entry) bool { return e.PID == pid }) {
+				missing <- pid
+			}
+		}()
+	}
+	wg.Wait()
+	close(missing)
+	for pid := range missing {
+		t.Errorf("Add of pid %d returned before the file held it", pid)
+	}
+	for i := range n {
+		pid := 1000 + i
+		st.Remove(local, &results.Started{PID: pid})
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("state file after every node was removed: %v", err)
 	}
 }
