@@ -33,20 +33,34 @@ const attachDialTimeout = 30 * time.Second
 func runAttach(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	addr := fs.String("runner", "", "HOST:PORT of the runner to take the command line and control lines from")
-	loop := fs.Bool("loop", false, "run one command after another (node read in this process, others as a child), mark each one's end on stdout and stderr, and attach again for the next, until the runner closes a connection before sending one")
+	loop := fs.Bool("loop", false, "run one command after another (those --in-process names in this process, others as a child), mark each one's end on stdout and stderr, and attach again for the next, until the runner closes a connection before sending one")
+	tokenStdin := fs.Bool("token-stdin", false, "read the token as the first line of stdin, not from "+results.AttachTokenEnv+", and end when stdin does (the runner's SSH session is then node's life)")
+	inProc := fs.String("in-process", "read", "with --loop, the commands run in this process (read, serve), comma-separated; the others run as a child")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	own, err := inProcessSet(*inProc)
+	if err != nil {
+		return err
+	}
 	token := os.Getenv(results.AttachTokenEnv)
+	os.Unsetenv(results.AttachTokenEnv)
+	if *tokenStdin {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		if token, err = tokenFromStdin(e.stdin, cancel); err != nil {
+			return err
+		}
+	}
 	switch {
 	case *addr == "":
 		return usagef("attach: --runner is required")
 	case token == "":
 		return usagef("attach: %s is not set: the runner that starts node attach gives it a token", results.AttachTokenEnv)
 	}
-	os.Unsetenv(results.AttachTokenEnv)
 	if *loop {
-		return attachLoop(ctx, e, *addr, token)
+		return attachLoop(ctx, e, *addr, token, own)
 	}
 	d := net.Dialer{Timeout: attachDialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", *addr)
@@ -106,14 +120,47 @@ func readAttachCommand(r *bufio.Reader) ([]string, error) {
 	return c.Argv, nil
 }
 
+// tokenFromStdin reads the token, stdin's first line, and then watches
+// stdin on: its end cancels node attach, so that an agent the runner
+// started over SSH does not outlive the runner's connection.
+func tokenFromStdin(stdin io.Reader, cancel context.CancelCauseFunc) (string, error) {
+	r := bufio.NewReaderSize(stdin, 256)
+	line, err := r.ReadString('\n')
+	token := strings.TrimSpace(line)
+	if err != nil && token == "" {
+		return "", usagef("attach: --token-stdin: no token on stdin: %v", err)
+	}
+	go func() {
+		io.Copy(io.Discard, r)
+		cancel(errStdinClosed)
+	}()
+	return token, nil
+}
+
+// inProcessSet parses --in-process: the commands --loop runs in its own
+// process.
+func inProcessSet(list string) (map[string]bool, error) {
+	own := map[string]bool{}
+	for _, c := range strings.Split(list, ",") {
+		switch c = strings.TrimSpace(c); c {
+		case "":
+		case "read", "serve":
+			own[c] = true
+		default:
+			return nil, usagef("attach: --in-process %q: want read, serve or both, comma-separated", c)
+		}
+	}
+	return own, nil
+}
+
 // attachLoop is node attach --loop: one command after another, each with
 // its own connection to the runner as its stdin (node read in this
-// process, others as a child, see inProcess), until the runner closes a
+// process, others as a child, see inProcessSet), until the runner closes a
 // connection without a command (results/attach.go has the
 // rules). A node started once per host and role then serves every point:
 // under Slurm a step per role and point cost more than the point's whole
 // budget.
-func attachLoop(ctx context.Context, e *env, addr, token string) error {
+func attachLoop(ctx context.Context, e *env, addr, token string, own map[string]bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("attach: find node's own binary: %w", err)
@@ -142,7 +189,7 @@ func attachLoop(ctx context.Context, e *env, addr, token string) error {
 		// end, it came up to 23 ms late for 8 clients on 2 cores.
 		go dial()
 		var end results.AttachEnd
-		if inProcess(a.argv) {
+		if own[a.argv[0]] {
 			end = runInProcess(ctx, e, a.argv, a.conn)
 		} else if end, err = runChild(ctx, e, exe, a.argv, a.conn); err != nil {
 			return err
@@ -203,15 +250,17 @@ func attachOnce(ctx context.Context, addr, token string) (*net.TCPConn, []string
 	return conn, cmd.Argv, nil
 }
 
-// inProcess reports whether node attach --loop runs argv in its own
-// process rather than as a child. A client, node read, does: a fan-in of
-// 8 starts 8 of them a point, and each exec and Go runtime start cost
-// about 10 ms of CPU (19 on a loaded machine), which on 2 cores was most
-// of what a point's start cost beyond the goal. node serve stays a child:
-// it maps and registers the file, and the kernel's cleanup on its exit
-// is the one to trust. A read that is stuck past its stop grace ends
-// node attach itself (exitIfStuck), and the runner sees its step end.
-func inProcess(argv []string) bool { return argv[0] == "read" }
+// Which commands node attach --loop runs in its own process (--in-process,
+// by default read). A client, node read, does under Slurm: a fan-in of 8
+// starts 8 of them a point, and each exec and Go runtime start cost about
+// 10 ms of CPU (19 on a loaded machine), which on 2 cores was most of
+// what a point's start cost beyond the goal. Under Slurm node serve stays
+// a child: it maps and registers the file, and the kernel's cleanup on
+// its exit is the one to trust. The SSH agents of a pairwise or ring
+// sweep run serve in process too (docs/scale.md): a round at 64 hosts
+// starts 32 servers, and each exec cost more than the round's budget. A
+// command that is stuck past its stop grace ends node attach itself
+// (exitIfStuck), and the runner sees its agent end.
 
 // runInProcess runs node argv in this process with conn as its stdin,
 // and returns how it ended, with the status a child's exit would have

@@ -197,3 +197,61 @@ func TestAttachLoopReadInProcess(t *testing.T) {
 		t.Errorf("closed before a second command: exit %d, want 0", code)
 	}
 }
+
+// node attach --token-stdin, as the runner starts it over SSH for a
+// pairwise sweep: the token is stdin's first line, node serve runs in the
+// agent's own process too (--in-process read,serve), and the end of
+// stdin, the runner's session, ends the agent while it waits for a
+// command.
+func TestAttachLoopTokenStdinServeInProcess(t *testing.T) {
+	ln, accept := attachListener(t)
+	t.Setenv(results.AttachTokenEnv, "")
+	p := start(t, "t0ken\n", "attach", "--runner", ln.Addr().String(), "--loop", "--token-stdin", "--in-process", "read,serve")
+	c, hello := accept()
+	if hello.Token != "t0ken" || hello.Pid != p.cmd.Process.Pid {
+		t.Errorf("hello %+v: want the token from stdin and pid %d", hello, p.cmd.Process.Pid)
+	}
+	secret := strings.Repeat("ef", 32)
+	file := filepath.Join(t.TempDir(), "data")
+	sendLine(t, c, results.AttachCommand{Argv: serveArgs(file, "--create", "--control-stdin")})
+	sendLine(t, c, results.Control{Secret: secret})
+	if st := mustType[*results.Started](t, p.next(10*time.Second)); st.Role != "serve" || st.PID != p.cmd.Process.Pid {
+		t.Errorf("started %+v: want serve in node attach's own process (pid %d)", st, p.cmd.Process.Pid)
+	}
+	ready := mustType[*results.Ready](t, p.next(30*time.Second))
+
+	// A client reads from the agent's server, verified.
+	r := start(t, `{"secret":"`+secret+`"}`+"\n", readArgs(ready.Port, "--control-stdin", "--verify")...)
+	mustType[*results.Started](t, r.next(10*time.Second))
+	if res := mustType[*results.Result](t, r.next(30*time.Second)); res.Bytes != 8<<20 || !res.Verified {
+		t.Errorf("read from the agent's serve: %+v, want 8MiB verified", res)
+	}
+	r.stdin.Close()
+	if code, _ := r.wait(10 * time.Second); code != 0 {
+		t.Fatalf("read: exit %d\n%s", code, r.stderr.String())
+	}
+	if d := mustType[*results.Done](t, p.next(10*time.Second)); d.BytesServed != 8<<20 {
+		t.Errorf("serve done %+v: want 8MiB served", d)
+	}
+	b, _ := json.Marshal(results.AttachEnd{Status: 0})
+	if err, ok := p.next(10 * time.Second).(error); !ok || !strings.Contains(err.Error(), strconv.Quote(results.AttachEndMarker + string(b))[1:]) {
+		t.Errorf("after serve: %v, want its end line with status 0", err)
+	}
+	c.Close()
+
+	// It has attached for the next command; the end of its stdin ends it.
+	accept()
+	p.stdin.Close()
+	if code, _ := p.wait(10 * time.Second); code != 0 {
+		t.Errorf("stdin closed while waiting for a command: exit %d, want 0\n%s", code, p.stderr.String())
+	}
+}
+
+func TestAttachInProcessRefused(t *testing.T) {
+	t.Setenv(results.AttachTokenEnv, "t0ken")
+	p := start(t, "", "attach", "--runner", "127.0.0.1:1", "--loop", "--in-process", "read,check")
+	code, last := p.wait(10 * time.Second)
+	if e, ok := last.(*results.Error); code != 2 || !ok || !strings.Contains(e.Message, `--in-process "check"`) {
+		t.Errorf("exit %d, last event %#v", code, last)
+	}
+}
