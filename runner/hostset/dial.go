@@ -11,6 +11,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/remote/agent"
 	"rdmasweep/runner/remote/slurm"
 	"rdmasweep/runner/role"
 )
@@ -141,9 +142,16 @@ func dialHosts(ctx context.Context, p *plan.Plan, specs []plan.Role, o Options) 
 		wg.Add(1)
 		go func(name string, h plan.Host) {
 			defer wg.Done()
-			d.host, d.err = remote.DialSSH(ctx, sshConfig(p, name, h, passphrase, o))
-			if d.err != nil {
-				d.err = &role.Error{Role: name, Host: h.Address, Label: fmt.Sprintf("%s (%s)", name, h.Address), Phase: role.Connect, Err: d.err}
+			s, err := remote.DialSSH(ctx, sshConfig(p, name, h, passphrase, o))
+			switch {
+			case err != nil:
+				d.err = &role.Error{Role: name, Host: h.Address, Label: fmt.Sprintf("%s (%s)", name, h.Address), Phase: role.Connect, Err: err}
+			case p.IsPool():
+				// A round starts its pairs through agents, not a session
+				// and a process each (runner/remote/agent).
+				d.host = agent.NewSSH(s)
+			default:
+				d.host = s
 			}
 		}(r.Name, r.Host)
 	}

@@ -451,3 +451,19 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// ListenLoopback listens on the host's loopback, on a port its sshd picks,
+// and hands the runner each connection made to it there (a remote
+// forward, ssh -R 0:…). A process on the host reaches the runner so with
+// no route back to it, through jump hosts too. It needs the host's sshd
+// to allow TCP forwarding (AllowTcpForwarding, on by default).
+func (s *SSH) ListenLoopback() (net.Listener, error) {
+	ln, err := s.client.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		if s.lost.Load() {
+			return nil, s.lostErr()
+		}
+		return nil, fmt.Errorf("listen on the host's loopback through ssh (sshd's AllowTcpForwarding?): %w", err)
+	}
+	return ln, nil
+}

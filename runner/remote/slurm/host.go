@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/remote/agent"
 )
 
 // HostOptions shape the steps of one Host.
@@ -32,10 +33,11 @@ type Host struct {
 	bind string
 	log  func(string)
 
+	pool *agent.Pool // node attach --loop steps (attach.go)
+
 	mu     sync.Mutex
 	closed bool
 	procs  map[*process]bool // started and not yet seen to end
-	idle   []*agent          // node attach --loop steps with no command (attach.go)
 }
 
 var _ remote.Host = (*Host)(nil)
@@ -46,6 +48,7 @@ func (a *Allocation) Host(node string, opts HostOptions) (*Host, error) {
 		return nil, fmt.Errorf("node %q is not in slurm job %s (its nodes: %s)", node, a.JobID, strings.Join(a.nodes, ", "))
 	}
 	h := &Host{a: a, node: node, log: opts.Log, procs: map[*process]bool{}}
+	h.pool = agent.NewPool(launcher{h}, &a.tokens)
 	if opts.CPUs != "" {
 		bind, err := CPUBind(opts.CPUs)
 		if err != nil {
@@ -151,13 +154,12 @@ const closeWait = 30 * time.Second
 // their srun to exit and for squeue to stop listing them. Their stdin,
 // stdout and stderr are closed. Later commands fail with ErrClosed.
 func (h *Host) Close() error {
+	// An idle node attach ends by itself, with status 0 and nothing for
+	// srun to report, once its token is withdrawn and its connection
+	// closed; the steps still running after that are stopped below.
+	h.pool.Close(idleExitWait, nil)
 	h.mu.Lock()
 	h.closed = true
-	idle := map[*process]*agent{}
-	for _, ag := range h.idle {
-		idle[ag.p] = ag
-	}
-	h.idle = nil
 	var live []*process
 	for p := range h.procs {
 		live = append(live, p)
@@ -168,16 +170,6 @@ func (h *Host) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if ag := idle[p]; ag != nil {
-				// An idle node attach ends by itself, with status 0 and
-				// nothing for srun to report, once its token is withdrawn
-				// and its connection closed.
-				h.a.forget(ag.token, ag.conns)
-				select {
-				case <-p.exited:
-				case <-time.After(idleExitWait):
-				}
-			}
 			if in := p.Stdin(); in != nil {
 				in.Close()
 			}

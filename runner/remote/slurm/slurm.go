@@ -64,6 +64,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"rdmasweep/runner/remote/agent"
 )
 
 // ErrNoAllocation means the runner is not inside a Slurm allocation.
@@ -89,7 +91,7 @@ type Allocation struct {
 	// runner's address as each node reaches it, and the tokens given out.
 	listener  net.Listener
 	localAddr map[string]string
-	waiting   map[string]chan net.Conn
+	tokens    agent.Tokens
 }
 
 // FromEnv returns the allocation that env (an os.Environ()-style list)

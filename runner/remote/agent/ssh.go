@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"rdmasweep/runner/remote"
+)
+
+// closeWait bounds how long SSH.Close waits for its agents to end once
+// their stdin is closed, before it kills them.
+const closeWait = 2 * time.Second
+
+// InProcess is what SSH agents run in their own process: both roles, so
+// that a round starts no process at all.
+const InProcess = "read,serve"
+
+// SSH is an SSH host whose node commands, started through Prestart, run
+// in agents. An agent runs in a session of its own, whose stdin carries
+// its token and whose end ends it, so that no agent outlives the runner's
+// connection; it dials the runner back through a port the host's sshd
+// listens on, on its loopback (remote.SSH.ListenLoopback), which needs
+// no route from the host to the runner and works through jump hosts.
+// Everything else (Run, Start, Upload, Name, Machine) is the SSH host's
+// own. It is safe for concurrent use.
+type SSH struct {
+	*remote.SSH
+	pool   *Pool
+	tokens Tokens
+
+	lnOnce sync.Once
+	ln     net.Listener
+	addr   string // the listener's address on the host
+	lnErr  error
+}
+
+var _ remote.Prestarter = (*SSH)(nil)
+
+// NewSSH runs s's node commands in agents.
+func NewSSH(s *remote.SSH) *SSH {
+	h := &SSH{SSH: s}
+	h.pool = NewPool(sshLauncher{h}, &h.tokens)
+	return h
+}
+
+// Prestart hands out an idle agent for path, or launches one.
+func (h *SSH) Prestart(ctx context.Context, path string) remote.Pending {
+	return h.pool.Prestart(ctx, path)
+}
+
+// Close ends the agents, then the connection.
+func (h *SSH) Close() error {
+	h.pool.Close(closeWait, func(p remote.Process) { p.Signal(syscall.SIGKILL) })
+	if h.ln != nil {
+		h.ln.Close()
+	}
+	return h.SSH.Close()
+}
+
+// sshLauncher launches SSH's agents.
+type sshLauncher struct{ h *SSH }
+
+func (l sshLauncher) Name() string { return l.h.Name() }
+
+func (l sshLauncher) Start(ctx context.Context, argv []string) (remote.Process, error) {
+	return l.h.SSH.Start(ctx, argv)
+}
+
+// Address starts the host's listener on first use.
+func (l sshLauncher) Address(context.Context) (string, error) {
+	h := l.h
+	h.lnOnce.Do(func() {
+		if h.ln, h.lnErr = h.SSH.ListenLoopback(); h.lnErr == nil {
+			h.addr = h.ln.Addr().String()
+			go h.tokens.Serve(h.ln)
+		}
+	})
+	return h.addr, h.lnErr
+}
+
+// Launch starts the agent in a session and hands it its token on stdin.
+func (l sshLauncher) Launch(ctx context.Context, path, addr, token string) (remote.Process, error) {
+	p, err := l.h.SSH.Start(ctx, []string{path, "attach", "--runner", addr, "--loop", "--token-stdin", "--in-process", InProcess})
+	if err != nil {
+		return nil, err
+	}
+	// A failed write means it is gone; its end says why.
+	_, _ = p.Stdin().Write([]byte(token + "\n"))
+	return p, nil
+}
