@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -137,6 +138,52 @@ func tokenFromStdin(stdin io.Reader, cancel context.CancelCauseFunc) (string, er
 	return token, nil
 }
 
+// readLineExactly reads one line from conn, without its newline, and
+// nothing after it: what follows belongs to the command, which may be a
+// child reading the socket itself. It peeks at what has arrived and takes
+// the line whole when its end is there (the runner writes it in one go),
+// else one byte, and looks again: a byte at a time throughout cost a
+// command line's length in system calls.
+func readLineExactly(conn *net.TCPConn) ([]byte, error) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var line []byte
+	buf := make([]byte, 4096)
+	for {
+		var n int
+		var perr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, _, perr = unix.Recvfrom(int(fd), buf, unix.MSG_PEEK)
+			return perr != unix.EAGAIN
+		}); err != nil {
+			return line, err
+		}
+		switch {
+		case perr != nil:
+			return line, perr
+		case n == 0:
+			return line, io.EOF
+		}
+		take := 1
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			take = i + 1
+		}
+		got, err := io.ReadFull(conn, buf[:take])
+		line = append(line, buf[:got]...)
+		if err != nil {
+			return line, err
+		}
+		if line[len(line)-1] == '\n' {
+			return line[:len(line)-1], nil
+		}
+		if len(line) > results.MaxAttachLine {
+			return line, fmt.Errorf("command line over %d bytes", results.MaxAttachLine)
+		}
+	}
+}
+
 // inProcessSet parses --in-process: the commands --loop runs in its own
 // process.
 func inProcessSet(list string) (map[string]bool, error) {
@@ -224,23 +271,13 @@ func attachOnce(ctx context.Context, addr, token string) (*net.TCPConn, []string
 		conn.Close()
 		return nil, nil, fmt.Errorf("send hello: %w", err)
 	}
-	var line []byte
-	one := make([]byte, 1)
-	for {
-		if _, err := io.ReadFull(conn, one); err != nil {
-			conn.Close()
-			if errors.Is(err, io.EOF) && len(line) == 0 {
-				return nil, nil, errNoCommand
-			}
-			return nil, nil, fmt.Errorf("read the command: %w", err)
+	line, err := readLineExactly(conn)
+	if err != nil {
+		conn.Close()
+		if errors.Is(err, io.EOF) && len(line) == 0 {
+			return nil, nil, errNoCommand
 		}
-		if one[0] == '\n' {
-			break
-		}
-		if line = append(line, one[0]); len(line) > results.MaxAttachLine {
-			conn.Close()
-			return nil, nil, fmt.Errorf("command line over %d bytes", results.MaxAttachLine)
-		}
+		return nil, nil, fmt.Errorf("read the command: %w", err)
 	}
 	var cmd results.AttachCommand
 	if err := json.Unmarshal(line, &cmd); err != nil || len(cmd.Argv) == 0 {
