@@ -149,7 +149,11 @@ func dialHosts(ctx context.Context, p *plan.Plan, specs []plan.Role, o Options) 
 			case p.IsPool():
 				// A round starts its pairs through agents, not a session
 				// and a process each (runner/remote/agent).
-				d.host = agent.NewSSH(s)
+				in := agent.InProcessRDMA
+				if p.Transport() == "tcp" { // transport is never swept
+					in = agent.InProcessTCP
+				}
+				d.host = agent.NewSSH(s, in)
 			default:
 				d.host = s
 			}

@@ -14,9 +14,15 @@ import (
 // their stdin is closed, before it kills them.
 const closeWait = 2 * time.Second
 
-// InProcess is what SSH agents run in their own process: both roles, so
-// that a round starts no process at all.
-const InProcess = "read,serve"
+// What SSH agents run in their own process (node attach --in-process):
+// over tcp both roles, so that a round starts no process at all; over
+// rdma node serve stays a child, as under Slurm, since the kernel's
+// cleanup of its memory regions when it exits is the one the guest tests
+// check, and a long-lived agent would hold what a serve left registered.
+const (
+	InProcessTCP  = "read,serve"
+	InProcessRDMA = "read"
+)
 
 // SSH is an SSH host whose node commands, started through Prestart, run
 // in agents. An agent runs in a session of its own, whose stdin carries
@@ -28,8 +34,9 @@ const InProcess = "read,serve"
 // own. It is safe for concurrent use.
 type SSH struct {
 	*remote.SSH
-	pool   *Pool
-	tokens Tokens
+	pool      *Pool
+	tokens    Tokens
+	inProcess string // node attach --in-process
 
 	lnOnce sync.Once
 	ln     net.Listener
@@ -39,9 +46,10 @@ type SSH struct {
 
 var _ remote.Prestarter = (*SSH)(nil)
 
-// NewSSH runs s's node commands in agents.
-func NewSSH(s *remote.SSH) *SSH {
-	h := &SSH{SSH: s}
+// NewSSH runs s's node commands in agents, inProcess (InProcessTCP or
+// InProcessRDMA) in the agent's own process.
+func NewSSH(s *remote.SSH, inProcess string) *SSH {
+	h := &SSH{SSH: s, inProcess: inProcess}
 	h.pool = NewPool(sshLauncher{h}, &h.tokens)
 	return h
 }
@@ -83,7 +91,7 @@ func (l sshLauncher) Address(context.Context) (string, error) {
 
 // Launch starts the agent in a session and hands it its token on stdin.
 func (l sshLauncher) Launch(ctx context.Context, path, addr, token string) (remote.Process, error) {
-	p, err := l.h.SSH.Start(ctx, []string{path, "attach", "--runner", addr, "--loop", "--token-stdin", "--in-process", InProcess})
+	p, err := l.h.SSH.Start(ctx, []string{path, "attach", "--runner", addr, "--loop", "--token-stdin", "--in-process", l.h.inProcess})
 	if err != nil {
 		return nil, err
 	}
