@@ -226,7 +226,7 @@ func attachLoop(ctx context.Context, e *env, addr, token string, own map[string]
 	for n := 0; ; n++ {
 		a := <-next
 		if a.err != nil {
-			if n > 0 && (errors.Is(a.err, errNoCommand) || ctx.Err() != nil) {
+			if n > 0 && (errors.Is(a.err, errNoCommand) || ctx.Err() != nil) || runnerGone(ctx) {
 				return nil // the runner is done with this node
 			}
 			return fmt.Errorf("attach to the runner at %s: %w", addr, a.err)
@@ -245,10 +245,19 @@ func attachLoop(ctx context.Context, e *env, addr, token string, own map[string]
 		line := results.AttachEndMarker + string(b) + "\n"
 		io.WriteString(e.stdout, line)
 		io.WriteString(e.stderr, line)
+		if runnerGone(ctx) {
+			return nil
+		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// runnerGone reports whether ctx ended with stdin (--token-stdin): the
+// runner closed the agent's session, its normal end, whenever it comes.
+func runnerGone(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errStdinClosed)
 }
 
 // errNoCommand is a connection the runner closed before sending a command.
