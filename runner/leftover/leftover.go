@@ -39,7 +39,8 @@ type Record struct {
 	wmu     sync.Mutex
 	wdone   *sync.Cond // on wmu: a write ended
 	writing bool
-	written uint64 // the gen the file holds
+	written uint64         // the gen the file holds
+	onDisk  map[Entry]bool // the entries it holds
 }
 
 // Entry is one started node.
@@ -85,7 +86,9 @@ func Open(ctx context.Context, path string, targets []role.Target, report func(s
 			}
 		}
 	}
-	return s, s.save()
+	held, err := s.save()
+	s.onDisk = held
+	return s, err
 }
 
 // reap kills e's process group if e is still that very process.
@@ -141,21 +144,34 @@ func (s *Record) identify(ctx context.Context, h remote.Host, pid int) (boot, st
 	return boot, start, exe, nil
 }
 
-// Add records a started node. It is the point Runner's Started hook. node
-// reports its own start time and boot_id, so this costs no round trip.
+// Add records a started node, and returns once the file holds it. It is
+// the point Runner's Started hook. node reports its own start time and
+// boot_id, so this costs no round trip. A node the file still holds (an
+// agent of a pool sweep runs one command after another, each reporting
+// the agent's own process) costs no write.
 func (s *Record) Add(t role.Target, st *results.Started) {
 	if st.StartTime == "" || st.BootID == "" {
 		return // a node too old to say; it still exits on stdin EOF
 	}
+	e := Entry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: st.StartTime, BootID: st.BootID, Exe: t.NodePath}
 	s.mu.Lock()
-	s.entries = append(s.entries, Entry{Host: t.Host.Name(), PID: st.PID, PGID: st.PGID, StartTime: st.StartTime, BootID: st.BootID, Exe: t.NodePath})
+	s.entries = append(s.entries, e)
 	s.gen++
 	s.mu.Unlock()
-	s.commit()
+	s.wmu.Lock()
+	held := !s.writing && s.onDisk[e] // no write under way can drop it
+	s.wmu.Unlock()
+	if !held {
+		s.commit()
+	}
 }
 
 // Remove forgets a node once it is reaped. It is the point Runner's Exited
-// hook.
+// hook. The file may list the node until its next write (the next new
+// node's start, or Flush at the exec's end): an entry whose process has
+// ended is never acted on, and a pool agent's entry stays on disk from
+// one command to the next, where a rewrite at each command's end and
+// start cost a pairwise round over 64 hosts two writes per host.
 func (s *Record) Remove(t role.Target, st *results.Started) {
 	s.mu.Lock()
 	kept := s.entries[:0]
@@ -167,8 +183,11 @@ func (s *Record) Remove(t role.Target, st *results.Started) {
 	s.entries = kept
 	s.gen++
 	s.mu.Unlock()
-	s.commit()
 }
+
+// Flush returns once the file holds the record as it is (none when every
+// node has ended): the exec's end.
+func (s *Record) Flush() { s.commit() }
 
 // commit returns once the file holds every change made before it was
 // called. Callers that come while a write is under way wait for it and
@@ -191,30 +210,38 @@ func (s *Record) commit() {
 		s.mu.Lock()
 		gen := s.gen
 		s.mu.Unlock()
-		_ = s.save()
+		held, err := s.save()
 		s.wmu.Lock()
 		s.writing = false
+		if err == nil {
+			s.onDisk = held
+		}
 		s.written = max(s.written, gen)
 		s.wdone.Broadcast()
 	}
 }
 
-// save writes the record whole or not at all; an empty one removes the
-// file. One save runs at a time (Open's, then commit's).
-func (s *Record) save() error {
+// save writes the record whole or not at all, and returns the entries
+// the file then holds; an empty one removes the file. One save runs at a
+// time (Open's, then commit's).
+func (s *Record) save() (map[Entry]bool, error) {
 	s.mu.Lock()
 	entries := slices.Clone(s.entries)
 	s.mu.Unlock()
+	held := map[Entry]bool{}
+	for _, e := range entries {
+		held[e] = true
+	}
 	if len(entries) == 0 {
 		err := os.Remove(s.path)
 		if errors.Is(err, os.ErrNotExist) {
-			return nil
+			return held, nil
 		}
-		return err
+		return nil, err
 	}
 	data, err := json.MarshalIndent(entries, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A full disk must not leave a partial file beside the CSV. No sync:
 	// the entries name processes of this boot (boot_id), which a crash of
@@ -224,7 +251,7 @@ func (s *Record) save() error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("write state: %w", err)
+		return nil, fmt.Errorf("write state: %w", err)
 	}
-	return nil
+	return held, nil
 }

@@ -123,10 +123,50 @@ func TestStateKeepsOtherHostsAndRecordsNodes(t *testing.T) {
 		t.Fatalf("state: %s", b)
 	}
 	st.Remove(local, started)
+	st.Flush()
 	b, _ = os.ReadFile(path)
 	json.Unmarshal(b, &got)
 	if len(got) != 1 || got[0] != other {
 		t.Fatalf("after remove: %s", b)
+	}
+}
+
+// A pool agent runs one command after another, each reporting the agent's
+// own process: the file already holds it when the next command starts,
+// and that start costs no write. Flush, at the exec's end, removes the
+// file once every node has ended.
+func TestStateAgentCommandsShareOneWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.csv.state")
+	local := role.Target{Host: remote.Local{}, Label: "client (local)", NodePath: "/bin/node"}
+	st, err := Open(context.Background(), path, []role.Target{local}, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &results.Started{PID: 9, PGID: 9, StartTime: "42", BootID: "boot"}
+	// Each write is a new file, renamed over the last: its change time
+	// (nanoseconds) is the write's.
+	written := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatalf("state file: %v", err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return st.Ctim.Nano()
+	}
+	st.Add(local, agent)
+	first := written()
+	for range 5 {
+		time.Sleep(2 * time.Millisecond)
+		st.Remove(local, agent)
+		st.Add(local, agent)
+	}
+	if written() != first {
+		t.Errorf("the agent's later commands rewrote the state file")
+	}
+	st.Remove(local, agent)
+	st.Flush()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("state file after the last node ended and a flush: %v", err)
 	}
 }
 
@@ -166,6 +206,7 @@ func TestStateConcurrentAddsEachWritten(t *testing.T) {
 		pid := 1000 + i
 		st.Remove(local, &results.Started{PID: pid})
 	}
+	st.Flush()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("state file after every node was removed: %v", err)
 	}

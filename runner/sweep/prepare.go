@@ -157,6 +157,7 @@ func (e *Exec) run(ctx context.Context, csv Appender, w Watch, sweep func(*Sweep
 	if err != nil {
 		return Outcome{}, err
 	}
+	defer left.Flush()
 	ts := series.New(series.PathFor(e.CSVPath, e.RunID))
 	defer ts.Close()
 	cs := manifest.NewCounters(manifest.CountersPathFor(e.CSVPath, e.RunID))
