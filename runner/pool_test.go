@@ -611,3 +611,37 @@ func TestPoolRunnerKilledLeavesNoAgent(t *testing.T) {
 		t.Fatalf("agents left 10 s after the runner was killed: %v", left)
 	}
 }
+
+// A pool host whose sshd refuses TCP forwarding (AllowTcpForwarding no,
+// as hardened sites set it) cannot host an agent: exec says so once, and
+// its roles run as sessions of their own, every row measured.
+func TestPoolHostWithoutForwarding(t *testing.T) {
+	names := hostNames(3)
+	n := testhosts.Start(t, testhosts.Options{Hosts: names, EmptyRootHome: true,
+		SSHDConfig: map[string]string{names[1]: "AllowTcpForwarding no"}})
+	dir := t.TempDir()
+	plan, addrs := poolPlan(t, n, dir, "noforward", "")
+	r := runnerEnv(t, dir, clitest.SSHEnv(t), "exec", plan)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	if c := strings.Count(r.Stderr, "AllowTcpForwarding"); c != 1 || !strings.Contains(r.Stderr, addrs[1]+"): listen on the host's loopback") {
+		t.Errorf("want one warning naming %s and sshd's AllowTcpForwarding, got %d:\n%s", addrs[1], c, r.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out", "noforward.csv"))
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6\n%s", len(rows), r.Stderr)
+	}
+	for _, row := range rows {
+		if row.Status != results.StatusOK || row.Verified == nil || !*row.Verified {
+			t.Errorf("%s → %s: %s %q, verified %v", row.ServerHost, row.ClientHost, row.Status, row.Error, row.Verified)
+		}
+	}
+	var hosts []*testhosts.Host
+	for _, h := range n.Hosts {
+		hosts = append(hosts, h)
+	}
+	if left := clitest.WaitNoNodes(t, 5*time.Second, hosts...); len(left) > 0 {
+		t.Errorf("nodes left: %v", left)
+	}
+}

@@ -153,7 +153,7 @@ func dialHosts(ctx context.Context, p *plan.Plan, specs []plan.Role, o Options) 
 				if p.Transport() == "tcp" { // transport is never swept
 					in = agent.InProcessTCP
 				}
-				d.host = agent.NewSSH(s, in)
+				d.host = agent.NewSSH(s, in, func(msg string) { o.warn(fmt.Sprintf("%s (%s): %s", name, h.Address, msg)) })
 			default:
 				d.host = s
 			}

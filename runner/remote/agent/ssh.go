@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"syscall"
@@ -36,7 +37,8 @@ type SSH struct {
 	*remote.SSH
 	pool      *Pool
 	tokens    Tokens
-	inProcess string // node attach --in-process
+	inProcess string           // node attach --in-process
+	warn      func(msg string) // told once if the host refuses the forward
 
 	lnOnce sync.Once
 	ln     net.Listener
@@ -47,17 +49,33 @@ type SSH struct {
 var _ remote.Prestarter = (*SSH)(nil)
 
 // NewSSH runs s's node commands in agents, inProcess (InProcessTCP or
-// InProcessRDMA) in the agent's own process.
-func NewSSH(s *remote.SSH, inProcess string) *SSH {
-	h := &SSH{SSH: s, inProcess: inProcess}
+// InProcessRDMA) in the agent's own process. warn, if not nil, is told
+// once when the host's sshd refuses the forward the agents need.
+func NewSSH(s *remote.SSH, inProcess string, warn func(msg string)) *SSH {
+	h := &SSH{SSH: s, inProcess: inProcess, warn: warn}
 	h.pool = NewPool(sshLauncher{h}, &h.tokens)
 	return h
 }
 
-// Prestart hands out an idle agent for path, or launches one.
+// Prestart hands out an idle agent for path, or launches one. A host
+// whose sshd refuses to forward (AllowTcpForwarding no, as hardened
+// sites set it) runs each command in a session of its own, as outside a
+// pool sweep: slower rounds, the same rows.
 func (h *SSH) Prestart(ctx context.Context, path string) remote.Pending {
+	if _, err := (sshLauncher{h}).Address(ctx); err != nil {
+		return &session{h: h.SSH}
+	}
 	return h.pool.Prestart(ctx, path)
 }
+
+// session is a Pending that starts its command in a session of its own.
+type session struct{ h *remote.SSH }
+
+func (s *session) Start(ctx context.Context, argv []string) (remote.Process, error) {
+	return s.h.Start(ctx, argv)
+}
+
+func (s *session) Close() error { return nil }
 
 // Close ends the agents, then the connection.
 func (h *SSH) Close() error {
@@ -84,6 +102,8 @@ func (l sshLauncher) Address(context.Context) (string, error) {
 		if h.ln, h.lnErr = h.SSH.ListenLoopback(); h.lnErr == nil {
 			h.addr = h.ln.Addr().String()
 			go h.tokens.Serve(h.ln)
+		} else if h.warn != nil {
+			h.warn(fmt.Sprintf("%v; each of its roles starts a session and a node of its own, which makes a round slower (docs/scale.md)", h.lnErr))
 		}
 	})
 	return h.addr, h.lnErr
