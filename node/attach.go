@@ -201,10 +201,10 @@ func inProcessSet(list string) (map[string]bool, error) {
 }
 
 // attachLoop is node attach --loop: one command after another, each with
-// its own connection to the runner as its stdin (node read in this
-// process, others as a child, see inProcessSet), until the runner closes a
-// connection without a command (results/attach.go has the
-// rules). A node started once per host and role then serves every point:
+// its own connection to the runner as its stdin (those in own in this
+// process, others as a child), until the runner closes a connection
+// without a command, or stdin ends under --token-stdin
+// (results/attach.go has the rules). A node started once per host and role then serves every point:
 // under Slurm a step per role and point cost more than the point's whole
 // budget.
 func attachLoop(ctx context.Context, e *env, addr, token string, own map[string]bool) error {
