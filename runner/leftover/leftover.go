@@ -192,8 +192,8 @@ func (s *Record) Flush() { s.commit() }
 // commit returns once the file holds every change made before it was
 // called. Callers that come while a write is under way wait for it and
 // then share one more: a pairwise round over 64 hosts starts 64 nodes at
-// once, and a write each (an fsync and a rename, under one lock) held
-// each node's next event back for up to 64 writes.
+// once, and a write each, one after another, held each node's next event
+// back for up to 64 writes.
 func (s *Record) commit() {
 	s.mu.Lock()
 	want := s.gen

@@ -269,7 +269,8 @@ func (x *execution) startStage(stage []int) error {
 }
 
 // prestart starts every node role whose host can start node before its
-// command line is known (remote.Prestarter: Slurm), all at once: a role
+// command line is known (remote.Prestarter: Slurm, and the SSH hosts of
+// a pool sweep), all at once: a role
 // that waits for another's port then starts while that one does, and
 // takes its command line, and later its go, over node's own connection.
 func (x *execution) prestart() {

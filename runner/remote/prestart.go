@@ -9,8 +9,11 @@ import "context"
 // starts, and gives each its command line once the server's port is
 // known. A Prestarter may serve a Prestart with a node it started for an
 // earlier one, whose command has ended: Slurm starts one step per host
-// and role for a whole run. Hosts whose start is cheap (SSH, Local) do
-// not implement it.
+// and role for a whole run. The SSH hosts of a pairwise or ring sweep
+// are Prestarters too (runner/remote/agent): a round starts N/2 pairs
+// at once, and a session and a node per role cost more than the round.
+// Other SSH hosts and Local ones, whose one start is cheap, do not
+// implement it.
 type Prestarter interface {
 	// Prestart starts node, the binary at path on the host, waiting for
 	// its command line, and returns at once; the start goes on in the
