@@ -191,6 +191,9 @@ func writeFindings(w io.Writer, j Judgment) error {
 			fmt.Fprintf(tw, "    %s → %s\t%s MB/s\t%s × median\n", l.Server, l.Client, mbs(l.MBs), ratio(l.Ratio))
 		}
 	}
+	if once := readOnce(j.Suspects); once > 0 {
+		fmt.Fprintf(tw, "  (%d of these slow links are one read each: a host busy for a second looks the same; repeat: 3 reads each link three times, a sweep apart, and judges the median)\n", once)
+	}
 	fmt.Fprintf(tw, "unreachable: %d\n", len(j.Unreachable))
 	for _, u := range j.Unreachable {
 		fmt.Fprintf(tw, "  %s\t%d rows failed\t%s\n", u.Host, u.Failed, u.Error)
@@ -210,4 +213,21 @@ func ratio(x Ratio) string {
 		return "-"
 	}
 	return strconv.FormatFloat(float64(x), 'f', 2, 64)
+}
+
+// readOnce counts the suspects' slow links whose figure is one read (one
+// ok row): a transient, such as a host descheduled for a second, makes
+// those slow in a run of one repetition, and their host suspect, as well
+// as a bad NIC does. Repetitions run a whole sweep apart, so with three a
+// transient moves one of each link's reads, not its median.
+func readOnce(suspects []Suspect) int {
+	n := 0
+	for _, s := range suspects {
+		for _, l := range s.Slow {
+			if l.OK == 1 {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -53,6 +53,9 @@ func TestReport(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
 	}
+	if strings.Contains(text.String(), "one read each") {
+		t.Errorf("text says links were read once; each was read twice:\n%s", text.String())
+	}
 	var js bytes.Buffer
 	if err := WriteJSON(&js, points[:1]); err != nil {
 		t.Fatal(err)
@@ -77,6 +80,25 @@ func TestReport(t *testing.T) {
 		if !strings.Contains(js.String(), k) {
 			t.Errorf("json lacks %s:\n%s", k, js.String())
 		}
+	}
+}
+
+// A suspect whose slow links were each read once is named with a caution:
+// one busy second of its host makes the same figures.
+func TestReportSuspectReadOnce(t *testing.T) {
+	slow := func(s, c string) float64 {
+		if s == "h2" {
+			return 0.3
+		}
+		return 1
+	}
+	points := FromRows(rows(pool(6, 1, 0.03, 3, slow), nil), JudgeOptions{})
+	var text bytes.Buffer
+	if err := WriteText(&text, points); err != nil {
+		t.Fatal(err)
+	}
+	if want := "5 of these slow links are one read each"; !strings.Contains(text.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, text.String())
 	}
 }
 
