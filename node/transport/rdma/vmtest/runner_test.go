@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -878,13 +879,32 @@ func fcell(p *float64) string {
 // rate swept at poisson arrivals gives rows that carry the offered load
 // within 2 %, the response latencies at or above the service ones, every
 // READ signalled (cq_moderation 1), and none saturated.
+//
+// The rates are a quarter and a half of the capacity a closed loop of the
+// same reads measured just before, as a user offers load: fixed rates (4
+// and 8 MB/s) saturated once this machine was loaded to 10, where rxe
+// carried 7 MB/s.
 func openSweep(t *testing.T, writePlan func(name, dataAddr, body string) string, run func(args ...string) (string, string, error), csvRows func(string) []results.Row) {
-	plan := writePlan("vmtest-open", guest.GuestIP, `server: {file: /tmp/rdmasweep-open.dat, file_size: 4MiB, create: true, cache: warm}
-client: {block_size: 64KiB, duration: 2s, queue_depth: 64, verify: true, arrivals: poisson}
+	const (
+		server = "server: {file: /tmp/rdmasweep-open.dat, file_size: 4MiB, create: true, cache: warm}\n"
+		reads  = "block_size: 64KiB, duration: 2s, queue_depth: 64, verify: true"
+	)
+	plan := writePlan("vmtest-open-capacity", guest.GuestIP, server+"client: {"+reads+"}\n")
+	if _, errOut, err := run("exec", plan); err != nil {
+		t.Fatalf("runner exec of the closed-loop plan: %v\n%s", err, errOut)
+	}
+	closed := csvRows("vmtest-open-capacity")
+	if len(closed) != 1 || closed[0].Status != results.StatusOK || closed[0].BandwidthMBs == nil {
+		t.Fatalf("closed-loop plan: %d rows, want 1 ok: %+v", len(closed), closed)
+	}
+	capacity := *closed[0].BandwidthMBs
+	offered := []float64{math.Round(capacity/4*10) / 10, math.Round(capacity/2*10) / 10}
+	t.Logf("open loop: capacity %.2f MB/s (closed loop), offering %v MB/s", capacity, offered)
+	plan = writePlan("vmtest-open", guest.GuestIP, fmt.Sprintf(server+`client: {%s, arrivals: poisson}
 sweep:
   matrix:
-    rate: [4MB/s, 8MB/s]
-`)
+    rate: [%gMB/s, %gMB/s]
+`, reads, offered[0], offered[1]))
 	if _, errOut, err := run("exec", plan); err != nil {
 		t.Fatalf("runner exec of the open-loop plan: %v\n%s", err, errOut)
 	}
@@ -893,7 +913,7 @@ sweep:
 		t.Fatalf("open-loop plan: %d rows, want 2", len(rows))
 	}
 	for i, r := range rows {
-		offered := []float64{4, 8}[i]
+		offered := offered[i]
 		sat := "none"
 		if r.Saturated != nil {
 			sat = strconv.FormatBool(*r.Saturated)
