@@ -216,18 +216,19 @@ func ratio(x Ratio) string {
 }
 
 // readOnce counts the suspects' slow links whose figure is one read (one
-// ok row): a transient, such as a host descheduled for a second, makes
-// those slow in a run of one repetition, and their host suspect, as well
-// as a bad NIC does. Repetitions run a whole sweep apart, so with three a
-// transient moves one of each link's reads, not its median.
+// ok row), each link once though both its hosts are suspect: a transient,
+// such as a host descheduled for a second, makes those slow in a run of
+// one repetition, and their host suspect, as well as a bad NIC does.
+// Repetitions run a whole sweep apart, so with three a transient moves one
+// of each link's reads, not its median.
 func readOnce(suspects []Suspect) int {
-	n := 0
+	once := map[[2]string]bool{}
 	for _, s := range suspects {
 		for _, l := range s.Slow {
 			if l.OK == 1 {
-				n++
+				once[[2]string{l.Server, l.Client}] = true
 			}
 		}
 	}
-	return n
+	return len(once)
 }

@@ -100,6 +100,25 @@ func TestReportSuspectReadOnce(t *testing.T) {
 	if want := "5 of these slow links are one read each"; !strings.Contains(text.String(), want) {
 		t.Errorf("text lacks %q:\n%s", want, text.String())
 	}
+
+	// Two suspects share the links between them: each is counted once.
+	two := func(s, c string) float64 {
+		if s == "h2" || s == "h5" {
+			return 0.3
+		}
+		return 1
+	}
+	points = FromRows(rows(pool(6, 1, 0.03, 3, two), nil), JudgeOptions{})
+	text.Reset()
+	if err := WriteText(&text, points); err != nil {
+		t.Fatal(err)
+	}
+	if got := suspectHosts(points[0].Judgment); len(got) != 2 {
+		t.Fatalf("suspects %v, want h2 and h5", got)
+	}
+	if want := "10 of these slow links are one read each"; !strings.Contains(text.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, text.String())
+	}
 }
 
 // A round run again without a failed pair has fewer pairs reading at once,
