@@ -229,13 +229,17 @@ func TestColdReadCountedAtTheDisk(t *testing.T) {
 	}
 	// The disk's counters are the whole device's: whatever else the
 	// machine reads meanwhile adds to them, and never takes away. The
-	// least of three warm reads bounds what a warm read itself costs.
+	// least of the warm reads bounds what a warm read itself costs. Three
+	// were not enough in a CI run whose other packages' tests started
+	// from a fresh clone beside this one: each of the three counted 8 MiB
+	// at the disk. So up to ten, until one is under the bound; a warm
+	// read that itself went to the disk would fail all ten.
 	cold := read(true)
-	warm := read(false)
-	for range 2 {
+	warm, n := read(false), 1
+	for ; n < 10 && warm > size/20; n++ {
 		warm = min(warm, read(false))
 	}
-	t.Logf("cold read %d bytes at the disk, warm %d (least of three), file %d", cold, warm, size)
+	t.Logf("cold read %d bytes at the disk, warm %d (least of %d), file %d", cold, warm, n, size)
 	if cold < size*9/10 {
 		t.Errorf("cold read counted %d bytes at %s, want ≥ 0.9 × %d", cold, dev.Name, size)
 	}
