@@ -105,15 +105,23 @@ func TestOpenStateKillsOnlyTheVerySameProcess(t *testing.T) {
 	}
 }
 
-func TestStateKeepsOtherHostsAndRecordsNodes(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "out.csv.state")
-	other := Entry{Host: "alice@10.9.9.9:22", PID: 42, PGID: 42, StartTime: "1", BootID: "b", Exe: "/x/node"}
-	writeState(t, path, other)
-	local := role.Target{Host: remote.Local{}, Label: "server (local)", NodePath: "/bin/node"}
+// openLocal opens the state file at path for one target on this machine,
+// labelled label.
+func openLocal(t *testing.T, path, label string) (*Record, role.Target) {
+	t.Helper()
+	local := role.Target{Host: remote.Local{}, Label: label, NodePath: "/bin/node"}
 	st, err := Open(context.Background(), path, []role.Target{local}, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, local
+}
+
+func TestStateKeepsOtherHostsAndRecordsNodes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.csv.state")
+	other := Entry{Host: "alice@10.9.9.9:22", PID: 42, PGID: 42, StartTime: "1", BootID: "b", Exe: "/x/node"}
+	writeState(t, path, other)
+	st, local := openLocal(t, path, "server (local)")
 	started := &results.Started{PID: 7, PGID: 7, StartTime: "99", BootID: "boot"}
 	st.Add(local, started)
 	var got []Entry
@@ -137,11 +145,7 @@ func TestStateKeepsOtherHostsAndRecordsNodes(t *testing.T) {
 // file once every node has ended.
 func TestStateAgentCommandsShareOneWrite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.csv.state")
-	local := role.Target{Host: remote.Local{}, Label: "client (local)", NodePath: "/bin/node"}
-	st, err := Open(context.Background(), path, []role.Target{local}, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, local := openLocal(t, path, "client (local)")
 	agent := &results.Started{PID: 9, PGID: 9, StartTime: "42", BootID: "boot"}
 	// Each write is a new file, renamed over the last: its change time
 	// (nanoseconds) is the write's.
@@ -175,11 +179,7 @@ func TestStateAgentCommandsShareOneWrite(t *testing.T) {
 // node: a runner killed right after must leave it there to be reaped.
 func TestStateConcurrentAddsEachWritten(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.csv.state")
-	local := role.Target{Host: remote.Local{}, Label: "server (local)", NodePath: "/bin/node"}
-	st, err := Open(context.Background(), path, []role.Target{local}, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, local := openLocal(t, path, "server (local)")
 	const n = 64
 	var wg sync.WaitGroup
 	missing := make(chan int, n)
