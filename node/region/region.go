@@ -5,6 +5,13 @@
 // The sidecar FILE.rdmasweep is JSON {"seed":…, "size":…}: the first size
 // bytes of FILE hold pattern.Fill content for seed. A file with no sidecar
 // belongs to the user, and node never writes to it.
+//
+// node runs on shared hosts, often as root, and a data directory may be
+// shared with other users, so nothing it opens follows a symbolic link at
+// the file's or the sidecar's path (O_NOFOLLOW): a link planted there
+// would have node write pattern bytes into its target, as node's user.
+// A file node writes, and a sidecar it believes, must belong to node's
+// user; a file node only reads may belong to anyone who lets it read.
 package region
 
 import (
@@ -16,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +40,42 @@ const chunk = 4 << 20
 // ErrUserFile is wrapped when --create meets a file that node did not make.
 var ErrUserFile = errors.New("file exists and was not made by node (no sidecar)")
 
+// ErrSymlink is wrapped when the file or its sidecar is a symbolic link.
+var ErrSymlink = errors.New("is a symbolic link, and node follows none at the data file's path")
+
+// ErrNotOwner is wrapped when a file node would write, or a sidecar it
+// would believe, belongs to another user.
+var ErrNotOwner = errors.New("belongs to another user")
+
+// openNoFollow opens path with O_NOFOLLOW; a symbolic link at path gives
+// an error wrapping ErrSymlink, with what to do.
+func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|unix.O_NOFOLLOW, perm)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%s %w (name the real file, e.g. readlink -f %s)", path, ErrSymlink, path)
+	}
+	return f, err
+}
+
+// checkOwn fails unless f is a regular file owned by node's effective user.
+func checkOwn(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", f.Name())
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: no owner in its stat", f.Name())
+	}
+	if int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s %w (uid %d, node runs as uid %d): remove it, or use a path in a directory only you can write", f.Name(), ErrNotOwner, sys.Uid, os.Geteuid())
+	}
+	return nil
+}
+
 // Sidecar records what node wrote into a file.
 type Sidecar struct {
 	Seed uint64 `json:"seed"`
@@ -39,12 +83,22 @@ type Sidecar struct {
 }
 
 // ReadSidecar returns the sidecar of path, or an error wrapping
-// fs.ErrNotExist when there is none.
+// fs.ErrNotExist when there is none. A sidecar that is a symbolic link, or
+// belongs to another user, is an error (ErrSymlink, ErrNotOwner): it
+// vouches for nothing.
 func ReadSidecar(path string) (Sidecar, error) {
 	var s Sidecar
-	b, err := os.ReadFile(path + results.SidecarSuffix)
+	f, err := openNoFollow(path+results.SidecarSuffix, os.O_RDONLY, 0)
 	if err != nil {
 		return s, err
+	}
+	defer f.Close()
+	if err := checkOwn(f); err != nil {
+		return s, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return s, fmt.Errorf("read sidecar %s: %w", f.Name(), err)
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return s, fmt.Errorf("read sidecar %s: %w", path+results.SidecarSuffix, err)
@@ -106,13 +160,19 @@ func Open(ctx context.Context, path string, o Options) (*File, error) {
 	if o.Writable {
 		flag = os.O_RDWR
 	}
-	f, err := os.OpenFile(path, flag, 0)
+	f, err := openNoFollow(path, flag, 0)
 	if err != nil && o.Writable && errors.Is(err, os.ErrPermission) {
 		flag = os.O_RDONLY
-		f, err = os.OpenFile(path, flag, 0)
+		f, err = openNoFollow(path, flag, 0)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if o.Create {
+		if err := checkOwn(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -137,13 +197,17 @@ func Open(ctx context.Context, path string, o Options) (*File, error) {
 // create makes path hold the pattern for at least size bytes and reports
 // whether it wrote any.
 func create(ctx context.Context, path string, size int64) (bool, error) {
-	st, statErr := os.Stat(path)
+	st, statErr := os.Lstat(path)
 	sc, scErr := ReadSidecar(path)
 	switch {
+	case statErr == nil && st.Mode()&os.ModeSymlink != 0:
+		return false, fmt.Errorf("create %s: %s %w (name the real file, e.g. readlink -f %s)", path, path, ErrSymlink, path)
 	case statErr == nil && scErr != nil && errors.Is(scErr, os.ErrNotExist):
 		return false, fmt.Errorf("create %s: %w; refusing to overwrite it (use another path, or drop --create to serve it as is)", path, ErrUserFile)
 	case statErr != nil && !errors.Is(statErr, os.ErrNotExist):
 		return false, fmt.Errorf("create %s: %w", path, statErr)
+	case scErr != nil && (errors.Is(scErr, ErrSymlink) || errors.Is(scErr, ErrNotOwner)):
+		return false, fmt.Errorf("create %s: sidecar: %w", path, scErr)
 	}
 	if statErr == nil && scErr == nil && sc.Size >= size && st.Size() >= sc.Size {
 		return false, nil // reuse
@@ -163,11 +227,16 @@ func create(ctx context.Context, path string, size int64) (bool, error) {
 	if err := writeSidecar(path, Sidecar{Seed: seed, Size: from}); err != nil {
 		return false, fmt.Errorf("create %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	// O_NOFOLLOW and the owner check after the open close the race with
+	// a link or another user's file planted since the Lstat above.
+	f, err := openNoFollow(path, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return false, fmt.Errorf("create %s: %w", path, err)
 	}
 	defer f.Close()
+	if err := checkOwn(f); err != nil {
+		return false, fmt.Errorf("create %s: %w", path, err)
+	}
 	buf := make([]byte, chunk)
 	for off := from; off < size; off += chunk {
 		if err := ctx.Err(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"rdmasweep/node/pattern"
 	"rdmasweep/results"
+	"rdmasweep/testbed/testenv"
 )
 
 var ctx = context.Background()
@@ -124,5 +125,81 @@ func TestWarmResidency(t *testing.T) {
 	defer Unmap(m)
 	if bad, ok := pattern.Check(m, 0, f.Seed); !ok || int64(len(m)) != f.Size {
 		t.Fatalf("mapping of %d bytes differs at %d", len(m), bad)
+	}
+}
+
+// A link planted at the data file's path, or at its sidecar's, in a
+// directory another user can write, must not make node write pattern
+// bytes into the link's target.
+func TestCreateFollowsNoSymlink(t *testing.T) {
+	precious := filepath.Join(t.TempDir(), "precious")
+	const keep = "must survive"
+	for _, tc := range []struct {
+		name string
+		link func(path string) string // plants the link, returns its path
+	}{
+		{"at the data file", func(path string) string { return path }},
+		{"at the sidecar", func(path string) string { return path + results.SidecarSuffix }},
+		{"at the data file, beside a sidecar that says an earlier create was cut short", func(path string) string {
+			os.WriteFile(path+results.SidecarSuffix, []byte(`{"seed":1,"size":0}`), 0o644)
+			return path
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(precious, []byte(keep), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "d")
+			if err := os.Symlink(precious, tc.link(path)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(ctx, path, Options{Size: 4096, Create: true, Writable: true})
+			if !errors.Is(err, ErrSymlink) {
+				t.Fatalf("create through a link: %v, want ErrSymlink", err)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("the error does not name %s: %v", path, err)
+			}
+			if b, _ := os.ReadFile(precious); string(b) != keep {
+				t.Fatalf("the link's target was written: %q", b)
+			}
+		})
+	}
+	// Serving (no create) does not follow a link at the path either.
+	path := filepath.Join(t.TempDir(), "d")
+	os.Symlink(precious, path)
+	if _, err := Open(ctx, path, Options{Size: 4}); !errors.Is(err, ErrSymlink) {
+		t.Fatalf("open through a link: %v, want ErrSymlink", err)
+	}
+}
+
+// A patterned file and sidecar that another user owns (planted in a shared
+// directory, or left by another user's run) are neither written nor
+// believed.
+func TestCreateRefusesAnotherUsersFile(t *testing.T) {
+	testenv.NeedRoot(t) // to give the files away
+	path := filepath.Join(t.TempDir(), "d")
+	f, err := Open(ctx, path, Options{Size: 4096, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	const nobody = 65534
+	for _, p := range []string{path, path + results.SidecarSuffix} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := content(t, path, 4096)
+	if _, err := Open(ctx, path, Options{Size: 8192, Create: true}); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("create over another user's file: %v, want ErrNotOwner", err)
+	}
+	if got := content(t, path, 4096); string(got) != string(before) {
+		t.Fatal("another user's file was written")
+	}
+	// Only the data file theirs, the sidecar ours: still not written.
+	os.Chown(path+results.SidecarSuffix, 0, 0)
+	if _, err := Open(ctx, path, Options{Size: 4096, Create: true}); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("create over another user's data file: %v, want ErrNotOwner", err)
 	}
 }
