@@ -3,12 +3,15 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,6 +187,63 @@ func TestCleanRemovesOnlyWhatThePlanMade(t *testing.T) {
 	}
 	if b, err := os.ReadFile(data); err != nil || string(b) != "precious" {
 		t.Fatalf("user file touched: %q %v", b, err)
+	}
+}
+
+// A state file that names a node's pid with another process's group (a
+// forged file, or a node that reported a wrong pgid): runner clean kills
+// the node, which is still the very process recorded, and not the group.
+func TestCleanSignalsNoGroupButTheNodesOwn(t *testing.T) {
+	dir := t.TempDir()
+	plan := loopbackPlan(t, dir, "")
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep, _ = filepath.EvalSymlinks(sleep)
+	start := func() *exec.Cmd {
+		c := exec.Command(sleep, "300")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	node, bystander := start(), start()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", node.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(stat[strings.LastIndex(string(stat), ") ")+2:]))
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	state := filepath.Join(dir, "out/test.csv.state")
+	os.MkdirAll(filepath.Dir(state), 0o755)
+	os.WriteFile(state, fmt.Appendf(nil, `[{"host":"local","pid":%d,"pgid":%d,"start_time":%q,"boot_id":%q,"exe":%q}]`,
+		node.Process.Pid, bystander.Process.Pid, f[19], strings.TrimSpace(string(boot)), sleep), 0o644)
+
+	r := runner(t, dir, "clean", plan, "--yes")
+	if r.Code != 0 {
+		t.Fatalf("clean --yes: exit %d\n%s", r.Code, r.Stderr)
+	}
+	gone := func(c *exec.Cmd) bool {
+		done := make(chan struct{})
+		go func() { c.Process.Wait(); close(done) }()
+		select {
+		case <-done:
+			return true
+		case <-time.After(500 * time.Millisecond):
+			return false
+		}
+	}
+	if !gone(node) {
+		t.Errorf("the leftover node was not killed:\n%s", r.Stderr)
+	}
+	if gone(bystander) {
+		t.Errorf("the process group the state file named, not the node's own, was killed:\n%s", r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "killing the pid alone") {
+		t.Errorf("no warning about the group:\n%s", r.Stderr)
 	}
 }
 

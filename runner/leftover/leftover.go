@@ -78,7 +78,11 @@ func Open(ctx context.Context, path string, targets []role.Target, report func(s
 				s.entries = append(s.entries, e) // another exec's host; keep
 				continue
 			}
-			if killed, err := s.reap(ctx, h, e); err != nil {
+			killed, warn, err := s.reap(ctx, h, e)
+			if warn != "" {
+				report(warn)
+			}
+			if err != nil {
 				report(fmt.Sprintf("%s: could not check leftover node pid %d: %v", e.Host, e.PID, err))
 				s.entries = append(s.entries, e)
 			} else if killed {
@@ -91,30 +95,51 @@ func Open(ctx context.Context, path string, targets []role.Target, report func(s
 	return s, err
 }
 
-// reap kills e's process group if e is still that very process.
-func (s *Record) reap(ctx context.Context, h remote.Host, e Entry) (bool, error) {
-	boot, start, exe, err := s.identify(ctx, h, e.PID)
+// reap kills e's process group if e is still that very process, and that
+// group is the process's own: the group is read from /proc/PID/stat and
+// must be the recorded one and above 1. A forged state file, or a node
+// reporting pgid 1, would otherwise have root run kill -KILL -- -1, which
+// kills every process on the host. Where the group does not match, only
+// the pid is killed, and warn says why.
+func (s *Record) reap(ctx context.Context, h remote.Host, e Entry) (killed bool, warn string, err error) {
+	id, err := s.identify(ctx, h, e.PID)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
-	if start == "" || boot != e.BootID || start != e.StartTime || exe != e.Exe {
-		return false, nil // gone, or the pid now belongs to someone else
+	if id.start == "" || id.boot != e.BootID || id.start != e.StartTime || id.exe != e.Exe {
+		return false, "", nil // gone, or the pid now belongs to someone else
 	}
 	// Group and pid in two commands: kill(1) given both exits 1 when the
 	// group's SIGKILL let the parent reap the pid before its own turn.
 	var groupErr error = errors.New("no process group recorded")
-	if e.PGID > 0 {
+	if ownGroup(e, id.pgid) {
 		_, groupErr = h.Run(ctx, []string{"kill", "-KILL", "--", "-" + strconv.Itoa(e.PGID)})
+	} else {
+		warn = fmt.Sprintf("%s: leftover node pid %d: its process group is %d, not the recorded %d (or not above 1): killing the pid alone", e.Host, e.PID, id.pgid, e.PGID)
 	}
 	if _, err := h.Run(ctx, []string{"kill", "-KILL", strconv.Itoa(e.PID)}); err != nil && groupErr != nil {
-		return false, fmt.Errorf("kill: %w", err)
+		return false, warn, fmt.Errorf("kill: %w", err)
 	}
-	return true, nil
+	return true, warn, nil
 }
 
-// identify reads the host's boot_id and pid's start time and executable.
-// A pid that does not exist gives an empty start time and no error.
-func (s *Record) identify(ctx context.Context, h remote.Host, pid int) (boot, start, exe string, err error) {
+// ownGroup says whether e's recorded process group may be signalled: it
+// is the group /proc/PID/stat gives the pid now, and above 1.
+func ownGroup(e Entry, pgid int) bool {
+	return e.PGID > 1 && pgid == e.PGID
+}
+
+// procID is what /proc says of a pid, to match against an Entry. A pid
+// that does not exist has an empty start.
+type procID struct {
+	boot, start, exe string
+	pgid             int
+}
+
+// identify reads the host's boot_id and pid's start time, process group
+// and executable. A pid that does not exist gives an empty start time and
+// no error.
+func (s *Record) identify(ctx context.Context, h remote.Host, pid int) (procID, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	p := strconv.Itoa(pid)
@@ -122,26 +147,28 @@ func (s *Record) identify(ctx context.Context, h remote.Host, pid int) (boot, st
 	// just leave their lines out.
 	out, err := h.Run(ctx, []string{"sh", "-c", `cat /proc/sys/kernel/random/boot_id; cat /proc/$1/stat 2>/dev/null || echo; readlink /proc/$1/exe 2>/dev/null || echo`, "sh", p})
 	if err != nil {
-		return "", "", "", err
+		return procID{}, err
 	}
 	lines := strings.Split(string(out), "\n")
 	for len(lines) < 3 {
 		lines = append(lines, "")
 	}
-	boot = strings.TrimSpace(lines[0])
+	var id procID
+	id.boot = strings.TrimSpace(lines[0])
 	if stat := lines[1]; stat != "" {
 		// Field 2 (comm) may hold spaces; fields after it follow ") ".
 		if i := strings.LastIndex(stat, ") "); i >= 0 {
 			f := strings.Fields(stat[i+2:])
 			if len(f) > 19 {
-				start = f[19] // field 22 overall
+				id.start = f[19]                // field 22 overall
+				id.pgid, _ = strconv.Atoi(f[2]) // field 5
 			}
 		}
 	}
 	// A binary replaced by a newer deploy reads "PATH (deleted)"; the
 	// process is still ours to reap.
-	exe = strings.TrimSuffix(strings.TrimSpace(lines[2]), " (deleted)")
-	return boot, start, exe, nil
+	id.exe = strings.TrimSuffix(strings.TrimSpace(lines[2]), " (deleted)")
+	return id, nil
 }
 
 // Add records a started node, and returns once the file holds it. It is

@@ -40,11 +40,11 @@ func sleeper(t *testing.T) (*exec.Cmd, string) {
 func identity(t *testing.T, pid int) (boot, start string) {
 	t.Helper()
 	s := &Record{}
-	boot, start, _, err := s.identify(context.Background(), remote.Local{}, pid)
-	if err != nil || boot == "" || start == "" {
-		t.Fatalf("identify %d: %q %q %v", pid, boot, start, err)
+	id, err := s.identify(context.Background(), remote.Local{}, pid)
+	if err != nil || id.boot == "" || id.start == "" {
+		t.Fatalf("identify %d: %+v %v", pid, id, err)
 	}
-	return boot, start
+	return id.boot, id.start
 }
 
 func alive(cmd *exec.Cmd) bool {
@@ -209,5 +209,74 @@ func TestStateConcurrentAddsEachWritten(t *testing.T) {
 	st.Flush()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("state file after every node was removed: %v", err)
+	}
+}
+
+// guardedLocal is this machine, whose kill(1) of a process group runs only
+// for the groups a test allows, and is recorded either way: a reap that
+// signalled group 1 as root would kill every process on the machine, the
+// test's own included.
+type guardedLocal struct {
+	remote.Local
+	allow map[int]bool
+
+	mu     sync.Mutex
+	groups []int // every group a kill was asked for
+}
+
+func (g *guardedLocal) Run(ctx context.Context, argv []string) ([]byte, error) {
+	if len(argv) == 4 && argv[0] == "kill" && argv[2] == "--" && strings.HasPrefix(argv[3], "-") {
+		pgid, _ := strconv.Atoi(argv[3][1:])
+		g.mu.Lock()
+		g.groups = append(g.groups, pgid)
+		g.mu.Unlock()
+		if !g.allow[pgid] {
+			return nil, nil // said to have worked, never run
+		}
+	}
+	return g.Local.Run(ctx, argv)
+}
+
+func TestReapSignalsOnlyTheProcessOwnGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pgid      func(self, other int) int // the group the state file records
+		wantGroup bool
+	}{
+		{"its own group", func(self, other int) int { return self }, true},
+		{"group 1", func(self, other int) int { return 1 }, false},
+		{"another process's group", func(self, other int) int { return other }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd, bin := sleeper(t)
+			other, _ := sleeper(t) // a bystander in a group of its own
+			pid := cmd.Process.Pid
+			boot, start := identity(t, pid)
+			pgid := tc.pgid(pid, other.Process.Pid)
+			path := filepath.Join(t.TempDir(), "out.csv.state")
+			writeState(t, path, Entry{Host: "local", PID: pid, PGID: pgid, StartTime: start, BootID: boot, Exe: bin})
+			host := &guardedLocal{allow: map[int]bool{pid: true, other.Process.Pid: true}}
+			target := role.Target{Host: host, Label: "server (local)"}
+			var said []string
+			if _, err := Open(context.Background(), path, []role.Target{target}, func(m string) { said = append(said, m) }); err != nil {
+				t.Fatal(err)
+			}
+			if alive(cmd) {
+				t.Fatalf("the leftover node itself was not killed (messages %v)", said)
+			}
+			if !alive(other) {
+				t.Fatal("a process of another group was killed")
+			}
+			signalled := len(host.groups) > 0
+			if signalled != tc.wantGroup || (signalled && host.groups[0] != pid) {
+				t.Fatalf("groups signalled: %v, want only the node's own (%d) when it is the recorded one", host.groups, pid)
+			}
+			warned := slices.ContainsFunc(said, func(m string) bool {
+				return strings.Contains(m, "killing the pid alone") && strings.Contains(m, strconv.Itoa(pgid))
+			})
+			if warned == tc.wantGroup {
+				t.Fatalf("warning about the group: %v, want %v (messages %v)", warned, !tc.wantGroup, said)
+			}
+		})
 	}
 }
