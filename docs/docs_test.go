@@ -1,7 +1,8 @@
 // Package docs holds the project's reference pages. Its test keeps them
 // true to the tree: every repository path or package that README.md,
 // CONTRIBUTING.md and docs/*.md name in backquotes exists, and a number of
-// CSV columns the README states is the header's.
+// CSV columns the README states is the header's; every test they name is
+// defined.
 package docs
 
 import (
@@ -155,6 +156,53 @@ func TestREADMEColumnCount(t *testing.T) {
 	for _, m := range found {
 		if n, _ := strconv.Atoi(m[1]); n != header {
 			t.Errorf("README.md says %q; the header has %d columns", m[0], header)
+		}
+	}
+}
+
+// testName is a test or benchmark named in backquotes, optionally with a
+// subtest: `TestPoolSixHosts/Unshaped`.
+var testName = regexp.MustCompile("`((?:Test|Benchmark)[A-Z][A-Za-z0-9_]*)(?:/[^`]*)?`")
+
+// TestNamedTestsExist holds every test and benchmark the pages name (the
+// security model's table says which test defends each mechanism) to a
+// function of that name in some _test.go file of the tree.
+func TestNamedTestsExist(t *testing.T) {
+	defined := map[string]bool{}
+	funcs := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark)[A-Za-z0-9_]*)\(`)
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range funcs.FindAllStringSubmatch(string(b), -1) {
+			defined[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil || len(defined) < 100 {
+		t.Fatalf("scan the tree's tests: %v (found %d)", err, len(defined))
+	}
+	for _, page := range pages(t) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(b), "\n") {
+			for _, m := range testName.FindAllStringSubmatch(line, -1) {
+				if !defined[m[1]] {
+					t.Errorf("%s:%d: names %s, which no _test.go defines", strings.TrimPrefix(page, "../"), n+1, m[1])
+				}
+			}
 		}
 	}
 }
