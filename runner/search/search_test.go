@@ -172,3 +172,24 @@ func TestWalkIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkJudgesTheMedian gives each value's three repetitions different
+// figures: a first run 600 µs over the rest, a last one 300 µs under. Only
+// the median (40·v) puts the knee at 12; the first run has none, the mean
+// (40·v + 100) puts it at 10, and the last (40·v − 300) at 20.
+func TestWalkJudgesTheMedian(t *testing.T) {
+	spread := func(v int64, rep int) float64 {
+		base := 40 * float64(v)
+		switch rep {
+		case 1:
+			return base + 600
+		case 3:
+			return base - 300
+		}
+		return base
+	}
+	probed, st, _ := walk(t, spec(), spread, nil)
+	if !st.Found || st.Knee != 12 {
+		t.Fatalf("knee %+v after %v, want 12, where the median of each value's runs crosses 500", st, probed)
+	}
+}
