@@ -35,6 +35,11 @@ func TestJudge(t *testing.T) {
 		{"loopback", row(1200, 4, nil, "loopback has no line rate"), []plan.Expectation{lineRate, p99}, "unknown", "line_rate unknown: loopback has no line rate"},
 		{"fail beats unknown", row(1200, 9, nil, "loopback has no line rate"), []plan.Expectation{lineRate, p99}, "fail", "lat_p99_us 9.0 > 4.5; line_rate unknown: loopback has no line rate"},
 		{"none applies", row(1200, 9, nil, ""), []plan.Expectation{bigOnly}, "", ""},
+		// A figure at its bound meets it: "at least 1000" holds at 1000,
+		// "at most 4.5" at 4.5.
+		{"at least, at the bound", row(1000, 4, nil, ""), []plan.Expectation{{Metric: "bandwidth_mb_s", AtLeast: true, Bound: 1000}}, "pass", ""},
+		{"at most, at the bound", row(1200, 4.5, nil, ""), []plan.Expectation{p99}, "pass", ""},
+		{"at least, just under", row(999.9, 4, nil, ""), []plan.Expectation{{Metric: "bandwidth_mb_s", AtLeast: true, Bound: 1000}}, "fail", "bandwidth_mb_s 999.9 < 1000.0"},
 		{"failed run", results.Row{Status: results.StatusFailed, Params: map[string]string{"block_size": "4096"}}, []plan.Expectation{p99}, "unknown", "lat_p99_us unknown: the run failed"},
 	} {
 		r := tc.r
