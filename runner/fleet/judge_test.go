@@ -226,3 +226,52 @@ func dump(j Judgment) string {
 	b, _ := json.MarshalIndent(j, "", "  ")
 	return string(b)
 }
+
+// TestJudgeMADRegime is a pool whose links spread widely: the median is
+// 980, the MAD 95, so median − 3 × MAD (695) lies under 0.8 × median
+// (784) and sets the threshold. The link at 750 is one of the spread, not
+// slow; only the one at 200 is.
+func TestJudgeMADRegime(t *testing.T) {
+	mbs := []float64{200, 750, 880, 900, 930, 960, 1000, 1040, 1070, 1100, 1120, 1150}
+	var samples []Sample
+	for s := range 4 {
+		for c := range 4 {
+			if s != c {
+				samples = append(samples, Sample{Server: host(s), Client: host(c), MBs: mbs[len(samples)], OK: true})
+			}
+		}
+	}
+	j := Judge(samples, JudgeOptions{})
+	if j.Rule != "median - 3 × MAD" || float64(j.Threshold) != 695 || float64(j.MedianMBs) != 980 || float64(j.MADMBs) != 95 {
+		t.Fatalf("threshold %v by %q (median %v, MAD %v), want 695 by median - 3 × MAD (980, 95)", j.Threshold, j.Rule, j.MedianMBs, j.MADMBs)
+	}
+	if len(j.SlowLinks) != 1 || j.SlowLinks[0].MBs != 200 {
+		t.Fatalf("slow links %+v, want the one at 200 alone (750 is within 3 MADs)", j.SlowLinks)
+	}
+}
+
+// In a pool of five, each host serves four links. A host is suspect when
+// more than half of its links in one role are slow: two of four, exactly
+// half, are not enough; three are.
+func TestJudgeSuspectNeedsMoreThanHalf(t *testing.T) {
+	for _, tc := range []struct {
+		slowTo  []string
+		suspect bool
+	}{
+		{[]string{"h2", "h3"}, false},
+		{[]string{"h2", "h3", "h4"}, true},
+	} {
+		j := Judge(pool(5, 1, 0, 1, func(s, c string) float64 {
+			if s == "h1" && slices.Contains(tc.slowTo, c) {
+				return 0.25
+			}
+			return 1
+		}), JudgeOptions{})
+		if len(j.SlowLinks) != len(tc.slowTo) {
+			t.Fatalf("h1 slow to %v: %d slow links, want %d\n%s", tc.slowTo, len(j.SlowLinks), len(tc.slowTo), dump(j))
+		}
+		if got := suspectHosts(j); (len(got) == 1 && got[0] == "h1") != tc.suspect || len(got) > 1 {
+			t.Errorf("h1 slow as server to %v of its 4 clients: suspects %v, want h1 named %v", tc.slowTo, got, tc.suspect)
+		}
+	}
+}
