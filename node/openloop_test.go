@@ -123,6 +123,23 @@ func openLoopRate(t *testing.T, file string, offered float64, arrivals string) {
 	}
 }
 
+// TestOpenLoopLightLoadIsNotSaturated offers 2 MB/s of 64KiB reads for a
+// second, about 30 reads, at queue depth 64: more slots than reads, so no
+// read can find the window full at its due time, however loaded the
+// machine. Nothing is held back and the run is not saturated; an open
+// loop that called every read held back would say otherwise.
+func TestOpenLoopLightLoadIsNotSaturated(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	res := openRead(t, file, nil, "--block-size", "64KiB", "--queue-depth", "64", "--total", "0", "--duration", "1s", "--rate", "2MB/s")
+	ol := res.OpenLoop
+	if ol == nil || ol.Due == 0 || ol.Due > 64 {
+		t.Fatalf("open loop %+v: want between 1 and 64 reads due", ol)
+	}
+	if ol.HeldBack != 0 || ol.Saturated {
+		t.Errorf("%d of %d reads held back, saturated %v: with more slots than reads none can wait for one", ol.HeldBack, ol.Due, ol.Saturated)
+	}
+}
+
 // TestOpenLoopCoordinatedOmission stops the server for 200 ms in the
 // middle of an open loop. The reads due during the stop wait for it to
 // end: their response latency counts the wait from their due time, while
