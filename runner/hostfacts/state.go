@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rdmasweep/internal/cpuset"
 )
 
 // State is how the host is set up, where that changes what it measures:
@@ -95,10 +97,10 @@ func (l PCIeLink) IRQSummary() string {
 	if len(l.IRQs) == 0 {
 		return ""
 	}
-	all := map[int]bool{}
+	all := cpuset.Set{}
 	single, same := true, true
 	for _, list := range l.IRQs {
-		cpus, err := parseCPUs(list)
+		cpus, err := cpuset.Parse(list)
 		if err != nil {
 			single = false
 			continue
@@ -114,11 +116,11 @@ func (l PCIeLink) IRQSummary() string {
 	case len(all) == 0:
 		return n + ", affinity unreadable"
 	case single && len(l.IRQs) > 1:
-		return fmt.Sprintf("%s, one CPU each, over CPUs %s", n, cpuList(all))
+		return fmt.Sprintf("%s, one CPU each, over CPUs %s", n, all)
 	case same:
-		return fmt.Sprintf("%s, all on CPUs %s", n, cpuList(all))
+		return fmt.Sprintf("%s, all on CPUs %s", n, all)
 	}
-	return fmt.Sprintf("%s over CPUs %s", n, cpuList(all))
+	return fmt.Sprintf("%s over CPUs %s", n, all)
 }
 
 // PCIeOf is the PCIe link carrying the named RDMA device or interface.
@@ -194,51 +196,6 @@ func selected(v string) string {
 		}
 	}
 	return v
-}
-
-// parseCPUs reads a CPU list as sysfs writes it: "0-3,8".
-func parseCPUs(s string) (map[int]bool, error) {
-	out := map[int]bool{}
-	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, err
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, err
-			}
-		}
-		for c := a; c <= b && c-a < 1<<16; c++ {
-			out[c] = true
-		}
-	}
-	return out, nil
-}
-
-// cpuList writes a CPU set as sysfs does: "0-3,8".
-func cpuList(set map[int]bool) string {
-	var cpus []int
-	for c := range set {
-		cpus = append(cpus, c)
-	}
-	slices.Sort(cpus)
-	var parts []string
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
-		} else {
-			parts = append(parts, strconv.Itoa(cpus[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 func plural(n int, what string) string {

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rdmasweep/internal/cpuset"
 	"rdmasweep/results"
 	"rdmasweep/runner/hostfacts"
 )
@@ -428,10 +429,10 @@ func numaWarning(f Facts, n Need) string {
 		note("the file's disk "+ff.BlockDevice, *ff.BlockNUMA)
 	}
 	if n.CPUs != "" && len(f.NUMACPUs) > 1 {
-		want, err := parseCPUList(n.CPUs)
+		want, err := cpuset.Parse(n.CPUs)
 		if err == nil {
 			for node, list := range f.NUMACPUs {
-				have, err := parseCPUList(list)
+				have, err := cpuset.Parse(list)
 				if err != nil {
 					continue
 				}
@@ -449,28 +450,6 @@ func numaWarning(f Facts, n Need) string {
 	}
 	slices.Sort(parts)
 	return fmt.Sprintf("NUMA: %s; reads cross between nodes (pin the role's cpus to the device's node, and put the file on a disk there)", strings.Join(parts, ", "))
-}
-
-// parseCPUList reads a CPU list as sysfs and taskset write it: "0-3,8".
-func parseCPUList(s string) (map[int]bool, error) {
-	out := map[int]bool{}
-	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, err
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, err
-			}
-		}
-		for c := a; c <= b && c-a < 1<<16; c++ {
-			out[c] = true
-		}
-	}
-	return out, nil
 }
 
 func contains(list []string, s string) bool {

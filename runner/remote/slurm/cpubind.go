@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
-	"strings"
-)
 
-// maxCPU bounds the CPU ids a list may name.
-const maxCPU = 8191
+	"rdmasweep/internal/cpuset"
+)
 
 // CPUBind turns a taskset-style CPU list ("0-3,8", ids as the node
 // numbers them) into srun's --cpu-bind value for a one-task step:
@@ -22,41 +20,16 @@ const maxCPU = 8191
 // wants whole nodes (salloc --exclusive). Slurm binds only where its task
 // plugin does (task/affinity or task/cgroup).
 func CPUBind(cpus string) (string, error) {
-	set, err := parseCPUList(cpus)
+	ids, err := cpuset.Parse(cpus)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("cpus %q: %w", cpus, err)
 	}
-	if set.BitLen() == 0 {
-		return "", fmt.Errorf("cpus %q: names no CPU", cpus)
+	set := new(big.Int)
+	for _, c := range ids.Sorted() {
+		set.SetBit(set, c, 1)
 	}
 	if set.BitLen()-1 == int(set.TrailingZeroBits()) {
 		return "map_cpu:" + strconv.Itoa(set.BitLen()-1), nil
 	}
 	return "mask_cpu:0x" + set.Text(16), nil
-}
-
-// parseCPUList parses "0-3,8" (what taskset --cpu-list takes, without
-// strides) into a bit set.
-func parseCPUList(s string) (*big.Int, error) {
-	set := new(big.Int)
-	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("cpus %q: empty CPU list", s)
-	}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(lo)
-		b := a
-		var err2 error
-		if isRange {
-			b, err2 = strconv.Atoi(hi)
-		}
-		if err1 != nil || err2 != nil || a < 0 || b < a || b > maxCPU {
-			return nil, fmt.Errorf("cpus %q: %q is not a CPU or a range of CPUs like 0-3 (ids 0 to %d)", s, part, maxCPU)
-		}
-		for c := a; c <= b; c++ {
-			set.SetBit(set, c, 1)
-		}
-	}
-	return set, nil
 }
