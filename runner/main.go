@@ -20,7 +20,7 @@ func main() {
 }
 
 // runMain is the program as the shell sees it: SIGINT and SIGTERM cancel
-// its context, run does the work, and the error becomes the exit code.
+// its context, dispatch does the work, and the error becomes the exit code.
 // Tests run it in place of a built binary (see script_test.go).
 func runMain() int {
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -30,7 +30,7 @@ func runMain() int {
 		sig := <-sigs
 		cancel(&interrupted{sig: sig.(syscall.Signal)})
 	}()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	// Whatever a command was doing when the signal came (connecting,
 	// collecting facts), it failed because of the signal: say so, and
 	// exit 128+signal.
@@ -40,14 +40,15 @@ func runMain() int {
 	return exitCode(err, os.Stderr)
 }
 
-// commands are the runner's commands, in the order usage lists them. Each
+// commands are the runner's commands, in the order usageText lists them. Each
 // is one cmd_NAME.go: its options, their flags, and its flow.
 var commands = []*command{
 	execCommand, validateCommand, planCommand, checkCommand, summaryCommand,
 	plotCommand, cleanCommand, csvUpgradeCommand, compareCommand,
 }
 
-func usage() string {
+// usageText is what runner help prints.
+func usageText() string {
 	var b strings.Builder
 	b.WriteString("usage: runner <command> [flags] [args]\n\ncommands:\n")
 	for _, c := range commands {
@@ -60,10 +61,10 @@ machine, tcp transport. Run "runner <command> -h" for a command's flags.`)
 	return b.String()
 }
 
-// run is the whole program; main only maps its error to an exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// dispatch is the whole program; main only maps its error to an exit code.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage())
+		fmt.Fprintln(stderr, usageText())
 		return errUsage
 	}
 	switch args[0] {
@@ -71,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "runner %s\n", version)
 		return nil
 	case "help", "-h", "-help", "--help":
-		fmt.Fprintln(stdout, usage())
+		fmt.Fprintln(stdout, usageText())
 		return nil
 	}
 	for _, c := range commands {
