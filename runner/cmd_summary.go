@@ -15,20 +15,22 @@ import (
 // summaryOptions are runner summary's.
 type summaryOptions struct {
 	csvOptions
-	baseline string
-	format   string
-	expect   float64
-	counters bool
+	baseline  string
+	format    string
+	slowBelow float64
+	oldExpect float64 // --expect, slow-below's old name
+	counters  bool
 }
 
 var summaryCommand = &command{
-	name: "summary", args: "[--run RUN_ID] [--baseline name=value] [--format text|json] [--expect MB/s] [--counters] CSV",
+	name: "summary", args: "[--run RUN_ID] [--baseline name=value] [--format text|json] [--slow-below MB/s] [--counters] CSV",
 	help: "  summary CSV     print the summary table of an existing CSV",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o summaryOptions
 		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
 		fs.StringVar(&o.format, "format", "text", "`text`, or json for a pairwise or ring CSV's judgment or a search CSV's knees")
-		fs.Float64Var(&o.expect, "expect", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD)")
+		fs.Float64Var(&o.slowBelow, "slow-below", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD); not the plan's expect, which judges each row")
+		fs.Float64Var(&o.oldExpect, "expect", 0, "the old name of --slow-below (`MB/s`)")
 		fs.BoolVar(&o.counters, "counters", false, "print instead each run's counters that moved, per point and role, by their kernel names (from RUN_ID.counters.jsonl beside the CSV)")
 		o.addFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runSummary(ctx, o, g, args) }
@@ -48,6 +50,12 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 	if o.counters && o.format != "text" {
 		return g.usageError("summary --counters prints text (got --format %s)", o.format)
 	}
+	if o.oldExpect != 0 {
+		g.ui.warnf("summary --expect is now --slow-below: it sets the slow-link threshold of a pool, not the plan's expect")
+		if o.slowBelow == 0 {
+			o.slowBelow = o.oldExpect
+		}
+	}
 	var base summary.Baseline
 	if o.baseline != "" {
 		if base, err = summary.ParseBaseline(o.baseline); err != nil {
@@ -65,7 +73,7 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 		}
 		return summary.WriteCounters(g.stdout, rows, byRun)
 	}
-	if pool := fleet.FromRows(rows, fleet.JudgeOptions{Expect: o.expect}); len(pool) > 0 {
+	if pool := fleet.FromRows(rows, fleet.JudgeOptions{SlowBelow: o.slowBelow}); len(pool) > 0 {
 		if o.format == "json" {
 			return fleet.WriteJSON(g.stdout, pool)
 		}

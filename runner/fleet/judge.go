@@ -6,7 +6,8 @@ package fleet
 // Its figure is the median bandwidth of its ok rows (its repetitions).
 //
 //   - Slow link: its median is below the threshold. The threshold is the
-//     plan's expectation when one is given (Options.Expect), else the lower
+//     one the user gives (JudgeOptions.SlowBelow, summary --slow-below),
+//     else the lower
 //     of 0.8 × the median of all links and that median − 3 × their median
 //     absolute deviation (MAD, unscaled), so a noisy fabric does not make
 //     its own slow links.
@@ -43,9 +44,10 @@ type Sample struct {
 
 // JudgeOptions change how links are judged.
 type JudgeOptions struct {
-	// Expect is the bandwidth in MB/s below which a link is slow; 0 is
-	// none, and the threshold then comes from the links themselves.
-	Expect float64
+	// SlowBelow is the bandwidth in MB/s below which a link is slow; 0 is
+	// none, and the threshold then comes from the links themselves. It is
+	// not the plan's expect, which judges each row (runner/verdict).
+	SlowBelow float64
 }
 
 // Link is one ordered pair's figures.
@@ -103,7 +105,7 @@ func Judge(samples []Sample, o JudgeOptions) Judgment {
 		}
 	}
 	med, spread := stat.Median(meds), mad(meds)
-	th, rule := threshold(med, spread, o.Expect)
+	th, rule := threshold(med, spread, o.SlowBelow)
 	j.MedianMBs, j.MADMBs, j.Threshold, j.Rule = MBs(med), MBs(spread), MBs(th), rule
 	for i := range j.Links {
 		l := &j.Links[i]
@@ -119,9 +121,9 @@ func Judge(samples []Sample, o JudgeOptions) Judgment {
 }
 
 // threshold is the bandwidth below which a link is slow, and its rule.
-func threshold(med, mad, expect float64) (float64, string) {
-	if expect > 0 {
-		return expect, "expect"
+func threshold(med, mad, slowBelow float64) (float64, string) {
+	if slowBelow > 0 {
+		return slowBelow, "slow-below"
 	}
 	if byMAD := med - 3*mad; byMAD < 0.8*med {
 		return byMAD, "median - 3 × MAD"

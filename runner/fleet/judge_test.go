@@ -112,7 +112,7 @@ func TestJudgeSlowCable(t *testing.T) {
 		t.Fatalf("suspects %v and %d slow links, want none and 2\n%s", suspectHosts(j), len(j.SlowLinks), dump(j))
 	}
 	// With two hosts, whichever is bad cannot be told from the link.
-	j = Judge(pool(2, 3, 0.03, 3, func(s, c string) float64 { return 0.25 }), JudgeOptions{Expect: 900})
+	j = Judge(pool(2, 3, 0.03, 3, func(s, c string) float64 { return 0.25 }), JudgeOptions{SlowBelow: 900})
 	if len(j.Suspects) != 0 || len(j.SlowLinks) != 2 {
 		t.Fatalf("two hosts: suspects %v and %d slow links, want none and 2", suspectHosts(j), len(j.SlowLinks))
 	}
@@ -132,15 +132,15 @@ func TestJudgeHealthy(t *testing.T) {
 
 func TestJudgeExpect(t *testing.T) {
 	samples := pool(4, 3, 0.03, 9, healthy)
-	if j := Judge(samples, JudgeOptions{Expect: 2000}); len(j.SlowLinks) != 12 || j.Rule != "expect" {
+	if j := Judge(samples, JudgeOptions{SlowBelow: 2000}); len(j.SlowLinks) != 12 || j.Rule != "slow-below" {
 		t.Fatalf("expect 2000 MB/s of a 1000 MB/s pool: %d slow links by %q, want all 12 by expect", len(j.SlowLinks), j.Rule)
 	}
 	// Every host is then slow everywhere, and every host suspect: an
 	// expectation is absolute.
-	if j := Judge(samples, JudgeOptions{Expect: 2000}); len(j.Suspects) != 4 {
+	if j := Judge(samples, JudgeOptions{SlowBelow: 2000}); len(j.Suspects) != 4 {
 		t.Fatalf("expect 2000 MB/s: suspects %v, want all 4", suspectHosts(j))
 	}
-	if j := Judge(samples, JudgeOptions{Expect: 500}); len(j.SlowLinks) != 0 {
+	if j := Judge(samples, JudgeOptions{SlowBelow: 500}); len(j.SlowLinks) != 0 {
 		t.Fatalf("expect 500 MB/s: %d slow links, want none", len(j.SlowLinks))
 	}
 }
