@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"rdmasweep/internal/stat"
 	"rdmasweep/results"
 )
 
@@ -123,18 +124,18 @@ func TestGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := Point{Metric: "bandwidth_mb_s", Stat: Stat{Significant: true, DeltaPct: -8}}
+	sig := Point{Metric: "bandwidth_mb_s", Comparison: stat.Comparison{Significant: true, DeltaPct: -8}}
 	if !g.Trips(sig) {
 		t.Error("a significant -8% did not trip <-5%")
 	}
-	if g.Trips(Point{Metric: "bandwidth_mb_s", Stat: Stat{DeltaPct: -8}}) {
+	if g.Trips(Point{Metric: "bandwidth_mb_s", Comparison: stat.Comparison{DeltaPct: -8}}) {
 		t.Error("an insignificant change tripped the gate")
 	}
-	if g.Trips(Point{Metric: "bandwidth_mb_s", Stat: Stat{Significant: true, DeltaPct: -3}}) {
+	if g.Trips(Point{Metric: "bandwidth_mb_s", Comparison: stat.Comparison{Significant: true, DeltaPct: -3}}) {
 		t.Error("-3% tripped <-5%")
 	}
 	up, _ := ParseGate("lat_p99_us>10%")
-	if !up.Trips(Point{Metric: "lat_p99_us", Stat: Stat{Significant: true, DeltaPct: 12}}) {
+	if !up.Trips(Point{Metric: "lat_p99_us", Comparison: stat.Comparison{Significant: true, DeltaPct: 12}}) {
 		t.Error("+12% did not trip >10%")
 	}
 	for _, bad := range []string{"bandwidth_mb_s<-5", "bandwith_mb_s<-5%", "<5%", "bandwidth_mb_s<x%"} {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"rdmasweep/internal/stat"
 	"rdmasweep/results"
 )
 
@@ -71,7 +72,7 @@ func writeText(w io.Writer, res Result) error {
 	for _, pt := range res.Points {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t± %s\t%s\t± %s\t%s\t%s\t\n", pointLabel(pt, vary), pt.Metric,
 			num(pt.Old.Center), pctRange(pt.Old), num(pt.New.Center), pctRange(pt.New),
-			delta(pt.Stat), pn(pt.Stat))
+			delta(pt.Comparison), pn(pt.Comparison))
 	}
 	return tw.Flush()
 }
@@ -93,7 +94,7 @@ func decimals(x float64) int {
 
 // pctRange is the interval's half width in percent of the centre, as
 // benchstat prints it; ∞ when the sample is too small for one.
-func pctRange(s Summary) string {
+func pctRange(s stat.Summary) string {
 	if !s.HasInterval() {
 		return "∞"
 	}
@@ -104,7 +105,7 @@ func pctRange(s Summary) string {
 }
 
 // delta is the change in percent, or ~ when it is not significant.
-func delta(s Stat) string {
+func delta(s stat.Comparison) string {
 	switch {
 	case !s.Significant:
 		return "~"
@@ -114,7 +115,7 @@ func delta(s Stat) string {
 	return fmt.Sprintf("%+.2f%%", s.DeltaPct)
 }
 
-func pn(s Stat) string {
+func pn(s stat.Comparison) string {
 	n := fmt.Sprintf("n=%d+%d", s.Old.N, s.New.N)
 	if s.Old.N == s.New.N {
 		n = fmt.Sprintf("n=%d", s.Old.N)

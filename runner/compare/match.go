@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rdmasweep/internal/stat"
 	"rdmasweep/plan"
 	"rdmasweep/results"
 )
@@ -89,7 +90,7 @@ type Point struct {
 	// Scope is the rows' scope: client, or aggregate for a fan-in's sum.
 	Scope  string
 	Metric string
-	Stat
+	stat.Comparison
 }
 
 // Result is a comparison: the matched points, each metric in turn, and
@@ -147,7 +148,7 @@ func Compare(old, new []results.Row, o Options) (Result, error) {
 			if len(xs) == 0 || len(ys) == 0 {
 				continue
 			}
-			res.Points = append(res.Points, Point{Params: shared, Scope: a.rows[0].Scope, Metric: m, Stat: Compute(xs, ys, o.Alpha)})
+			res.Points = append(res.Points, Point{Params: shared, Scope: a.rows[0].Scope, Metric: m, Comparison: stat.Compare(xs, ys, o.Alpha)})
 		}
 	}
 	for _, b := range ng {

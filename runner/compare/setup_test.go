@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"rdmasweep/internal/stat"
 )
 
 func TestSetupAddsGatedMetricsAndRefusesBadFlags(t *testing.T) {
@@ -38,9 +40,9 @@ func TestSetupAddsGatedMetricsAndRefusesBadFlags(t *testing.T) {
 
 func TestWarningsAndTrippedCount(t *testing.T) {
 	res := Result{Points: []Point{
-		{Metric: "bandwidth_mb_s", Stat: Stat{Significant: true, DeltaPct: -8, Warnings: []string{"few", "none"}}},
-		{Metric: "bandwidth_mb_s", Stat: Stat{Significant: true, DeltaPct: -2, Warnings: []string{"few"}}},
-		{Metric: "bandwidth_mb_s", Stat: Stat{Significant: false, DeltaPct: -20}},
+		{Metric: "bandwidth_mb_s", Comparison: stat.Comparison{Significant: true, DeltaPct: -8, Warnings: []string{"few", "none"}}},
+		{Metric: "bandwidth_mb_s", Comparison: stat.Comparison{Significant: true, DeltaPct: -2, Warnings: []string{"few"}}},
+		{Metric: "bandwidth_mb_s", Comparison: stat.Comparison{Significant: false, DeltaPct: -20}},
 	}}
 	ws := Warnings(res)
 	if len(ws) != 2 || ws[0] != (Warning{"few", 2}) || ws[1] != (Warning{"none", 1}) {

@@ -104,7 +104,7 @@ func Judge(samples []Sample, o JudgeOptions) Judgment {
 			meds = append(meds, float64(l.MBs))
 		}
 	}
-	med, spread := stat.Median(meds), mad(meds)
+	med, spread := stat.Median(meds), stat.MAD(meds)
 	th, rule := threshold(med, spread, o.SlowBelow)
 	j.MedianMBs, j.MADMBs, j.Threshold, j.Rule = MBs(med), MBs(spread), MBs(th), rule
 	for i := range j.Links {
@@ -318,16 +318,6 @@ func digits(s string) int {
 		i++
 	}
 	return i
-}
-
-// mad is the median absolute deviation from the median, unscaled.
-func mad(xs []float64) float64 {
-	m := stat.Median(xs)
-	dev := make([]float64, len(xs))
-	for i, x := range xs {
-		dev[i] = math.Abs(x - m)
-	}
-	return stat.Median(dev)
 }
 
 // MBs is a bandwidth in MB/s; in JSON it has one decimal, and NaN (no

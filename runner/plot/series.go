@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rdmasweep/internal/stat"
 	"rdmasweep/results"
 	"rdmasweep/results/param"
 	"rdmasweep/runner/summary"
@@ -55,7 +56,7 @@ type Point struct {
 }
 
 // Stat is a mean and a sample standard deviation over the repeats.
-type Stat = summary.Stat
+type Stat = stat.Moments
 
 // params are the columns that may split series, in label order: the
 // summary's, but the x axis.
@@ -177,8 +178,8 @@ func pointOf(x float64, rows []results.Row) Point {
 	}
 	return Point{
 		X: x, N: len(rows), Saturated: sat,
-		BandwidthMBs: summary.MeanSD(bw), LatP50Us: summary.MeanSD(p50), LatP99Us: summary.MeanSD(p99),
-		RespP50Us: summary.MeanSD(r50), RespP99Us: summary.MeanSD(r99),
+		BandwidthMBs: stat.MeanSD(bw), LatP50Us: stat.MeanSD(p50), LatP99Us: stat.MeanSD(p99),
+		RespP50Us: stat.MeanSD(r50), RespP99Us: stat.MeanSD(r99),
 	}
 }
 

@@ -117,7 +117,7 @@ func meanOf(g *Group, f func(results.Row) *float64) float64 {
 	for _, r := range g.OK {
 		xs = append(xs, deref(f(r)))
 	}
-	return MeanSD(xs).Mean
+	return stat.MeanSD(xs).Mean
 }
 
 func bandwidth(r results.Row) *float64    { return r.BandwidthMBs }

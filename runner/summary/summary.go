@@ -50,37 +50,6 @@ func Build(rows []results.Row) []Group {
 	return groups
 }
 
-// Stat is a mean and a sample standard deviation (0 for one value).
-type Stat struct{ Mean, SD float64 }
-
-// MeanSD is the mean and sample standard deviation of xs, leaving out NaN
-// (a figure a row does not have); the mean is NaN when no value is left
-// and the sd 0 for one.
-func MeanSD(xs []float64) Stat {
-	var sum float64
-	n := 0
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			sum += x
-			n++
-		}
-	}
-	if n == 0 {
-		return Stat{Mean: math.NaN()}
-	}
-	mean := sum / float64(n)
-	if n == 1 {
-		return Stat{Mean: mean}
-	}
-	var ss float64
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			ss += (x - mean) * (x - mean)
-		}
-	}
-	return Stat{Mean: mean, SD: math.Sqrt(ss / float64(n-1))}
-}
-
 // Outliers returns the indexes of xs whose modified z-score exceeds 3.5
 // (Iglewicz and Hoaglin). It needs at least 3 values. When the median
 // absolute deviation is 0, the scale falls back to 1.253314 × the mean
@@ -90,14 +59,12 @@ func Outliers(xs []float64) []int {
 		return nil
 	}
 	med := stat.Median(xs)
-	dev := make([]float64, len(xs))
 	var meanAD float64
-	for i, x := range xs {
-		dev[i] = math.Abs(x - med)
-		meanAD += dev[i]
+	for _, x := range xs {
+		meanAD += math.Abs(x - med)
 	}
 	meanAD /= float64(len(xs))
-	mad := stat.Median(dev)
+	mad := stat.MAD(xs)
 	var out []int
 	for i, x := range xs {
 		var z float64
@@ -199,7 +166,7 @@ func Write(w io.Writer, groups []Group) error {
 			p99 = append(p99, deref(r.LatP99Us))
 			iops = append(iops, deref(r.IOPS))
 		}
-		b, l50, l99, io := MeanSD(bw), MeanSD(p50), MeanSD(p99), MeanSD(iops)
+		b, l50, l99, io := stat.MeanSD(bw), stat.MeanSD(p50), stat.MeanSD(p99), stat.MeanSD(iops)
 		flag := ""
 		if out := union(Outliers(bw), Outliers(p99)); len(out) > 0 {
 			flag = "!"
@@ -250,7 +217,7 @@ func num(x float64, prec int) string {
 	return strconv.FormatFloat(x, 'f', prec, 64)
 }
 
-func sd(s Stat, n, prec int) string {
+func sd(s stat.Moments, n, prec int) string {
 	if n < 2 {
 		return "-"
 	}
@@ -284,12 +251,12 @@ func openLoop(groups []Group) bool {
 }
 
 // respP99 is the mean response p99 of g's runs; NaN for a closed loop.
-func respP99(g Group) Stat {
+func respP99(g Group) stat.Moments {
 	var xs []float64
 	for _, r := range g.OK {
 		xs = append(xs, deref(r.RespP99Us))
 	}
-	return MeanSD(xs)
+	return stat.MeanSD(xs)
 }
 
 // saturatedWhy follows the notes of saturated points, once.

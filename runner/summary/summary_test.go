@@ -3,7 +3,6 @@ package summary
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,16 +34,6 @@ func TestOutliers(t *testing.T) {
 		if got := Outliers(tc.xs); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: Outliers(%v) = %v, want %v", tc.name, tc.xs, got, tc.want)
 		}
-	}
-}
-
-func TestStat(t *testing.T) {
-	s := MeanSD([]float64{2, 4, 4, 4, 5, 5, 7, 9})
-	if s.Mean != 5 || math.Abs(s.SD-2.138089935) > 1e-6 {
-		t.Fatalf("stat = %+v", s)
-	}
-	if s := MeanSD([]float64{3}); s.Mean != 3 || s.SD != 0 {
-		t.Fatalf("one value: %+v", s)
 	}
 }
 

@@ -1,4 +1,4 @@
-package compare
+package stat
 
 import (
 	"math"
@@ -16,7 +16,7 @@ func draw(r *rand.Rand, n int, mu, cv float64) []float64 {
 	return xs
 }
 
-// TestComputeSeeded holds compare's statistics to their expected rates over
+// TestCompareSeeded holds Compare's statistics to their expected rates over
 // 1,000 independent streams, 8 samples a side at 2 % CV, with bounds from
 // the binomial distribution that a correct method breaks once in a
 // million runs, so they hold on any stream, not on one committed seed:
@@ -32,7 +32,7 @@ func draw(r *rand.Rand, n int, mu, cv float64) []float64 {
 //     standard error at 1.13 points and a miss beyond 2 points at
 //     2 Φ(−2 / 1.13) ≈ 7.6 %. (At n = 8 the median, the mean of two order
 //     statistics, does somewhat better than that large-n figure.)
-func TestComputeSeeded(t *testing.T) {
+func TestCompareSeeded(t *testing.T) {
 	const streams, n, cv, mu, alpha = 1000, 8, 0.02, 1000.0, 0.05
 	seMedian := math.Sqrt(math.Pi/(2*n)) * cv
 	// Each side's median error, as points of new ÷ old near 0.9: the new
@@ -43,10 +43,10 @@ func TestComputeSeeded(t *testing.T) {
 	var same, right int
 	for seed := uint64(1); seed <= streams; seed++ {
 		r := rand.New(rand.NewPCG(seed, 20))
-		if st := Compute(draw(r, n, mu, cv), draw(r, n, mu, cv), alpha); st.Significant {
+		if st := Compare(draw(r, n, mu, cv), draw(r, n, mu, cv), alpha); st.Significant {
 			same++
 		}
-		st := Compute(draw(r, n, mu, cv), draw(r, n, 0.9*mu, cv), alpha)
+		st := Compare(draw(r, n, mu, cv), draw(r, n, 0.9*mu, cv), alpha)
 		if st.Significant && st.DeltaPct < 0 && math.Abs(st.DeltaPct+10) <= 2 {
 			right++
 		}
@@ -98,7 +98,7 @@ func TestBinomBounds(t *testing.T) {
 	}
 }
 
-func TestComputeFewSamplesWarn(t *testing.T) {
+func TestCompareFewSamplesWarn(t *testing.T) {
 	for _, tc := range []struct {
 		n          int
 		interval   bool
@@ -114,7 +114,7 @@ func TestComputeFewSamplesWarn(t *testing.T) {
 		for i := range old {
 			old[i], new[i] = float64(100+i), float64(200+i)
 		}
-		st := Compute(old, new, 0.05)
+		st := Compare(old, new, 0.05)
 		if st.Old.HasInterval() != tc.interval {
 			t.Errorf("n=%d: interval %v, want %v", tc.n, st.Old.HasInterval(), tc.interval)
 		}

@@ -1,10 +1,10 @@
-// Package compare judges two sets of rows against each other, point by
-// point, as benchstat judges two sets of benchmark runs: each side's
-// median with its 95 % interval, the change in percent, and a two-sided
-// Mann–Whitney U test, whose p-value says whether the change is more than
-// noise. The statistics are golang.org/x/perf/benchmath's, under
-// AssumeNothing.
-package compare
+package stat
+
+// Two samples compared as benchstat compares two sets of benchmark runs:
+// each side's median with its 95 % interval, the change in percent, and a
+// two-sided Mann–Whitney U test, whose p-value says whether the change is
+// more than noise. The statistics are golang.org/x/perf/benchmath's, under
+// AssumeNothing: runner compare judges with them.
 
 import (
 	"math"
@@ -25,8 +25,8 @@ type Summary struct {
 // HasInterval reports whether the sample was large enough for one.
 func (s Summary) HasInterval() bool { return !math.IsInf(s.Lo, 0) && !math.IsInf(s.Hi, 0) }
 
-// Stat is the comparison of one metric between two samples.
-type Stat struct {
+// Comparison is the comparison of one metric between two samples.
+type Comparison struct {
 	Old, New Summary
 	// DeltaPct is the change of the centre from old to new in percent;
 	// NaN when the old centre is 0.
@@ -40,13 +40,13 @@ type Stat struct {
 	Warnings []string
 }
 
-// Compute compares samples old and new at alpha. It does not keep them.
-func Compute(old, new []float64, alpha float64) Stat {
+// Compare compares samples old and new at alpha. It does not keep them.
+func Compare(old, new []float64, alpha float64) Comparison {
 	th := &benchmath.Thresholds{CompareAlpha: alpha}
 	so := benchmath.NewSample(append([]float64(nil), old...), th)
 	sn := benchmath.NewSample(append([]float64(nil), new...), th)
 	a := benchmath.AssumeNothing
-	var st Stat
+	var st Comparison
 	var warns []error
 	for _, side := range []struct {
 		s   *benchmath.Sample
