@@ -77,7 +77,7 @@ func runAttach(ctx context.Context, e *env, args []string) error {
 	}
 	// From here the connection is the command's stdin: the control lines,
 	// and its end.
-	return dispatch(ctx, &env{stdin: conn, stdout: e.stdout, stderr: e.stderr, out: e.out}, argv)
+	return dispatch(ctx, &env{stdin: conn, stdout: e.stdout, stderr: e.stderr, out: e.out, attached: true}, argv)
 }
 
 // errNotRunner is a command line whose MAC does not prove the token:
@@ -301,7 +301,7 @@ func attachOnce(ctx context.Context, addr string, key results.AttachKey) (*net.T
 // had (exitStatus).
 func runInProcess(ctx context.Context, e *env, argv []string, conn *net.TCPConn) results.AttachEnd {
 	defer conn.Close()
-	err := run(ctx, argv, conn, e.stdout, e.stderr)
+	err := runEnv(ctx, &env{stdin: conn, stdout: e.stdout, stderr: e.stderr, attached: true}, argv)
 	return results.AttachEnd{Status: exitStatus(ctx, err)}
 }
 
@@ -320,6 +320,7 @@ func runChild(ctx context.Context, e *env, exe string, argv []string, conn *net.
 	}
 	cmd := exec.Command(exe, argv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = f, e.stdout, e.stderr
+	cmd.Env = append(os.Environ(), attachedEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		return results.AttachEnd{}, fmt.Errorf("attach: start %s: %w", argv[0], err)
 	}

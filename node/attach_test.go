@@ -350,3 +350,32 @@ func TestAttachReplayRefused(t *testing.T) {
 		t.Errorf("replayed answer: exit %d, last event %#v", code, last)
 	}
 }
+
+// node serve under node attach refuses to run without a secret, whatever
+// its command line says: the runner always gives one, and a command line
+// without one would serve the region to anyone who reaches its port.
+func TestAttachServeNeedsSecret(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		extra   []string
+		control string // the first control line, if any
+	}{
+		{"NoControlStdin", nil, ""},
+		{"ControlWithoutSecret", []string{"--control-stdin"}, "{}"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln, accept := attachListener(t)
+			t.Setenv(results.AttachTokenEnv, "t0ken")
+			p := start(t, "", "attach", "--runner", ln.Addr().String())
+			conn, hello := accept()
+			newRunnerKey("t0ken").command(t, conn, hello, serveArgs(filepath.Join(t.TempDir(), "data"), append([]string{"--create"}, c.extra...)...))
+			if c.control != "" {
+				conn.Write([]byte(c.control + "\n"))
+			}
+			code, last := p.wait(10 * time.Second)
+			if e, ok := last.(*results.Error); code != 1 || !ok || !strings.Contains(e.Message, `no secret: under node attach the first control line must carry the point's secret ("secret")`) {
+				t.Errorf("exit %d, last event %#v", code, last)
+			}
+		})
+	}
+}
