@@ -16,6 +16,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -37,6 +38,16 @@ import (
 // helloTimeout bounds how long an accepted connection may take to say
 // which agent it is.
 const helloTimeout = 10 * time.Second
+
+// MaxPendingHellos bounds the accepted connections that have not yet said
+// hello. Anyone who reaches the listener can open connections, and each
+// holds a goroutine (over SSH a forwarded channel too) until its hello or
+// helloTimeout; past the bound, the one silent the longest is closed at
+// once. The oldest rather than the newest: an agent writes its hello as
+// soon as it has connected, so closing the newest would let as many idle
+// connections lock every agent out for helloTimeout, while closing the
+// oldest costs an agent its connection only under a flood.
+const MaxPendingHellos = 64
 
 // Launcher starts a Pool's agents on one host, and what is not node.
 type Launcher interface {
@@ -61,6 +72,7 @@ type Tokens struct {
 	mu      sync.Mutex
 	waiting map[string]chan attachment // by the ID of the key each agent attaches with next
 	ids     map[chan attachment]string // and back
+	pending list.List                  // of net.Conn: accepted, no hello yet, oldest first
 }
 
 // attachment is an agent's connection, and the nonce of its hello, which
@@ -72,21 +84,34 @@ type attachment struct {
 
 // Serve takes the connections of ln until it is closed, and closes any
 // that does not say hello with the ID of a key given out, within
-// helloTimeout.
+// helloTimeout; it keeps at most MaxPendingHellos waiting for theirs.
 func (t *Tokens) Serve(ln net.Listener) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		go t.hello(c)
+		var evicted net.Conn
+		t.mu.Lock()
+		if t.pending.Len() >= MaxPendingHellos {
+			evicted = t.pending.Remove(t.pending.Front()).(net.Conn)
+		}
+		e := t.pending.PushBack(c)
+		t.mu.Unlock()
+		if evicted != nil {
+			evicted.Close()
+		}
+		go t.hello(c, e)
 	}
 }
 
 // hello reads c's hello, and hands c to the agent it names, or closes it.
-func (t *Tokens) hello(c net.Conn) {
+func (t *Tokens) hello(c net.Conn, e *list.Element) {
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
 	line, err := bufio.NewReader(io.LimitReader(c, results.MaxAttachLine)).ReadBytes('\n')
+	t.mu.Lock()
+	t.pending.Remove(e) // a no-op if Serve closed it
+	t.mu.Unlock()
 	var hello results.AttachHello
 	if err != nil || json.Unmarshal(line, &hello) != nil {
 		c.Close()

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +18,46 @@ import (
 	"rdmasweep/results"
 	"rdmasweep/runner/remote"
 )
+
+// nodeBin builds node once for the tests that run a real agent.
+var nodeBin = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "agent-test-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "node")
+	if out, err := exec.Command("go", "build", "-o", bin, "rdmasweep/node").CombinedOutput(); err != nil {
+		return "", errors.New(string(out))
+	}
+	return bin, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := nodeBin(); err == nil {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
+// localLauncher starts real agents on this machine, as SSH's do on a host:
+// the token on stdin.
+type localLauncher struct{ addr string }
+
+func (l localLauncher) Name() string                            { return "local" }
+func (l localLauncher) Address(context.Context) (string, error) { return l.addr, nil }
+func (l localLauncher) Start(ctx context.Context, argv []string) (remote.Process, error) {
+	return remote.Local{}.Start(ctx, argv)
+}
+
+func (l localLauncher) Launch(ctx context.Context, path, addr, token string) (remote.Process, error) {
+	p, err := remote.Local{}.Start(ctx, []string{path, "attach", "--runner", addr, "--loop", "--token-stdin", "--in-process", InProcessTCP})
+	if err != nil {
+		return nil, err
+	}
+	p.Stdin().Write([]byte(token + "\n"))
+	return p, nil
+}
 
 func listen(t *testing.T, tokens *Tokens) net.Listener {
 	t.Helper()
@@ -25,6 +68,67 @@ func listen(t *testing.T, tokens *Tokens) net.Listener {
 	t.Cleanup(func() { ln.Close() })
 	go tokens.Serve(ln)
 	return ln
+}
+
+// version runs node version through the pool, as a sweep's point runs its
+// roles.
+func version(t *testing.T, ctx context.Context, p *Pool, node string) {
+	t.Helper()
+	proc, err := p.Prestart(ctx, node).Start(ctx, []string{node, "version"})
+	if err != nil {
+		t.Fatalf("start node version: %v", err)
+	}
+	go io.Copy(io.Discard, proc.Stderr())
+	out, _ := io.ReadAll(proc.Stdout())
+	if err := proc.Wait(); err != nil || !strings.HasPrefix(string(out), "node ") {
+		t.Fatalf("node version through an agent: %q, %v", out, err)
+	}
+}
+
+// Connections that never say hello are bounded: past MaxPendingHellos the
+// one silent the longest is closed at once, not after helloTimeout, and the
+// agents' own connections, which say hello at once, still get through.
+func TestIdleConnectionsCapped(t *testing.T) {
+	node, err := nodeBin()
+	if err != nil {
+		t.Fatalf("build node: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var tokens Tokens
+	ln := listen(t, &tokens)
+
+	const extra = 16
+	closed := make(chan time.Duration, MaxPendingHellos+extra)
+	start := time.Now()
+	for range MaxPendingHellos + extra {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		go func() {
+			io.Copy(io.Discard, c)
+			closed <- time.Since(start)
+		}()
+	}
+	p := NewPool(localLauncher{ln.Addr().String()}, &tokens)
+	defer p.Close(2*time.Second, func(p remote.Process) { p.Signal(os.Kill) })
+	for range 3 { // a sweep's points, one agent
+		version(t, ctx, p, node)
+	}
+	deadline := time.After(2 * time.Second)
+	n := 0
+	for n < extra {
+		select {
+		case <-closed:
+			n++
+		case <-deadline:
+			t.Fatalf("%d of %d idle connections closed within 2 s; want at least the %d past the bound of %d",
+				n, MaxPendingHellos+extra, extra, MaxPendingHellos)
+		}
+	}
+	t.Logf("%d idle connections closed past the bound, 3 commands run meanwhile, in %v", n, time.Since(start).Round(time.Millisecond))
 }
 
 // fakeAgent is a Launcher whose agent is the test itself: it learns the
