@@ -101,7 +101,7 @@ func TestAttach(t *testing.T) {
 
 // node attach --loop runs one command after another, each a child with
 // its own connection as stdin, marks each one's end and status on stdout
-// and stderr, and attaches again with the same token; a connection closed
+// and stderr, and attaches again with the next key; a connection closed
 // before a command ends it cleanly.
 func TestAttachLoop(t *testing.T) {
 	// Each command is a child that node execs from its own binary, which
