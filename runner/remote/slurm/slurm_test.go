@@ -26,6 +26,7 @@ import (
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/remote/agent"
 	"rdmasweep/runner/remote/hosttest"
 	"rdmasweep/runner/remote/slurm"
 	"rdmasweep/testbed/slurmlab"
@@ -679,6 +680,36 @@ func testAttachSecurity(t *testing.T, l *lab) {
 			t.Errorf("the runner listens for nodes to attach on %v: every interface", a)
 		}
 		ip = ta.IP.String()
+	}
+
+	// More idle connections than the listener keeps waiting for a hello:
+	// those past the bound are closed at once, and the node's own
+	// connection still gets its command.
+	const extra = 8
+	closed := make(chan struct{}, agent.MaxPendingHellos+extra)
+	for range agent.MaxPendingHellos + extra {
+		c, err := net.Dial("tcp", addrs[0].String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go func() { io.Copy(io.Discard, c); closed <- struct{}{} }()
+	}
+	p, err = h.Prestart(ctx, node).Start(ctx, []string{node, "version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stderr())
+	if out, _ := io.ReadAll(p.Stdout()); p.Wait() != nil || !strings.HasPrefix(string(out), "node ") {
+		t.Errorf("node version through the agent past %d idle connections: %q", agent.MaxPendingHellos+extra, out)
+	}
+	timeout := time.After(2 * time.Second)
+	for n := 0; n < extra; n++ {
+		select {
+		case <-closed:
+		case <-timeout:
+			t.Fatalf("%d idle connections closed within 2 s, want at least %d", n, extra)
+		}
 	}
 
 	// An impostor on the runner's address: it answers the hello with a
