@@ -60,65 +60,37 @@ func runAttach(ctx context.Context, e *env, args []string) error {
 	case token == "":
 		return usagef("attach: %s is not set: the runner that starts node attach gives it a token", results.AttachTokenEnv)
 	}
+	key := results.AttachKey(token)
 	if *loop {
-		return attachLoop(ctx, e, *addr, token, own)
+		return attachLoop(ctx, e, *addr, key, own)
 	}
-	d := net.Dialer{Timeout: attachDialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", *addr)
+	conn, argv, _, err := attachOnce(ctx, *addr, key)
 	if err != nil {
-		return fmt.Errorf("attach to the runner at %s: %w", *addr, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("attach to the runner at %s: %w", *addr, context.Cause(ctx))
+		}
+		return attachError(*addr, err)
 	}
 	defer conn.Close()
-	// A signal or the end of ctx ends the wait for the command line too.
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	hello, _ := json.Marshal(results.AttachHello{Token: token, Pid: os.Getpid()})
-	if _, err := conn.Write(append(hello, '\n')); err != nil {
-		return fmt.Errorf("attach to the runner at %s: send hello: %w", *addr, err)
-	}
-	r := bufio.NewReaderSize(conn, 4096)
-	argv, err := readAttachCommand(r)
-	if !stop() {
-		return fmt.Errorf("attach to the runner at %s: %w", *addr, context.Cause(ctx))
-	}
-	if err != nil {
-		return fmt.Errorf("attach to the runner at %s: %w", *addr, err)
-	}
-	if len(argv) > 0 && argv[0] == "attach" {
+	if argv[0] == "attach" {
 		return usagef("attach: the runner's command is attach again")
 	}
 	// From here the connection is the command's stdin: the control lines,
 	// and its end.
-	return dispatch(ctx, &env{stdin: r, stdout: e.stdout, stderr: e.stderr, out: e.out}, argv)
+	return dispatch(ctx, &env{stdin: conn, stdout: e.stdout, stderr: e.stderr, out: e.out, attached: true}, argv)
 }
 
-// readAttachCommand reads the runner's AttachCommand line.
-func readAttachCommand(r *bufio.Reader) ([]string, error) {
-	var line []byte
-	for {
-		part, err := r.ReadSlice('\n')
-		line = append(line, part...)
-		if len(line) > results.MaxAttachLine {
-			return nil, fmt.Errorf("command line over %d bytes", results.MaxAttachLine)
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, errors.New("the runner closed the connection before sending a command")
-			}
-			return nil, fmt.Errorf("read the command: %w", err)
-		}
-		break
+// errNotRunner is a command line whose MAC does not prove the token:
+// whoever answered node's connection is not the runner that started it.
+var errNotRunner = errors.New("did not prove it holds the token; nothing was run")
+
+// attachError words a failed attach: a refusal names the runner's address
+// as the one that failed to prove itself.
+func attachError(addr string, err error) error {
+	if errors.Is(err, errNotRunner) {
+		return fmt.Errorf("attach: the runner at %s %w", addr, err)
 	}
-	var c results.AttachCommand
-	if err := json.Unmarshal(line, &c); err != nil {
-		return nil, fmt.Errorf("parse the command: %w", err)
-	}
-	if len(c.Argv) == 0 {
-		return nil, errors.New("the runner sent an empty command")
-	}
-	return c.Argv, nil
+	return fmt.Errorf("attach to the runner at %s: %w", addr, err)
 }
 
 // tokenFromStdin reads the token, stdin's first line, and then watches
@@ -207,7 +179,7 @@ func inProcessSet(list string) (map[string]bool, error) {
 // (results/attach.go has the rules). A node started once per host and role then serves every point:
 // under Slurm a step per role and point cost more than the point's whole
 // budget.
-func attachLoop(ctx context.Context, e *env, addr, token string, own map[string]bool) error {
+func attachLoop(ctx context.Context, e *env, addr string, key results.AttachKey, own map[string]bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("attach: find node's own binary: %w", err)
@@ -218,14 +190,20 @@ func attachLoop(ctx context.Context, e *env, addr, token string, own map[string]
 		err  error
 	}
 	next := make(chan attached, 1)
+	// Each dial is the previous one's successor, so key, set before the
+	// next dial starts, needs no lock.
 	dial := func() {
-		conn, argv, err := attachOnce(ctx, addr, token)
+		conn, argv, nextKey, err := attachOnce(ctx, addr, key)
+		key = nextKey
 		next <- attached{conn, argv, err}
 	}
 	go dial()
 	for n := 0; ; n++ {
 		a := <-next
 		if a.err != nil {
+			if errors.Is(a.err, errNotRunner) {
+				return attachError(addr, a.err)
+			}
 			if n > 0 && (errors.Is(a.err, errNoCommand) || ctx.Err() != nil) || runnerGone(ctx) {
 				return nil // the runner is done with this node
 			}
@@ -263,37 +241,47 @@ func runnerGone(ctx context.Context) bool {
 // errNoCommand is a connection the runner closed before sending a command.
 var errNoCommand = errors.New("the runner closed the connection before sending a command")
 
-// attachOnce dials the runner, says hello and reads one command. The
-// command line is read a byte at a time, so that nothing after it (the
-// first control line) is taken from the socket the child will read.
-func attachOnce(ctx context.Context, addr, token string) (*net.TCPConn, []string, error) {
+// attachOnce dials the runner, says hello with key's ID and a fresh
+// nonce, reads one command and admits it only if its MAC proves key for
+// that nonce and that argv; it returns the next connection's key. The
+// command line is read without reading past it, so that nothing after it
+// (the first control line) is taken from the socket a child will read.
+func attachOnce(ctx context.Context, addr string, key results.AttachKey) (*net.TCPConn, []string, results.AttachKey, error) {
 	d := net.Dialer{Timeout: attachDialTimeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, key, err
 	}
 	conn := c.(*net.TCPConn)
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	hello, _ := json.Marshal(results.AttachHello{Token: token, Pid: os.Getpid()})
-	if _, err := conn.Write(append(hello, '\n')); err != nil {
+	fail := func(err error) (*net.TCPConn, []string, results.AttachKey, error) {
 		conn.Close()
-		return nil, nil, fmt.Errorf("send hello: %w", err)
+		return nil, nil, key, err
+	}
+	hello, nonce, err := results.NewAttachHello(key, os.Getpid())
+	if err != nil {
+		return fail(err)
+	}
+	b, _ := json.Marshal(hello)
+	if _, err := conn.Write(append(b, '\n')); err != nil {
+		return fail(fmt.Errorf("send hello: %w", err))
 	}
 	line, err := readLineExactly(conn)
 	if err != nil {
-		conn.Close()
 		if errors.Is(err, io.EOF) && len(line) == 0 {
-			return nil, nil, errNoCommand
+			return fail(errNoCommand)
 		}
-		return nil, nil, fmt.Errorf("read the command: %w", err)
+		return fail(fmt.Errorf("read the command: %w", err))
 	}
 	var cmd results.AttachCommand
-	if err := json.Unmarshal(line, &cmd); err != nil || len(cmd.Argv) == 0 {
-		conn.Close()
-		return nil, nil, fmt.Errorf("parse the command %q: want argv", line)
+	if json.Unmarshal(line, &cmd) != nil || !key.Admit(nonce, cmd) {
+		return fail(errNotRunner)
 	}
-	return conn, cmd.Argv, nil
+	if len(cmd.Argv) == 0 {
+		return fail(errors.New("the runner sent an empty command"))
+	}
+	return conn, cmd.Argv, key.Next(nonce), nil
 }
 
 // Which commands node attach --loop runs in its own process (--in-process,
@@ -313,7 +301,7 @@ func attachOnce(ctx context.Context, addr, token string) (*net.TCPConn, []string
 // had (exitStatus).
 func runInProcess(ctx context.Context, e *env, argv []string, conn *net.TCPConn) results.AttachEnd {
 	defer conn.Close()
-	err := run(ctx, argv, conn, e.stdout, e.stderr)
+	err := runEnv(ctx, &env{stdin: conn, stdout: e.stdout, stderr: e.stderr, attached: true}, argv)
 	return results.AttachEnd{Status: exitStatus(ctx, err)}
 }
 
@@ -332,6 +320,7 @@ func runChild(ctx context.Context, e *env, exe string, argv []string, conn *net.
 	}
 	cmd := exec.Command(exe, argv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = f, e.stdout, e.stderr
+	cmd.Env = append(os.Environ(), attachedEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		return results.AttachEnd{}, fmt.Errorf("attach: start %s: %w", argv[0], err)
 	}

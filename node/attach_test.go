@@ -40,6 +40,29 @@ func attachListener(t *testing.T) (net.Listener, func() (net.Conn, results.Attac
 	}
 }
 
+// runnerKey is the runner's side of the token: it answers a hello's
+// challenge with the command line, then moves to the next key as the
+// runner does.
+type runnerKey struct{ k results.AttachKey }
+
+func newRunnerKey(token string) *runnerKey { return &runnerKey{results.AttachKey(token)} }
+
+// command sends argv on c, answering hello, and returns the line sent.
+func (r *runnerKey) command(t *testing.T, c net.Conn, hello results.AttachHello, argv []string) results.AttachCommand {
+	t.Helper()
+	if hello.ID != r.k.ID() {
+		t.Fatalf("hello %+v: want the ID of the runner's key %s", hello, r.k.ID())
+	}
+	nonce, err := hello.HelloNonce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := results.AttachCommand{Argv: argv, MAC: r.k.MAC(nonce, argv)}
+	r.k = r.k.Next(nonce)
+	sendLine(t, c, cmd)
+	return cmd
+}
+
 func sendLine(t *testing.T, c net.Conn, v any) {
 	t.Helper()
 	b, _ := json.Marshal(v)
@@ -57,11 +80,11 @@ func TestAttach(t *testing.T) {
 	t.Setenv(results.AttachTokenEnv, "t0ken")
 	p := start(t, "", "attach", "--runner", ln.Addr().String())
 	c, hello := accept()
-	if hello.Token != "t0ken" || hello.Pid != p.cmd.Process.Pid {
-		t.Fatalf("hello %+v: want the token and pid %d", hello, p.cmd.Process.Pid)
+	if hello.Pid != p.cmd.Process.Pid || strings.Contains(hello.ID+hello.Nonce, "t0ken") {
+		t.Fatalf("hello %+v: want pid %d, and the token's ID, not the token", hello, p.cmd.Process.Pid)
 	}
 	file := filepath.Join(t.TempDir(), "data")
-	sendLine(t, c, results.AttachCommand{Argv: serveArgs(file, "--create", "--control-stdin")})
+	newRunnerKey("t0ken").command(t, c, hello, serveArgs(file, "--create", "--control-stdin"))
 	sendLine(t, c, results.Control{Secret: strings.Repeat("ab", 32)})
 	if st := mustType[*results.Started](t, p.next(10*time.Second)); st.Role != "serve" || st.PID != p.cmd.Process.Pid {
 		t.Errorf("started %+v: want serve in the attached process", st)
@@ -78,7 +101,7 @@ func TestAttach(t *testing.T) {
 
 // node attach --loop runs one command after another, each a child with
 // its own connection as stdin, marks each one's end and status on stdout
-// and stderr, and attaches again with the same token; a connection closed
+// and stderr, and attaches again with the next key; a connection closed
 // before a command ends it cleanly.
 func TestAttachLoop(t *testing.T) {
 	// Each command is a child that node execs from its own binary, which
@@ -95,8 +118,9 @@ func TestAttachLoop(t *testing.T) {
 		return results.AttachEndMarker + string(b)
 	}
 	c, hello := accept()
+	rk := newRunnerKey("t0ken")
 	file := filepath.Join(t.TempDir(), "data")
-	sendLine(t, c, results.AttachCommand{Argv: serveArgs(file, "--create", "--control-stdin")})
+	rk.command(t, c, hello, serveArgs(file, "--create", "--control-stdin"))
 	sendLine(t, c, results.Control{Secret: strings.Repeat("ab", 32)})
 	if st := mustType[*results.Started](t, p.next(10*time.Second)); st.Role != "serve" || st.PID == p.cmd.Process.Pid {
 		t.Errorf("started %+v: want serve in a child of node attach (pid %d)", st, p.cmd.Process.Pid)
@@ -111,10 +135,10 @@ func TestAttachLoop(t *testing.T) {
 	}
 
 	c, again := accept()
-	if again != hello {
-		t.Errorf("second hello %+v, want the first %+v again", again, hello)
+	if again.ID == hello.ID || again.Nonce == hello.Nonce || again.Pid != hello.Pid {
+		t.Errorf("second hello %+v after %+v: want the next key's ID and a new nonce", again, hello)
 	}
-	sendLine(t, c, results.AttachCommand{Argv: []string{"read"}}) // no --server: usage
+	rk.command(t, c, again, []string{"read"}) // no --server: usage
 	mustType[*results.Error](t, p.next(10*time.Second))
 	if err, ok := p.next(10 * time.Second).(error); !ok || !strings.Contains(err.Error(), strconv.Quote(endLine(2))[1:]) {
 		t.Errorf("after a usage error: %v, want its end line %q", err, endLine(2))
@@ -153,8 +177,8 @@ func TestAttachRefusals(t *testing.T) {
 	t.Run("AttachAgain", func(t *testing.T) {
 		t.Setenv(results.AttachTokenEnv, "t0ken")
 		p := start(t, "", "attach", "--runner", ln.Addr().String())
-		c, _ := accept()
-		sendLine(t, c, results.AttachCommand{Argv: []string{"attach", "--runner", ln.Addr().String()}})
+		c, hello := accept()
+		newRunnerKey("t0ken").command(t, c, hello, []string{"attach", "--runner", ln.Addr().String()})
 		if code, _ := p.wait(10 * time.Second); code != 2 {
 			t.Errorf("attach as the command: exit %d, want 2", code)
 		}
@@ -173,8 +197,8 @@ func TestAttachLoopReadInProcess(t *testing.T) {
 	ln, accept := attachListener(t)
 	t.Setenv(results.AttachTokenEnv, "t0ken")
 	p := start(t, "", "attach", "--runner", ln.Addr().String(), "--loop")
-	c, _ := accept()
-	sendLine(t, c, results.AttachCommand{Argv: readArgs(ready.Port, "--control-stdin", "--verify")})
+	c, hello := accept()
+	newRunnerKey("t0ken").command(t, c, hello, readArgs(ready.Port, "--control-stdin", "--verify"))
 	sendLine(t, c, results.Control{Secret: secret})
 	if st := mustType[*results.Started](t, p.next(10*time.Second)); st.Role != "read" || st.PID != p.cmd.Process.Pid {
 		t.Errorf("started %+v: want read in node attach's own process (pid %d)", st, p.cmd.Process.Pid)
@@ -208,12 +232,12 @@ func TestAttachLoopTokenStdinServeInProcess(t *testing.T) {
 	t.Setenv(results.AttachTokenEnv, "")
 	p := start(t, "t0ken\n", "attach", "--runner", ln.Addr().String(), "--loop", "--token-stdin", "--in-process", "read,serve")
 	c, hello := accept()
-	if hello.Token != "t0ken" || hello.Pid != p.cmd.Process.Pid {
-		t.Errorf("hello %+v: want the token from stdin and pid %d", hello, p.cmd.Process.Pid)
+	if hello.ID != results.AttachKey("t0ken").ID() || hello.Pid != p.cmd.Process.Pid {
+		t.Errorf("hello %+v: want the ID of the token from stdin and pid %d", hello, p.cmd.Process.Pid)
 	}
 	secret := strings.Repeat("ef", 32)
 	file := filepath.Join(t.TempDir(), "data")
-	sendLine(t, c, results.AttachCommand{Argv: serveArgs(file, "--create", "--control-stdin")})
+	newRunnerKey("t0ken").command(t, c, hello, serveArgs(file, "--create", "--control-stdin"))
 	sendLine(t, c, results.Control{Secret: secret})
 	if st := mustType[*results.Started](t, p.next(10*time.Second)); st.Role != "serve" || st.PID != p.cmd.Process.Pid {
 		t.Errorf("started %+v: want serve in node attach's own process (pid %d)", st, p.cmd.Process.Pid)
@@ -253,5 +277,105 @@ func TestAttachInProcessRefused(t *testing.T) {
 	code, last := p.wait(10 * time.Second)
 	if e, ok := last.(*results.Error); code != 2 || !ok || !strings.Contains(e.Message, `--in-process "check"`) {
 		t.Errorf("exit %d, last event %#v", code, last)
+	}
+}
+
+// Whoever answers node attach's connection without the token (a host on
+// the fabric that spoofs the runner's address) gets nothing run, with or
+// without a MAC, and node says why on its stderr.
+func TestAttachRefusesImpostor(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		loop bool
+		mac  func(hello results.AttachHello, argv []string) string
+	}{
+		{"NoMAC", false, func(results.AttachHello, []string) string { return "" }},
+		{"WrongKey", false, func(h results.AttachHello, argv []string) string {
+			n, _ := h.HelloNonce()
+			return results.AttachKey("guess").MAC(n, argv)
+		}},
+		{"WrongKeyLoop", true, func(h results.AttachHello, argv []string) string {
+			n, _ := h.HelloNonce()
+			return results.AttachKey("guess").MAC(n, argv)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln, accept := attachListener(t)
+			t.Setenv(results.AttachTokenEnv, "t0ken")
+			args := []string{"attach", "--runner", ln.Addr().String()}
+			if c.loop {
+				args = append(args, "--loop", "--in-process", "read,serve")
+			}
+			p := start(t, "", args...)
+			conn, hello := accept()
+			file := filepath.Join(t.TempDir(), "key")
+			argv := serveArgs(file, "--create")
+			sendLine(t, conn, results.AttachCommand{Argv: argv, MAC: c.mac(hello, argv)})
+			code, last := p.wait(10 * time.Second)
+			want := "attach: the runner at " + ln.Addr().String() + " did not prove it holds the token; nothing was run"
+			if e, ok := last.(*results.Error); code != 1 || !ok || e.Message != want {
+				t.Errorf("exit %d, last event %#v; want 1 and %q", code, last, want)
+			}
+			if !strings.Contains(p.stderr.String(), want) {
+				t.Errorf("stderr %q: want %q", p.stderr.String(), want)
+			}
+			if _, err := os.Stat(file); !os.IsNotExist(err) {
+				t.Errorf("the impostor's serve ran: %s exists (%v)", file, err)
+			}
+		})
+	}
+}
+
+// A token is good for one connection: after a command, both sides move to
+// the next key, so the runner's answer replayed on the next connection
+// (another nonce) is refused, and the next hello names another key, which
+// an eavesdropper's copy of the first hello cannot.
+func TestAttachReplayRefused(t *testing.T) {
+	ln, accept := attachListener(t)
+	t.Setenv(results.AttachTokenEnv, "t0ken")
+	p := start(t, "", "attach", "--runner", ln.Addr().String(), "--loop")
+	c, hello := accept()
+	sent := newRunnerKey("t0ken").command(t, c, hello, []string{"read"}) // usage: ends at once, in process
+	mustType[*results.Error](t, p.next(10*time.Second))
+	p.next(10 * time.Second) // its end line
+	c.Close()
+
+	c, again := accept()
+	if again.ID == hello.ID {
+		t.Errorf("second hello %+v names the first connection's key", again)
+	}
+	sendLine(t, c, sent) // the first answer, replayed
+	code, last := p.wait(10 * time.Second)
+	if e, ok := last.(*results.Error); code != 1 || !ok || !strings.Contains(e.Message, "did not prove it holds the token; nothing was run") {
+		t.Errorf("replayed answer: exit %d, last event %#v", code, last)
+	}
+}
+
+// node serve under node attach refuses to run without a secret, whatever
+// its command line says: the runner always gives one, and a command line
+// without one would serve the region to anyone who reaches its port.
+func TestAttachServeNeedsSecret(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		extra   []string
+		control string // the first control line, if any
+	}{
+		{"NoControlStdin", nil, ""},
+		{"ControlWithoutSecret", []string{"--control-stdin"}, "{}"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln, accept := attachListener(t)
+			t.Setenv(results.AttachTokenEnv, "t0ken")
+			p := start(t, "", "attach", "--runner", ln.Addr().String())
+			conn, hello := accept()
+			newRunnerKey("t0ken").command(t, conn, hello, serveArgs(filepath.Join(t.TempDir(), "data"), append([]string{"--create"}, c.extra...)...))
+			if c.control != "" {
+				conn.Write([]byte(c.control + "\n"))
+			}
+			code, last := p.wait(10 * time.Second)
+			if e, ok := last.(*results.Error); code != 1 || !ok || !strings.Contains(e.Message, `no secret: under node attach the first control line must carry the point's secret ("secret")`) {
+				t.Errorf("exit %d, last event %#v", code, last)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,15 +39,27 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	out            *printer
+	// attached is a command node attach runs, whose command line came
+	// from the runner: serve refuses to run without a secret there.
+	attached bool
 }
+
+// attachedEnv marks a child of node attach --loop as attached.
+const attachedEnv = "RDMASWEEP_NODE_ATTACHED"
 
 type usageError struct{ error }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
-	e.out = newPrinter(stdout, stderr, "json")
+	attached := os.Getenv(attachedEnv) != ""
+	os.Unsetenv(attachedEnv)
+	return runEnv(ctx, &env{stdin: stdin, stdout: stdout, stderr: stderr, attached: attached}, args)
+}
+
+// runEnv runs the command args in e, and prints its error.
+func runEnv(ctx context.Context, e *env, args []string) error {
+	e.out = newPrinter(e.stdout, e.stderr, "json")
 	err := dispatch(ctx, e, args)
 	if err != nil {
 		e.out.error(err)

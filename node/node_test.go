@@ -352,7 +352,7 @@ func TestStopsWhenStuckInASystemCall(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, "{}\n", serveArgs(fifo, "--control-stdin")...)
+	s := start(t, `{"secret":"abcd"}`+"\n", serveArgs(fifo, "--control-stdin")...)
 	mustType[*results.Started](t, s.next(5*time.Second))
 	time.Sleep(300 * time.Millisecond) // into open(2)
 	s.stdin.Close()

@@ -76,14 +76,32 @@ func (o *serveOptions) check() error {
 func runServe(ctx context.Context, e *env, args []string) error {
 	var o serveOptions
 	return runRole(ctx, e, "serve", &o, args, func(ctx context.Context, tr transport.Transport, secret []byte) error {
+		if err := needSecret(e, &o, secret); err != nil {
+			return err
+		}
 		return serve(ctx, e.out, tr, &o, secret)
 	})
 }
 
-func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOptions, secret []byte) error {
-	if !o.controlStdin {
-		out.warn("serving without a secret (no --control-stdin): any client that reaches the port can read the region")
+// needSecret refuses to serve without a secret unless the user chose
+// that by starting node serve by hand without --control-stdin, and then
+// warns. A command line that came through node attach, or a control line
+// that carries no secret, is not a user's choice: whoever sent it would
+// have the region served to any client that reaches the port.
+func needSecret(e *env, o *serveOptions, secret []byte) error {
+	switch {
+	case secret != nil:
+		return nil
+	case e.attached:
+		return errors.New("serve: no secret: under node attach the first control line must carry the point's secret (\"secret\"); nothing is served without one")
+	case o.controlStdin:
+		return errors.New("serve: no secret: the first control line on stdin carries none (\"secret\"); without --control-stdin node serves without a secret, and warns")
 	}
+	e.out.warn("serving without a secret (no --control-stdin): any client that reaches the port can read the region")
+	return nil
+}
+
+func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOptions, secret []byte) error {
 	if o.listen == "" {
 		out.warn("no --listen: listening on all addresses")
 	}

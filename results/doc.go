@@ -9,6 +9,8 @@
 //   - devices.go: `node devices` and `node version` output, and the rule
 //     that picks a GID for an address.
 //   - size.go: the size syntax plans and node flags share (4KiB, 1GB).
+//   - challenge.go: the nonce and HMAC answer by which one side proves it
+//     holds a secret; attach.go: node attach's handshake, which uses it.
 //   - row.go and csvfile.go: the CSV row and the file that holds only whole
 //     rows, reads every header rdmasweep has written, and upgrades older
 //     ones.

@@ -648,3 +648,30 @@ func TestPoolHostWithoutForwarding(t *testing.T) {
 		t.Errorf("nodes left: %v", left)
 	}
 }
+
+// A pool host whose sshd binds remote forwards to every address
+// (GatewayPorts yes) exposes the agents' port beyond its loopback: exec
+// warns once, naming that host and no other, and the sweep runs as usual.
+func TestPoolHostGatewayPorts(t *testing.T) {
+	names := hostNames(3)
+	n := testhosts.Start(t, testhosts.Options{Hosts: names, EmptyRootHome: true,
+		SSHDConfig: map[string]string{names[1]: "GatewayPorts yes"}})
+	dir := t.TempDir()
+	plan, addrs := poolPlan(t, n, dir, "gateway", "")
+	r := runnerEnv(t, dir, clitest.SSHEnv(t), "exec", plan)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	if c := strings.Count(r.Stderr, "GatewayPorts"); c != 1 || !strings.Contains(r.Stderr, addrs[1]+"): sshd bound the agents' forwarded port") {
+		t.Errorf("want one warning naming %s and sshd's GatewayPorts, got %d:\n%s", addrs[1], c, r.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out", "gateway.csv"))
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6\n%s", len(rows), r.Stderr)
+	}
+	for _, row := range rows {
+		if row.Status != results.StatusOK {
+			t.Errorf("%s → %s: %s %q", row.ServerHost, row.ClientHost, row.Status, row.Error)
+		}
+	}
+}

@@ -16,6 +16,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -38,6 +39,16 @@ import (
 // which agent it is.
 const helloTimeout = 10 * time.Second
 
+// MaxPendingHellos bounds the accepted connections that have not yet said
+// hello. Anyone who reaches the listener can open connections, and each
+// holds a goroutine (over SSH a forwarded channel too) until its hello or
+// helloTimeout; past the bound, the one silent the longest is closed at
+// once. The oldest rather than the newest: an agent writes its hello as
+// soon as it has connected, so closing the newest would let as many idle
+// connections lock every agent out for helloTimeout, while closing the
+// oldest costs an agent its connection only under a flood.
+const MaxPendingHellos = 64
+
 // Launcher starts a Pool's agents on one host, and what is not node.
 type Launcher interface {
 	// Name is how messages name the host.
@@ -53,66 +64,121 @@ type Launcher interface {
 	Start(ctx context.Context, argv []string) (remote.Process, error)
 }
 
-// Tokens hands each attaching agent's connection to the agent that holds
-// its token. A token is good for as long as its agent runs, for one
-// waiting connection at a time. The zero value is ready to use.
+// Tokens hands each attaching agent's connection to the agent whose key
+// it names. An agent's key changes with each command (results/attach.go):
+// a hello is good for the one key the agent holds now, and for one waiting
+// connection at a time. The zero value is ready to use.
 type Tokens struct {
 	mu      sync.Mutex
-	waiting map[string]chan net.Conn
+	waiting map[string]chan attachment // by the ID of the key each agent attaches with next
+	ids     map[chan attachment]string // and back
+	pending list.List                  // of net.Conn: accepted, no hello yet, oldest first
+}
+
+// attachment is an agent's connection, and the nonce of its hello, which
+// the command line sent on it must answer.
+type attachment struct {
+	conn  net.Conn
+	nonce []byte
 }
 
 // Serve takes the connections of ln until it is closed, and closes any
-// that does not say hello with a token given out.
+// that does not say hello with the ID of a key given out, within
+// helloTimeout; it keeps at most MaxPendingHellos waiting for theirs.
 func (t *Tokens) Serve(ln net.Listener) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		go func() {
-			c.SetReadDeadline(time.Now().Add(helloTimeout))
-			line, err := bufio.NewReader(io.LimitReader(c, results.MaxAttachLine)).ReadBytes('\n')
-			var hello results.AttachHello
-			if err != nil || json.Unmarshal(line, &hello) != nil {
-				c.Close()
-				return
-			}
-			c.SetReadDeadline(time.Time{})
-			t.mu.Lock()
-			ch, ok := t.waiting[hello.Token]
-			if ok {
-				select {
-				case ch <- c: // buffered: one connection waits
-				default:
-					ok = false
-				}
-			}
-			t.mu.Unlock()
-			if !ok {
-				c.Close()
-			}
-		}()
+		var evicted net.Conn
+		t.mu.Lock()
+		if t.pending.Len() >= MaxPendingHellos {
+			evicted = t.pending.Remove(t.pending.Front()).(net.Conn)
+		}
+		e := t.pending.PushBack(c)
+		t.mu.Unlock()
+		if evicted != nil {
+			evicted.Close()
+		}
+		go t.hello(c, e)
 	}
 }
 
-// add gives out token; its agent's connections come on ch.
-func (t *Tokens) add(token string, ch chan net.Conn) {
+// hello reads c's hello, and hands c to the agent it names, or closes it.
+func (t *Tokens) hello(c net.Conn, e *list.Element) {
+	c.SetReadDeadline(time.Now().Add(helloTimeout))
+	line, err := bufio.NewReader(io.LimitReader(c, results.MaxAttachLine)).ReadBytes('\n')
+	t.mu.Lock()
+	t.pending.Remove(e) // a no-op if Serve closed it
+	t.mu.Unlock()
+	var hello results.AttachHello
+	if err != nil || json.Unmarshal(line, &hello) != nil {
+		c.Close()
+		return
+	}
+	nonce, err := hello.HelloNonce()
+	if err != nil {
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	t.mu.Lock()
+	ch, ok := t.waiting[hello.ID]
+	if ok {
+		select {
+		case ch <- attachment{c, nonce}: // buffered: one connection waits
+		default:
+			ok = false
+		}
+	}
+	t.mu.Unlock()
+	if !ok {
+		c.Close()
+	}
+}
+
+// add gives out key; its agent's connections come on ch.
+func (t *Tokens) add(key results.AttachKey, ch chan attachment) {
 	t.mu.Lock()
 	if t.waiting == nil {
-		t.waiting = map[string]chan net.Conn{}
+		t.waiting, t.ids = map[string]chan attachment{}, map[chan attachment]string{}
 	}
-	t.waiting[token] = ch
+	id := key.ID()
+	t.waiting[id], t.ids[ch] = ch, id
 	t.mu.Unlock()
 }
 
-// forget withdraws a token, and closes a connection that came for it.
-func (t *Tokens) forget(token string, ch chan net.Conn) {
+// rekey moves ch's agent to its next key, once a command has been sent
+// on the connection it took from ch: a hello under the old key is refused
+// from now on, and one that came for it meanwhile is closed. It reports
+// false if the key was withdrawn (forget).
+func (t *Tokens) rekey(ch chan attachment, next results.AttachKey) bool {
 	t.mu.Lock()
-	delete(t.waiting, token)
+	id, ok := t.ids[ch]
+	if ok {
+		delete(t.waiting, id)
+		id = next.ID()
+		t.waiting[id], t.ids[ch] = ch, id
+	}
 	t.mu.Unlock()
+	drain(ch)
+	return ok
+}
+
+// forget withdraws ch's key, and closes a connection that came for it.
+func (t *Tokens) forget(ch chan attachment) {
+	t.mu.Lock()
+	delete(t.waiting, t.ids[ch])
+	delete(t.ids, ch)
+	t.mu.Unlock()
+	drain(ch)
+}
+
+func drain(ch chan attachment) {
 	select {
-	case c := <-ch:
-		c.Close()
+	case a := <-ch:
+		a.conn.Close()
 	default:
 	}
 }
@@ -155,7 +221,7 @@ func (p *Pool) Close(wait time.Duration, kill func(remote.Process)) {
 			if ag.err != nil {
 				return
 			}
-			p.tokens.forget(ag.token, ag.conns)
+			p.tokens.forget(ag.conns)
 			ag.p.Stdin().Close()
 			select {
 			case <-ag.gone:
@@ -175,8 +241,9 @@ func (p *Pool) Close(wait time.Duration, kill func(remote.Process)) {
 type agent struct {
 	pool  *Pool
 	path  string
-	token string
-	conns chan net.Conn // its connection for the next command, once dialled
+	token string            // its first key, which Launch hands it
+	key   results.AttachKey // its key now: only the holder of a pending's Start uses it
+	conns chan attachment   // its connection for the next command, once dialled
 
 	launched chan struct{} // closed once it runs, or failed: p, err
 	p        remote.Process
@@ -211,9 +278,9 @@ func (ag *agent) launch(ctx context.Context) {
 	}
 	p.live[ag] = true
 	p.mu.Unlock()
-	p.tokens.add(ag.token, ag.conns)
+	p.tokens.add(ag.key, ag.conns)
 	if ag.p, ag.err = p.l.Launch(ctx, ag.path, addr, ag.token); ag.err != nil {
-		p.tokens.forget(ag.token, ag.conns)
+		p.tokens.forget(ag.conns)
 		p.mu.Lock()
 		delete(p.live, ag)
 		p.mu.Unlock()
@@ -316,7 +383,7 @@ func (ag *agent) end() {
 	p.idle = slices.DeleteFunc(p.idle, func(x *agent) bool { return x == ag })
 	delete(p.live, ag)
 	p.mu.Unlock()
-	p.tokens.forget(ag.token, ag.conns)
+	p.tokens.forget(ag.conns)
 	ag.mu.Lock()
 	ag.ended = true
 	cmds := ag.cmds
@@ -437,10 +504,11 @@ func (p *Pool) Prestart(ctx context.Context, path string) remote.Pending {
 		}
 	}
 	p.mu.Unlock()
-	var rnd [16]byte
+	var rnd [32]byte
 	rand.Read(rnd[:])
+	token := hex.EncodeToString(rnd[:])
 	lctx, cancel := context.WithCancel(ctx)
-	ag := &agent{pool: p, path: path, token: hex.EncodeToString(rnd[:]), conns: make(chan net.Conn, 1),
+	ag := &agent{pool: p, path: path, token: token, key: results.AttachKey(token), conns: make(chan attachment, 1),
 		launched: make(chan struct{}), gone: make(chan struct{})}
 	go ag.launch(lctx)
 	return &pending{ag: ag, cancel: cancel}
@@ -476,9 +544,9 @@ func (pd *pending) Start(ctx context.Context, argv []string) (remote.Process, er
 	if ag.err != nil {
 		return nil, ag.err
 	}
-	var conn net.Conn
+	var at attachment
 	select {
-	case conn = <-ag.conns:
+	case at = <-ag.conns:
 	case <-ag.gone:
 		if pd.pooled { // it ended while idle: start another
 			return ag.pool.Prestart(ctx, ag.path).Start(ctx, argv)
@@ -493,6 +561,7 @@ func (pd *pending) Start(ctx context.Context, argv []string) (remote.Process, er
 		return nil, ctx.Err()
 	}
 	pd.cancel() // the launch is over: release its context
+	conn := at.conn
 	c := &command{ag: ag, conn: conn, done: make(chan struct{})}
 	c.outR, c.outW = io.Pipe()
 	c.errR, c.errW = io.Pipe()
@@ -509,7 +578,15 @@ func (pd *pending) Start(ctx context.Context, argv []string) (remote.Process, er
 		}
 		return nil, fmt.Errorf("%w: node attach on %s ended", remote.ErrConnectionLost, ag.pool.l.Name())
 	}
-	line, _ := json.Marshal(results.AttachCommand{Argv: argv[1:]})
+	// The answer to the hello's challenge goes with the command it
+	// authorizes, and both sides move to the next key: the agent's next
+	// hello, which it may send as soon as it has this line, names it.
+	cmd := results.AttachCommand{Argv: argv[1:], MAC: ag.key.MAC(at.nonce, argv[1:])}
+	ag.key = ag.key.Next(at.nonce)
+	if !ag.pool.tokens.rekey(ag.conns, ag.key) {
+		conn.Close() // withdrawn: the agent has ended or its Pool closed; its end says why
+	}
+	line, _ := json.Marshal(cmd)
 	// A failed write means node is gone; its end says why.
 	_, _ = conn.Write(append(line, '\n'))
 	return c, nil

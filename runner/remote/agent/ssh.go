@@ -96,17 +96,36 @@ func (l sshLauncher) Start(ctx context.Context, argv []string) (remote.Process, 
 }
 
 // Address starts the host's listener on first use.
-func (l sshLauncher) Address(context.Context) (string, error) {
+func (l sshLauncher) Address(ctx context.Context) (string, error) {
 	h := l.h
 	h.lnOnce.Do(func() {
 		if h.ln, h.lnErr = h.SSH.ListenLoopback(); h.lnErr == nil {
 			h.addr = h.ln.Addr().String()
 			go h.tokens.Serve(h.ln)
+			h.checkExposed(ctx)
 		} else if h.warn != nil {
 			h.warn(fmt.Sprintf("%v; each of its roles starts a session and a node of its own, which makes a round slower (docs/scale.md)", h.lnErr))
 		}
 	})
 	return h.addr, h.lnErr
+}
+
+// checkExposed warns when the host's sshd bound the agents' forward to
+// every address (GatewayPorts yes) rather than the loopback asked for:
+// then any host that reaches this one can open connections to the
+// runner's listener. The agents still obey only the runner, and the
+// listener bounds the connections that have not said hello, but the
+// user should know. One session, once per host.
+func (h *SSH) checkExposed(ctx context.Context) {
+	if h.warn == nil {
+		return
+	}
+	wide, err := h.SSH.LoopbackExposed(ctx, h.ln)
+	if err != nil || len(wide) == 0 {
+		return // not Linux, or as asked: nothing to say
+	}
+	h.warn(fmt.Sprintf("sshd bound the agents' forwarded port %d to %v, not to the loopback alone (GatewayPorts yes in sshd_config?): any host that reaches this one can connect to the runner through it; the agents still obey only the runner (docs/security.md)",
+		h.ln.Addr().(*net.TCPAddr).Port, wide))
 }
 
 // Launch starts the agent in a session and hands it its token on stdin.

@@ -28,21 +28,13 @@ import (
 var _ remote.Prestarter = (*Host)(nil)
 
 // attachAddr is the address node on the given node dials to attach: the
-// runner's listener (started on first use, for the runner's life), at the
-// runner's own address on the route to that node.
+// runner's own address on the route to that node, where a listener
+// (started on first use, for the runner's life) listens on that address
+// alone, not on every interface: one listener per address the
+// allocation's nodes reach the runner at.
 func (a *Allocation) attachAddr(ctx context.Context, node string) (string, error) {
 	a.mu.Lock()
-	if a.listener == nil {
-		ln, err := net.Listen("tcp", ":0")
-		if err != nil {
-			a.mu.Unlock()
-			return "", fmt.Errorf("listen for nodes to attach: %w", err)
-		}
-		a.listener, a.localAddr = ln, map[string]string{}
-		go a.tokens.Serve(ln)
-	}
 	addr, ok := a.localAddr[node]
-	port := a.listener.Addr().(*net.TCPAddr).Port
 	a.mu.Unlock()
 	if ok {
 		return addr, nil
@@ -54,13 +46,36 @@ func (a *Allocation) attachAddr(ctx context.Context, node string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("find the runner's address on the route to %s: %w", node, err)
 	}
-	ip := c.LocalAddr().(*net.UDPAddr).IP
+	ip := c.LocalAddr().(*net.UDPAddr).IP.String()
 	c.Close()
-	addr = net.JoinHostPort(ip.String(), fmt.Sprint(port))
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.localAddr == nil {
+		a.localAddr, a.listeners = map[string]string{}, map[string]net.Listener{}
+	}
+	ln, ok := a.listeners[ip]
+	if !ok {
+		if ln, err = net.Listen("tcp", net.JoinHostPort(ip, "0")); err != nil {
+			return "", fmt.Errorf("listen on %s for nodes to attach: %w", ip, err)
+		}
+		a.listeners[ip] = ln
+		go a.tokens.Serve(ln)
+	}
+	addr = ln.Addr().String()
 	a.localAddr[node] = addr
-	a.mu.Unlock()
 	return addr, nil
+}
+
+// AttachAddrs is where the runner listens for its nodes to attach: one
+// address per route to the allocation's nodes, never a wildcard.
+func (a *Allocation) AttachAddrs() []net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var addrs []net.Addr
+	for _, ln := range a.listeners {
+		addrs = append(addrs, ln.Addr())
+	}
+	return addrs
 }
 
 // Prestart hands out an idle agent of this Host for path, or starts a new

@@ -15,7 +15,7 @@
 //     each step all of the job's CPUs on its node, as the command would
 //     have on an SSH host.
 //   - Prestart (remote.Prestarter): `NODE attach --runner ADDR` started as
-//     such a step at once, with a one-time token in its environment; node
+//     such a step at once, with a fresh token in its environment; node
 //     dials the runner's listener, and its command line, given later to
 //     Pending.Start, and then its control lines go over that connection,
 //     which stands in for stdin (attach.go). A step takes tens of ms to
@@ -87,9 +87,10 @@ type Allocation struct {
 	flights map[string]*flight // broadcasts under way, by remote path
 	sent    map[string]*sent   // the last broadcast that sent, by remote path
 
-	// Where prestarted nodes attach (attach.go): the listener, the
-	// runner's address as each node reaches it, and the tokens given out.
-	listener  net.Listener
+	// Where prestarted nodes attach (attach.go): a listener per address
+	// the nodes reach the runner at, the listener's address as each node
+	// reaches it, and the tokens given out.
+	listeners map[string]net.Listener
 	localAddr map[string]string
 	tokens    agent.Tokens
 }

@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"rdmasweep/results"
 	"rdmasweep/runner/deploy"
 	"rdmasweep/runner/hostfacts"
 	"rdmasweep/runner/remote"
+	"rdmasweep/runner/remote/agent"
 	"rdmasweep/runner/remote/hosttest"
 	"rdmasweep/runner/remote/slurm"
 	"rdmasweep/testbed/slurmlab"
@@ -134,6 +138,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("Deploy", func(t *testing.T) { testDeploy(t, l) })
 	t.Run("DeployNode", func(t *testing.T) { testDeployNode(t, l) })
 	t.Run("Prestart", func(t *testing.T) { testPrestart(t, l) })
+	t.Run("AttachSecurity", func(t *testing.T) { testAttachSecurity(t, l) })
 	t.Run("CPUBind", func(t *testing.T) { testCPUBind(t, l) })
 	t.Run("LaunchFailure", func(t *testing.T) { testLaunchFailure(t, l) })
 	t.Run("StartCancelled", func(t *testing.T) { testStartCancelled(t, l) })
@@ -644,4 +649,104 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// The runner listens for its nodes to attach on the address they reach it
+// at, not on every interface; and a node attached to someone who answers
+// in the runner's place, without the token, runs nothing and says why.
+func testAttachSecurity(t *testing.T, l *lab) {
+	ctx := ctxFor(t)
+	node := slurmlab.LocalDir + "/bin/node"
+	h, err := l.a.Host("n1", slurm.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	p, err := h.Prestart(ctx, node).Start(ctx, []string{node, "version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stderr())
+	io.Copy(io.Discard, p.Stdout())
+	p.Wait()
+	addrs := l.a.AttachAddrs()
+	if len(addrs) == 0 {
+		t.Fatal("no attach listener after a prestarted command")
+	}
+	var ip string
+	for _, a := range addrs {
+		ta := a.(*net.TCPAddr)
+		if ta.IP.IsUnspecified() {
+			t.Errorf("the runner listens for nodes to attach on %v: every interface", a)
+		}
+		ip = ta.IP.String()
+	}
+
+	// More idle connections than the listener keeps waiting for a hello:
+	// those past the bound are closed at once, and the node's own
+	// connection still gets its command.
+	const extra = 8
+	closed := make(chan struct{}, agent.MaxPendingHellos+extra)
+	for range agent.MaxPendingHellos + extra {
+		c, err := net.Dial("tcp", addrs[0].String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go func() { io.Copy(io.Discard, c); closed <- struct{}{} }()
+	}
+	p, err = h.Prestart(ctx, node).Start(ctx, []string{node, "version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stderr())
+	if out, _ := io.ReadAll(p.Stdout()); p.Wait() != nil || !strings.HasPrefix(string(out), "node ") {
+		t.Errorf("node version through the agent past %d idle connections: %q", agent.MaxPendingHellos+extra, out)
+	}
+	timeout := time.After(2 * time.Second)
+	for n := 0; n < extra; n++ {
+		select {
+		case <-closed:
+		case <-timeout:
+			t.Fatalf("%d idle connections closed within 2 s, want at least %d", n, extra)
+		}
+	}
+
+	// An impostor on the runner's address: it answers the hello with a
+	// command line of its own, and no proof.
+	fake, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	key := slurmlab.LocalDir + "/stolen"
+	go func() {
+		c, err := fake.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		bufio.NewReader(c).ReadBytes('\n')
+		b, _ := json.Marshal(results.AttachCommand{Argv: []string{"serve", "--transport", "tcp", "--file", key,
+			"--file-size", "4KiB", "--create", "--cache", "warm", "--listen", "0.0.0.0", "--port", "0", "--accept-timeout", "30s"}})
+		c.Write(append(b, '\n'))
+		io.Copy(io.Discard, c)
+	}()
+	p, err = h.Start(ctx, []string{"env", results.AttachTokenEnv + "=t0ken", node, "attach", "--runner", fake.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr []byte
+	done := make(chan struct{})
+	go func() { stderr, _ = io.ReadAll(p.Stderr()); close(done) }()
+	io.Copy(io.Discard, p.Stdout())
+	<-done
+	err = p.Wait()
+	want := "node: error: attach: the runner at " + fake.Addr().String() + " did not prove it holds the token; nothing was run"
+	if err == nil || !strings.Contains(string(stderr), want) {
+		t.Errorf("node attach answered by an impostor: %v, stderr %q; want an error saying %q", err, stderr, want)
+	}
+	if out, err := h.Run(ctx, []string{"sh", "-c", "ls " + key + "* 2>&1; true"}); err != nil || !strings.Contains(string(out), "No such file") {
+		t.Errorf("the impostor's serve ran: %s (%v)", out, err)
+	}
 }

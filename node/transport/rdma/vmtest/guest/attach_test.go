@@ -33,6 +33,7 @@ func TestAttachLoopRDMA(t *testing.T) {
 		c.Env = append(os.Environ(), results.AttachTokenEnv+"=t0ken")
 	}, nodeBin(t), "attach", "--runner", ln.Addr().String(), "--loop")
 	pid := agent.cmd.Process.Pid
+	key := results.AttachKey("t0ken") // the runner's side of the handshake
 
 	const points = 10
 	var fds0, rss0 int
@@ -45,11 +46,20 @@ func TestAttachLoopRDMA(t *testing.T) {
 		if err != nil {
 			t.Fatalf("point %d: node attach did not attach: %v", i, err)
 		}
-		if _, err := bufio.NewReader(c).ReadBytes('\n'); err != nil {
+		line, err := bufio.NewReader(c).ReadBytes('\n')
+		if err != nil {
 			t.Fatalf("point %d: hello: %v", i, err)
 		}
+		var hello results.AttachHello
+		json.Unmarshal(line, &hello)
+		nonce, err := hello.HelloNonce()
+		if err != nil || hello.ID != key.ID() {
+			t.Fatalf("point %d: hello %s: want the ID %s and a nonce (%v)", i, line, key.ID(), err)
+		}
 		argv := readArgs(ready.Address, ready.Port, "--block-size", "1MiB", "--queue-depth", "16", "--total", "16MiB", "--verify", "--control-stdin")
-		for _, v := range []any{results.AttachCommand{Argv: argv}, results.Control{Secret: secret}} {
+		cmd := results.AttachCommand{Argv: argv, MAC: key.MAC(nonce, argv)}
+		key = key.Next(nonce)
+		for _, v := range []any{cmd, results.Control{Secret: secret}} {
 			b, _ := json.Marshal(v)
 			c.Write(append(b, '\n'))
 		}
