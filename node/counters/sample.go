@@ -27,12 +27,21 @@ type TCPPhase struct {
 // the run goes on without that group.
 type Sample struct {
 	sysfs  string
-	disk   BlockDevice
-	dev    string
-	port   int
-	netdev string
-	before map[string]Snapshot // by group: disk, rdma, netdev
+	groups []group             // begun, in the order they began
+	before map[string]Snapshot // by group name
 	unread map[string]string
+}
+
+// group is one set of counters a Sample reads when its phase begins and
+// again at the end, as node_exporter's collectors each read one source:
+// one file each (disk.go, rdma.go, netdev.go).
+type group interface {
+	// name prefixes the group's raw counters ("disk/…") and keys unread.
+	name() string
+	// read reads the counters now.
+	read() (Snapshot, error)
+	// fill puts the group's headlines from its delta into c.
+	fill(c *results.Counters, d Delta)
 }
 
 // NewSample starts an empty sample; sysfs is the /sys mount ("" is /sys).
@@ -43,53 +52,16 @@ func NewSample(sysfs string) *Sample {
 	return &Sample{sysfs: sysfs, before: map[string]Snapshot{}, unread: map[string]string{}}
 }
 
-// Disk begins counting the block device under file.
-func (s *Sample) Disk(file string) {
-	b, err := BlockDeviceFor(s.sysfs, file)
+// begin reads g's counters for the first time; what cannot be read is
+// noted in unread and the group left out.
+func (s *Sample) begin(g group) {
+	snap, err := g.read()
 	if err != nil {
-		s.unread["disk"] = err.Error()
+		s.unread[g.name()] = err.Error()
 		return
 	}
-	s.disk = b
-	s.begin("disk")
-}
-
-// Port begins counting an RDMA port's counters and hw_counters.
-func (s *Sample) Port(dev string, port int) {
-	s.dev, s.port = dev, port
-	s.begin("rdma")
-}
-
-// Netdev begins counting a network device's statistics; with name ""
-// why says why the data's device is not known.
-func (s *Sample) Netdev(name, why string) {
-	if name == "" {
-		s.unread["netdev"] = why
-		return
-	}
-	s.netdev = name
-	s.begin("netdev")
-}
-
-func (s *Sample) begin(group string) {
-	snap, err := s.read(group)
-	if err != nil {
-		s.unread[group] = err.Error()
-		return
-	}
-	s.before[group] = snap
-}
-
-// read reads one group's counters now.
-func (s *Sample) read(group string) (Snapshot, error) {
-	switch group {
-	case "disk":
-		return s.disk.Stat()
-	case "rdma":
-		return RDMAPort(s.sysfs, s.dev, s.port)
-	default:
-		return Netdev(s.sysfs, s.netdev)
-	}
+	s.groups = append(s.groups, g)
+	s.before[g.name()] = snap
 }
 
 // End reads the counters again and returns the deltas since Begin, their
@@ -98,31 +70,17 @@ func (s *Sample) read(group string) (Snapshot, error) {
 // does not cross one.
 func (s *Sample) End(tcp *TCPPhase) *results.Counters {
 	c := &results.Counters{Raw: map[string]int64{}, Unread: s.unread, BootID: bootID()}
-	deltas := map[string]Delta{}
-	for group, before := range s.before {
-		after, err := s.read(group)
+	for _, g := range s.groups {
+		after, err := g.read()
 		if err != nil {
-			s.unread[group] = err.Error()
+			s.unread[g.name()] = err.Error()
 			continue
 		}
-		deltas[group] = Sub(before, after)
-		for name, v := range deltas[group] {
-			c.Raw[group+"/"+name] = v
+		d := Sub(s.before[g.name()], after)
+		for name, v := range d {
+			c.Raw[g.name()+"/"+name] = v
 		}
-	}
-	if d, ok := deltas["disk"]; ok {
-		c.DiskDevice = s.disk.String()
-		c.DiskReadBytes = ptr(ReadBytes(d))
-	}
-	if d, ok := deltas["rdma"]; ok {
-		c.RDMADevice, c.RDMAPort = s.dev, s.port
-		c.RDMAFamily = Family(s.sysfs, s.dev)
-		h := Headline(c.RDMAFamily, d)
-		c.RDMARetransEvents, c.RDMACNP, c.RDMAECNMarked = h.RetransEvents, h.CNP, h.ECNMarked
-	}
-	if d, ok := deltas["netdev"]; ok {
-		c.Netdev = s.netdev
-		c.NetDrops = sum2(d, "rx_dropped", "tx_dropped")
+		g.fill(c, d)
 	}
 	if p, err := Process(); err != nil {
 		s.unread["process"] = err.Error()

@@ -1,0 +1,25 @@
+package counters
+
+import "rdmasweep/results"
+
+// Port begins counting an RDMA port's counters and hw_counters.
+func (s *Sample) Port(dev string, port int) {
+	s.begin(rdmaGroup{sysfs: s.sysfs, dev: dev, port: port})
+}
+
+// rdmaGroup is an RDMA port's counters/ and hw_counters/, with the
+// headlines of its vendor family (headlines.go).
+type rdmaGroup struct {
+	sysfs, dev string
+	port       int
+}
+
+func (g rdmaGroup) name() string            { return "rdma" }
+func (g rdmaGroup) read() (Snapshot, error) { return RDMAPort(g.sysfs, g.dev, g.port) }
+
+func (g rdmaGroup) fill(c *results.Counters, d Delta) {
+	c.RDMADevice, c.RDMAPort = g.dev, g.port
+	c.RDMAFamily = Family(g.sysfs, g.dev)
+	h := Headline(c.RDMAFamily, d)
+	c.RDMARetransEvents, c.RDMACNP, c.RDMAECNMarked = h.RetransEvents, h.CNP, h.ECNMarked
+}
