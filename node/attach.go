@@ -21,8 +21,6 @@ import (
 	"rdmasweep/results"
 )
 
-func init() { commands["attach"] = runAttach }
-
 // attachDialTimeout bounds node attach's connect to the runner.
 const attachDialTimeout = 30 * time.Second
 

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,9 +29,21 @@ var version = "dev"
 // output format, so run can print its error in that format.
 type command func(ctx context.Context, env *env, args []string) error
 
-// commands maps subcommand names to their implementations. Other files add
-// to it in init (e.g. devices, with the rdma build).
-var commands = map[string]command{}
+// commands are node's subcommands, in the order usage lists them, as
+// runner lists its own. A function, not a variable: attach runs commands
+// through dispatch, which reads this list.
+func commands() []namedCommand {
+	return []namedCommand{
+		{"serve", runServe}, {"read", runRead}, {"prepare", runPrepare}, {"attach", runAttach},
+		{"devices", runDevices}, {"host", runHost}, {"version", runVersion},
+	}
+}
+
+// namedCommand is a subcommand and its name.
+type namedCommand struct {
+	name string
+	run  command
+}
 
 // env is a subcommand's view of the process.
 type env struct {
@@ -87,19 +98,19 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		return usagef("usage: node %s [flags]", strings.Join(commandNames(), "|"))
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		return usagef("unknown command %q (want one of %s)", args[0], strings.Join(commandNames(), ", "))
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, e, args[1:])
+		}
 	}
-	return cmd(ctx, e, args[1:])
+	return usagef("unknown command %q (want one of %s)", args[0], strings.Join(commandNames(), ", "))
 }
 
 func commandNames() []string {
 	var names []string
-	for n := range commands {
-		names = append(names, n)
+	for _, c := range commands() {
+		names = append(names, c.name)
 	}
-	sort.Strings(names)
 	return names
 }
 

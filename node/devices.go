@@ -16,8 +16,6 @@ import (
 	"rdmasweep/results"
 )
 
-func init() { commands["devices"] = runDevices }
-
 func runDevices(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON line instead of a table")

@@ -20,8 +20,6 @@ import (
 	"rdmasweep/results"
 )
 
-func init() { commands["host"] = runHost }
-
 func runHost(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("host", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON line instead of text")

@@ -10,8 +10,6 @@ import (
 	"rdmasweep/results"
 )
 
-func init() { commands["read"] = runRead }
-
 type readOptions struct {
 	roleFlags
 	server     string

@@ -19,11 +19,6 @@ import (
 	"rdmasweep/results"
 )
 
-func init() {
-	commands["serve"] = runServe
-	commands["prepare"] = runPrepare
-}
-
 type serveOptions struct {
 	roleFlags
 	file          string

@@ -12,8 +12,6 @@ import (
 	"rdmasweep/results"
 )
 
-func init() { commands["version"] = runVersion }
-
 func runVersion(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
