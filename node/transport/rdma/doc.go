@@ -10,7 +10,10 @@
 //
 // The device is chosen by the address the connection uses (device.go,
 // device_info.go). The connection setup is node's own exchange
-// (exchange.go) or rdma_cm (cm.go); the verbs calls and the hot loop are in
-// shim.c; the Go side holds the objects' lifetimes and turns failures into
-// errors that name the verb, its errno and a hint.
+// (exchange.go) or rdma_cm (cm.go). The C holds what cgo cannot reach, by
+// concern: the verbs wrappers (shim_verbs.c), the connection manager
+// (shim_cm.c), the read loop with its schedule (shim_loop.c) and the
+// mirrors of Go code it needs (shim_mirror.c), all under shim.h's rules.
+// The Go side holds the objects' lifetimes and turns failures into errors
+// that name the verb, its errno and a hint.
 package rdma
