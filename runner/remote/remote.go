@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 )
 
 // Host is one machine. A Host is safe for concurrent use; it holds one
@@ -73,4 +74,19 @@ func (e *ExitError) Error() string {
 		return "killed by signal " + e.Signal
 	}
 	return fmt.Sprintf("exit status %d", e.Status)
+}
+
+// EndAll ends everything a Host's Close finds still running: it runs end
+// on each of live at once and returns when every call has. live is the
+// keys of the Host's set of live things, taken under its lock.
+func EndAll[T comparable](live map[T]bool, end func(T)) {
+	var wg sync.WaitGroup
+	for x := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			end(x)
+		}()
+	}
+	wg.Wait()
 }

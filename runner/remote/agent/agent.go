@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -207,32 +208,23 @@ func (p *Pool) Close(wait time.Duration, kill func(remote.Process)) {
 	p.mu.Lock()
 	p.closed = true
 	p.idle = nil
-	var live []*agent
-	for ag := range p.live {
-		live = append(live, ag)
-	}
+	live := maps.Clone(p.live)
 	p.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, ag := range live {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-ag.launched
-			if ag.err != nil {
-				return
+	remote.EndAll(live, func(ag *agent) {
+		<-ag.launched
+		if ag.err != nil {
+			return
+		}
+		p.tokens.forget(ag.conns)
+		ag.p.Stdin().Close()
+		select {
+		case <-ag.gone:
+		case <-time.After(wait):
+			if kill != nil {
+				kill(ag.p)
 			}
-			p.tokens.forget(ag.conns)
-			ag.p.Stdin().Close()
-			select {
-			case <-ag.gone:
-			case <-time.After(wait):
-				if kill != nil {
-					kill(ag.p)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 }
 
 // agent is one `node attach --loop` on the host: handed out by Prestart,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -160,25 +161,16 @@ func (h *Host) Close() error {
 	h.pool.Close(idleExitWait, nil)
 	h.mu.Lock()
 	h.closed = true
-	var live []*process
-	for p := range h.procs {
-		live = append(live, p)
-	}
+	live := maps.Clone(h.procs)
 	h.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range live {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if in := p.Stdin(); in != nil {
-				in.Close()
-			}
-			p.stop()
-			p.stdout.close()
-			p.stderr.Close()
-		}()
-	}
-	wg.Wait()
+	remote.EndAll(live, func(p *process) {
+		if in := p.Stdin(); in != nil {
+			in.Close()
+		}
+		p.stop()
+		p.stdout.close()
+		p.stderr.Close()
+	})
 	if len(live) == 0 {
 		return nil
 	}
@@ -191,7 +183,7 @@ func (h *Host) Close() error {
 		}
 		var left []string
 		for _, s := range steps {
-			for _, p := range live {
+			for p := range live {
 				if s == p.step {
 					left = append(left, s)
 				}
