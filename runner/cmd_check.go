@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"rdmasweep/runner/check"
-	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hostset"
 )
 
@@ -34,8 +33,8 @@ func runCheck(ctx context.Context, o checkOptions, g globals, args []string) err
 		return err
 	}
 	planWarnings(g.ui, p, pts)
-	if p.IsPool() { // its probes pair servers with clients, which a pool has not
-		return hint.Wrap(fmt.Errorf("%s: runner check does not probe pairwise and ring plans yet", p.Path), "runner exec of the plan reaches every pool host once and names a host it loses in its rows")
+	if err := check.Refused(p); err != nil {
+		return err
 	}
 	table := check.New(p, pts)
 	set, err := hostset.Connect(ctx, p, hostOptions(p, g.ui))

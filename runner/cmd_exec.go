@@ -4,19 +4,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
-	"rdmasweep/runner/fleet"
 	"rdmasweep/runner/manifest"
 	"rdmasweep/runner/point"
 	"rdmasweep/runner/progress"
 	"rdmasweep/runner/resume"
-	"rdmasweep/runner/search"
 	"rdmasweep/runner/summary"
 	"rdmasweep/runner/sweep"
 	"rdmasweep/runner/verdict"
@@ -46,10 +43,11 @@ var execCommand = &command{
 // execRun is one exec once its hosts are ready: what its steps share.
 type execRun struct {
 	*sweep.Exec
-	o   execOptions
-	g   globals
-	pts []plan.Point
-	csv *csvfile.File
+	mode sweep.Mode
+	o    execOptions
+	g    globals
+	pts  []plan.Point
+	csv  *csvfile.File
 }
 
 // runExec is `runner exec PLAN`: it runs every point of the plan the CSV
@@ -78,10 +76,8 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 		return err
 	}
 	defer csv.Close()
-	todo, skipped := resume.Pending(pts, p.Repeat, csv.Rows(), o.rerun)
-	if p.Search != nil { // the walks decide the runs; the outer points' are the gates'
-		todo, skipped = resume.Pending(pts, 1, nil, true)
-	}
+	mode := sweep.ModeOf(p)
+	todo, skipped := mode.Pending(pts, csv.Rows(), o.rerun)
 	reportSkipped(g.ui, skipped, csvPath)
 	if len(todo) == 0 {
 		return summary.Write(g.stdout, summary.Build(resume.Shown(pts, csv.Rows(), nil)))
@@ -94,9 +90,9 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 		return err
 	}
 	defer e.Close()
-	x := &execRun{Exec: e, o: o, g: g, pts: pts, csv: csv}
-	if p.Search != nil {
-		g.ui.infof("%s", search.BoundText(search.FromPlan(p.Search, p.Repeat), len(pts)))
+	x := &execRun{Exec: e, mode: mode, o: o, g: g, pts: pts, csv: csv}
+	if b := mode.Bound(pts); b != "" {
+		g.ui.infof("%s", b)
 	}
 	return x.sweep(ctx, todo)
 }
@@ -108,8 +104,8 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 		return err
 	}
 	todo, skipped := resume.Pending(pts, p.Repeat, existing, o.rerun)
-	if p.Search != nil {
-		g.ui.infof("%s", search.BoundText(search.FromPlan(p.Search, p.Repeat), len(pts)))
+	if b := sweep.ModeOf(p).Bound(pts); b != "" {
+		g.ui.infof("%s", b)
 	}
 	reportSkipped(g.ui, skipped, csvPath)
 	var on []string
@@ -125,28 +121,18 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 // the summary.
 func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	ui := x.g.ui
-	total := len(todo)
-	if x.Plan.Search != nil {
-		total = sweep.SearchRuns(x.Plan, len(x.pts)) // a bound: the walks decide
-	}
-	prog := progress.New(ui.w, total)
+	prog := progress.New(ui.w, x.mode.Total(x.pts, todo))
 	label := func(j resume.Job) string { return fmt.Sprintf("%s r%d", paramsText(j.Point), j.Rep) }
 	w := sweep.Watch{
 		FailFast: x.o.failFast,
 		Begin:    func(i int, j resume.Job) { prog.Begin(i, label(j)) },
 		End:      func(i int, j resume.Job, last results.Row, tm point.Timing) { prog.End(i, label(j), last, tm) },
 	}
-	var out sweep.Outcome
-	var err error
-	if x.Plan.Search != nil {
-		var existing []results.Row
-		if !x.o.rerun {
-			existing = x.csv.Rows()
-		}
-		out, err = x.RunSearch(ctx, x.pts, existing, x.csv, w)
-	} else {
-		out, err = x.Run(ctx, todo, x.csv, w)
+	var existing []results.Row
+	if !x.o.rerun {
+		existing = x.csv.Rows()
 	}
+	out, err := x.mode.Run(ctx, x.Exec, x.pts, todo, existing, x.csv, w)
 	if err != nil {
 		prog.Abort()
 		return err
@@ -165,7 +151,7 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	if err := x.report(out.Rows); err != nil {
 		return err
 	}
-	if failed, total := out.Tally(x.Plan.IsPool()); failed > 0 {
+	if failed, total := x.mode.Tally(out); failed > 0 {
 		return &someFailed{failed: failed, total: total}
 	}
 	if n := verdict.Failed(out.Rows); n > 0 {
@@ -174,43 +160,14 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	return nil
 }
 
-// report prints the summary of the plan's points (this exec's rows where
-// it ran them, else the CSV's), with the ratios to a peer when the plan
-// sweeps workload, and where the rows went. A pool sweep's rows carry
-// their pairs' keys, so its links are judged instead of its points summed.
+// report prints the mode's report of this exec's rows, and where the
+// rows went.
 func (x *execRun) report(rows []results.Row) error {
-	if err := x.writeReport(rows); err != nil {
+	if err := x.mode.Report(x.g.stdout, x.pts, x.csv.Rows(), rows); err != nil {
 		return err
 	}
 	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.CSVPath, x.RunID, x.LogDir)
 	return nil
-}
-
-func (x *execRun) writeReport(rows []results.Row) error {
-	stdout := x.g.stdout
-	if x.Plan.IsPool() {
-		return fleet.WriteText(stdout, fleet.FromRows(rows, fleet.JudgeOptions{}))
-	}
-	if x.Plan.Search != nil { // the walks' rows, and the knees of the CSV
-		if err := summary.Write(stdout, summary.Build(rows)); err != nil {
-			return err
-		}
-		if err := summary.WriteKnees(stdout, summary.Knees(slices.Concat(x.csv.Rows(), rows))); err != nil {
-			return err
-		}
-		return verdict.WriteSummary(stdout, rows)
-	}
-	groups := summary.Build(resume.Shown(x.pts, x.csv.Rows(), rows))
-	if err := summary.Write(stdout, groups); err != nil {
-		return err
-	}
-	if base, ok := summary.PeerBaseline(x.pts); ok {
-		fmt.Fprintln(stdout)
-		if err := summary.WriteRatios(stdout, groups, base); err != nil {
-			return err
-		}
-	}
-	return verdict.WriteSummary(stdout, rows)
 }
 
 func reportSkipped(ui *voice, skipped int, csvPath string) {

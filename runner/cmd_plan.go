@@ -4,8 +4,8 @@ import (
 	"context"
 	"flag"
 
-	"rdmasweep/runner/search"
 	"rdmasweep/runner/summary"
+	"rdmasweep/runner/sweep"
 )
 
 // planCmdOptions are runner plan's: the plan flags alone.
@@ -29,8 +29,8 @@ func runPlan(ctx context.Context, o planCmdOptions, g globals, args []string) er
 		return err
 	}
 	planWarnings(g.ui, p, pts)
-	if p.Search != nil {
-		g.ui.infof("%s", search.BoundText(search.FromPlan(p.Search, p.Repeat), len(pts)))
+	if b := sweep.ModeOf(p).Bound(pts); b != "" {
+		g.ui.infof("%s", b)
 	}
 	return summary.WritePoints(g.stdout, pts)
 }

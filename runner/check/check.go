@@ -59,6 +59,15 @@ type Table struct {
 	set       *hostset.Set
 }
 
+// Refused is why runner check cannot judge p, or nil: its probes pair
+// servers with clients, which a pairwise or ring plan has not.
+func Refused(p *plan.Plan) error {
+	if p.IsPool() {
+		return hint.Wrap(fmt.Errorf("%s: runner check does not probe pairwise and ring plans yet", p.Path), "runner exec of the plan reaches every pool host once and names a host it loses in its rows")
+	}
+	return nil
+}
+
 // New is the table of plan p before anything is known: every cell "-".
 func New(p *plan.Plan, pts []plan.Point) *Table {
 	c := &Table{p: p, pts: pts}

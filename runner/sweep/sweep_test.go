@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/runner/csvfile"
 	"rdmasweep/runner/hint"
@@ -39,5 +40,32 @@ func TestOpenCSVRefusesALockedCSVWithAHint(t *testing.T) {
 	}
 	if rows, err := Existing(path); err != nil || len(rows) != 0 {
 		t.Fatalf("Existing of an empty CSV = %v, %v", rows, err)
+	}
+}
+
+// A plain plan runs each point Repeat times, less what the CSV holds ok; a
+// search's walks decide its runs, so its outer points are pending once
+// each whatever the CSV holds, and its progress counts the walks' bound.
+func TestModePendingAndTotal(t *testing.T) {
+	pts := []plan.Point{{Key: "a"}, {Key: "b"}}
+	done := []results.Row{{PointKey: "a", Repetition: 1, Status: results.StatusOK}}
+
+	plain := ModeOf(&plan.Plan{Repeat: 2})
+	todo, skipped := plain.Pending(pts, done, false)
+	if len(todo) != 3 || skipped != 1 || plain.Total(pts, todo) != 3 || plain.Bound(pts) != "" {
+		t.Errorf("plain: %d pending, %d skipped, total %d, bound %q; want 3, 1, 3 and none", len(todo), skipped, plain.Total(pts, todo), plain.Bound(pts))
+	}
+
+	p := &plan.Plan{Repeat: 3, Search: &plan.Search{Param: "queue_depth", From: 1, To: 16, Metric: "lat_p99_us", AtMost: true, Limit: 100}}
+	s := ModeOf(p)
+	todo, skipped = s.Pending(pts, done, false)
+	if len(todo) != 2 || skipped != 0 {
+		t.Errorf("search: %d pending, %d skipped; want each outer point once", len(todo), skipped)
+	}
+	if got, want := s.Total(pts, todo), SearchRuns(p, 2); got != want || got <= len(todo) {
+		t.Errorf("search: total %d, want the walks' bound %d", got, want)
+	}
+	if !strings.Contains(s.Bound(pts), "queue_depth") {
+		t.Errorf("search: bound %q does not name the searched parameter", s.Bound(pts))
 	}
 }
