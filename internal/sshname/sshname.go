@@ -8,6 +8,7 @@
 package sshname
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -22,12 +23,13 @@ const (
 	userUnsafe = "'`\";&<>|(){}"
 )
 
-// Host returns why OpenSSH would refuse s as a host name, or nil: it
-// starts with '-' (an option to whatever the shell runs), or holds one
-// of '`"$\;&<>|(){}, a space or a control character.
+// Host returns what makes OpenSSH refuse s as a host name, or nil: a
+// leading '-' (an option to whatever the shell runs), or one of
+// '`"$\;&<>|(){}, a space or a control character. The error names the
+// character and its place, e.g. "'$' at byte 2".
 func Host(s string) error {
 	if strings.HasPrefix(s, "-") {
-		return fmt.Errorf("starts with '-'")
+		return errors.New("a leading '-'")
 	}
 	for i, r := range s {
 		if strings.ContainsRune(hostUnsafe, r) || isSpace(r) || isCntrl(r) {
@@ -37,21 +39,21 @@ func Host(s string) error {
 	return nil
 }
 
-// User returns why OpenSSH would refuse s as a remote user name, or nil:
-// it starts with '-', holds a control character or one of '`";&<>|(){},
-// has a space followed by '-', or ends in '\'.
+// User returns what makes OpenSSH refuse s as a remote user name, or
+// nil: a leading '-', a control character or one of '`";&<>|(){}, a
+// space followed by '-', or a trailing '\'.
 func User(s string) error {
 	if strings.HasPrefix(s, "-") {
-		return fmt.Errorf("starts with '-'")
+		return errors.New("a leading '-'")
 	}
 	for i, r := range s {
 		switch {
 		case isCntrl(r), strings.ContainsRune(userUnsafe, r):
 			return unsafeAt(s, i, r)
 		case isSpace(r) && strings.HasPrefix(s[i+1:], "-"):
-			return fmt.Errorf("has a space followed by '-' at byte %d", i+1)
+			return fmt.Errorf("a space followed by '-' at byte %d", i+1)
 		case r == '\\' && i == len(s)-1:
-			return fmt.Errorf("ends in '\\'")
+			return errors.New("a trailing '\\'")
 		}
 	}
 	return nil
@@ -69,5 +71,5 @@ func unsafeAt(s string, i int, r rune) error {
 	} else if !unicode.IsPrint(r) {
 		what = fmt.Sprintf("the control character %U", r)
 	}
-	return fmt.Errorf("holds %s at byte %d, which a shell would interpret", what, i+1)
+	return fmt.Errorf("%s at byte %d", what, i+1)
 }
