@@ -52,10 +52,11 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 	if debug == nil {
 		debug = func(string) {}
 	}
-	hk, err := newHostKeys(r.userKnownHosts, r.globalKnownHosts, cfg.HostKeyPolicy, r.hashKnownHosts, warn, debug)
+	hk, err := newHostKeys(r.userKnownHosts, r.globalKnownHosts, r.hostKeyPolicy, r.hashKnownHosts, warn, debug)
 	if err != nil {
 		return nil, err
 	}
+	hk.source, hk.sshConfigValue = r.policySource, r.strictHostKeyChecking
 	if hk.policy == PolicyInsecure {
 		warn(fmt.Sprintf("host key checking is OFF for %s (host_key_policy: insecure): anyone on the network path can impersonate it", name))
 	}

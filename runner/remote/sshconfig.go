@@ -35,6 +35,7 @@ type sshConfigEntry struct {
 	GlobalKnownHostsFiles []string
 	ServerAliveInterval   string
 	ServerAliveCountMax   string
+	StrictHostKeyChecking string
 
 	alias, planUser string // what Match host, originalhost and user see
 	proxySet        bool   // ProxyJump or ProxyCommand was seen
@@ -204,6 +205,8 @@ func (e *sshConfigEntry) set(key, val string, args []string, alias string) {
 		first(&e.ServerAliveInterval)
 	case "serveralivecountmax":
 		first(&e.ServerAliveCountMax)
+	case "stricthostkeychecking":
+		first(&e.StrictHostKeyChecking)
 	}
 }
 
