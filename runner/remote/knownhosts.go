@@ -66,8 +66,9 @@ type hostKeys struct {
 	mu sync.Mutex // serialises reading and appending the file
 }
 
-// newHostKeys checks the policy ("" is strict) and creates the first user file (and its
-// directory, 0700) when it is missing and may be written to.
+// newHostKeys checks the policy ("" is strict) and creates the first
+// user file (and its directory, 0700) when it is missing and may be
+// written to.
 func newHostKeys(user, global []string, policy string, hash bool, warn, debug func(string)) (*hostKeys, error) {
 	switch policy {
 	case "":
@@ -448,9 +449,9 @@ func (e *UnknownHostError) Error() string {
 // plan's key when the plan's own strict is what refused.
 func (e *UnknownHostError) Hint() string {
 	if e.Source == SourcePlan {
-		return "or set the plan's ssh.host_key_policy: accept-new (or --set ssh.host_key_policy=accept-new) to trust hosts not yet known on first contact; the plan's strict wins over --accept-new-host-keys"
+		return "to trust hosts not yet known on first contact instead, set the plan's ssh.host_key_policy: accept-new (or --set ssh.host_key_policy=accept-new); the plan's strict wins over --accept-new-host-keys"
 	}
-	return "or trust hosts not yet known on first contact, adding their keys to " + e.File + ": run again with --accept-new-host-keys, or set the plan's ssh.host_key_policy: accept-new"
+	return "to trust hosts not yet known on first contact instead, adding their keys to " + e.File + ", run again with --accept-new-host-keys, or set the plan's ssh.host_key_policy: accept-new"
 }
 
 func (e *UnknownHostError) Unwrap() error { return ErrHostKey }
