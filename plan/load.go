@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"rdmasweep/internal/sshname"
 	"rdmasweep/results"
 )
 
@@ -237,6 +238,9 @@ func (l *loader) host(hf field, path string, base Values) Host {
 	case ok && strings.ContainsAny(a, " \t@"):
 		l.errorf(n, path+".address", "must be a host name, address or ssh_config alias, without spaces or user@ (got %q); put the user in user:", a)
 	case ok:
+		if err := sshname.Host(a); err != nil {
+			l.errorf(n, path+".address", "must not hold what a shell would interpret, as OpenSSH requires of a host name: %v (got %q)", err, a)
+		}
 		h.Address = a
 	case isNull(f["address"].val):
 		if f["address"].key != nil {
@@ -250,7 +254,12 @@ func (l *loader) host(hf field, path string, base Values) Host {
 	if v, _, ok := l.integer(f, "port", path, 1, 65535); ok {
 		h.Port = int(v)
 	}
-	h.User, _, _ = l.str(f, "user", path)
+	if v, n, ok := l.str(f, "user", path); ok {
+		if err := sshname.User(v); err != nil {
+			l.errorf(n, path+".user", "must not hold what a shell would interpret, as OpenSSH requires of a user name: %v (got %q)", err, v)
+		}
+		h.User = v
+	}
 	if v, n, ok := l.str(f, "identity_file", path); ok {
 		h.IdentityFile = l.expandHome(v, n, path+".identity_file")
 	}
@@ -317,6 +326,15 @@ func checkJump(s string) string {
 	if host == "" || strings.ContainsAny(host, " /@,") || (!strings.HasPrefix(hostport, "[") && strings.Contains(host, ":")) {
 		return want
 	}
+	// As OpenSSH checks -J: the hop's names reach its ProxyCommand too.
+	if err := sshname.Host(host); err != nil {
+		return fmt.Sprintf("its host must not hold what a shell would interpret, as OpenSSH requires: %v", err)
+	}
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		if err := sshname.User(s[:i]); err != nil {
+			return fmt.Sprintf("its user must not hold what a shell would interpret, as OpenSSH requires: %v", err)
+		}
+	}
 	if port != "" {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 {
@@ -351,7 +369,9 @@ func validCPUList(s string) bool {
 func (l *loader) ssh(n *yaml.Node, p *Plan) {
 	// known_hosts and keepalive_interval stay unset unless written: the
 	// ssh layer then takes ssh_config's, then its defaults (docs/ssh.md).
-	p.SSH = SSH{HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second}
+	// host_key_policy too: unset, the runner's flag, then ssh_config
+	// decide, and then strict (runner/remote, hostKeyPolicy).
+	p.SSH = SSH{ConnectTimeout: 10 * time.Second}
 	f, ok := l.mapping(n, "ssh", sshKeys)
 	if !ok {
 		return

@@ -149,7 +149,7 @@ const localAddress = "local"
 // SSH settings shared by both hosts.
 type SSH struct {
 	KnownHosts        string        // "" = ssh_config's UserKnownHostsFile, else ~/.ssh/known_hosts; ~ expanded
-	HostKeyPolicy     string        // strict | accept-new (default) | insecure
+	HostKeyPolicy     string        // strict | accept-new | insecure; "" = not written (docs/ssh.md#host-keys)
 	ConnectTimeout    time.Duration // default 10s
 	KeepaliveInterval time.Duration // 0 = ssh_config's ServerAliveInterval, else 15s
 }

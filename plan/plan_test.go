@@ -62,7 +62,7 @@ func TestDefaults(t *testing.T) {
 		Source:   []byte(minimalYAML),
 		Launcher: "ssh",
 		Hosts:    Hosts{Servers: []Host{{Address: "local", Params: hostDefaults()}}, Clients: []Host{{Address: "local", Params: hostDefaults()}}, listed: map[string]bool{}},
-		SSH:      SSH{HostKeyPolicy: "accept-new", ConnectTimeout: 10 * time.Second},
+		SSH:      SSH{ConnectTimeout: 10 * time.Second},
 		Node:     Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep/node"},
 		Base:     withValues(defaults, map[string]value{"file": {s: "/tmp/t.dat"}, "file_size": {n: 64 << 20}}),
 		Repeat:   1,

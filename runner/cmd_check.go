@@ -10,7 +10,10 @@ import (
 )
 
 // checkOptions are runner check's: the plan flags alone.
-type checkOptions struct{ planOptions }
+type checkOptions struct {
+	planOptions
+	hostFlags
+}
 
 var checkCommand = &command{
 	name: "check", args: "[flags] [PLAN]",
@@ -18,6 +21,7 @@ var checkCommand = &command{
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o checkOptions
 		o.addFlags(fs)
+		o.addHostFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runCheck(ctx, o, g, args) }
 	},
 }
@@ -37,7 +41,7 @@ func runCheck(ctx context.Context, o checkOptions, g globals, args []string) err
 		return err
 	}
 	table := check.New(p, pts)
-	set, err := hostset.Connect(ctx, p, hostOptions(p, g.ui))
+	set, err := hostset.Connect(ctx, p, hostOptions(p, g.ui, o.hostFlags))
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return cause

@@ -20,6 +20,7 @@ import (
 // cleanOptions are runner clean's.
 type cleanOptions struct {
 	planOptions
+	hostFlags
 	yes, dryRun bool
 	out         string
 }
@@ -33,6 +34,7 @@ var cleanCommand = &command{
 		fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be removed, and remove nothing")
 		fs.StringVar(&o.out, "out", "", "the `CSV` whose state to clean (default: the plan's output.csv)")
 		o.addFlags(fs)
+		o.addHostFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runClean(ctx, o, g, args) }
 	},
 }
@@ -61,7 +63,7 @@ func runClean(ctx context.Context, o cleanOptions, g globals, args []string) err
 		defer csv.Close()
 	}
 	// Dial, but deploy nothing: no point uploading what is about to go.
-	set, err := hostset.Dial(ctx, p, hostOptions(p, g.ui))
+	set, err := hostset.Dial(ctx, p, hostOptions(p, g.ui, o.hostFlags))
 	if err != nil {
 		return err
 	}

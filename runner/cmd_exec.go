@@ -22,6 +22,7 @@ import (
 // execOptions are runner exec's.
 type execOptions struct {
 	planOptions
+	hostFlags
 	out                     string
 	dryRun, rerun, failFast bool
 }
@@ -36,6 +37,7 @@ var execCommand = &command{
 		fs.BoolVar(&o.rerun, "rerun", false, "run points again even when the CSV already has them ok")
 		fs.BoolVar(&o.failFast, "fail-fast", false, "stop at the first failed point")
 		o.addFlags(fs)
+		o.addHostFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runExec(ctx, o, g, args) }
 	},
 }
@@ -84,7 +86,7 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	}
 	e, err := sweep.Prepare(ctx, sweep.Setup{
 		Plan: p, Points: pts, RunID: manifest.NewRunID(), CSVPath: csvPath, RunnerVersion: version, Set: o.set,
-		Hosts: hostOptions(p, g.ui), Info: g.ui.info, Warn: g.ui.warn, WarnOnce: func(msg string) { g.ui.warnOnce("%s", msg) },
+		Hosts: hostOptions(p, g.ui, o.hostFlags), Info: g.ui.info, Warn: g.ui.warn, WarnOnce: func(msg string) { g.ui.warnOnce("%s", msg) },
 	}, todo)
 	if err != nil {
 		return err

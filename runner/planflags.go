@@ -30,6 +30,16 @@ func (o *planOptions) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxPoints, "max-points", 10000, "refuse an expansion of more than `N` points")
 }
 
+// hostFlags are the flags of the commands that dial the plan's hosts.
+type hostFlags struct {
+	acceptNewHostKeys bool
+}
+
+func (o *hostFlags) addHostFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.acceptNewHostKeys, "accept-new-host-keys", false,
+		"trust a host not yet in known_hosts on first contact and add its key there (the plan's ssh.host_key_policy wins; a changed key is still refused)")
+}
+
 // planName is how messages name the plan at path.
 func planName(path string) string {
 	if path == "" {
@@ -98,9 +108,14 @@ func paramsText(pt plan.Point) string {
 
 // hostOptions are how the hosts of plan p report to the user: deploying
 // an rdma plan's node built without rdma is warned of, and
-// RDMASWEEP_SSH_DEBUG=1 shows SSH's own trace.
-func hostOptions(p *plan.Plan, ui *voice) hostset.Options {
-	o := hostset.Options{Info: ui.info, Warn: ui.warn}
+// RDMASWEEP_SSH_DEBUG=1 shows SSH's own trace; and how their host keys
+// are taken (--accept-new-host-keys, which the plan's own
+// ssh.host_key_policy overrides, with a warning when they differ).
+func hostOptions(p *plan.Plan, ui *voice, hf hostFlags) hostset.Options {
+	o := hostset.Options{Info: ui.info, Warn: ui.warn, AcceptNewHostKeys: hf.acceptNewHostKeys}
+	if hf.acceptNewHostKeys && p.SSH.HostKeyPolicy != "" && p.SSH.HostKeyPolicy != "accept-new" {
+		ui.warnf("--accept-new-host-keys is ignored: the plan's ssh.host_key_policy is %s, and the plan wins (--set ssh.host_key_policy=accept-new overrides it)", p.SSH.HostKeyPolicy)
+	}
 	if os.Getenv("RDMASWEEP_SSH_DEBUG") != "" {
 		o.Debug = func(msg string) { ui.infof("ssh: %s", msg) }
 	}

@@ -83,7 +83,8 @@ func Dial(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
 
 // refused reports whether a dial failed because the host or the user was
 // refused (a host key unknown, changed or revoked, a bad host
-// certificate, no key the host takes): the plan or the setup is wrong,
+// certificate, no key the host takes, a name its ProxyCommand would not
+// be given): the plan or the setup is wrong,
 // not the host down, and the hint says how to fix it, so even a pool's
 // exec stops there.
 func refused(err error) bool {
@@ -96,7 +97,7 @@ func refused(err error) bool {
 		pass    *remote.PassphraseError
 	)
 	return errors.As(err, &unknown) || errors.As(err, &changed) || errors.As(err, &revoked) ||
-		errors.As(err, &cert) || errors.As(err, &auth) || errors.As(err, &pass)
+		errors.As(err, &cert) || errors.As(err, &auth) || errors.As(err, &pass) || errors.Is(err, remote.ErrUnsafeName)
 }
 
 // firstErr is the dial failure of the first role, in the plan's order,
@@ -179,6 +180,7 @@ func sshConfig(p *plan.Plan, name string, h plan.Host, passphrase func(keyFile s
 		Jump:              h.Jump,
 		KnownHosts:        p.SSH.KnownHosts,
 		HostKeyPolicy:     p.SSH.HostKeyPolicy,
+		AcceptNewHostKeys: o.AcceptNewHostKeys,
 		ConnectTimeout:    p.SSH.ConnectTimeout,
 		KeepaliveInterval: p.SSH.KeepaliveInterval,
 		Warn:              func(msg string) { o.warn(label + ": " + msg) },

@@ -52,6 +52,10 @@ type Options struct {
 	// a cancelled ctx, and a host that refuses the runner (its host key,
 	// or no key it takes) still fail the connect.
 	KeepUnreachable bool
+	// AcceptNewHostKeys is --accept-new-host-keys: a host not yet in
+	// known_hosts is trusted and added, unless the plan's
+	// ssh.host_key_policy says otherwise (remote.SSHConfig).
+	AcceptNewHostKeys bool
 }
 
 func (o Options) info(msg string) {

@@ -88,6 +88,7 @@ func TestRefused(t *testing.T) {
 		{&role.Error{Role: "pool2", Err: &remote.AuthError{User: "u"}}, true},
 		{fmt.Errorf("dial: %w", &remote.HostKeyChangedError{}), true},
 		{&remote.UnknownHostError{}, true},
+		{fmt.Errorf("connect to lab:22: %w", &remote.UnsafeNameError{Token: "%h", Err: errors.New("'$' at byte 2")}), true},
 		{&role.Error{Role: "pool2", Err: errors.New("connect to 198.18.45.15:22: timed out after 5s")}, false},
 		{errors.New("connect to 198.18.45.15:22: connection refused"), false},
 	} {

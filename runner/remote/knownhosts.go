@@ -41,8 +41,8 @@ import (
 
 // Host key policies, as written in a plan's ssh.host_key_policy.
 const (
-	PolicyStrict    = "strict"     // refuse unknown hosts
-	PolicyAcceptNew = "accept-new" // add unknown hosts (the default)
+	PolicyStrict    = "strict"     // refuse unknown hosts (the default)
+	PolicyAcceptNew = "accept-new" // add unknown hosts
 	PolicyInsecure  = "insecure"   // check nothing
 )
 
@@ -57,18 +57,22 @@ type hostKeys struct {
 	global []string // read only
 	policy string
 	hash   bool // write hashed host names (HashKnownHosts yes)
-	warn   func(string)
-	debug  func(string)
+	// source is what decided the policy (SourcePlan…), and
+	// sshConfigValue ssh_config's StrictHostKeyChecking, for a refusal.
+	source, sshConfigValue string
+	warn                   func(string)
+	debug                  func(string)
 
 	mu sync.Mutex // serialises reading and appending the file
 }
 
-// newHostKeys checks the policy and creates the first user file (and its
-// directory, 0700) when it is missing and may be written to.
+// newHostKeys checks the policy ("" is strict) and creates the first
+// user file (and its directory, 0700) when it is missing and may be
+// written to.
 func newHostKeys(user, global []string, policy string, hash bool, warn, debug func(string)) (*hostKeys, error) {
 	switch policy {
 	case "":
-		policy = PolicyAcceptNew
+		policy = PolicyStrict
 	case PolicyStrict, PolicyAcceptNew, PolicyInsecure:
 	default:
 		return nil, fmt.Errorf("host key policy %q: want strict, accept-new or insecure", policy)
@@ -334,7 +338,8 @@ func (hk *hostKeys) check(hostname string, remote net.Addr, key ssh.PublicKey) e
 	// Unknown: no entry, or only port-22 ones that do not match (ssh
 	// treats those as unknown too, not changed).
 	if hk.policy == PolicyStrict {
-		return &UnknownHostError{Host: fh.host, Port: fh.port, KeyType: key.Type(), Fingerprint: fp, File: hk.user[0]}
+		return &UnknownHostError{Host: fh.host, Port: fh.port, KeyType: key.Type(), Fingerprint: fp, File: hk.user[0],
+			Source: hk.source, SSHConfigValue: hk.sshConfigValue}
 	}
 	name := fh.norm
 	if hk.hash {
@@ -415,15 +420,38 @@ func keysEqual(a, b ssh.PublicKey) bool {
 var ErrHostKey = errors.New("host key refused")
 
 // UnknownHostError is a host not in known_hosts under the strict policy.
+// Its message names the host, its key's fingerprint (SHA256:…, as
+// ssh-keygen -l prints it), what made the policy strict, the line that
+// adds the key once its fingerprint is checked, and what accepts new keys.
 type UnknownHostError struct {
 	Host, Port           string
 	KeyType, Fingerprint string
-	File                 string
+	File                 string // the known_hosts file accept-new would write
+	// Source is what made the policy strict (SourcePlan, SourceSSHConfig
+	// or SourceDefault; "" reads as SourceDefault), and SSHConfigValue
+	// ssh_config's StrictHostKeyChecking.
+	Source, SSHConfigValue string
 }
 
 func (e *UnknownHostError) Error() string {
-	return fmt.Sprintf("unknown host %s (%s key %s) and host_key_policy is strict; after checking the fingerprint, add it with:\n    ssh-keyscan -p %s %s >> %s",
-		net.JoinHostPort(e.Host, e.Port), e.KeyType, e.Fingerprint, e.Port, e.Host, e.File)
+	why := "neither the plan's ssh.host_key_policy nor ssh_config's StrictHostKeyChecking says to accept a new host (OpenSSH in batch mode refuses it too)"
+	switch e.Source {
+	case SourcePlan:
+		why = "the plan's ssh.host_key_policy is strict"
+	case SourceSSHConfig:
+		why = "ssh_config says StrictHostKeyChecking " + e.SSHConfigValue
+	}
+	return fmt.Sprintf("unknown host %s (%s key %s): refused, since %s; after checking that fingerprint with the host's administrators, add it with:\n    ssh-keyscan -p %s %s >> %s",
+		net.JoinHostPort(e.Host, e.Port), e.KeyType, e.Fingerprint, why, e.Port, e.Host, e.File)
+}
+
+// Hint names what accepts new hosts' keys: the runner's flag, or the
+// plan's key when the plan's own strict is what refused.
+func (e *UnknownHostError) Hint() string {
+	if e.Source == SourcePlan {
+		return "to trust hosts not yet known on first contact instead, set the plan's ssh.host_key_policy: accept-new (or --set ssh.host_key_policy=accept-new); the plan's strict wins over --accept-new-host-keys"
+	}
+	return "to trust hosts not yet known on first contact instead, adding their keys to " + e.File + ", run again with --accept-new-host-keys, or set the plan's ssh.host_key_policy: accept-new"
 }
 
 func (e *UnknownHostError) Unwrap() error { return ErrHostKey }

@@ -48,13 +48,16 @@ func (t target) addr() string { return net.JoinHostPort(t.host, strconv.Itoa(t.p
 // resolved is everything one dial needs.
 type resolved struct {
 	target
-	jumpSpec         string   // the ProxyJump in force, as written ("" = none)
-	jumps            []target // dialling order; the first may have a proxyCommand
-	userKnownHosts   []string // the first is where accept-new writes
-	globalKnownHosts []string
-	hashKnownHosts   bool
-	keepalive        time.Duration // 0 = off
-	keepaliveMax     int
+	jumpSpec              string   // the ProxyJump in force, as written ("" = none)
+	jumps                 []target // dialling order; the first may have a proxyCommand
+	userKnownHosts        []string // the first is where accept-new writes
+	globalKnownHosts      []string
+	hashKnownHosts        bool
+	hostKeyPolicy         string        // strict, accept-new or insecure
+	policySource          string        // what decided it, for a refusal's message
+	strictHostKeyChecking string        // ssh_config's, as written
+	keepalive             time.Duration // 0 = off
+	keepaliveMax          int
 }
 
 // resolve merges the plan's fields (cfg), ssh_config and the defaults.
@@ -113,6 +116,10 @@ func resolve(cfg SSHConfig) (resolved, error) {
 	if r.hashKnownHosts, err = yesNo("HashKnownHosts", e.HashKnownHosts); err != nil {
 		return r, err
 	}
+	r.strictHostKeyChecking = e.StrictHostKeyChecking
+	if r.hostKeyPolicy, r.policySource, err = hostKeyPolicy(cfg, e.StrictHostKeyChecking); err != nil {
+		return r, err
+	}
 
 	switch {
 	case cfg.KeepaliveInterval > 0:
@@ -137,6 +144,45 @@ func resolve(cfg SSHConfig) (resolved, error) {
 		r.keepaliveMax = n
 	}
 	return r, nil
+}
+
+// Where a host key policy came from (UnknownHostError.Source).
+const (
+	SourcePlan      = "plan"       // the plan's ssh.host_key_policy
+	SourceFlag      = "flag"       // --accept-new-host-keys
+	SourceSSHConfig = "ssh_config" // StrictHostKeyChecking
+	SourceDefault   = "default"    // none of them: OpenSSH's batch mode
+)
+
+// hostKeyPolicy decides the host key policy: the plan's
+// ssh.host_key_policy, else --accept-new-host-keys, else ssh_config's
+// StrictHostKeyChecking as OpenSSH applies it in batch mode, else strict
+// (OpenSSH's default, ask, refuses an unknown host in batch mode). The
+// plan wins over the flag because a plan that says strict was written so
+// on purpose; --set ssh.host_key_policy=accept-new overrides it.
+//
+// StrictHostKeyChecking (case aside, as ssh reads it): yes and ask are
+// strict (ask cannot ask in batch mode); accept-new is accept-new; no
+// (off, false) adds a new host's key as OpenSSH does, but where OpenSSH
+// would go on past a changed or revoked key, with password logins and
+// forwarding off, the runner refuses it, as it does under every policy
+// but insecure. Only insecure, in the plan, turns checking off.
+func hostKeyPolicy(cfg SSHConfig, strictHostKeyChecking string) (policy, source string, err error) {
+	switch {
+	case cfg.HostKeyPolicy != "":
+		return cfg.HostKeyPolicy, SourcePlan, nil
+	case cfg.AcceptNewHostKeys:
+		return PolicyAcceptNew, SourceFlag, nil
+	}
+	switch strings.ToLower(strictHostKeyChecking) {
+	case "":
+		return PolicyStrict, SourceDefault, nil
+	case "yes", "true", "ask":
+		return PolicyStrict, SourceSSHConfig, nil
+	case "accept-new", "no", "off", "false":
+		return PolicyAcceptNew, SourceSSHConfig, nil
+	}
+	return "", "", fmt.Errorf("ssh_config StrictHostKeyChecking %q for %s: want yes, accept-new, no, off or ask", strictHostKeyChecking, cfg.Address)
 }
 
 // resolveTarget merges the plan's fields over ssh_config's: a field the

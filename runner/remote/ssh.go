@@ -33,8 +33,15 @@ type SSHConfig struct {
 	// UserKnownHostsFile, else ~/.ssh/known_hosts and known_hosts2. The
 	// global files (GlobalKnownHostsFile) are read as well either way.
 	KnownHosts string
-	// HostKeyPolicy is "strict", "accept-new" ("" means this) or "insecure".
+	// HostKeyPolicy is "strict", "accept-new" or "insecure", as the plan
+	// wrote it; "" is not written. It wins over AcceptNewHostKeys, which
+	// wins over ssh_config's StrictHostKeyChecking; with none of them a
+	// host not in known_hosts is refused, as OpenSSH refuses it in batch
+	// mode (see resolve.go, hostKeyPolicy).
 	HostKeyPolicy string
+	// AcceptNewHostKeys is the runner's --accept-new-host-keys: the policy
+	// is accept-new unless HostKeyPolicy says otherwise.
+	AcceptNewHostKeys bool
 	// ConnectTimeout bounds the TCP connect and the SSH handshake of each
 	// hop, retries included (0 = DefaultConnectTimeout).
 	ConnectTimeout time.Duration

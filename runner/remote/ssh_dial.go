@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"rdmasweep/internal/sshname"
 )
 
 // DialSSH connects to the host cfg describes, through any jump hosts or
@@ -50,10 +52,11 @@ func DialSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 	if debug == nil {
 		debug = func(string) {}
 	}
-	hk, err := newHostKeys(r.userKnownHosts, r.globalKnownHosts, cfg.HostKeyPolicy, r.hashKnownHosts, warn, debug)
+	hk, err := newHostKeys(r.userKnownHosts, r.globalKnownHosts, r.hostKeyPolicy, r.hashKnownHosts, warn, debug)
 	if err != nil {
 		return nil, err
 	}
+	hk.source, hk.sshConfigValue = r.policySource, r.strictHostKeyChecking
 	if hk.policy == PolicyInsecure {
 		warn(fmt.Sprintf("host key checking is OFF for %s (host_key_policy: insecure): anyone on the network path can impersonate it", name))
 	}
@@ -558,8 +561,12 @@ type proxyConn struct {
 var _ net.Conn = (*proxyConn)(nil)
 
 // startProxyCommand runs t's ProxyCommand as ssh runs it: %h %p %r %n %%
-// expanded, through $SHELL -c "exec …".
+// expanded, through $SHELL -c "exec …". A name it would paste in that a
+// shell would read more into is refused first (proxyNames).
 func startProxyCommand(t target) (*proxyConn, error) {
+	if err := proxyNames(t); err != nil {
+		return nil, err
+	}
 	line := expandTokens(t.proxyCommand, map[byte]string{'h': t.host, 'p': strconv.Itoa(t.port), 'r': t.user, 'n': t.alias})
 	cmd := exec.Command(envShell(), "-c", "exec "+line)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -576,6 +583,70 @@ func startProxyCommand(t target) (*proxyConn, error) {
 		return nil, fmt.Errorf("ProxyCommand %q: %w", t.proxyCommand, err)
 	}
 	return p, nil
+}
+
+// proxyNames refuses the names t's ProxyCommand would paste into its
+// shell line, %h, %n and %r, when OpenSSH's rule (internal/sshname) does.
+// The plan loader refuses such an address or user already; this catches
+// what reaches the dial another way: ssh_config's HostName or User, a
+// ProxyJump hop, a caller that skipped the loader. Only the tokens the
+// command uses are checked, so a name it never sees cannot stop it.
+func proxyNames(t target) error {
+	for _, c := range []struct {
+		token byte
+		name  string
+		rule  func(string) error
+	}{
+		{'h', t.host, sshname.Host},
+		{'n', t.alias, sshname.Host},
+		{'r', t.user, sshname.User},
+	} {
+		if !usesToken(t.proxyCommand, c.token) {
+			continue
+		}
+		if err := c.rule(c.name); err != nil {
+			return &UnsafeNameError{Command: t.proxyCommand, Token: "%" + string(c.token), Name: c.name, Err: err}
+		}
+	}
+	return nil
+}
+
+// usesToken reports whether s has %tok, as expandTokens reads it (%%
+// is a literal %).
+func usesToken(s string, tok byte) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != '%' {
+			continue
+		}
+		i++
+		if s[i] == tok {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrUnsafeName is wrapped by *UnsafeNameError.
+var ErrUnsafeName = errors.New("a name a shell would interpret")
+
+// UnsafeNameError is a ProxyCommand not run because a name it would
+// paste into its shell line holds what a shell would interpret.
+type UnsafeNameError struct {
+	Command string // the ProxyCommand as written
+	Token   string // "%h", "%n" or "%r"
+	Name    string
+	Err     error // what OpenSSH's rule found, e.g. "'$' at byte 2"
+}
+
+func (e *UnsafeNameError) Error() string {
+	what := map[string]string{"%h": "host name", "%n": "host alias", "%r": "user name"}[e.Token]
+	return fmt.Sprintf("ProxyCommand %q not run: its %s, the %s %q, holds what a shell would interpret: %v", e.Command, e.Token, what, e.Name, e.Err)
+}
+
+func (e *UnsafeNameError) Unwrap() []error { return []error{ErrUnsafeName, e.Err} }
+
+func (e *UnsafeNameError) Hint() string {
+	return "OpenSSH refuses such names too; fix it where it comes from: the plan's address, user or jump, --set, or ssh_config's HostName or User"
 }
 
 func (p *proxyConn) Read(b []byte) (int, error)  { return p.stdout.Read(b) }

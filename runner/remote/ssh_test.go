@@ -54,6 +54,8 @@ func TestSSH(t *testing.T) {
 	t.Run("SharedStickyDir", func(t *testing.T) { testSharedStickyDir(t, n) })
 	t.Run("StrictUnknownHost", func(t *testing.T) { testStrictUnknown(t, n) })
 	t.Run("AcceptNew", func(t *testing.T) { testAcceptNew(t, n) })
+	t.Run("UnknownHostDefault", func(t *testing.T) { testUnknownHostDefault(t, n) })
+	t.Run("KnownHostsPolicyFromSSHConfig", func(t *testing.T) { testPolicyFromSSHConfig(t, n) })
 	t.Run("ChangedHostKey", func(t *testing.T) { testChangedKey(t, n) })
 	t.Run("Insecure", func(t *testing.T) { testInsecure(t, n) })
 	t.Run("WrongKey", func(t *testing.T) { testWrongKey(t, n) })
@@ -246,7 +248,8 @@ func testAcceptNew(t *testing.T, n *testhosts.Net) {
 	cfg := config(t, n, a)
 	dir := filepath.Join(t.TempDir(), "ssh")
 	cfg.KnownHosts = filepath.Join(dir, "known_hosts")
-	cfg.HostKeyPolicy = "" // accept-new is the default
+	cfg.HostKeyPolicy = ""
+	cfg.AcceptNewHostKeys = true // --accept-new-host-keys
 	var warnings []string
 	cfg.Warn = func(m string) { warnings = append(warnings, m) }
 	dial(t, cfg)
@@ -274,6 +277,117 @@ func testAcceptNew(t *testing.T, n *testhosts.Net) {
 	}
 }
 
+// hostFingerprint is the host's ed25519 key's fingerprint as ssh-keygen -l
+// prints it: "SHA256:…".
+func hostFingerprint(t *testing.T, h *testhosts.Host) string {
+	t.Helper()
+	out, err := exec.Command("ssh-keygen", "-l", "-f", h.HostKeyFiles[0]).Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) < 2 || !strings.HasPrefix(f[1], "SHA256:") {
+		t.Fatalf("ssh-keygen -l -f %s: %q, %v", h.HostKeyFiles[0], out, err)
+	}
+	return f[1]
+}
+
+// testUnknownHostDefault: with no policy from the plan, the flag or
+// ssh_config, a host not in known_hosts is refused, as OpenSSH refuses it
+// in batch mode (issue 31), and nothing is written; the refusal names the
+// host, its key's fingerprint and what accepts new keys. The flag then
+// accepts and writes it; the plan's strict wins over the flag.
+func testUnknownHostDefault(t *testing.T, n *testhosts.Net) {
+	a := n.Hosts["a"]
+	cfg := config(t, n, a)
+	cfg.HostKeyPolicy = ""
+	cfg.KnownHosts = writeFile(t, "known_hosts", "")
+	err := dialErr(t, cfg)
+	var unknown *remote.UnknownHostError
+	if !errors.As(err, &unknown) || !errors.Is(err, remote.ErrHostKey) || unknown.Source != remote.SourceDefault {
+		t.Fatalf("unknown host, no policy: %v; want an UnknownHostError from the default", err)
+	}
+	for _, want := range []string{a.Addr + ":22", hostFingerprint(t, a), "ssh-keyscan -p 22 " + a.Addr + " >> " + cfg.KnownHosts} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal does not say %q:\n%v", want, err)
+		}
+	}
+	for _, want := range []string{"--accept-new-host-keys", "ssh.host_key_policy: accept-new"} {
+		if !strings.Contains(unknown.Hint(), want) {
+			t.Errorf("refusal's hint does not say %q: %s", want, unknown.Hint())
+		}
+	}
+	if kh := readFile(t, cfg.KnownHosts); kh != "" {
+		t.Errorf("a refused host was written to known_hosts: %q", kh)
+	}
+
+	// The plan's strict wins over the flag, and says so.
+	cfg.HostKeyPolicy, cfg.AcceptNewHostKeys = "strict", true
+	err = dialErr(t, cfg)
+	if !errors.As(err, &unknown) || unknown.Source != remote.SourcePlan || !strings.Contains(err.Error(), "the plan's ssh.host_key_policy is strict") ||
+		!strings.Contains(unknown.Hint(), "the plan's strict wins over --accept-new-host-keys") {
+		t.Errorf("plan strict with the flag: %v; want the plan's strict to refuse", err)
+	}
+
+	// --accept-new-host-keys: accepted and written, once.
+	cfg.HostKeyPolicy = ""
+	var warnings []string
+	cfg.Warn = func(m string) { warnings = append(warnings, m) }
+	dial(t, cfg)
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "added host key for "+a.Addr) || !strings.Contains(warnings[0], hostFingerprint(t, a)) {
+		t.Errorf("warnings = %q, want one saying the key %s of %s was added", warnings, hostFingerprint(t, a), a.Addr)
+	}
+	if kh := readFile(t, cfg.KnownHosts); !strings.Contains(kh, a.Addr+" "+pubLine(t, a.HostKeyFiles[0])) {
+		t.Errorf("known_hosts holds %q, want the host's key under %s", kh, a.Addr)
+	}
+	// Now known: the default takes it.
+	cfg.AcceptNewHostKeys = false
+	dial(t, cfg)
+}
+
+// testPolicyFromSSHConfig: ssh_config's StrictHostKeyChecking decides when
+// neither the plan nor the flag does, as OpenSSH applies it in batch mode:
+// accept-new and no add the key; yes and ask refuse, naming the setting.
+// The plan's policy wins over it.
+func testPolicyFromSSHConfig(t *testing.T, n *testhosts.Net) {
+	a := n.Hosts["a"]
+	for _, c := range []struct {
+		value, plan string
+		accept      bool
+	}{
+		{"accept-new", "", true},
+		{"no", "", true},
+		{"Off", "", true},
+		{"yes", "", false},
+		{"ask", "", false},
+		{"accept-new", "strict", false}, // the plan wins
+		{"yes", "accept-new", true},
+	} {
+		cfg := config(t, n, a)
+		cfg.HostKeyPolicy = c.plan
+		cfg.KnownHosts = writeFile(t, "known_hosts", "")
+		cfg.ConfigFile = writeFile(t, "config", "Host *\n  StrictHostKeyChecking "+c.value+"\n")
+		name := fmt.Sprintf("StrictHostKeyChecking %s, plan %q", c.value, c.plan)
+		if c.accept {
+			dial(t, cfg)
+			if kh := readFile(t, cfg.KnownHosts); !strings.Contains(kh, a.Addr+" "+pubLine(t, a.HostKeyFiles[0])) {
+				t.Errorf("%s: known_hosts holds %q, want the host's key", name, kh)
+			}
+			continue
+		}
+		err := dialErr(t, cfg)
+		var unknown *remote.UnknownHostError
+		if !errors.As(err, &unknown) {
+			t.Errorf("%s: %v, want the unknown host refused", name, err)
+		} else if c.plan == "" && !strings.Contains(err.Error(), "ssh_config says StrictHostKeyChecking "+c.value) {
+			t.Errorf("%s: %v, want it to name the setting", name, err)
+		}
+	}
+	cfg := config(t, n, a)
+	cfg.HostKeyPolicy = ""
+	cfg.ConfigFile = writeFile(t, "config", "StrictHostKeyChecking maybe\n")
+	if err := dialErr(t, cfg); !strings.Contains(err.Error(), `StrictHostKeyChecking "maybe"`) {
+		t.Errorf("StrictHostKeyChecking maybe: %v, want it refused", err)
+	}
+}
+
 func testChangedKey(t *testing.T, n *testhosts.Net) {
 	a := n.Hosts["a"]
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
@@ -282,10 +396,19 @@ func testChangedKey(t *testing.T, n *testhosts.Net) {
 	content := "# a comment\n" + n.Hosts["b"].Addr + " " + string(bytes.TrimSpace(ssh.MarshalAuthorizedKey(other))) + "\n" +
 		a.Addr + " " + string(ssh.MarshalAuthorizedKey(other))
 	os.WriteFile(known, []byte(content), 0o600)
-	for _, policy := range []string{"strict", "accept-new"} {
+	// Whatever made the policy: the plan, the flag, ssh_config (no
+	// included, where OpenSSH would go on), or nothing.
+	for _, policy := range []string{"strict", "accept-new", "flag", "ssh_config accept-new", "ssh_config no", ""} {
 		cfg := config(t, n, a)
 		cfg.KnownHosts = known
 		cfg.HostKeyPolicy = policy
+		switch policy {
+		case "flag":
+			cfg.HostKeyPolicy, cfg.AcceptNewHostKeys = "", true
+		case "ssh_config accept-new", "ssh_config no":
+			cfg.HostKeyPolicy = ""
+			cfg.ConfigFile = writeFile(t, "config", "StrictHostKeyChecking "+strings.Fields(policy)[1]+"\n")
+		}
 		err := dialErr(t, cfg)
 		var changed *remote.HostKeyChangedError
 		if !errors.As(err, &changed) || !errors.Is(err, remote.ErrHostKey) {

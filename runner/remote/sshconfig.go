@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"rdmasweep/internal/sshname"
 )
 
 // sshConfigEntry is what ssh_config says about one host alias. Only the
@@ -33,6 +35,7 @@ type sshConfigEntry struct {
 	GlobalKnownHostsFiles []string
 	ServerAliveInterval   string
 	ServerAliveCountMax   string
+	StrictHostKeyChecking string
 
 	alias, planUser string // what Match host, originalhost and user see
 	proxySet        bool   // ProxyJump or ProxyCommand was seen
@@ -202,6 +205,8 @@ func (e *sshConfigEntry) set(key, val string, args []string, alias string) {
 		first(&e.ServerAliveInterval)
 	case "serveralivecountmax":
 		first(&e.ServerAliveCountMax)
+	case "stricthostkeychecking":
+		first(&e.StrictHostKeyChecking)
 	}
 }
 
@@ -342,11 +347,12 @@ func matchExec(e *sshConfigEntry, cmd string) bool {
 	ruser := firstOf(e.planUser, e.User, localUserName())
 	// As OpenSSH 9.6 and later: a name from the plan is not handed to a
 	// shell when a shell would read more into it than a name.
-	for _, name := range []string{e.alias, ruser} {
-		if strings.HasPrefix(name, "-") || strings.ContainsFunc(name, func(r rune) bool {
-			return r <= ' ' || r == 0x7f || strings.ContainsRune("'`\"$\\;&<>|(){}", r)
-		}) {
-			fmt.Fprintf(os.Stderr, "runner: ssh_config: Match exec not run for %q: it holds characters a shell would interpret\n", name)
+	for _, c := range []struct {
+		name string
+		rule func(string) error
+	}{{e.alias, sshname.Host}, {ruser, sshname.User}} {
+		if err := c.rule(c.name); err != nil {
+			fmt.Fprintf(os.Stderr, "runner: ssh_config: Match exec not run for %q: it holds what a shell would interpret: %v\n", c.name, err)
 			return false
 		}
 	}
