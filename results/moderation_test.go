@@ -19,8 +19,9 @@ func (v fakeValues) Str(id param.ID) string {
 }
 func (v fakeValues) Bool(param.ID) bool { return false }
 
-// TestCQModerationCell: an auto cq_moderation's cell is the value node
-// uses, min(100, queue_depth per QP), and an explicit one is the plan's.
+// TestCQModerationCell: cq_moderation's cell is the value node will use:
+// for auto min(100, queue_depth per QP), for an N asked for N up to the
+// depth per QP (node cannot leave more READs of a QP unsignalled).
 func TestCQModerationCell(t *testing.T) {
 	p := ParamByName("cq_moderation")
 	for _, c := range []struct {
@@ -32,7 +33,9 @@ func TestCQModerationCell(t *testing.T) {
 		{fakeValues{param.CQModeration: -1, param.QueueDepth: 32, param.QPs: 2}, "16"},
 		{fakeValues{param.CQModeration: -1, param.QueueDepth: 1, param.QPs: 4}, "1"},
 		{fakeValues{param.CQModeration: 1, param.QueueDepth: 128, param.QPs: 1}, "1"},
-		{fakeValues{param.CQModeration: 8, param.QueueDepth: 4, param.QPs: 1}, "8"},
+		{fakeValues{param.CQModeration: 8, param.QueueDepth: 4, param.QPs: 1}, "4"},
+		{fakeValues{param.CQModeration: 8, param.QueueDepth: 64, param.QPs: 4}, "8"},
+		{fakeValues{param.CQModeration: 8, param.QueueDepth: 16, param.QPs: 4}, "4"},
 		// An open loop signals every READ.
 		{fakeValues{param.CQModeration: -1, param.QueueDepth: 16, param.QPs: 1, param.Rate: 1}, "1"},
 	} {
@@ -42,5 +45,20 @@ func TestCQModerationCell(t *testing.T) {
 	}
 	if got := p.Cell("tcp", fakeValues{param.CQModeration: -1, param.QueueDepth: 16}); got != "" {
 		t.Errorf("tcp: %q, want empty", got)
+	}
+}
+
+// TestRowTakesNodesCQModeration: a row of a run node reported on carries
+// node's own cq_moderation, whatever the plan's cell predicted.
+func TestRowTakesNodesCQModeration(t *testing.T) {
+	r := Row{Params: map[string]string{"cq_moderation": "8"}}
+	r.SetResult(&Result{RDMAPath: &RDMAPath{CQModeration: 4}})
+	if got := r.Params["cq_moderation"]; got != "4" {
+		t.Errorf("cq_moderation cell %q after node reported 4, want 4", got)
+	}
+	r = Row{Params: map[string]string{"cq_moderation": ""}}
+	r.SetResult(&Result{})
+	if got := r.Params["cq_moderation"]; got != "" {
+		t.Errorf("tcp row: cq_moderation cell %q, want empty", got)
 	}
 }

@@ -150,6 +150,10 @@ func (r *Row) SetResult(res *Result) {
 		r.Saturated = &o.Saturated
 	}
 	if p := res.RDMAPath; p != nil {
+		// What node did, as node reports it, not the plan's prediction.
+		if p.CQModeration > 0 && r.Params != nil {
+			r.Params["cq_moderation"] = strconv.Itoa(p.CQModeration)
+		}
 		r.LinkLayer = p.LinkLayer
 		if p.LinkLayer == "InfiniBand" {
 			lid := p.LID

@@ -191,20 +191,16 @@ var schema = []Field{
 			return ""
 		},
 		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow. `queue_depth` may be deeper: the HCA holds the rest back"}},
-	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP is signalled: the plan's N, or for auto the value used, min(100, queue_depth per QP), and 1 in an open loop (`rate`); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
+	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP was signalled, as node reports it: the plan's N up to the queue depth per QP, for auto min(100, queue_depth per QP), and 1 in an open loop (`rate`); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
 		Name: "cq_moderation", Section: "rdma", Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
 		Transports: []string{"rdma"}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
-		// auto: what node uses, perftest's bandwidth default. It keys as 1,
-		// the default before, so existing plans keep their keys.
+		// What node will use, by its one rule (CQModeration); a row of a
+		// run node reported on takes node's own figure (Row.SetResult).
+		// auto keys as 1, the default before, so existing plans keep
+		// their keys.
 		cell: func(v Values) string {
-			if v.Str(param.Rate) != "" {
-				return "1" // an open loop signals every READ (plan refuses N > 1)
-			}
-			if n := v.Int(param.CQModeration); n > 0 {
-				return formatInt(n)
-			}
-			qd, qps := v.Int(param.QueueDepth), max(1, v.Int(param.QPs))
-			return formatInt(max(1, min(100, (qd+qps-1)/qps)))
+			n := CQModeration(int(v.Int(param.CQModeration)), int(v.Int(param.QueueDepth)), int(v.Int(param.QPs)), v.Str(param.Rate) != "")
+			return formatInt(int64(n))
 		},
 		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto (the default) is min(100, queue_depth per QP), as perftest's bandwidth tests with their per-QP tx depth; 1 (the default before) times every READ, N > 1 times only the signalled ones and polls less"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{

@@ -138,16 +138,6 @@ func checkMRSize(size, maxMR uint64, dev, what, hint string) error {
 	return fmt.Errorf("%s is %d bytes, over %s's max_mr_size %d: the device cannot register it as one region; hint: %s", what, size, dev, maxMR, hint)
 }
 
-// autoCQModeration is cq_moderation's auto value for a client with
-// perQP READs posted per QP: every min(100, perQP)th READ signalled, as
-// perftest's bandwidth tests do with their per-QP tx depth.
-func autoCQModeration(perQP int) int { return max(1, min(100, perQP)) }
-
-// usedCQModeration is the moderation the C loop applies per QP: the
-// plan's (or auto's), capped by the QP's slots so a full send queue
-// always holds a signalled READ.
-func usedCQModeration(cqMod, perQP int) int { return max(1, min(cqMod, perQP)) }
-
 // configfsRDMACM is where configfs holds rdma_cm's per-port defaults.
 const configfsRDMACM = "/sys/kernel/config/rdma_cm"
 

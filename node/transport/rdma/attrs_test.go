@@ -173,20 +173,6 @@ func TestCheckMRSize(t *testing.T) {
 	}
 }
 
-func TestAutoCQModeration(t *testing.T) {
-	for depth, want := range map[int]int{1: 1, 16: 16, 100: 100, 128: 100, 4096: 100} {
-		if got := autoCQModeration(depth); got != want {
-			t.Errorf("autoCQModeration(%d) = %d, want %d", depth, got, want)
-		}
-	}
-	if got := usedCQModeration(32, 16); got != 16 {
-		t.Errorf("cq_moderation 32 on QPs of 16 slots: %d used, want 16", got)
-	}
-	if got := usedCQModeration(8, 16); got != 8 {
-		t.Errorf("cq_moderation 8 on QPs of 16 slots: %d used, want 8", got)
-	}
-}
-
 func TestTrafficClass(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "rxe0", "ports", "1")

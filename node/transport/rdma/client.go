@@ -113,11 +113,9 @@ func newClient(cfg transport.ClientConfig) (*client, bool, transport.Fabric, err
 	if err != nil {
 		return nil, false, fabric, err
 	}
-	perQP := (cfg.QueueDepth + cfg.QPs - 1) / cfg.QPs
-	cqMod := cfg.RDMA.CQModeration
-	if cqMod <= 0 {
-		cqMod = autoCQModeration(perQP)
-	}
+	perQP := results.DepthPerQP(cfg.QueueDepth, cfg.QPs)
+	// A closed loop's moderation; an open loop's is 1 (Read).
+	cqMod := results.CQModeration(cfg.RDMA.CQModeration, cfg.QueueDepth, cfg.QPs, false)
 	switch {
 	case cfg.QPs > C.RS_MAX_QP:
 		return nil, false, fabric, fmt.Errorf("qps %d is over the %d this node supports", cfg.QPs, C.RS_MAX_QP)
@@ -256,7 +254,7 @@ func (c *client) allocBuffer() error {
 // queryPath fills the path with what the first QP says it was set to.
 func (c *client) queryPath() {
 	p := c.path
-	p.MaxRdAtomic, p.QueueDepthPerQP, p.CQModeration = c.maxRd, c.perQP, usedCQModeration(c.cqMod, c.perQP)
+	p.MaxRdAtomic, p.QueueDepthPerQP, p.CQModeration = c.maxRd, c.perQP, c.cqMod
 	ro := !c.cfg.RDMA.NoRelaxedOrdering
 	p.RelaxedOrdering = &ro
 	var config []byte // none for a software device
@@ -369,10 +367,9 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if a.open != 0 {
 		resp.N, resp.Sum, resp.Max = uint64(o.resp_n), uint64(o.resp_sum), uint64(o.resp_max)
 		m.OpenLoop = &transport.OpenLoop{Response: &resp, Due: int64(o.due), HeldBack: int64(o.held_back)}
-		// An open loop signals every READ, whatever cq_moderation says.
 		if m.Path != nil {
 			p := *m.Path
-			p.CQModeration = 1
+			p.CQModeration = results.CQModeration(c.cfg.RDMA.CQModeration, c.cfg.QueueDepth, c.cfg.QPs, true)
 			m.Path = &p
 		}
 	}
@@ -444,6 +441,7 @@ func (c *client) fillArgs(a *C.rs_run_args, w transport.Workload, blocks, reads 
 		// An open loop: the reads due in the warmup and in the measured
 		// phase (its duration's, or reads for a total), as tcp's.
 		a.open = 1
+		a.cq_mod = C.int(results.CQModeration(c.cfg.RDMA.CQModeration, c.cfg.QueueDepth, c.cfg.QPs, true))
 		a.per_read_ns = C.double(1e9 / w.Rate)
 		a.arrival_seed = C.uint64_t(w.ArrivalSeed)
 		if w.Arrivals == "poisson" {

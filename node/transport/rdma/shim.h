@@ -128,7 +128,8 @@ typedef struct {
 	uint64_t mr_size;      // no READ spans two: bs divides it
 	uint32_t bs;
 	int qd;     // total reads in flight
-	int cq_mod; // signal every cq_mod-th READ per QP (at least once per QP's slots)
+	int cq_mod; // signal every cq_mod-th READ per QP, as results.CQModeration resolved it
+	            // (a QP with fewer slots than that signals once per its slots)
 	int64_t nblocks;
 	const int64_t *perm; // block order, NULL for sequential
 	int64_t start;       // read index to begin at; later passes wrap

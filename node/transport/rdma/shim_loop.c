@@ -104,7 +104,7 @@ void rs_series_free(rs_series *s) {
 typedef struct {
 	int base, cap;   // ring[base .. base+cap) holds this QP's slots
 	int head, count; // in flight, oldest first
-	int mod;         // signal every mod-th READ: min(cq_mod, cap)
+	int mod;         // signal every mod-th READ: cq_mod, or cap when fewer
 	int since_sig;   // READs posted since the last signalled one
 	int fence;       // a fence is in flight
 	struct ibv_send_wr *chain, *tail; // queued since the last post
@@ -540,8 +540,11 @@ void rs_run(const rs_run_args *a, rs_run_out *o) {
 		qpstate *q = &l->q[qi];
 		q->base = qi * per;
 		q->cap = (a->qd - qi + a->nqp - 1) / a->nqp; // slots qi, qi+nqp, … (none when qi >= qd)
+		// cq_mod comes resolved (results.CQModeration: 1 in an open loop,
+		// at most the depth per QP); the last QPs may hold one slot fewer
+		// when the QPs do not divide the depth, and must still signal.
 		q->mod = a->cq_mod < q->cap ? a->cq_mod : q->cap;
-		if (q->mod < 1 || a->open) // an open loop times every READ
+		if (q->mod < 1)
 			q->mod = 1;
 	}
 	if (a->open) {
