@@ -51,7 +51,8 @@ func TestSSH(t *testing.T) {
 
 	t.Run("Conformance", func(t *testing.T) { testConformanceSSH(t, n) })
 	t.Run("RunStartUpload", func(t *testing.T) { testRunStartUpload(t, n) })
-	t.Run("SharedStickyDir", func(t *testing.T) { testSharedStickyDir(t, n) })
+	t.Run("HostileDeployDir", func(t *testing.T) { testHostileDeployDir(t, n) })
+	t.Run("GuardedExec", func(t *testing.T) { testGuardedExec(t, n) })
 	t.Run("StrictUnknownHost", func(t *testing.T) { testStrictUnknown(t, n) })
 	t.Run("AcceptNew", func(t *testing.T) { testAcceptNew(t, n) })
 	t.Run("ChangedHostKey", func(t *testing.T) { testChangedKey(t, n) })
