@@ -47,7 +47,10 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	e.out = newPrinter(stdout, stderr, "json")
-	err := dispatch(ctx, e, args)
+	err := selfCheck()
+	if err == nil {
+		err = dispatch(ctx, e, args)
+	}
 	if err != nil {
 		e.out.error(err)
 	}
