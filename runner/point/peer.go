@@ -6,9 +6,9 @@ package point
 // becomes the row.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"context"
 	"fmt"
 	"math"
 	"path"
