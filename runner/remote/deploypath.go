@@ -161,6 +161,9 @@ func (e *UnsafePathError) Error() string {
 
 // Hint says what to do.
 func (e *UnsafePathError) Hint() string {
+	if e.Owner == "root" && strings.HasPrefix(e.Mode, "d") {
+		return fmt.Sprintf("%s is shared, not yours: set node.remote_path to a directory of your own, e.g. %s/$USER/node (the runner makes it 0700), or leave the default /var/tmp/rdmasweep-UID/node; docs/ssh.md#deploy-path", e.Path, e.Path)
+	}
 	if strings.Contains(e.Why, "another user") {
 		return fmt.Sprintf("do not run anything from %s: another user could swap it; have it removed as root (or by %s), or set node.remote_path to a path under a directory only you can write (the default is /var/tmp/rdmasweep-UID/node); docs/ssh.md#deploy-path", e.Path, e.Owner)
 	}
