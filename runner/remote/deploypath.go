@@ -44,17 +44,14 @@ const guardName = "rdmasweep-guard"
 // refuseMarker starts the line on stderr by which the guard refuses.
 const refuseMarker = "rdmasweep-refuse"
 
-// guardStatus is the guard's exit status when it refuses: 126, "cannot
-// execute", as a shell gives for a file it may not run.
-const guardStatus = 126
-
 // guardScript checks $2 as said above. $1 is "file": check $2 and its
 // directory, then export $3 as the sha256 and exec the rest; or "sum":
 // make $2's directory (0700) if it is missing, check it, and print $2's
 // sha256sum line, or "-" when there is no file or one the checks refuse
 // (an upload will replace it: the directory is ours). A refusal is one
 // line on stderr: the marker, the path, its owner, its mode and why,
-// tab-separated, and exit 126. Only stat (once) and sha256sum fork.
+// tab-separated, and exit 126 ("cannot execute", as a shell gives for a
+// file it may not run). Only stat (once) and sha256sum fork.
 const guardScript = `what=$1 f=$2 sum=$3; shift 3
 refuse() { printf '` + refuseMarker + `\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >&2; exit 126; }
 d=${f%/*}; [ -n "$d" ] || d=/
@@ -189,10 +186,12 @@ func ParseRefusal(stderr []byte) *UnsafePathError {
 func Refusal(err error) error { return refusal(err) }
 
 // refusal turns a Run's *ExitError with the guard's refusal into an
-// *UnsafePathError; any other err is returned as is.
+// *UnsafePathError; any other err is returned as is. The status is not
+// looked at: a Slurm step of several tasks may end with the signal that
+// stopped the others when one refused.
 func refusal(err error) error {
 	var ee *ExitError
-	if errors.As(err, &ee) && ee.Status == guardStatus {
+	if errors.As(err, &ee) {
 		if r := ParseRefusal(ee.Stderr); r != nil {
 			return r
 		}
