@@ -116,7 +116,7 @@ func testNoisyShell(t *testing.T, n *testhosts.Net) {
 	// noise lands in the SFTP stream.
 	src := filepath.Join(t.TempDir(), "src")
 	os.WriteFile(src, []byte("x"), 0o644)
-	_, err = s.Upload(ctx, src, "/tmp/rdmasweep-noisy-upload")
+	_, err = s.Upload(ctx, src, testhosts.DeployDir+"/noisy/upload")
 	var noisy *remote.NoisyShellError
 	if !errors.As(err, &noisy) || noisy.Noise != testhosts.NoisyGreeting || !strings.Contains(noisy.Hint(), "interactive") {
 		t.Errorf("upload through a noisy shell = %v; want a NoisyShellError quoting the greeting", err)
