@@ -317,6 +317,9 @@ func runChild(ctx context.Context, e *env, exe string, argv []string, conn *net.
 		return results.AttachEnd{Status: 2}, nil
 	}
 	cmd := exec.Command(exe, argv...)
+	// The file this agent runs and checked (selfCheck), whatever its
+	// path holds now.
+	cmd.Path = selfExe
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = f, e.stdout, e.stderr
 	cmd.Env = append(os.Environ(), attachedEnv+"=1")
 	if err := cmd.Start(); err != nil {

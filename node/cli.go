@@ -65,7 +65,15 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	attached := os.Getenv(attachedEnv) != ""
 	os.Unsetenv(attachedEnv)
-	return runEnv(ctx, &env{stdin: stdin, stdout: stdout, stderr: stderr, attached: attached}, args)
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, attached: attached}
+	// Before any command: node checks it is the very file the runner
+	// deployed (deploypath in runner/remote says how).
+	if err := selfCheck(); err != nil {
+		e.out = newPrinter(stdout, stderr, "json")
+		e.out.error(err)
+		return err
+	}
+	return runEnv(ctx, e, args)
 }
 
 // runEnv runs the command args in e, and prints its error.

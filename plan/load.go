@@ -34,7 +34,7 @@ var (
 
 // Defaults that are not parameters.
 const (
-	defaultRemotePath = "/var/tmp/rdmasweep/node"
+	defaultRemotePath = "/var/tmp/rdmasweep-" + UIDToken + "/node"
 	defaultLogs       = "out/logs"
 )
 

@@ -19,6 +19,8 @@ package plan
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -156,9 +158,25 @@ type SSH struct {
 
 // Node is the deployed binary.
 type Node struct {
-	Binary     string // local path; see Options.NodeBinary
-	RemotePath string // absolute; default /var/tmp/rdmasweep/node
+	Binary string // local path; see Options.NodeBinary
+	// RemotePath is absolute; each UIDToken in it stands for the login's
+	// uid on the host (RemotePathFor). The default,
+	// /var/tmp/rdmasweep-{uid}/node, gives every user a directory of
+	// their own, which no other user may have made first (docs/ssh.md).
+	RemotePath string
 }
+
+// UIDToken in node.remote_path is the login's uid on each host.
+const UIDToken = "{uid}"
+
+// RemotePathFor is node.remote_path on a host where the login's uid is
+// uid.
+func (n Node) RemotePathFor(uid int) string {
+	return strings.ReplaceAll(n.RemotePath, UIDToken, strconv.Itoa(uid))
+}
+
+// RemotePathPerUID says node.remote_path depends on the login's uid.
+func (n Node) RemotePathPerUID() bool { return strings.Contains(n.RemotePath, UIDToken) }
 
 // Timeouts bound each point.
 type Timeouts struct {

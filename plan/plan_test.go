@@ -63,7 +63,7 @@ func TestDefaults(t *testing.T) {
 		Launcher: "ssh",
 		Hosts:    Hosts{Servers: []Host{{Address: "local", Params: hostDefaults()}}, Clients: []Host{{Address: "local", Params: hostDefaults()}}, listed: map[string]bool{}},
 		SSH:      SSH{ConnectTimeout: 10 * time.Second},
-		Node:     Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep/node"},
+		Node:     Node{Binary: "/opt/bin/node", RemotePath: "/var/tmp/rdmasweep-{uid}/node"},
 		Base:     withValues(defaults, map[string]value{"file": {s: "/tmp/t.dat"}, "file_size": {n: 64 << 20}}),
 		Repeat:   1,
 		Timeouts: Timeouts{Ready: 2 * time.Minute, Accept: time.Minute, Point: 10 * time.Minute},
@@ -727,5 +727,37 @@ func TestSlurmHosts(t *testing.T) {
 		if err == nil || err.Error() != c.want {
 			t.Errorf("got %v\nwant %s", err, c.want)
 		}
+	}
+}
+
+// The default node.remote_path is per user (issue 31): {uid} stands for
+// the login's uid on each host. node.remote_path is not part of a point
+// key, so a CSV written under the old default resumes under the new one.
+func TestRemotePathPerUser(t *testing.T) {
+	const text = `name: k
+hosts: {server: {address: 10.0.0.1}, client: {address: 10.0.0.2}}
+server: {file: /tmp/f.dat, file_size: 1MiB}
+sweep: {matrix: {queue_depth: [1, 2]}}
+`
+	keys := func(extra string) []string {
+		p, err := Parse("k.yaml", []byte(text+extra), Options{NodeBinary: "bin/node"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if extra == "" && (p.Node.RemotePath != "/var/tmp/rdmasweep-{uid}/node" || !p.Node.RemotePathPerUID() || p.Node.RemotePathFor(1001) != "/var/tmp/rdmasweep-1001/node") {
+			t.Errorf("default node.remote_path %q, for uid 1001 %q", p.Node.RemotePath, p.Node.RemotePathFor(1001))
+		}
+		pts, err := Expand(p, ExpandOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ks []string
+		for _, pt := range pts {
+			ks = append(ks, pt.Key)
+		}
+		return ks
+	}
+	if a, b := keys(""), keys("node: {remote_path: /var/tmp/rdmasweep/node}\n"); !reflect.DeepEqual(a, b) {
+		t.Errorf("point keys depend on node.remote_path: %v and %v", a, b)
 	}
 }

@@ -137,6 +137,9 @@ func TestSlurmBroadcastsEachArchitecturesNode(t *testing.T) {
 	}
 	dir := t.TempDir()
 	env := append(append(os.Environ(), job.Env...), "HOME="+dir)
+	// The default node.remote_path, for the runner's own uid: Slurm's
+	// steps run as it.
+	deployed := fmt.Sprintf("%s/rdmasweep-%d", slurmlab.VarTmp, os.Getuid())
 	plan := filepath.Join(dir, "slurm.yaml")
 	if err := os.WriteFile(plan, []byte(fmt.Sprintf(`name: slurm-arches
 launcher: slurm
@@ -148,7 +151,7 @@ output: {csv: out/slurm.csv, logs: out/logs}
 		t.Fatal(err)
 	}
 	r := runnerEnv(t, dir, env, "check", plan)
-	for _, want := range []string{"server (n1): deployed node to " + slurmlab.LocalDir + "/node ", "client (n2): deployed node to " + slurmlab.LocalDir + "/node-linux-arm64 "} {
+	for _, want := range []string{"server (n1): deployed node to " + deployed + "/node ", "client (n2): deployed node to " + deployed + "/node-linux-arm64 "} {
 		if !strings.Contains(r.Stderr, want) {
 			t.Errorf("check's stderr lacks %q:\n%s", want, r.Stderr)
 		}
@@ -162,12 +165,12 @@ output: {csv: out/slurm.csv, logs: out/logs}
 		return hex.EncodeToString(s[:])
 	}
 	for _, name := range []string{"n1", "n2"} {
-		out, err := c.Nodes[name].Output("sha256sum", slurmlab.LocalDir+"/node", slurmlab.LocalDir+"/node-linux-arm64")
+		out, err := c.Nodes[name].Output("sha256sum", deployed+"/node", deployed+"/node-linux-arm64")
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if want := sum(node) + "  " + slurmlab.LocalDir + "/node\n" + sum(arm64Node) + "  " + slurmlab.LocalDir + "/node-linux-arm64\n"; out != want {
+		if want := sum(node) + "  " + deployed + "/node\n" + sum(arm64Node) + "  " + deployed + "/node-linux-arm64\n"; out != want {
 			t.Errorf("%s holds\n%swant\n%s", name, out, want)
 		}
 	}
@@ -179,7 +182,7 @@ output: {csv: out/slurm.csv, logs: out/logs}
 		t.Fatalf("clean: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for _, name := range []string{"n1", "n2"} {
-		for _, path := range []string{slurmlab.LocalDir + "/node", slurmlab.LocalDir + "/node-linux-arm64"} {
+		for _, path := range []string{deployed + "/node", deployed + "/node-linux-arm64"} {
 			if !strings.Contains(r.Stdout, path) {
 				t.Errorf("clean's list lacks %s:\n%s", path, r.Stdout)
 			}

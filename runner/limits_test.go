@@ -20,7 +20,7 @@ hosts:
   server: {address: %[1]s, user: root, identity_file: %[2]s}
   client: {address: %[1]s, user: root, identity_file: %[2]s}
 ssh: {known_hosts: %[3]s, host_key_policy: strict, connect_timeout: 5s}
-node: {binary: %[4]s, remote_path: %[5]s/node}
+node: {binary: %[4]s, remote_path: %[5]s/bin/node}
 transport: tcp
 server: {file: "%[5]s/data.dat", file_size: 4MiB, create: true, cache: warm}
 client: {queue_depth: 4, verify: true}

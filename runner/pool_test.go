@@ -76,7 +76,7 @@ topology: pairwise
 hosts:
   pool: [%s]
 ssh: {known_hosts: %s, host_key_policy: strict, connect_timeout: 5s}
-node: {binary: %s, remote_path: %s/node}
+node: {binary: %s, remote_path: %s/bin/node}
 transport: tcp
 server: {file: %s/pool.dat, file_size: 8MiB, create: true, cache: warm}
 client: %s

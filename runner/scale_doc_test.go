@@ -37,7 +37,7 @@ hosts:
   server: %s
   client: [%s]
 ssh: {known_hosts: %s, host_key_policy: strict}
-node: {binary: %s, remote_path: %s/node}
+node: {binary: %s, remote_path: %s/bin/node}
 transport: tcp
 server: {file: %s/fan-in.dat, file_size: 64MiB, create: true, cache: warm}
 client: {block_size: 64KiB, queue_depth: 8, warmup: 1s, duration: 3s, verify: true}

@@ -26,7 +26,7 @@ func TestSeveralClientsAcrossSSHHosts(t *testing.T) {
 		return fmt.Sprintf("{address: %s, user: root, identity_file: %s}", n.Hosts[name].Addr, n.KeyFile)
 	}
 	common := fmt.Sprintf(`ssh: {known_hosts: %s, host_key_policy: strict, connect_timeout: 5s}
-node: {binary: %s, remote_path: %s/node}
+node: {binary: %s, remote_path: %s/bin/node}
 server: {file: %s/fan.dat, file_size: 8MiB, create: true, cache: warm}
 client: {block_size: 64KiB, queue_depth: 4, duration: 1s, verify: true}
 timeouts: {ready: 30s, accept: 30s, point: 60s}
@@ -133,7 +133,7 @@ hosts:
   pool:
 %stransport: tcp
 ssh: {known_hosts: %s, host_key_policy: strict, connect_timeout: 20s}
-node: {binary: %s, remote_path: %s/node}
+node: {binary: %s, remote_path: %s/bin/node}
 server: {file: %s/pool.dat, file_size: 1MiB, create: true, cache: warm}
 client: {block_size: 64KiB, queue_depth: 4, total: 1MiB, verify: true}
 timeouts: {ready: 30s, accept: 30s, point: 24h}

@@ -46,13 +46,7 @@ type Removal struct {
 // there, host by host. A data file without its sidecar is kept, and info
 // says so.
 func Find(ctx context.Context, p *plan.Plan, set *hostset.Set, info func(msg string)) ([]Removal, error) {
-	nodePaths := []string{p.Node.RemotePath}
-	if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil {
-		nodePaths = nodePaths[:0]
-		for _, n := range nodes {
-			nodePaths = append(nodePaths, n.RemotePath(p.Node.RemotePath))
-		}
-	}
+	nodes, _ := deploy.FindNodes(p.Node.Binary)
 	file := p.Base.Str(param.File)
 	targets := set.Targets()
 	found := make([][]Removal, len(targets))
@@ -65,6 +59,14 @@ func Find(ctx context.Context, p *plan.Plan, set *hostset.Set, info func(msg str
 			}
 		}
 		if _, local := t.Host.(remote.Local); !local {
+			base := set.NodeBase(t.Host)
+			nodePaths := []string{base}
+			if len(nodes) > 0 {
+				nodePaths = nodePaths[:0]
+				for _, n := range nodes {
+					nodePaths = append(nodePaths, n.RemotePath(base))
+				}
+			}
 			for _, np := range nodePaths {
 				wanted = append(wanted, Removal{Target: t, Path: np, What: NodeBinary})
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,7 +49,7 @@ func TestDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	target := testhosts.DeployDir + "/node"
+	target := testhosts.DeployDir + "/deploy/node"
 	arch := strings.TrimSpace(a.Run(t, "uname", "-m"))
 
 	// A binary for another architecture than the host's is refused, and
@@ -95,10 +96,11 @@ func TestDeploy(t *testing.T) {
 	t.Run("TwoUsersOnePath", func(t *testing.T) { testTwoUsersOnePath(ctx, t, n, arch) })
 }
 
-// Two roles on one host as two users with one node.remote_path in a
-// sticky, world-writable directory (issue 19): ten first runs in a row,
-// each on a fresh directory, both roles deploying at once, and each run
-// uploads once; the other role finds the file up to date.
+// Two roles on one host as two users (issue 19), each with the default
+// per-user node.remote_path (issue 31): ten first runs in a row, both
+// roles deploying at once, and each user uploads once, to a directory of
+// its own; a shared path, which one of them would own, is refused to the
+// other.
 func testTwoUsersOnePath(ctx context.Context, t *testing.T, n *testhosts.Net, arch string) {
 	a := n.Hosts["a"]
 	var hosts []*remote.SSH
@@ -124,9 +126,6 @@ func testTwoUsersOnePath(ctx context.Context, t *testing.T, n *testhosts.Net, ar
 	os.WriteFile(local, node, 0o755)
 
 	for i := range 10 {
-		dir := fmt.Sprintf("%s/two-users-%d", testhosts.DeployDir, i)
-		a.Run(t, "install", "-d", "-m", "1777", dir)
-		target := dir + "/node"
 		res := make([]remote.UploadResult, len(hosts))
 		errs := make([]error, len(hosts))
 		var wg sync.WaitGroup
@@ -134,23 +133,22 @@ func testTwoUsersOnePath(ctx context.Context, t *testing.T, n *testhosts.Net, ar
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res[j], errs[j] = deploy.Deploy(ctx, h, local, target, arch)
+				res[j], errs[j] = deploy.Deploy(ctx, h, local, fmt.Sprintf("%s/two-users-%d-%d/node", testhosts.DeployDir, i, j), arch)
 			}()
 		}
 		wg.Wait()
-		uploads := 0
 		for j := range hosts {
 			if errs[j] != nil {
 				t.Fatalf("run %d: deploy as %s: %v", i+1, hosts[j].Name(), errs[j])
 			}
-			if res[j].BytesSent > 0 {
-				uploads++
-			} else if !res[j].UpToDate {
-				t.Errorf("run %d: deploy as %s = %+v: neither sent nor up to date", i+1, hosts[j].Name(), res[j])
+			if res[j].BytesSent == 0 {
+				t.Errorf("run %d: deploy as %s = %+v: want its own upload", i+1, hosts[j].Name(), res[j])
 			}
 		}
-		if uploads != 1 {
-			t.Errorf("run %d: %d uploads of one file, want 1: %+v", i+1, uploads, res)
-		}
+	}
+	shared := testhosts.DeployDir + "/two-users-0-0/node"
+	var unsafe *remote.UnsafePathError
+	if _, err := deploy.Deploy(ctx, hosts[1], local, shared, arch); !errors.As(err, &unsafe) {
+		t.Errorf("deploy as %s to %s's path = %v; want an UnsafePathError", testhosts.PeerUser, n.User, err)
 	}
 }

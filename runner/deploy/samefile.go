@@ -7,15 +7,15 @@ import (
 	"rdmasweep/runner/remote"
 )
 
-// Roles on one machine as two users (a server as root for its memlock
-// limit, a client as a user) are two Hosts with one filesystem: when their
-// node.remote_path is the same, both deploys write one file. In a sticky
-// directory the second user may not rename over the first one's file, so
-// two uploads at once fail one of them. Deploy therefore takes them in
-// turn: the first uploads, and the next finds the file up to date (its
-// own sha256sum, as its own user, so a machine whose users see different
-// files at that path still gets each its own). Hosts on different
-// machines, or paths that differ, still deploy at once.
+// Roles on one machine may be two Hosts with one filesystem (two
+// connections of one user, written with different keys or CPU lists):
+// when their node.remote_path is the same, both deploys write one file.
+// Deploy takes them in turn: the first uploads, and the next finds the
+// file up to date (its own sha256sum, as its own user). Two users have
+// two paths (the default is per user, /var/tmp/rdmasweep-{uid}/node), and
+// one user's directory is refused to the other (remote.UnsafePathError),
+// so they never share a file. Hosts on different machines, or paths that
+// differ, still deploy at once.
 
 // machiner is a Host that names the machine it reaches whoever logs in
 // (remote.SSH does); any other Host is its own machine, by Name.

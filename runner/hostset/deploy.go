@@ -90,7 +90,7 @@ func (s *Set) place(p *plan.Plan, chosen []deploy.Node) {
 			if isLocal(t.Host) {
 				s.Roles[j].NodePath = chosen[i].Path
 			} else {
-				s.Roles[j].NodePath = chosen[i].RemotePath(p.Node.RemotePath)
+				s.Roles[j].NodePath = chosen[i].RemotePath(s.NodeBase(t.Host))
 			}
 		}
 	}

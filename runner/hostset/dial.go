@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"rdmasweep/plan"
@@ -78,7 +80,60 @@ func Dial(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
 		}
 		s.Roles = append(s.Roles, t)
 	}
+	if err := s.resolveNodePaths(ctx, p, nil); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// resolveNodePaths sets each remote host's node.remote_path (NodeBase)
+// and its roles' NodePath: plan.UIDToken becomes the login's uid there,
+// uid when not nil (a Slurm step runs as the runner's user), else what
+// `id -u` prints on the host, one command per host.
+func (s *Set) resolveNodePaths(ctx context.Context, p *plan.Plan, uid *int) error {
+	ts := s.Targets()
+	bases := make([]string, len(ts))
+	err := Parallel(len(ts), func(i int) error {
+		t := ts[i]
+		if isLocal(t.Host) {
+			return nil
+		}
+		bases[i] = p.Node.RemotePath
+		if !p.Node.RemotePathPerUID() {
+			return nil
+		}
+		if uid != nil {
+			bases[i] = p.Node.RemotePathFor(*uid)
+			return nil
+		}
+		out, err := t.Host.Run(ctx, []string{"id", "-u"})
+		n, perr := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err == nil && perr != nil {
+			err = fmt.Errorf("id -u printed %q", out)
+		}
+		if err != nil {
+			return t.Errorf(role.Connect, "resolve node.remote_path %s: %w", p.Node.RemotePath, err)
+		}
+		bases[i] = p.Node.RemotePathFor(n)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.base = map[remote.Host]string{}
+	for i, t := range ts {
+		if isLocal(t.Host) {
+			continue
+		}
+		s.base[t.Host] = bases[i]
+		for j := range s.Roles {
+			if s.Roles[j].Host == t.Host {
+				s.Roles[j].NodePath = bases[i]
+			}
+		}
+	}
+	return nil
 }
 
 // refused reports whether a dial failed because the host or the user was
@@ -213,6 +268,11 @@ func slurmSet(ctx context.Context, p *plan.Plan, o Options) (*Set, error) {
 			s.hosts = append(s.hosts, h)
 		}
 		s.Roles = append(s.Roles, role.Target{Role: r.Name, Host: h, Label: fmt.Sprintf("%s (%s)", r.Name, h.Name()), NodePath: p.Node.RemotePath, PinsCPUs: true})
+	}
+	uid := os.Getuid()
+	if err := s.resolveNodePaths(ctx, p, &uid); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }

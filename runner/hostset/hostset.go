@@ -35,7 +35,15 @@ type Set struct {
 	// role's Target has a nil Host, and EachRole, EachHost and Targets
 	// leave it out.
 	Down map[string]error
+	// base is node.remote_path on each remote host, its {uid} resolved
+	// (see NodeBase).
+	base map[remote.Host]string
 }
+
+// NodeBase is node.remote_path on h, with plan.UIDToken replaced by the
+// uid h's login has there: node.binary's own architecture goes there,
+// and a sibling's beside it (deploy.Node.RemotePath).
+func (s *Set) NodeBase(h remote.Host) string { return s.base[h] }
 
 // Options are how a Set reports what it does.
 type Options struct {

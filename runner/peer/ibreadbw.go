@@ -117,7 +117,13 @@ func buildIBReadBW(p Params) Commands {
 	} else {
 		add("-n", strconv.FormatInt(ibIters(p), 10))
 	}
-	report := func(role string) string { return path.Join(p.OutDir, "ib_read_bw."+role+".json") }
+	report := func(role string) string {
+		tag := ""
+		if p.ReportTag != "" {
+			tag = p.ReportTag + "."
+		}
+		return path.Join(p.OutDir, "ib_read_bw."+tag+role+".json")
+	}
 	srvReport, cliReport := report("server"), report("client")
 	server := append([]string{"ib_read_bw"}, args...)
 	server = append(server, "--out_json", "--out_json_file="+srvReport)

@@ -67,7 +67,12 @@ type Params struct {
 
 	// OutDir is a directory on each host where a peer that writes its
 	// report to a file (ib_read_bw) puts it. "" is the working directory.
+	// It must be one only the runner's user may write: the peer opens the
+	// name it is given and follows a symlink there.
 	OutDir string
+	// ReportTag, when set, is part of each report's file name: the runner
+	// gives every point a random one, so no name in OutDir is known ahead.
+	ReportTag string
 }
 
 // Commands is what to run for one point. The runner starts Server (when

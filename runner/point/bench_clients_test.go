@@ -134,7 +134,7 @@ func overheads(t *testing.T, dir, node, deployDir, server string, clients []stri
 hosts:
   server: {address: %s%s}
   client: [%s]
-%snode: {binary: %s, remote_path: %s/node}
+%snode: {binary: %s, remote_path: %s/bin/node}
 transport: tcp
 server: {file: %s/bench.dat, file_size: 1MiB, create: true, cache: warm}
 client: {block_size: 4KiB, queue_depth: 4, duration: 1s}

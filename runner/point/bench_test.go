@@ -46,7 +46,7 @@ hosts:
   server: {address: %s, user: %s, identity_file: %s}
   client: {address: %s, user: %s, identity_file: %s}
 ssh: {known_hosts: %s, host_key_policy: strict}
-node: {binary: %s, remote_path: %s/node}
+node: {binary: %s, remote_path: %s/bin/node}
 transport: tcp
 server: {file: %s/bench.dat, file_size: 1MiB, create: true, cache: warm}
 client: {block_size: 4KiB, queue_depth: 16}

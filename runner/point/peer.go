@@ -7,6 +7,8 @@ package point
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"path"
@@ -92,10 +94,13 @@ func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 	name := pt.Values.Str(param.Workload)
 	srvT, cliT := r.peerTargets(pt)
 	srvCPUs, cliCPUs := pt.Hosts.Server().CPUs, pt.Hosts.Client().CPUs
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tag := hex.EncodeToString(rnd[:])
 	build := func(t role.Target) (peer.Commands, error) {
 		p := peer.FromValues(pt.For(t.Role))
 		p.ServerAddr = pt.Hosts.Server().DataAddress
-		p.OutDir = r.reportDir(t)
+		p.OutDir, p.ReportTag = r.reportDir(t), tag
 		return peer.Build(name, p)
 	}
 	srv, err := build(srvT)
@@ -164,8 +169,10 @@ func (r *Runner) toolArgv(cpus string, argv []string) []string {
 }
 
 // reportDir is where a peer on t writes a report file: beside node on a
-// remote host (that directory exists: node was deployed there), and in
-// this exec's log directory for a local role. The runner reads the file
+// remote host (that directory exists: node was deployed there, and only
+// the login user may write it, see remote.Upload), and in this exec's log
+// directory for a local role. Each point's reports have names of their
+// own (peer.Params.ReportTag). The runner reads the file
 // back, removes it and keeps it beside the role's log.
 func (r *Runner) reportDir(t role.Target) string {
 	if _, local := t.Host.(remote.Local); local {

@@ -158,3 +158,29 @@ func TestRunDiagnosesToolFailure(t *testing.T) {
 		t.Fatalf("error %v, want perftest's line and why", err)
 	}
 }
+
+// A symlink planted at a report's name (issue 31) is neither read nor
+// followed when removed: the runner gets an error, not the target's
+// bytes, and the target is left as it was.
+func TestReportSymlinkIsNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("not a report"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "ib_read_bw.0123.client.json")
+	if err := os.Symlink(secret, report); err != nil {
+		t.Fatal(err)
+	}
+	tg := role.Target{Role: "client", Host: remote.Local{}, Label: "client (local)"}
+	out, err := fetchReport(context.Background(), tg, report)
+	if err == nil || strings.Contains(string(out), "not a report") {
+		t.Errorf("fetch through a symlink = %q, %v; want a refusal", out, err)
+	}
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "not a report" {
+		t.Errorf("the symlink's target: %q, %v; want it untouched", b, err)
+	}
+	if _, err := os.Lstat(report); !os.IsNotExist(err) {
+		t.Errorf("the planted symlink is still there: %v", err)
+	}
+}

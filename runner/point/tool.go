@@ -107,7 +107,13 @@ func (x *execution) collect() error {
 	return nil
 }
 
-// fetchReport prints a report file on its host and removes it.
+// fetchReport prints a report file on its host and removes it. Neither
+// follows a symlink: dd opens the file O_NOFOLLOW, and rm removes a link,
+// never its target. The directory is the login user's own, so no one else
+// could have put a link there; this is the second line of that defence.
 func fetchReport(ctx context.Context, t role.Target, file string) ([]byte, error) {
-	return t.Host.Run(ctx, []string{"sh", "-c", `cat -- "$1" && rm -f -- "$1"`, "sh", path.Clean(file)})
+	return t.Host.Run(ctx, []string{"sh", "-c", reportScript, "sh", path.Clean(file)})
 }
+
+// reportScript prints $1, opened O_NOFOLLOW, and removes it either way.
+const reportScript = `dd if="$1" iflag=nofollow status=none; s=$?; rm -f -- "$1"; exit $s`

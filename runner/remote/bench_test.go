@@ -59,9 +59,9 @@ func TestBenchUpload(t *testing.T) {
 		}
 		theirs = append(theirs, mbps(time.Since(start)))
 
-		a.Run(t, "rm", "-f", testhosts.DeployDir+"/node") // a real upload each round
+		a.Run(t, "rm", "-f", testhosts.DeployDir+"/bench/node") // a real upload each round
 		start = time.Now()
-		res, err := s.Upload(ctx, src, testhosts.DeployDir+"/node")
+		res, err := s.Upload(ctx, src, testhosts.DeployDir+"/bench/node")
 		if err != nil || res.BytesSent != size {
 			t.Fatalf("Upload: %+v, %v", res, err)
 		}

@@ -29,8 +29,12 @@ type Host interface {
 	// NOT kill it: the caller owns its lifecycle through Process.
 	Start(ctx context.Context, argv []string) (Process, error)
 	// Upload copies the local file to the absolute remote path atomically,
-	// mode 0755, creating parent directories. It reports whether it was
-	// already up to date (same sha256) and the bytes sent.
+	// mode 0755, into a directory only the login user may change (made
+	// 0700 when missing; one another user could change is refused with
+	// an *UnsafePathError, see deploypath.go). It reports whether it was
+	// already up to date (same sha256) and the bytes sent. A remote Host
+	// then guards every Run and Start whose argv names the file: the file
+	// is checked the same way before argv runs (Guard).
 	Upload(ctx context.Context, local, remote string) (UploadResult, error)
 	// Close ends the connection. Processes started on it lose their stdin.
 	Close() error
@@ -51,10 +55,8 @@ type Process interface {
 
 // UploadResult describes one Upload.
 type UploadResult struct {
-	// UpToDate says the remote file is the local one (same sha256)
-	// without this upload's copy: it was there already, or another
-	// user's upload won the rename into place with the same file, when
-	// BytesSent is the copy that was then discarded.
+	// UpToDate says the remote file is the local one (same sha256): it
+	// was there already, nothing was sent.
 	UpToDate  bool
 	BytesSent int64
 }

@@ -95,6 +95,10 @@ type SSH struct {
 	noise    atomic.Value
 	done     chan struct{}
 	doneOnce sync.Once
+
+	// deployed are the files Upload put on the host, by path, with
+	// their sha256: every command that names one is guarded (Guard).
+	deployed Deployed
 }
 
 var _ Host = (*SSH)(nil)
@@ -145,6 +149,7 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	argv = s.deployed.Guard(argv)
 	sess, err := s.newSession(ctx)
 	if err != nil {
 		return nil, err
@@ -174,6 +179,7 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		ee.Stderr = stderr.Bytes()
+		err = refusal(err)
 	}
 	if noise := stdout.noise(); len(noise) > 0 {
 		s.noise.Store(string(noise))
@@ -261,6 +267,7 @@ func (s *SSH) Start(ctx context.Context, argv []string) (Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	argv = s.deployed.Guard(argv)
 	sess, err := s.newSession(ctx)
 	if err != nil {
 		return nil, err

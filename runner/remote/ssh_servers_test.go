@@ -243,7 +243,7 @@ Host *
 			t.Errorf("%s reached %s, want %s (reachable only through the proxy)", alias, got, inner.Addr)
 		}
 		// A second connection (as MaxSessions would need) runs it again.
-		if _, err := s.Upload(context.Background(), n.KeyFile+".pub", testhosts.DeployDir+"/via-"+alias); err != nil {
+		if _, err := s.Upload(context.Background(), n.KeyFile+".pub", testhosts.DeployDir+"/via-"+alias+"/node"); err != nil {
 			t.Errorf("upload through %s: %v", alias, err)
 		}
 		s.Close()
@@ -488,7 +488,7 @@ func runMany(t *testing.T, s *remote.SSH, k int) {
 	src := writeFile(t, "node", "#!/bin/sh\n")
 	go func() {
 		defer wg.Done()
-		_, errs[k+1] = s.Upload(ctx, src, testhosts.DeployDir+fmt.Sprintf("/node-%d", k))
+		_, errs[k+1] = s.Upload(ctx, src, testhosts.DeployDir+fmt.Sprintf("/many-%d/node", k))
 	}()
 	wg.Wait()
 	for i, err := range errs {
@@ -653,7 +653,7 @@ func testDropbear(t *testing.T, n *testhosts.Net) {
 	rand.Read(data)
 	src := filepath.Join(t.TempDir(), "node")
 	os.WriteFile(src, data, 0o644)
-	target := testhosts.DeployDir + "/node"
+	target := testhosts.DeployDir + "/dropbear/node"
 	if res, err := s.Upload(ctx, src, target); err != nil || res.BytesSent != int64(len(data)) {
 		t.Fatalf("upload to dropbear (OpenSSH's sftp-server): %+v, %v", res, err)
 	}

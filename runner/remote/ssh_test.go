@@ -51,7 +51,8 @@ func TestSSH(t *testing.T) {
 
 	t.Run("Conformance", func(t *testing.T) { testConformanceSSH(t, n) })
 	t.Run("RunStartUpload", func(t *testing.T) { testRunStartUpload(t, n) })
-	t.Run("SharedStickyDir", func(t *testing.T) { testSharedStickyDir(t, n) })
+	t.Run("HostileDeployDir", func(t *testing.T) { testHostileDeployDir(t, n) })
+	t.Run("GuardedExec", func(t *testing.T) { testGuardedExec(t, n) })
 	t.Run("StrictUnknownHost", func(t *testing.T) { testStrictUnknown(t, n) })
 	t.Run("AcceptNew", func(t *testing.T) { testAcceptNew(t, n) })
 	t.Run("UnknownHostDefault", func(t *testing.T) { testUnknownHostDefault(t, n) })
@@ -117,7 +118,7 @@ func testNoisyShell(t *testing.T, n *testhosts.Net) {
 	// noise lands in the SFTP stream.
 	src := filepath.Join(t.TempDir(), "src")
 	os.WriteFile(src, []byte("x"), 0o644)
-	_, err = s.Upload(ctx, src, "/tmp/rdmasweep-noisy-upload")
+	_, err = s.Upload(ctx, src, testhosts.DeployDir+"/noisy/upload")
 	var noisy *remote.NoisyShellError
 	if !errors.As(err, &noisy) || noisy.Noise != testhosts.NoisyGreeting || !strings.Contains(noisy.Hint(), "interactive") {
 		t.Errorf("upload through a noisy shell = %v; want a NoisyShellError quoting the greeting", err)

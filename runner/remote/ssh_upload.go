@@ -16,17 +16,20 @@ import (
 	"github.com/pkg/sftp"
 )
 
-// Upload copies local to the absolute remote path over SFTP. It never
-// leaves a partial file at remote: it writes a uniquely named temporary
-// file in the same directory, fsyncs it, makes it 0755 and renames it into
-// place with posix-rename (atomic, and fine while an old copy runs). A
-// rename refused because another user's file is there (a sticky
-// directory) takes that file when it is the same, and is a
-// *ForeignFileError when it is not; see renameRefused. On any failure
-// the temporary file is removed. Cancelling ctx aborts it.
+// Upload copies local to the absolute remote path over SFTP, into a
+// directory only the login user may change (see deploypath.go): a
+// missing directory is made 0700, and one that another user owns, or
+// group or others may write (or a directory above it, unless sticky and
+// root's), is refused with an *UnsafePathError before anything is sent.
+// It never leaves a partial file at remote: it writes a uniquely named
+// temporary file in the same directory (O_EXCL), fsyncs it, makes it
+// 0755 and renames it into place with posix-rename (atomic, and fine
+// while an old copy runs), then checks the file again, owner, mode and
+// sha256, as it will be checked before every exec. On any failure the
+// temporary file is removed. Cancelling ctx aborts it.
 func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, error) {
-	if !path.IsAbs(remote) {
-		return UploadResult{}, fmt.Errorf("remote path %q is not absolute", remote)
+	if !path.IsAbs(remote) || path.Clean(remote) != remote || remote == "/" {
+		return UploadResult{}, fmt.Errorf("remote path %q is not an absolute, clean file path", remote)
 	}
 	f, err := os.Open(local)
 	if err != nil {
@@ -42,14 +45,16 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 		return UploadResult{}, err
 	}
 
-	// sha256sum on the host is far cheaper than reading the file back;
-	// any failure (no file, no sha256sum) just means "upload it".
-	if out, err := s.Run(ctx, []string{"sha256sum", "--", remote}); err == nil {
-		if fields := strings.Fields(string(out)); len(fields) > 0 && fields[0] == sum {
-			return UploadResult{UpToDate: true}, nil
-		}
-	} else if ctx.Err() != nil || errors.Is(err, ErrConnectionLost) {
+	// One command makes the directory if need be, checks it, and hashes
+	// the file there if it is one that may be run: sha256sum on the host
+	// is far cheaper than reading the file back.
+	have, err := s.guardedSum(ctx, remote)
+	if err != nil {
 		return UploadResult{}, err
+	}
+	if have == sum {
+		s.deployed.Add(remote, sum)
+		return UploadResult{UpToDate: true}, nil
 	}
 
 	if s.lost.Load() {
@@ -68,22 +73,13 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 	defer stop()
 
 	dir := path.Dir(remote)
-	if err := c.MkdirAll(dir); err != nil {
-		return UploadResult{}, s.uploadError(fmt.Errorf("create %s: %w", dir, err))
-	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := path.Join(dir, "."+path.Base(remote)+".tmp-"+hex.EncodeToString(rnd[:]))
 	n, err := s.writeFile(c, tmp, f)
 	if err == nil {
 		if err = c.PosixRename(tmp, remote); err != nil {
-			err = s.renameRefused(ctx, remote, sum, fmt.Errorf("rename into place: %w", err))
-			if err == nil {
-				// Another user's upload won the race with the same
-				// node: take theirs.
-				s.removeTemp(c, tmp)
-				return UploadResult{UpToDate: true, BytesSent: n}, nil
-			}
+			err = fmt.Errorf("rename into place: %w", err)
 		}
 	}
 	if err != nil {
@@ -93,53 +89,34 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 		}
 		return UploadResult{}, s.uploadError(err)
 	}
+	// The file as every exec will find it.
+	have, err = s.guardedSum(ctx, remote)
+	if err != nil {
+		return UploadResult{}, err
+	}
+	if have != sum {
+		return UploadResult{}, fmt.Errorf("check %s after the upload: its sha256 is %s, not %s", remote, have, sum)
+	}
+	s.deployed.Add(remote, sum)
 	return UploadResult{BytesSent: n}, nil
 }
 
-// renameRefused judges a rename into place that failed. In a sticky
-// directory (/tmp, or a shared 1777 one) a user may not replace another
-// user's file, so when several users deploy to one path the first upload
-// wins: its file is accepted (nil) when its sha256 is sum, and refused
-// with a *ForeignFileError, naming its owner, when it is not. Any other
-// failure is renameErr.
-func (s *SSH) renameRefused(ctx context.Context, remote, sum string, renameErr error) error {
-	out, err := s.Run(ctx, []string{"stat", "-c", "%U", "--", remote})
+// guardedSum runs GuardSumArgv for remote: its sha256, "-" when there is
+// no file that may be run there, or an *UnsafePathError.
+func (s *SSH) guardedSum(ctx context.Context, remote string) (string, error) {
+	out, err := s.Run(ctx, GuardSumArgv(remote))
 	if err != nil {
-		return renameErr
+		var ee *ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", s.uploadError(fmt.Errorf("check %s: %w", path.Dir(remote), err))
 	}
-	owner := strings.TrimSpace(string(out))
-	if owner == s.user {
-		return renameErr
+	fields := strings.Fields(string(out))
+	if len(fields) == 0 {
+		return "", fmt.Errorf("check %s: no answer", remote)
 	}
-	out, err = s.Run(ctx, []string{"sha256sum", "--", remote})
-	if err != nil {
-		return renameErr
-	}
-	if fields := strings.Fields(string(out)); len(fields) > 0 && fields[0] == sum {
-		return nil
-	}
-	return &ForeignFileError{Path: remote, Owner: owner, User: s.user, Err: renameErr}
-}
-
-// ForeignFileError is an upload refused because the remote path holds
-// another user's file that is not this node, and the directory (sticky,
-// like /tmp) does not let this user replace it.
-type ForeignFileError struct {
-	Path  string
-	Owner string // the file's owner
-	User  string // who uploaded
-	Err   error  // the refused rename
-}
-
-func (e *ForeignFileError) Error() string {
-	return fmt.Sprintf("%s belongs to %s and is not this node (its sha256 differs), and %s may not replace it: %v", e.Path, e.Owner, e.User, e.Err)
-}
-
-func (e *ForeignFileError) Unwrap() error { return e.Err }
-
-// Hint says what to do.
-func (e *ForeignFileError) Hint() string {
-	return fmt.Sprintf("remove %s as %s or root so the next run deploys this node there, or set node.remote_path to a path no other user's node holds", e.Path, e.Owner)
+	return fields[0], nil
 }
 
 func (s *SSH) writeFile(c *sftp.Client, tmp string, src *os.File) (int64, error) {

@@ -45,16 +45,26 @@ func LocalNodes(t testing.TB, exe string) []int {
 	return pids
 }
 
-// WaitNodes waits until every host runs one node (both roles of a point
-// are up, so the point is under way) and returns each host's node pid.
+// WaitNodes waits until every host runs one node of a point's role (both
+// roles of a point are up, so the point is under way) and returns each
+// host's node pid. A role's node takes its control on stdin; the short
+// node commands the runner's checks run (node version, devices, host) do
+// not, and are not counted.
 func (p *Proc) WaitNodes(t testing.TB, hosts ...*testhosts.Host) map[*testhosts.Host]int {
 	t.Helper()
 	var got map[*testhosts.Host]int
 	p.Until(t, "nodes on every host", 60*time.Second, func() bool {
 		got = map[*testhosts.Host]int{}
 		for _, h := range hosts {
-			if pids := NodesOn(t, h); len(pids) == 1 {
-				got[h] = pids[0]
+			var roles []int
+			for _, pid := range NodesOn(t, h) {
+				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				if strings.Contains(string(cmd), "\x00--control-stdin\x00") {
+					roles = append(roles, pid)
+				}
+			}
+			if len(roles) == 1 {
+				got[h] = roles[0]
 			}
 		}
 		return len(got) == len(hosts)

@@ -16,8 +16,9 @@
 //     munged are left alone; slurm.conf's NodeAddr= spares name lookups.
 //   - Each daemon has its own hostname (a UTS namespace): slurmctld checks
 //     it is SlurmctldHost, slurmd takes its node name from it. Each slurmd
-//     also has its own mount namespace with a tmpfs on LocalDir, so what
-//     sbcast puts there is node-local, as /tmp is on a real cluster.
+//     also has its own mount namespace with a tmpfs on /var/tmp (mode
+//     1777) holding LocalDir (1777 too), so what sbcast puts there is
+//     node-local, as /tmp is on a real cluster.
 //   - Non-default ports (16817, 16818), so a machine's real Slurm is not
 //     disturbed.
 //   - One cluster at a time on the machine: Start takes an flock on
@@ -53,10 +54,14 @@ import (
 )
 
 const (
-	// LocalDir is node-local on every node (a tmpfs in the node's mount
-	// namespace). The plan's default node.remote_path lies inside it, as
-	// it does on the SSH test hosts.
-	LocalDir = "/var/tmp/rdmasweep"
+	// VarTmp is node-local on every node (a tmpfs in the node's mount
+	// namespace, mode 1777). The plan's default node.remote_path,
+	// /var/tmp/rdmasweep-UID/node, lies inside it, as it does on the SSH
+	// test hosts.
+	VarTmp = "/var/tmp"
+	// LocalDir is a sticky directory of root's in VarTmp, as /tmp is:
+	// tests deploy to a directory of their own in it.
+	LocalDir = VarTmp + "/rdmasweep"
 	// LockFile serialises clusters across test processes.
 	LockFile = "/run/rdmasweep-slurmlab.lock"
 
@@ -189,7 +194,7 @@ func newCluster(t testing.TB) *Cluster {
 			t.Fatal(err)
 		}
 	}
-	if err := os.MkdirAll(LocalDir, 0o755); err != nil {
+	if err := os.MkdirAll(VarTmp, 0o1777); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -237,7 +242,7 @@ func (c *Cluster) startNode(t testing.TB, i int, name string) {
 	mustRun(t, "ip", "-n", n.NS, "link", "set", "lo", "up")
 	// ip netns exec, unshare and sh all exec: the pid is slurmd's.
 	// unshare -m makes mounts private, so the tmpfs stays on this node.
-	script := "mount -t tmpfs -o mode=1777 tmpfs " + LocalDir +
+	script := "mount -t tmpfs -o mode=1777 tmpfs " + VarTmp + " && install -d -m 1777 " + LocalDir +
 		" && hostname " + name + " && exec " + slurmd + " -D -f " + c.Conf
 	cmd := exec.Command("ip", "netns", "exec", n.NS, "unshare", "-u", "-m", "--propagation", "private", "sh", "-c", script)
 	d := c.startDaemon(t, "slurmd "+name, cmd)

@@ -11,8 +11,9 @@
 //     default gateway 192.0.2.1) there; nor 203.0.113.0/24, which holds
 //     the package registries' route.
 //   - Each sshd runs in its own mount namespace with a tmpfs on
-//     DeployDir (mode 1777), so hosts never share what the runner deploys
-//     there, and with /etc/passwd and /etc/group bind-mounted to copies
+//     /var/tmp (mode 1777, as the real one) holding DeployDir (1777 too),
+//     so hosts never share what the runner deploys there, at the default
+//     per-user node.remote_path or under DeployDir, and with /etc/passwd and /etc/group bind-mounted to copies
 //     that add the test accounts (User, PeerUser, NoisyUser, NoShellUser), so the
 //     machine's own account files are never touched.
 //   - One harness instance at a time on the machine: Start takes an flock
@@ -54,9 +55,13 @@ import (
 )
 
 const (
-	// DeployDir is private to each host (a tmpfs in the host's mount
-	// namespace). The plan's default node.remote_path lies inside it.
-	DeployDir = "/var/tmp/rdmasweep"
+	// VarTmp is private to each host (a tmpfs in the host's mount
+	// namespace, mode 1777): the plan's default node.remote_path,
+	// /var/tmp/rdmasweep-UID/node, lies inside it.
+	VarTmp = "/var/tmp"
+	// DeployDir is a shared, sticky directory (mode 1777, root's) in
+	// VarTmp, as /tmp is: tests deploy to a directory of their own in it.
+	DeployDir = VarTmp + "/rdmasweep"
 
 	sftpServer = "/usr/lib/openssh/sftp-server"
 	sshd       = "/usr/sbin/sshd"
@@ -295,7 +300,7 @@ func Start(t testing.TB, opts Options) *Net {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(DeployDir, 0o755); err != nil {
+	if err := os.MkdirAll(VarTmp, 0o1777); err != nil {
 		t.Fatal(err)
 	}
 
@@ -612,7 +617,7 @@ Match User %s
 	// this host's mount namespace, which sshd and all its sessions keep.
 	script := "mount --bind " + filepath.Join(n.Dir, "passwd") + " /etc/passwd" +
 		" && mount --bind " + filepath.Join(n.Dir, "group") + " /etc/group" +
-		" && mount -t tmpfs -o mode=1777 tmpfs " + DeployDir +
+		" && " + privateVarTmp +
 		" && KRB5_KTNAME=" + filepath.Join(n.Dir, "krb5.keytab") + " exec " + sshd + " -f " + cfg + " -E " + h.Log
 	if err := startIn(h, script); err != nil {
 		return err
@@ -853,6 +858,9 @@ func nsRun(t testing.TB, ns string, args ...string) {
 	mustRun(t, "ip", append([]string{"netns", "exec", ns}, args...)...)
 }
 
+// privateVarTmp gives a host its own /var/tmp, holding DeployDir.
+const privateVarTmp = "mount -t tmpfs -o mode=1777 tmpfs " + VarTmp + " && install -d -m 1777 " + DeployDir
+
 // startIn runs a host's server: script, through sh, in the host's network
 // namespace and in a mount namespace of its own. Mount namespaces cost
 // this kind of machine a kernel wait each, taken one at a time however
@@ -943,7 +951,7 @@ func (n *Net) startDropbear(h *Host, hostKey string, authorized []byte) error {
 	pidFile := filepath.Join(h.dir, "dropbear.pid")
 	h.Log = filepath.Join(h.dir, "dropbear.log")
 	script := "mount --bind " + home + " /root" +
-		" && mount -t tmpfs -o mode=1777 tmpfs " + DeployDir +
+		" && " + privateVarTmp +
 		" && exec " + dropbear + " -E -r " + dbKey + " -p " + h.Addr + ":22 -P " + pidFile + " </dev/null >/dev/null 2>" + h.Log
 	if err := startIn(h, script); err != nil {
 		return err

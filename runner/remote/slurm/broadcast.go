@@ -84,10 +84,11 @@ func (h *Host) Upload(ctx context.Context, local, remotePath string) (remote.Upl
 // Broadcast puts local at the absolute path remotePath on every node of
 // the allocation, atomically, mode 0755, and reports per node whether it
 // was up to date and the bytes sent to it. A step on every node first
-// makes the directory and hashes the file there; only when a node
+// makes the directory (0700) if it is missing, checks it is the user's
+// own (see broadcast), and hashes the file there; only when a node
 // differs is the file sent, by `sbcast -f` to a temporary name beside
-// remotePath, which a second step makes 0755 and renames into place on
-// every node. On failure the temporary file is removed. A concurrent call
+// remotePath, which a second step makes 0755, renames into place and
+// checks on every node. On failure the temporary file is removed. A concurrent call
 // for the same file and path shares this one's work (and its ctx).
 func (a *Allocation) Broadcast(ctx context.Context, local, remotePath string) (map[string]remote.UploadResult, error) {
 	if !path.IsAbs(remotePath) {
@@ -154,35 +155,59 @@ func hashFile(name string) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// sumScript makes the directory and prints "rdmasweep-sum NODE SHA256"
-// ("-" for no readable file).
-const sumScript = `mkdir -p -- "$1" || exit 1
-h=$( { sha256sum < "$2"; } 2>/dev/null ) || h=-
-printf 'rdmasweep-sum %s %s\n' "$SLURMD_NODENAME" "${h%% *}"`
+// sumScript prints "rdmasweep-sum NODE" and then runs the rest: the
+// guard's sha256 of the file (remote.GuardSumArgv), "-" for none that
+// may be run.
+const sumScript = `printf 'rdmasweep-sum %s ' "$SLURMD_NODENAME"; exec "$@"`
 
-func (a *Allocation) broadcast(ctx context.Context, local, remotePath, sum string, size int64) (map[string]remote.UploadResult, error) {
-	dir := path.Dir(remotePath)
-	out, err := a.runOnAll(ctx, []string{"sh", "-c", sumScript, "sh", dir, remotePath})
+// placeScript makes $1 0755, renames it to $2, and runs the rest as
+// sumScript does, so the file is checked as every exec will check it.
+const placeScript = `chmod 0755 -- "$1" && mv -f -- "$1" "$2" || exit 1
+shift 2
+printf 'rdmasweep-sum %s ' "$SLURMD_NODENAME"; exec "$@"`
+
+// sums runs argv, which prints sumScript's lines, on every node and
+// returns each node's sha256.
+func (a *Allocation) sums(ctx context.Context, argv []string) (map[string]string, error) {
+	out, err := a.runOnAll(ctx, argv)
 	if err != nil {
-		return nil, fmt.Errorf("create %s and hash %s on every node: %w", dir, remotePath, err)
+		return nil, err
 	}
 	have := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "rdmasweep-sum" {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "rdmasweep-sum" {
 			have[f[1]] = f[2]
 		}
+	}
+	for _, n := range a.nodes {
+		if _, ok := have[n]; !ok {
+			return nil, fmt.Errorf("no answer from %s", n)
+		}
+	}
+	return have, nil
+}
+
+// broadcast puts the file on every node whose copy differs. The
+// directory must be the runner's user's own on every node, as Upload's
+// is over SSH (remote.GuardSumArgv makes it 0700 when missing, and
+// refuses one another user owns or could change, with an
+// *remote.UnsafePathError); sbcast writes a temporary name in it, which
+// only that user can, and a second step renames it into place and
+// checks it again, owner, mode and sha256.
+func (a *Allocation) broadcast(ctx context.Context, local, remotePath, sum string, size int64) (map[string]remote.UploadResult, error) {
+	dir := path.Dir(remotePath)
+	have, err := a.sums(ctx, append([]string{"sh", "-c", sumScript, "sh"}, remote.GuardSumArgv(remotePath)...))
+	if err != nil {
+		return nil, fmt.Errorf("check %s and hash %s on every node: %w", dir, remotePath, err)
 	}
 	res := map[string]remote.UploadResult{}
 	stale := false
 	for _, n := range a.nodes {
-		got, ok := have[n]
-		if !ok {
-			return nil, fmt.Errorf("hash %s on every node: no answer from %s", remotePath, n)
-		}
-		res[n] = remote.UploadResult{UpToDate: got == sum}
-		stale = stale || got != sum
+		res[n] = remote.UploadResult{UpToDate: have[n] == sum}
+		stale = stale || have[n] != sum
 	}
 	if !stale {
+		a.deployed.Add(remotePath, sum)
 		return res, nil
 	}
 
@@ -196,13 +221,20 @@ func (a *Allocation) broadcast(ctx context.Context, local, remotePath, sum strin
 		}
 		return nil, fmt.Errorf("sbcast %s to %s: %w", local, tmp, err)
 	}
-	if _, err := a.runOnAll(ctx, []string{"sh", "-c", `chmod 0755 -- "$1" && mv -f -- "$1" "$2"`, "sh", tmp, remotePath}); err != nil {
+	have, err = a.sums(ctx, append([]string{"sh", "-c", placeScript, "sh", tmp, remotePath}, remote.GuardSumArgv(remotePath)...))
+	if err != nil {
 		a.removeTemp(tmp)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("rename %s into place on every node: %w", tmp, err)
 	}
+	for _, n := range a.nodes {
+		if have[n] != sum {
+			return nil, fmt.Errorf("check %s on %s after the broadcast: its sha256 is %s, not %s", remotePath, n, have[n], sum)
+		}
+	}
+	a.deployed.Add(remotePath, sum)
 	for n, r := range res {
 		r.BytesSent = size
 		res[n] = r
@@ -226,6 +258,9 @@ func (a *Allocation) runOnAll(ctx context.Context, argv []string) ([]byte, error
 	}
 	out, err := p.collect(ctx)
 	if err != nil {
+		if r := remote.Refusal(err); r != err {
+			return nil, r
+		}
 		var ee *remote.ExitError
 		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
 			return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))

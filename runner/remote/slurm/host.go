@@ -67,7 +67,8 @@ func (h *Host) Name() string { return h.node }
 var ErrClosed = errors.New("slurm host closed")
 
 // launch starts argv as a step on the node; env is added to the step's
-// environment.
+// environment. An argv that names a file the allocation deployed is
+// guarded: the step checks the file before it runs argv.
 func (h *Host) launch(ctx context.Context, argv []string, stdin bool, env ...string) (*process, error) {
 	h.mu.Lock()
 	if h.closed {
@@ -75,6 +76,7 @@ func (h *Host) launch(ctx context.Context, argv []string, stdin bool, env ...str
 		return nil, ErrClosed
 	}
 	h.mu.Unlock()
+	argv = h.a.deployed.Guard(argv)
 	p, err := h.a.launch(ctx, stepSpec{nodes: []string{h.node}, bind: h.bind, argv: argv, stdin: stdin, env: env, log: h.log})
 	if err != nil {
 		return nil, err
@@ -114,7 +116,8 @@ func (h *Host) run(ctx context.Context, argv []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.collect(ctx)
+	out, err := p.collect(ctx)
+	return out, remote.Refusal(err)
 }
 
 // collect reads a started step's stdout and stderr to the end and waits

@@ -65,6 +65,7 @@ import (
 	"sync"
 	"time"
 
+	"rdmasweep/runner/remote"
 	"rdmasweep/runner/remote/agent"
 )
 
@@ -86,6 +87,9 @@ type Allocation struct {
 	mu      sync.Mutex
 	flights map[string]*flight // broadcasts under way, by remote path
 	sent    map[string]*sent   // the last broadcast that sent, by remote path
+	// deployed are the files broadcast to every node: every step whose
+	// argv names one is guarded (remote.Guard).
+	deployed remote.Deployed
 
 	// Where prestarted nodes attach (attach.go): a listener per address
 	// the nodes reach the runner at, the listener's address as each node

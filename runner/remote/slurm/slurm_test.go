@@ -137,6 +137,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("RunnerKilled", func(t *testing.T) { testRunnerKilled(t, l) })
 	t.Run("Deploy", func(t *testing.T) { testDeploy(t, l) })
 	t.Run("DeployNode", func(t *testing.T) { testDeployNode(t, l) })
+	t.Run("DeployForeignDir", func(t *testing.T) { testDeployForeignDir(t, l) })
 	t.Run("Prestart", func(t *testing.T) { testPrestart(t, l) })
 	t.Run("AttachSecurity", func(t *testing.T) { testAttachSecurity(t, l) })
 	t.Run("CPUBind", func(t *testing.T) { testCPUBind(t, l) })
@@ -361,6 +362,57 @@ func testDeploy(t *testing.T, l *lab) {
 		}
 	}
 	check("after n2's stale copy was replaced")
+}
+
+// A deploy directory another user made first on one node (issue 31) is
+// refused, naming it, its owner and its mode, and nothing is sent or run
+// there; a deployed file another user comes to own is never run.
+func testDeployForeignDir(t *testing.T, l *lab) {
+	ctx := ctxFor(t)
+	local := filepath.Join(t.TempDir(), "node")
+	marker := slurmlab.LocalDir + "/foreign-ran"
+	if err := os.WriteFile(local, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := slurmlab.LocalDir + "/foreign"
+	target := dir + "/node"
+	if _, err := l.c.Nodes["n2"].Output("sh", "-c", `install -d -o nobody -m 755 "$1" && cp "$2" "$1/node" && chown nobody "$1/node"`, "sh", dir, local); err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.a.Host("n1", slurm.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	_, err = h.Upload(ctx, local, target)
+	var unsafe *remote.UnsafePathError
+	if !errors.As(err, &unsafe) || unsafe.Path != dir || unsafe.Owner != "nobody" || unsafe.Mode != "drwxr-xr-x" {
+		t.Fatalf("broadcast into nobody's directory on n2 = %v; want an UnsafePathError naming %s, nobody, drwxr-xr-x", err, dir)
+	}
+	if out, _ := l.c.Nodes["n2"].Output("ls", "-A", dir); out != "node\n" {
+		t.Errorf("%s on n2 holds %q after the refusal; want only the planted node", dir, out)
+	}
+	for _, n := range slurmlab.NodeNames {
+		if _, err := l.c.Nodes[n].Output("test", "-e", marker); err == nil {
+			t.Errorf("the planted node ran on %s", n)
+		}
+	}
+
+	// Deployed, then another user's on one node: every step naming it
+	// there is refused before it runs.
+	own := slurmlab.LocalDir + "/own/node"
+	if _, err := h.Upload(ctx, local, own); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.c.Nodes["n1"].Output("chown", "nobody", own); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Run(ctx, []string{own}); !errors.As(err, &unsafe) || unsafe.Why != "another user owns it" {
+		t.Errorf("run the deployed node once nobody owns it = %v; want an UnsafePathError", err)
+	}
+	if _, err := l.c.Nodes["n1"].Output("test", "-e", marker); err == nil {
+		t.Errorf("the node another user owns ran")
+	}
 }
 
 // The runner's own facts and deploy work through Slurm steps: each node's

@@ -202,7 +202,7 @@ hosts:
   server: {address: %s, user: root, identity_file: %q}
   client: %s
 ssh: {known_hosts: %q, host_key_policy: strict, connect_timeout: 10s, keepalive_interval: 5s}
-node: {binary: %q, remote_path: %s/node}
+node: {binary: %q, remote_path: %s}
 transport: tcp
 server: {file: %s/mixed.dat, file_size: 8MiB, create: true, cache: warm}
 client: {queue_depth: 4, verify: true}
@@ -212,11 +212,11 @@ sweep:
     total: [8MiB, 8MiB]
 timeouts: {ready: 2m, accept: 1m, point: 4m}
 output: {csv: out/arm64-mixed.csv, logs: out/logs}
-`, a.Addr, n.KeyFile, strings.Replace(guestHost, ", data_address: "+guest.GuestIP, "", 1), knownHosts, node, testhosts.DeployDir, testhosts.DeployDir)
+`, a.Addr, n.KeyFile, strings.Replace(guestHost, ", data_address: "+guest.GuestIP, "", 1), knownHosts, node, remoteNode, testhosts.DeployDir)
 		_, stderr := run(t, "exec", "arm64-mixed", plan)
 		// The guest still has its node from the rdma plan, at the same path.
-		for _, want := range []string{"server (root@" + a.Addr + ":22): deployed node to " + testhosts.DeployDir + "/node ",
-			"client (root@127.0.0.1:" + fmt.Sprint(g.SSHPort) + "): node at " + testhosts.DeployDir + "/node-linux-arm64 is up to date"} {
+		for _, want := range []string{"server (root@" + a.Addr + ":22): deployed node to " + remoteNode + " ",
+			"client (root@127.0.0.1:" + fmt.Sprint(g.SSHPort) + "): node at " + remoteNode + "-linux-arm64 is up to date"} {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("stderr lacks %q:\n%s", want, stderr)
 			}
@@ -235,8 +235,8 @@ output: {csv: out/arm64-mixed.csv, logs: out/logs}
 		if len(m.Hosts) != 2 {
 			t.Fatalf("manifest hosts: %+v", m.Hosts)
 		}
-		checkNode(t, m.Hosts[0], "x86_64", node, testhosts.DeployDir+"/node")
-		checkNode(t, m.Hosts[1], "aarch64", arm64Node, testhosts.DeployDir+"/node-linux-arm64")
+		checkNode(t, m.Hosts[0], "x86_64", node, remoteNode)
+		checkNode(t, m.Hosts[1], "aarch64", arm64Node, remoteNode+"-linux-arm64")
 		stdout, _ := run(t, "check", "arm64-mixed", plan)
 		checkTable(t, stdout, false)
 	})

@@ -40,8 +40,10 @@ func buildRunner(ctx context.Context, out string) error {
 	return nil
 }
 
-// remoteNode is where the sweep deploys node in the guest.
-const remoteNode = "/var/tmp/rdmasweep/node"
+// remoteNode is where the sweep deploys node in the guest: a directory
+// of root's own (issue 31), under the path testhosts.DeployDir has on a
+// namespace host, so one plan deploys to both.
+const remoteNode = "/var/tmp/rdmasweep/vm/node"
 
 // sweepPoints are the sweep's block sizes and the bytes each reads: 1024
 // reads at 4KiB and 64KiB; at 1MiB, 1024 reads would take most of a
