@@ -13,12 +13,13 @@ import (
 	"rdmasweep/testbed/testhosts"
 )
 
-// TestScaleDoc makes docs/scale.md's figures from a real run: a fan-in
-// sweep of 1, 2, 4 and 8 clients over tcp, the server on one namespace
-// host and the clients two to a host on four others, three repetitions,
-// then its aggregate bandwidth and p99 against clients. With
-// RDMASWEEP_DOCS set it writes docs/scale.png and docs/scale-excerpt.csv;
-// otherwise it only prints them.
+// TestScaleDoc makes the fan-in knee of docs/performance.md (which
+// docs/scale.md links) from a real run: a fan-in sweep of 1, 2, 4 and 8
+// clients over tcp, the server on one namespace host and the clients two
+// to a host on four others, three repetitions, then its aggregate
+// bandwidth and p99 against clients. With RDMASWEEP_DOCS set it writes
+// docs/scale.png and docs/scale-excerpt.csv; otherwise it only prints
+// them.
 //
 //	RDMASWEEP_DOCS=1 go test -tags bench -run TestScaleDoc -v ./runner/
 func TestScaleDoc(t *testing.T) {

@@ -73,7 +73,7 @@ func TestBenchOverheadClients(t *testing.T) {
 	slurmed := map[int]time.Duration{}
 	{
 		c := slurmlab.Start(t)
-		// Whole nodes, as docs/scale.md's sbatch script asks. The lab's
+		// Whole nodes, as docs/slurm.md's sbatch script asks. The lab's
 		// three nodes are one machine: a job of one CPU a node pins every
 		// step to CPU 0 of all three (task/affinity), and there a client
 		// woken by its go waited up to 0.35 s to run (perf sched) while the
