@@ -186,7 +186,7 @@ endif
 
 # The point runner's tests run its goroutines in process, so they run
 # under the race detector (RACE_PKGS); everything else without it.
-RACE_PKGS := ./runner/point
+RACE_PKGS := ./runner/points/point
 
 test: build test-stub test-rdma-link test-arm64
 	$(GO) vet ./...
@@ -217,8 +217,8 @@ bench: build
 # every committed corpus as ordinary tests.
 FUZZ_TARGETS := FuzzLoad:./plan/ FuzzDecode:./results/ FuzzServeRequests:./node/transport/tcp/ \
 	FuzzDecodeEndpoint:./node/transport/rdma/ FuzzServerHandshake:./node/transport/rdma/ \
-	FuzzParseIBReadBW:./runner/peer/ FuzzParseIperf3:./runner/peer/ FuzzParseFio:./runner/peer/ \
-	FuzzListening:./runner/peer/
+	FuzzParseIBReadBW:./runner/points/peer/ FuzzParseIperf3:./runner/points/peer/ FuzzParseFio:./runner/points/peer/ \
+	FuzzListening:./runner/points/peer/
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		name=$${t%%:*}; pkg=$${t#*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \

@@ -79,7 +79,7 @@ func repoPath(s string) string {
 	}
 	for _, top := range topLevel {
 		if strings.HasPrefix(s+"/", top) {
-			// An upper-case placeholder (`runner/peer/testdata/PEER/*.json`,
+			// An upper-case placeholder (`runner/points/peer/testdata/PEER/*.json`,
 			// `runner/cmd_NAME.go`) stands for any name there.
 			return placeholder.ReplaceAllString(s, "$1*$2")
 		}
@@ -116,19 +116,19 @@ func TestNamedPathsExist(t *testing.T) {
 
 func TestRepoPath(t *testing.T) {
 	for in, want := range map[string]string{
-		"runner/point":                     "runner/point",
-		"./node/transport/rdma/...":        "node/transport/rdma",
-		"plans/bench-*.yaml":               "plans/bench-*.yaml",
-		"results/schema.go:172":            "results/schema.go",
-		"docs/scale.md#under-slurm":        "docs/scale.md",
-		"Makefile":                         "Makefile",
-		"/srv/t/node":                      "",
-		"runner exec plans/x.yaml":         "",
-		"block_size":                       "",
-		"node/transport.Transport":         "node/transport",
-		"runner/peer/testdata/PEER/*.json": "runner/peer/testdata/*/*.json",
-		"runner/cmd_NAME.go":               "runner/cmd_*.go",
-		"README.md":                        "README.md",
+		"runner/points/point":                     "runner/points/point",
+		"./node/transport/rdma/...":               "node/transport/rdma",
+		"plans/bench-*.yaml":                      "plans/bench-*.yaml",
+		"results/schema.go:172":                   "results/schema.go",
+		"docs/scale.md#under-slurm":               "docs/scale.md",
+		"Makefile":                                "Makefile",
+		"/srv/t/node":                             "",
+		"runner exec plans/x.yaml":                "",
+		"block_size":                              "",
+		"node/transport.Transport":                "node/transport",
+		"runner/points/peer/testdata/PEER/*.json": "runner/points/peer/testdata/*/*.json",
+		"runner/cmd_NAME.go":                      "runner/cmd_*.go",
+		"README.md":                               "README.md",
 	} {
 		if got := repoPath(in); got != want {
 			t.Errorf("repoPath(%q) = %q, want %q", in, got, want)

@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	os.Unsetenv(attachedEnv)
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, attached: attached}
 	// Before any command: node checks it is the very file the runner
-	// deployed (deploypath in runner/remote says how).
+	// deployed (deploypath in runner/hosts/remote says how).
 	if err := selfCheck(); err != nil {
 		e.out = newPrinter(stdout, stderr, "json")
 		e.out.error(err)

@@ -8,7 +8,7 @@ import (
 
 // TestNodeLinksNoCSV holds the line between node and the results file:
 // node speaks the wire events of results, and the CSV (its reader, its
-// lock, its upgrade) is the runner's (runner/csvfile). A CSV library in
+// lock, its upgrade) is the runner's (runner/files/csvfile). A CSV library in
 // node's dependencies means that line was crossed.
 func TestNodeLinksNoCSV(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()

@@ -42,7 +42,7 @@ type ExpandOptions struct {
 	// plan, or --set. A parameter left at its default is reported at the
 	// point's workload value instead. One Error per (place, parameter,
 	// workload), however many points share it. The runner checks the peer workloads
-	// with it; the rules live with the peers (runner/peer).
+	// with it; the rules live with the peers (runner/points/peer).
 	Check func(pt Point) []Refusal
 }
 

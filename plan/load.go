@@ -370,7 +370,7 @@ func (l *loader) ssh(n *yaml.Node, p *Plan) {
 	// known_hosts and keepalive_interval stay unset unless written: the
 	// ssh layer then takes ssh_config's, then its defaults (docs/ssh.md).
 	// host_key_policy too: unset, the runner's flag, then ssh_config
-	// decide, and then strict (runner/remote, hostKeyPolicy).
+	// decide, and then strict (runner/hosts/remote, hostKeyPolicy).
 	p.SSH = SSH{ConnectTimeout: 10 * time.Second}
 	f, ok := l.mapping(n, "ssh", sshKeys)
 	if !ok {

@@ -1,7 +1,7 @@
 package plan
 
 // Pool plans: topology pairwise or ring over hosts.pool. The plan holds
-// the pool; the rounds are runner/fleet's schedule, and each pair of a
+// the pool; the rounds are runner/reading/fleet's schedule, and each pair of a
 // round is a point of one server and one client (Point.Pair).
 
 import (

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/slurmlab"
 	"rdmasweep/testbed/testhosts"

@@ -10,9 +10,9 @@ import (
 	"syscall"
 
 	"rdmasweep/plan"
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/runner/hint"
-	"rdmasweep/runner/preflight"
+	"rdmasweep/runner/points/preflight"
 )
 
 // command is one of the runner's commands, shaped as restic's are: an

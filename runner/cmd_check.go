@@ -5,8 +5,8 @@ import (
 	"flag"
 	"fmt"
 
-	"rdmasweep/runner/check"
-	"rdmasweep/runner/hostset"
+	"rdmasweep/runner/hosts/hostset"
+	"rdmasweep/runner/points/check"
 )
 
 // checkOptions are runner check's: the plan flags alone.

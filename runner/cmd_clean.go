@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/term"
 
-	"rdmasweep/runner/cleanup"
 	"rdmasweep/runner/hint"
-	"rdmasweep/runner/hostset"
+	"rdmasweep/runner/hosts/hostset"
+	"rdmasweep/runner/points/cleanup"
 )
 
 // cleanOptions are runner clean's.

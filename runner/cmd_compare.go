@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/compare"
+	"rdmasweep/runner/reading/compare"
 )
 
 type compareOptions struct {

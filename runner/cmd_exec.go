@@ -9,14 +9,14 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
-	"rdmasweep/runner/manifest"
-	"rdmasweep/runner/point"
-	"rdmasweep/runner/progress"
-	"rdmasweep/runner/resume"
-	"rdmasweep/runner/summary"
-	"rdmasweep/runner/sweep"
-	"rdmasweep/runner/verdict"
+	"rdmasweep/runner/files/csvfile"
+	"rdmasweep/runner/files/manifest"
+	"rdmasweep/runner/files/resume"
+	"rdmasweep/runner/points/point"
+	"rdmasweep/runner/points/progress"
+	"rdmasweep/runner/points/sweep"
+	"rdmasweep/runner/reading/summary"
+	"rdmasweep/runner/reading/verdict"
 )
 
 // execOptions are runner exec's.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"flag"
 
-	"rdmasweep/runner/summary"
-	"rdmasweep/runner/sweep"
+	"rdmasweep/runner/points/sweep"
+	"rdmasweep/runner/reading/summary"
 )
 
 // planCmdOptions are runner plan's: the plan flags alone.

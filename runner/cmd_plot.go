@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/fleet"
 	"rdmasweep/runner/hint"
-	"rdmasweep/runner/plot"
+	"rdmasweep/runner/reading/fleet"
+	"rdmasweep/runner/reading/plot"
 )
 
 // plotOptions are runner plot's.

@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 
-	"rdmasweep/runner/fleet"
 	"rdmasweep/runner/hint"
-	"rdmasweep/runner/summary"
-	"rdmasweep/runner/verdict"
+	"rdmasweep/runner/reading/fleet"
+	"rdmasweep/runner/reading/summary"
+	"rdmasweep/runner/reading/verdict"
 )
 
 // summaryOptions are runner summary's.

@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
-	"rdmasweep/runner/manifest"
+	"rdmasweep/runner/files/csvfile"
+	"rdmasweep/runner/files/manifest"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testenv"
 	"rdmasweep/testbed/testhosts"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/runner/hint"
 )
 

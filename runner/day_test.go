@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/runner/manifest"
+	"rdmasweep/runner/files/manifest"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testhosts"
 )

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testenv"
 	"rdmasweep/testbed/testhosts"

@@ -11,7 +11,7 @@ import (
 
 	"rdmasweep/internal/stat"
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testhosts"
 )

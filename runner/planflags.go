@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	"rdmasweep/plan"
-	"rdmasweep/runner/deploy"
-	"rdmasweep/runner/hostset"
-	"rdmasweep/runner/planload"
+	"rdmasweep/runner/hosts/deploy"
+	"rdmasweep/runner/hosts/hostset"
+	"rdmasweep/runner/points/planload"
 )
 
 // The plan flags and the PLAN argument every command that reads a plan
-// takes (runner/planload loads it), what a valid plan may still get wrong,
+// takes (runner/points/planload loads it), what a valid plan may still get wrong,
 // and the table of its points.
 
 // planOptions are the flags every command that reads a plan takes.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testhosts"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testenv"
 )

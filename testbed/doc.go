@@ -12,7 +12,7 @@
 //   - testenv: a skip by hand that fails under CI=true.
 //
 // The conformance suites are not here: they stay beside the interfaces
-// they test (runner/remote/hosttest beside remote.Host,
+// they test (runner/hosts/remote/hosttest beside remote.Host,
 // node/transport/transporttest beside transport.Transport), as restic
 // keeps internal/backend/test.
 //

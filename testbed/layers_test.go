@@ -31,6 +31,23 @@ var mayImport = map[string][]string{
 	"docs":     {},
 }
 
+// runnerWings is the order of runner/'s wings: each folder directly under
+// runner/ and the wings its non-test packages may import, besides their
+// own. points runs a plan (the sweep, a point and its peers, the probes,
+// check's table, clean); reading reads results (summary, verdicts, compare,
+// plot, the fleet's judgment, the knee search); files are what a run
+// leaves (the CSV, manifest, series, leftover record, resume); hosts
+// reaches them (remote, hostset, deploy, hostfacts, role); hint is the
+// error with a hint every wing may attach. runner's own package (main)
+// imports every wing. A new folder under runner/ needs its row here.
+var runnerWings = map[string][]string{
+	"points":  {"reading", "files", "hosts", "hint"},
+	"reading": {"files", "hosts", "hint"},
+	"files":   {"hosts", "hint"},
+	"hosts":   {"hint"},
+	"hint":    {},
+}
+
 // tagSets are the build tags whose files change what a package imports:
 // the rdma transport's cgo files, and the stub that stands in for them.
 var tagSets = []string{"", "rdma rdmaguest bench"}
@@ -57,6 +74,58 @@ func TestLayers(t *testing.T) {
 			t.Errorf("built with tags %q: %s", tags, v)
 		}
 	}
+}
+
+// TestRunnerWings fails on every import, in the non-test files of
+// runner's packages, that runs back up runnerWings's order, and on a
+// folder under runner/ that has no row.
+func TestRunnerWings(t *testing.T) {
+	module := goList(t, "", "-m", "-f", "{{.Path}}")
+	mod := strings.TrimSpace(string(module))
+	for _, tags := range tagSets {
+		for _, v := range wingViolations(mod, listPackages(t, tags)) {
+			t.Errorf("built with tags %q: %s", tags, v)
+		}
+	}
+}
+
+// wing returns the folder directly under runner/ that holds path, "" for
+// runner's own package, and false for a path outside runner/.
+func wing(mod, path string) (string, bool) {
+	if path == mod+"/runner" {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(path, mod+"/runner/")
+	if !ok {
+		return "", false
+	}
+	w, _, _ := strings.Cut(rest, "/")
+	return w, true
+}
+
+// wingViolations returns one line per import that runs back up the wings,
+// or comes from a folder with no row, naming both packages and the rule.
+func wingViolations(mod string, pkgs []listedPackage) []string {
+	var bad []string
+	for _, p := range pkgs {
+		from, ok := wing(mod, p.ImportPath)
+		if !ok || from == "" {
+			continue // outside runner/, or its main package, which may import any wing
+		}
+		allowed, known := runnerWings[from]
+		if !known {
+			bad = append(bad, fmt.Sprintf("%s is in runner/%s/, which has no row in runnerWings: say which wings it may import", p.ImportPath, from))
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, ok := wing(mod, imp)
+			if !ok || to == from || slices.Contains(allowed, to) {
+				continue
+			}
+			bad = append(bad, fmt.Sprintf("%s imports %s: runner/%s/ may import %s, so this import runs back up the wings", p.ImportPath, imp, from, layerList(allowed)))
+		}
+	}
+	return bad
 }
 
 // listPackages lists every package of the module, built with tags. cgo is
@@ -195,5 +264,27 @@ func TestLayerViolations(t *testing.T) {
 	}
 	if err := checkSeen("m", append(pkgs, listedPackage{ImportPath: "m/fleet"})); err == nil || !strings.Contains(err.Error(), "top-level directory fleet/") {
 		t.Errorf("checkSeen of a directory with no row: %v, want it refused", err)
+	}
+}
+
+// TestWingViolations: the wings' rules catch an import back up them and a
+// folder with no row, and let a wing import itself and the wings below.
+func TestWingViolations(t *testing.T) {
+	pkgs := []listedPackage{
+		{ImportPath: "m/runner", Imports: []string{"m/runner/points/sweep", "m/runner/hosts/remote"}},
+		{ImportPath: "m/runner/points/sweep", Imports: []string{"m/runner/points/point", "m/runner/reading/summary", "m/runner/files/csvfile", "m/runner/hint"}},
+		{ImportPath: "m/runner/reading/summary", Imports: []string{"m/runner/files/manifest", "m/plan"}},
+		{ImportPath: "m/runner/files/manifest", Imports: []string{"m/runner/hosts/hostset", "m/runner/reading/verdict"}},
+		{ImportPath: "m/runner/hosts/hostset", Imports: []string{"m/runner/points/point"}},
+		{ImportPath: "m/runner/misc/x", Imports: []string{"fmt"}},
+	}
+	got := wingViolations("m", pkgs)
+	want := []string{
+		"m/runner/files/manifest imports m/runner/reading/verdict: runner/files/ may import only hosts, hint, so this import runs back up the wings",
+		"m/runner/hosts/hostset imports m/runner/points/point: runner/hosts/ may import only hint, so this import runs back up the wings",
+		"m/runner/misc/x is in runner/misc/, which has no row in runnerWings: say which wings it may import",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("wingViolations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -83,7 +83,7 @@ func TestFunctionLength(t *testing.T) {
 }
 
 // funcName is dir.Func or dir.Recv.Method, dir relative to the module
-// root, e.g. "runner/remote.SSH.Upload".
+// root, e.g. "runner/hosts/remote.SSH.Upload".
 func funcName(dir string, fd *ast.FuncDecl) string {
 	name := fd.Name.Name
 	if fd.Recv != nil && len(fd.Recv.List) > 0 {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 )
 
 // ReadRows reads a results CSV.

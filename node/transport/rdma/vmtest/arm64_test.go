@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
-	"rdmasweep/runner/manifest"
+	"rdmasweep/runner/files/csvfile"
+	"rdmasweep/runner/files/manifest"
 	"rdmasweep/testbed/guest"
 	"rdmasweep/testbed/testenv"
 	"rdmasweep/testbed/testhosts"

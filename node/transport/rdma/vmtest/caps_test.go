@@ -14,7 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/testbed/guest"
 )
 

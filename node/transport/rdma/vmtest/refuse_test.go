@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"rdmasweep/runner/csvfile"
+	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/testbed/guest"
 )
 

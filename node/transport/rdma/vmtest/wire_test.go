@@ -19,8 +19,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/csvfile"
-	"rdmasweep/runner/manifest"
+	"rdmasweep/runner/files/csvfile"
+	"rdmasweep/runner/files/manifest"
 	"rdmasweep/testbed/guest"
 	"rdmasweep/testbed/testenv"
 )

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rdmasweep/results"
-	"rdmasweep/runner/preflight"
+	"rdmasweep/runner/points/preflight"
 )
 
 // underMemlock64 starts node with args as root with `ulimit -l 64`, and

@@ -1,0 +1,98 @@
+// Package planload loads a plan as the runner runs it: the file named, or
+// the built-in plans/loopback.yaml; --set and --launcher applied as the
+// plan's own fields; under Slurm, the allocation's nodes as the hosts and
+// the addresses Slurm knows them by; and what each point's peer workload
+// cannot take refused at the plan's positions (runner/points/peer). Every error
+// of the plan and its expansion is a plan.ErrorList.
+package planload
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+
+	"rdmasweep/plan"
+	"rdmasweep/plans"
+	"rdmasweep/results/param"
+	"rdmasweep/runner/hosts/remote"
+	"rdmasweep/runner/hosts/remote/slurm"
+	"rdmasweep/runner/points/peer"
+)
+
+// EmbeddedName is how messages name the built-in default plan.
+const EmbeddedName = plans.LoopbackName + " (built in)"
+
+// Options are the plan flags every command that reads a plan takes.
+type Options struct {
+	Set, Only []string // --set name=value, --only name=v1,v2
+	MaxPoints int      // refuse an expansion of more points
+	Launcher  string   // --launcher: ssh or slurm; "" is the plan's
+	// NodeBinary is node.binary when the plan names none.
+	NodeBinary string
+}
+
+// Load loads, validates and expands the plan at path; "" is the plan
+// built into the runner.
+func Load(ctx context.Context, path string, o Options) (*plan.Plan, []plan.Point, error) {
+	set := o.Set
+	if o.Launcher != "" {
+		// --launcher L is --set launcher=L, checked the same way.
+		set = append(slices.Clone(set), "launcher="+o.Launcher)
+	}
+	var alloc *slurm.Allocation
+	opts := plan.Options{Set: set, NodeBinary: o.NodeBinary, Allocation: func() ([]string, error) {
+		a, err := slurm.FromEnv(ctx, os.Environ())
+		if err != nil {
+			return nil, err
+		}
+		alloc = a
+		return a.Nodes(), nil
+	}}
+	var (
+		p   *plan.Plan
+		err error
+	)
+	if path == "" {
+		p, err = plan.Parse(EmbeddedName, plans.Loopback, opts)
+	} else {
+		p, err = plan.Load(path, opts)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	hostName := func(address string) string { return remote.ResolveHostName(address, "") }
+	if alloc != nil {
+		// A node is dialled at the address Slurm knows it by.
+		hostName = func(node string) string { return alloc.NodeAddr(ctx, node) }
+	}
+	pts, err := plan.Expand(p, plan.ExpandOptions{Only: o.Only, MaxPoints: o.MaxPoints, HostName: hostName, Check: checkWorkload})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, pts, nil
+}
+
+// checkWorkload refuses what a point's peer workload cannot take: the
+// rules are runner/points/peer's (peer.Check), the positions plan's.
+func checkWorkload(pt plan.Point) []plan.Refusal {
+	w := pt.Values.Str(param.Workload)
+	if w == "node" {
+		return nil
+	}
+	errs, err := peer.Check(w, peer.FromValues(pt.Values))
+	if err != nil {
+		return []plan.Refusal{{Param: "workload", Msg: err.Error()}}
+	}
+	var out []plan.Refusal
+	if pt.Hosts.Several() {
+		// A peer runs one server and one client; its row is one pair's.
+		out = append(out, plan.Refusal{Param: "clients", Msg: fmt.Sprintf(
+			"workload %s runs one server and one client, and this point has %d clients and %d servers; list one host per role for the peers",
+			w, pt.Clients(), len(pt.Hosts.Servers))})
+	}
+	for _, e := range errs {
+		out = append(out, plan.Refusal{Param: e.Param, Msg: e.Error()})
+	}
+	return out
+}

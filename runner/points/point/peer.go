@@ -1,0 +1,209 @@
+package point
+
+// Peer workloads as roles: a point whose workload is ib_read_bw, iperf3
+// or fio runs that tool instead of node serve and node read, with the
+// argv runner/points/peer builds from the point's parameters, and its report
+// becomes the row.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"rdmasweep/plan"
+	"rdmasweep/results"
+	"rdmasweep/results/param"
+	"rdmasweep/runner/hosts/remote"
+	"rdmasweep/runner/hosts/role"
+	"rdmasweep/runner/points/peer"
+)
+
+// isPeer reports whether pt is measured by a peer rather than by node.
+func isPeer(pt plan.Point) bool { return pt.Values.Str(param.Workload) != "node" }
+
+// runPeer runs one repetition of a peer point: its roles, then its
+// report read into the row.
+func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time.Time) (results.Row, Timing, error) {
+	name := pt.Values.Str(param.Workload)
+	srvT, cliT := r.peerTargets(pt)
+	row := r.baseRow(pt, rep, start, srvT, cliT)
+	row.Scope = results.ScopeClient
+	fail := func(err error) (results.Row, Timing, error) {
+		row.Status, row.Error = results.StatusFailed, err.Error()
+		return row, Timing{Wall: time.Since(start)}, nil
+	}
+	roles, err := r.PeerRoles(pt)
+	if err != nil {
+		return fail(err)
+	}
+	if name == peer.Fio {
+		row.ClientHost = srvT.Host.Name() // fio reads on the server's host
+	}
+	reports, tm, err := r.run(ctx, roles, results.Control{}, r.logBase(pt, rep), nil)
+	if err != nil {
+		if ready := reports[0].Ready; ready != nil { // fio's prepare got this far
+			row.SetReady(ready)
+		}
+		if err == ErrInterrupted {
+			return row, tm, err
+		}
+		row.Status, row.Error = results.StatusFailed, err.Error()
+		return row, tm, nil
+	}
+	measuring := roles[len(roles)-1]
+	opts := peer.ParseOptions{}
+	if name == peer.IBReadBW {
+		opts.ClientCPUs = r.cpus(ctx, measuring.Target.Host)
+	}
+	res, err := peer.Parse(name, reports[len(reports)-1].Output, opts)
+	if err != nil {
+		return fail(measuring.Target.Wrap(role.Run, err))
+	}
+	if ready := reports[0].Ready; ready != nil {
+		row.SetReady(ready)
+	}
+	setPeerResult(&row, res)
+	row.Status = results.StatusOK
+	tm.Measured = time.Duration(res.Seconds * float64(time.Second))
+	return row, tm, nil
+}
+
+// setPeerResult copies a peer's figures into the row; what it does not
+// give stays empty (latency for ib_read_bw and iperf3, verified always).
+func setPeerResult(row *results.Row, res peer.Result) {
+	row.Bytes, row.Seconds, row.BandwidthMBs, row.IOPS = &res.Bytes, &res.Seconds, &res.BandwidthMBs, res.IOPS
+	if l := res.Latency; l != nil {
+		row.LatAvgUs, row.LatP50Us, row.LatP99Us, row.LatP999Us, row.LatMaxUs = &l.AvgUs, &l.P50Us, &l.P99Us, &l.P999Us, &l.MaxUs
+	}
+	row.CPUClient, row.CPUServer = res.CPUClient, res.CPUServer
+}
+
+// PeerRoles are the roles of a peer point. ib_read_bw and iperf3: the
+// tool's server on the server host, ready when its port listens (ss -ltn
+// there), then its client on the client host. fio: node prepare on the
+// server host (the file made as node serve makes it, the cold or warm
+// step done), then fio on the same host, reading that file.
+func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
+	name := pt.Values.Str(param.Workload)
+	srvT, cliT := r.peerTargets(pt)
+	srvCPUs, cliCPUs := pt.Hosts.Server().CPUs, pt.Hosts.Client().CPUs
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tag := hex.EncodeToString(rnd[:])
+	build := func(t role.Target) (peer.Commands, error) {
+		p := peer.FromValues(pt.For(t.Role))
+		p.ServerAddr = pt.Hosts.Server().DataAddress
+		p.OutDir, p.ReportTag = r.reportDir(t), tag
+		return peer.Build(name, p)
+	}
+	srv, err := build(srvT)
+	if err != nil {
+		return nil, srvT.Wrap(role.Start, err)
+	}
+	fixed := func(cpus string, argv []string) func(map[string]*results.Ready) []string {
+		return func(map[string]*results.Ready) []string { return r.toolArgv(cpus, argv) }
+	}
+	if name == peer.Fio {
+		t := role.Target{Role: cliT.Role, Host: srvT.Host, Label: fmt.Sprintf("fio (%s)", srvT.Host.Name()), NodePath: srvT.NodePath}
+		return []Role{
+			{
+				Target: srvT,
+				Argv: func(map[string]*results.Ready) []string {
+					return r.prepareArgv(pt, srvT, srvCPUs)
+				},
+				Ready:  OnReadyEvent,
+				Output: OutputExit,
+			},
+			{Target: t, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(srvCPUs, srv.Client), Ready: OnStart, Output: OutputStdout},
+		}, nil
+	}
+	cli, err := build(cliT)
+	if err != nil {
+		return nil, cliT.Wrap(role.Start, err)
+	}
+	server := Role{Target: srvT, Tool: name, Argv: fixed(srvCPUs, srv.Server), Ready: OnListening, Port: srv.ReadyPort, Output: OutputExit}
+	if srv.ServerReport != "" {
+		server.Output, server.Report = OutputFile, srv.ServerReport
+	}
+	client := Role{Target: cliT, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(cliCPUs, cli.Client), Ready: OnStart, Output: OutputStdout}
+	if cli.ClientReport != "" {
+		client.Output, client.Report = OutputFile, cli.ClientReport
+	}
+	return []Role{server, client}, nil
+}
+
+// peerTargets are the server's and the client's targets: a peer point has
+// one of each (validate refuses several clients with a peer).
+func (r *Runner) peerTargets(pt plan.Point) (srv, cli role.Target) {
+	roles := pt.Hosts.Roles()
+	return r.target(roles[0].Name), r.target(roles[len(roles)-1].Name)
+}
+
+// prepareArgv is node prepare's command line: serve's file parameters from
+// the table, over tcp (nothing is registered: fio reads the file itself).
+func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string {
+	v := pt.For(t.Role)
+	argv := []string{t.NodePath, "prepare", "--transport", "tcp"}
+	for _, id := range []param.ID{param.File, param.FileSize, param.Create, param.Cache} {
+		argv = append(argv, results.ParamOf(id).Argv("tcp", v)...)
+	}
+	argv = append(argv, "--control-stdin", "--deadline", r.deadline())
+	return pinned(cpus, argv)
+}
+
+// toolArgv runs a peer's argv under timeout(1) at node's own deadline,
+// since a tool does not stop when the runner's connection goes (node does,
+// on stdin's end): an ib_read_bw server left waiting would hold its port.
+// It is pinned as node would be, so both see the same CPUs.
+func (r *Runner) toolArgv(cpus string, argv []string) []string {
+	d, _ := time.ParseDuration(r.deadline())
+	secs := strconv.Itoa(int(math.Ceil(d.Seconds())))
+	return pinned(cpus, append([]string{"timeout", secs}, argv...))
+}
+
+// reportDir is where a peer on t writes a report file: beside node on a
+// remote host (that directory exists: node was deployed there, and only
+// the login user may write it, see remote.Upload), and in this exec's log
+// directory for a local role. Each point's reports have names of their
+// own (peer.Params.ReportTag). The runner reads the file
+// back, removes it and keeps it beside the role's log.
+func (r *Runner) reportDir(t role.Target) string {
+	if _, local := t.Host.(remote.Local); local {
+		return r.LogDir
+	}
+	return path.Dir(t.NodePath)
+}
+
+// cpus is how many CPUs h has, as /proc/stat counts them (ib_read_bw's
+// CPU_util is a share of all of them); 0 when unknown. Asked once per
+// host.
+func (r *Runner) cpus(ctx context.Context, h remote.Host) int {
+	r.cpuMu.Lock()
+	defer r.cpuMu.Unlock()
+	if n, ok := r.cpuCount[h]; ok {
+		return n
+	}
+	out, err := h.Run(ctx, []string{"grep", "-c", "^cpu[0-9]", "/proc/stat"})
+	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		n = 0
+	}
+	if r.cpuCount == nil {
+		r.cpuCount = map[remote.Host]int{}
+	}
+	r.cpuCount[h] = n
+	return n
+}
+
+// peerState is what a Runner keeps across peer points.
+type peerState struct {
+	cpuMu    sync.Mutex
+	cpuCount map[remote.Host]int
+}

@@ -1,0 +1,186 @@
+package point
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/hosts/remote"
+	"rdmasweep/runner/hosts/role"
+	"rdmasweep/testbed/testenv"
+)
+
+// freePort is a TCP port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A plan sweeping workload [node, iperf3, fio] gives rows from each, in
+// that order: node's with its CPU from its events, iperf3's from its -J
+// report (no latency: it has none), fio's from its JSON, read on the
+// server's host from the file node prepare made.
+func TestRunPeersMakeRows(t *testing.T) {
+	testenv.NeedTool(t, "iperf3", "iperf3")
+	testenv.NeedTool(t, "fio", "fio")
+	testenv.NeedTool(t, "ss", "iproute2")
+	r, pts, rec := localRunner(t, `name: t
+hosts: {server: {address: local}, client: {address: local}}
+server: {file: %s/f.dat, file_size: 16MiB, create: true, cache: warm, port: `+fmt.Sprint(freePort(t))+`}
+client: {queue_depth: 4, block_size: 256KiB, total: 64MiB}
+sweep: {matrix: {workload: [node, iperf3, fio]}}
+timeouts: {ready: 20s, accept: 20s, point: 60s}
+`)
+	var all []results.Row
+	for _, pt := range pts {
+		rows, tm, err := r.Run(context.Background(), pt, 1)
+		if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK {
+			t.Fatalf("point %v: %v %+v", pt.Swept, err, rows)
+		}
+		row := rows[0]
+		if tm.Measured <= 0 || *row.BandwidthMBs <= 0 || *row.Seconds <= 0 || (row.Verified != nil) != (row.Workload() == "node") {
+			t.Errorf("%s: row %+v timing %+v", row.Workload(), row, tm)
+		}
+		all = append(all, row)
+	}
+	node, iperf, fio := all[0], all[1], all[2]
+	if node.Workload() != "node" || node.CPUClient == nil || node.CPUServer == nil || *node.CPUClient <= 0 {
+		t.Errorf("node row: workload %q cpu %v %v", node.Workload(), node.CPUClient, node.CPUServer)
+	}
+	if iperf.Workload() != "iperf3" || iperf.LatP99Us != nil || iperf.IOPS != nil || iperf.CPUClient == nil || iperf.CPUServer == nil ||
+		*iperf.Bytes < 32<<20 || iperf.ClientHost != "local" {
+		t.Errorf("iperf3 row: %+v", iperf)
+	}
+	if fio.Workload() != "fio" || fio.LatP99Us == nil || *fio.LatP99Us < *fio.LatP50Us || fio.CPUClient == nil || fio.CPUServer != nil ||
+		*fio.Bytes != 64<<20 || fio.CachedFraction == nil || *fio.CachedFraction != 1 {
+		t.Errorf("fio row: %+v", fio)
+	}
+	if l := rec.leftover(); l != "" {
+		t.Errorf("nodes left: %s", l)
+	}
+	// iperf3's and fio's reports are in the logs.
+	logs, _ := filepath.Glob(filepath.Join(r.LogDir, "*-r1.client.log"))
+	var logText strings.Builder
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		logText.Write(b)
+	}
+	for _, want := range []string{"timeout ", "iperf3 -c 127.0.0.1", `"sum_received"`, "fio --name=rdmasweep", `"jobs"`} {
+		if !strings.Contains(logText.String(), want) {
+			t.Errorf("client logs lack %q", want)
+		}
+	}
+}
+
+// A peer's port that something else already listens on is refused before
+// the peer starts: that socket would pass for its readiness.
+func TestRunPeerRefusesABusyPort(t *testing.T) {
+	testenv.NeedTool(t, "iperf3", "iperf3")
+	testenv.NeedTool(t, "ss", "iproute2")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r, pts, _ := localRunner(t, `name: t
+hosts: {server: {address: local}, client: {address: local}}
+server: {file: %s/f.dat, file_size: 16MiB, create: true, port: `+fmt.Sprint(l.Addr().(*net.TCPAddr).Port)+`}
+workload: iperf3
+timeouts: {ready: 20s, accept: 20s, point: 60s}
+`)
+	rows, _, err := r.Run(context.Background(), pts[0], 1)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %+v, %v", rows, err)
+	}
+	row := rows[0]
+	if row.Status != results.StatusFailed || !strings.HasPrefix(row.Error, "server (local): port ") || !strings.Contains(row.Error, "already in use") {
+		t.Fatalf("row %s %q, %v", row.Status, row.Error, err)
+	}
+}
+
+// An OutputFile role's report is read back from its host once it exits,
+// removed there, and kept beside its log.
+func TestRunReadsReportFiles(t *testing.T) {
+	r, _, _ := localRunner(t, "name: t\nhosts: {server: {address: local}, client: {address: local}}\nserver: {file: %s/f.dat, file_size: 1MiB}\n")
+	report := filepath.Join(t.TempDir(), "r.json")
+	roles := []Role{{
+		Target: role.Target{Role: "server", Host: remote.Local{}, Label: "server (local)"},
+		Tool:   "sh",
+		Argv: func(map[string]*results.Ready) []string {
+			return []string{"sh", "-c", `printf '{"a":1}' > "$0"`, report}
+		},
+		Ready: OnStart, Output: OutputFile, Report: report,
+	}}
+	base := filepath.Join(r.LogDir, "x")
+	reports, _, err := r.run(context.Background(), roles, results.Control{}, base, nil)
+	if err != nil || string(reports[0].Output) != `{"a":1}` {
+		t.Fatalf("report %q, %v", reports[0].Output, err)
+	}
+	if _, err := os.Stat(report); !os.IsNotExist(err) {
+		t.Errorf("report left on the host: %v", err)
+	}
+	if b, _ := os.ReadFile(base + ".server.report.json"); string(b) != `{"a":1}` {
+		t.Errorf("log copy %q", b)
+	}
+	// A tool that exits cleanly without writing it fails the role, named.
+	roles[0].Argv = func(map[string]*results.Ready) []string { return []string{"true"} }
+	_, _, err = r.run(context.Background(), roles, results.Control{}, base, nil)
+	if err == nil || !strings.Contains(err.Error(), "server (local): sh exited, but its report") {
+		t.Fatalf("missing report: %v", err)
+	}
+}
+
+// A peer tool that fails for a reason its own last line does not give
+// has it said in the error: ib_read_bw's "Can't produce a report" after
+// perftest's clock check.
+func TestRunDiagnosesToolFailure(t *testing.T) {
+	r, _, _ := localRunner(t, "name: t\nhosts: {server: {address: local}, client: {address: local}}\nserver: {file: %s/f.dat, file_size: 1MiB}\n")
+	roles := []Role{{
+		Target: role.Target{Role: "client", Host: remote.Local{}, Label: "client (local)"},
+		Tool:   "ib_read_bw",
+		Argv: func(map[string]*results.Ready) []string {
+			return []string{"sh", "-c", `printf 'Correlation coefficient r^2: 0.41 < 0.9\nCan'"'"'t produce a report\n' >&2; exit 1`}
+		},
+		Ready: OnStart, Output: OutputFile, Report: filepath.Join(t.TempDir(), "r.json"),
+	}}
+	_, _, err := r.run(context.Background(), roles, results.Control{}, filepath.Join(r.LogDir, "x"), nil)
+	if err == nil || !strings.Contains(err.Error(), "before its report: Can't produce a report (perftest times its cycle counter") || !strings.Contains(err.Error(), "r² 0.41") {
+		t.Fatalf("error %v, want perftest's line and why", err)
+	}
+}
+
+// A symlink planted at a report's name (issue 31) is neither read nor
+// followed when removed: the runner gets an error, not the target's
+// bytes, and the target is left as it was.
+func TestReportSymlinkIsNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("not a report"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "ib_read_bw.0123.client.json")
+	if err := os.Symlink(secret, report); err != nil {
+		t.Fatal(err)
+	}
+	tg := role.Target{Role: "client", Host: remote.Local{}, Label: "client (local)"}
+	out, err := fetchReport(context.Background(), tg, report)
+	if err == nil || strings.Contains(string(out), "not a report") {
+		t.Errorf("fetch through a symlink = %q, %v; want a refusal", out, err)
+	}
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "not a report" {
+		t.Errorf("the symlink's target: %q, %v; want it untouched", b, err)
+	}
+	if _, err := os.Lstat(report); !os.IsNotExist(err) {
+		t.Errorf("the planted symlink is still there: %v", err)
+	}
+}

@@ -1,0 +1,217 @@
+package preflight
+
+import (
+	"strings"
+	"testing"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/hosts/hostfacts"
+)
+
+// roce is a host with one active RoCE port holding a link-local GID and
+// the IPv4-mapped GID of 198.51.100.10, in both RoCE versions.
+func roce() Facts {
+	return Facts{
+		Arch: "x86_64", Kernel: "6.1.0", UID: 1000, Memlock: "65536",
+		Node: hostfacts.Node{Present: true, Version: "v1", SHA256: "abc", Transports: []string{"rdma", "tcp"}},
+		Devices: []Device{{Name: "rxe0", MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, ODP: false, Ports: []Port{{
+			Port: 1, State: "ACTIVE", LinkLayer: "Ethernet", ActiveMTU: 1024, RateGbps: 10,
+			GIDs: []GID{
+				{Index: 0, GID: "fe80::1", Type: "RoCE v1"},
+				{Index: 1, GID: "fe80::1", Type: "RoCE v2"},
+				{Index: 2, GID: "::ffff:198.51.100.10", Type: "RoCE v1"},
+				{Index: 3, GID: "::ffff:198.51.100.10", Type: "RoCE v2"},
+			},
+		}}}},
+		File: &hostfacts.File{Path: "/data/f", DirExists: true, DirWritable: true, FSType: "ext4", AvailBytes: 10 << 30},
+	}
+}
+
+func server(transport string) Need {
+	return Need{Role: "server", Transport: transport, NodeSHA256: "abc", DataAddress: "198.51.100.10", FileSize: 1 << 30, Create: true, Pinned: true}
+}
+
+func client() Need {
+	return Need{Role: "client", Transport: "rdma", NodeSHA256: "abc", DataAddress: "198.51.100.10"}
+}
+
+func checks(v Verdict) string {
+	var c []string
+	for _, p := range v.Problems {
+		if p.Hint == "" {
+			c = append(c, p.Check+"(no hint)")
+		}
+		c = append(c, p.Check)
+	}
+	return strings.Join(c, ",")
+}
+
+func TestJudge(t *testing.T) {
+	idx := func(i int) *int { return &i }
+	cases := []struct {
+		name     string
+		facts    func(f *Facts)
+		need     func(n *Need)
+		problems string // the failing checks, in order
+		cell     func(v Verdict) string
+		want     string // a substring of cell
+	}{
+		{"rdma server picks the GID of its data address, RoCE v2", nil, nil, "memory",
+			func(v Verdict) string { return v.RDMA }, "gid 3 ::ffff:198.51.100.10 (RoCE v2, auto)"},
+		// Memlock is judged by capabilities and limits, never by uid: root
+		// in a container with Docker's defaults holds neither capability.
+		{"root without CAP_IPC_LOCK is held to memlock", func(f *Facts) {
+			f.UID = 0
+			f.Host = &results.Host{MemlockBytes: 64 << 20, MemlockHardBytes: ptr(int64(64 << 20))}
+		}, nil, "memory", func(v Verdict) string { return v.Problems[0].Msg + " " + v.Problems[0].Hint }, "neither CAP_IPC_LOCK nor CAP_SYS_RESOURCE, so pinned registration fails give the process CAP_IPC_LOCK"},
+		{"the hint names the container case", func(f *Facts) { f.Host = &results.Host{MemlockBytes: 64 << 20} }, nil, "memory",
+			func(v Verdict) string { return v.Problems[0].Hint }, "--cap-add IPC_LOCK"},
+		{"CAP_IPC_LOCK lifts memlock", func(f *Facts) { f.UID = 1000; f.Host = &results.Host{MemlockBytes: 64 << 20, CapIPCLock: true} }, nil, "",
+			func(v Verdict) string { return v.Memory }, "memlock 64MiB (CAP_IPC_LOCK)"},
+		{"CAP_SYS_RESOURCE raises memlock", func(f *Facts) {
+			f.Host = &results.Host{MemlockBytes: 64 << 20, MemlockHardBytes: ptr(int64(64 << 20)), CapSysResource: true}
+		}, nil, "", func(v Verdict) string { return v.Memory }, "memlock 64MiB (CAP_SYS_RESOURCE)"},
+		{"a hard limit the soft one can rise to", func(f *Facts) { f.Host = &results.Host{MemlockBytes: 64 << 20, MemlockHardBytes: ptr(int64(-1))} }, nil, "",
+			func(v Verdict) string { return v.Memory }, "memlock 64MiB"},
+		{"InfiniBand routes by LID: no GID needed", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices[0].Ports[0] = Port{Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand", LID: 7, RateGbps: 100, ActiveMTU: 4096}
+			f.Choice = &results.DeviceChoice{Device: "rxe0", IBPort: 1, GIDIndex: -1}
+		}, nil, "", func(v Verdict) string { return v.RDMA }, "gid none (LID 7, no GRH)"},
+		{"InfiniBand by the plan's device, no GID table", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices[0].Ports[0] = Port{Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand", LID: 7}
+		}, nil, "", func(v Verdict) string { return v.RDMA }, "gid none (LID 7, no GRH)"},
+		{"InfiniBand with gid_index needs that GID (GRH)", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices[0].Ports[0] = Port{Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand", LID: 7}
+		}, func(n *Need) { n.GIDIndex = idx(0) }, "rdma", func(v Verdict) string { return v.RDMA }, "gid 0 not populated"},
+		{"configured gid_index", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.GIDIndex = idx(1) }, "",
+			func(v Verdict) string { return v.RDMA }, "gid 1 fe80::1 (RoCE v2)"},
+		{"unpopulated gid_index", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.GIDIndex = idx(7) }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "gid 7 not populated"},
+		{"port down", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Ports[0].State = "DOWN" }, nil, "rdma",
+			func(v Verdict) string { return v.RDMA }, "DOWN"},
+		{"odp without support", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.ODP, n.Pinned = true, false }, "odp",
+			func(v Verdict) string { return v.RDMA }, "odp no"},
+		{"node's choice by address wins over the first device", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices = append([]Device{{Name: "mlx5_0", Ports: []Port{{Port: 1, State: "ACTIVE", LinkLayer: "Ethernet"}}}}, f.Devices...)
+			f.Choice = &results.DeviceChoice{Device: "rxe0", IBPort: 1, GIDIndex: 3, GID: "::ffff:198.51.100.10", GIDType: "RoCE v2"}
+		}, nil, "", func(v Verdict) string { return v.RDMA }, "rxe0/1 ACTIVE Ethernet 10Gb/s mtu 1024 gid 3 ::ffff:198.51.100.10 (RoCE v2, auto)"},
+		{"no device holds the address", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.ChoiceError = "no RDMA device's network interface holds 198.51.100.99 (devices: rxe0); hint: name one with rdma.device"
+		}, nil, "rdma", func(v Verdict) string { return v.RDMA }, "no device for the address"},
+		{"block over max_msg_sz", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Ports[0].MaxMsgSz = 1 << 30 }, func(n *Need) { n.MaxBlock = 2 << 30 }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"block within max_msg_sz", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Ports[0].MaxMsgSz = 1 << 30 }, func(n *Need) { n.MaxBlock = 1 << 30 }, "",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"client queue over max_qp_wr", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].MaxQPWR = 64 }, func(n *Need) { *n = client(); n.MaxPerQP = 128 }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"server ignores max_qp_wr", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].MaxQPWR = 64 }, func(n *Need) { n.MaxPerQP = 128 }, "",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"max_rd_atomic over the requester's", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].MaxQPInitRdAtom = 16 }, func(n *Need) { *n = client(); n.MaxRdAtomic = 32 }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rd_atom 128/16"},
+		{"max_rd_atomic over the responder's", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].MaxQPRdAtom = 16 }, func(n *Need) { n.MaxRdAtomic = 32 }, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rd_atom 16/128"},
+		{"iWARP needs cm", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Transport = "iWARP" }, nil, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"iWARP with cm", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Transport = "iWARP" }, func(n *Need) { n.Connect = "cm" }, "",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"EFA is refused", func(f *Facts) { f.Memlock = "unlimited"; f.Devices[0].Unsupported = "EFA has no RC QPs (it uses SRD)" }, nil, "rdma",
+			func(v Verdict) string { return v.RDMA }, "rxe0/1"},
+		{"pinning beyond MemAvailable", func(f *Facts) {
+			f.Host = &results.Host{MemAvailableBytes: 512 << 20, MemTotalBytes: 1 << 30, CapIPCLock: true}
+		}, nil, "memory",
+			func(v Verdict) string { return v.Memory }, "memlock 64MiB (CAP_IPC_LOCK), 512MiB available"},
+		{"odp does not pin", func(f *Facts) {
+			f.Devices[0].ODP = true
+			f.Host = &results.Host{MemAvailableBytes: 512 << 20}
+		}, func(n *Need) { n.ODP, n.Pinned = true, false }, "",
+			func(v Verdict) string { return v.Memory }, "512MiB available"},
+		{"no device on an rdma plan", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices = nil
+			f.DevicesError = "rdma transport not built in"
+		}, nil, "rdma",
+			func(v Verdict) string { return v.RDMA }, "none"},
+		{"no device on a tcp plan is fine", func(f *Facts) { f.Devices = nil }, func(n *Need) { *n = server("tcp") }, "",
+			func(v Verdict) string { return v.RDMA }, "not needed for tcp"},
+		{"node without rdma", func(f *Facts) { f.Memlock = "unlimited"; f.Node.Transports = []string{"tcp"}; f.Devices = nil }, nil, "rdma",
+			func(v Verdict) string { return v.RDMA }, "unknown (node without rdma)"},
+		{"stale node", func(f *Facts) { f.Memlock = "unlimited"; f.Node.SHA256 = "old" }, nil, "node", func(v Verdict) string { return v.Node }, "stale"},
+		{"not enough space", func(f *Facts) { f.Memlock = "unlimited"; f.File.AvailBytes = 1 << 20 }, nil, "file", func(v Verdict) string { return v.File }, "1MiB free on ext4"},
+		{"our file, big enough", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.File.Exists, f.File.Sidecar, f.File.Size = true, true, 1<<30
+		}, nil, "",
+			func(v Verdict) string { return v.File }, "exists 1GiB"},
+		{"our file grows", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.File.Exists, f.File.Sidecar, f.File.Size = true, true, 1<<20
+		}, nil, "",
+			func(v Verdict) string { return v.File }, "will grow to 1GiB"},
+		{"the user's file with create", func(f *Facts) { f.Memlock = "unlimited"; f.File.Exists, f.File.Size = true, 1<<30 }, nil, "file",
+			func(v Verdict) string { return v.File }, "not ours"},
+		{"the user's file, served as it is", func(f *Facts) { f.Memlock = "unlimited"; f.File.Exists, f.File.Size = true, 1<<30 }, func(n *Need) { n.Create = false }, "",
+			func(v Verdict) string { return v.File }, "exists 1GiB"},
+		{"missing without create", func(f *Facts) { f.Memlock = "unlimited" }, func(n *Need) { n.Create = false }, "file", func(v Verdict) string { return v.File }, "missing"},
+		{"unwritable directory", func(f *Facts) { f.Memlock = "unlimited"; f.File.DirWritable = false }, nil, "file", func(v Verdict) string { return v.File }, "not writable"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, n := roce(), server("rdma")
+			if c.facts != nil {
+				c.facts(&f)
+			}
+			if c.need != nil {
+				c.need(&n)
+			}
+			v := Judge(f, n)
+			if got := checks(v); got != c.problems {
+				t.Errorf("problems %q, want %q: %+v", got, c.problems, v.Problems)
+			}
+			if cell := c.cell(v); !strings.Contains(cell, c.want) {
+				t.Errorf("cell %q lacks %q", cell, c.want)
+			}
+		})
+	}
+}
+
+func TestClientPrefersIPv4MappedGIDWithoutAddress(t *testing.T) {
+	f := roce()
+	v := Judge(f, Need{Role: "client", Transport: "rdma", NodeSHA256: "abc"})
+	if !strings.Contains(v.RDMA, "gid 3 ") || v.File != "-" || len(v.Problems) != 0 {
+		t.Errorf("client: %+v", v)
+	}
+}
+
+func TestNUMAWarning(t *testing.T) {
+	one, zero := 1, 0
+	f := roce()
+	f.Memlock = "unlimited"
+	f.Devices[0].NUMANode = &one
+	f.File.BlockDevice, f.File.BlockNUMA = "nvme0n1", &zero
+	f.NUMACPUs = map[int]string{0: "0-15", 1: "16-31"}
+	n := server("rdma")
+	n.CPUs = "16-19"
+	v := Judge(f, n)
+	want := "NUMA: cpus 16-19 on node 1, the RDMA device rxe0 on node 1, the file's disk nvme0n1 on node 0;"
+	if len(v.Warnings) != 1 || !strings.HasPrefix(v.Warnings[0], want) || len(v.Problems) != 0 {
+		t.Errorf("warnings %q problems %+v, want one starting %q and no problem", v.Warnings, v.Problems, want)
+	}
+	f.File.BlockNUMA = &one
+	if v := Judge(f, n); len(v.Warnings) != 0 {
+		t.Errorf("all on node 1: warnings %q", v.Warnings)
+	}
+	n.CPUs = "0-3"
+	if v := Judge(f, n); len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "cpus 0-3 on node 0") {
+		t.Errorf("cpus on node 0: warnings %q", v.Warnings)
+	}
+	if v := Judge(f, server("tcp")); len(v.Warnings) != 0 {
+		t.Errorf("tcp plan: warnings %q", v.Warnings)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

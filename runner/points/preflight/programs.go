@@ -1,0 +1,110 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"rdmasweep/plan"
+	"rdmasweep/results/param"
+	"rdmasweep/runner/hint"
+	"rdmasweep/runner/hosts/hostset"
+	"rdmasweep/runner/hosts/role"
+	"rdmasweep/runner/points/peer"
+)
+
+// PeerWorkloads are the peer workloads the points use, in plan order.
+func PeerWorkloads(pts []plan.Point) []string {
+	var out []string
+	for _, pt := range pts {
+		if w := pt.Values.Str(param.Workload); w != "node" && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// ProgramsFor lists what role's host must have on its PATH for the
+// points' peer workloads: each tool where it runs (fio on the server's
+// host only), timeout(1) beside it (the runner bounds a tool's life with
+// it), and ss on the server's host of a tool with a server (its
+// readiness).
+func ProgramsFor(pts []plan.Point, roleName string) []Program {
+	var out []Program
+	add := func(p Program) {
+		if !slices.ContainsFunc(out, func(q Program) bool { return q.Binary == p.Binary }) {
+			out = append(out, p)
+		}
+	}
+	for _, w := range PeerWorkloads(pts) {
+		t, err := peer.Lookup(w)
+		if err != nil || !slices.Contains(t.Roles, roleName) {
+			continue
+		}
+		add(Program{Workload: w, Binary: t.Binary, Debian: t.Debian, RHEL: t.RHEL, Version: true})
+		add(Program{Workload: w, Binary: "timeout", Debian: "coreutils", RHEL: "coreutils"})
+		if t.HasServer && roleName == "server" {
+			add(Program{Workload: w, Binary: peer.ReadyCommand[0], Debian: "iproute2", RHEL: "iproute"})
+		}
+	}
+	return out
+}
+
+// CheckPrograms refuses an exec, before any point, whose hosts lack a
+// program its peer workloads need.
+func CheckPrograms(ctx context.Context, s *hostset.Set, pts []plan.Point) error {
+	return s.EachRole(func(_ int, t role.Target) error {
+		progs := ProgramsFor(pts, t.Role)
+		if len(progs) == 0 {
+			return nil
+		}
+		facts, err := Programs(ctx, t.Host, progs)
+		if err != nil {
+			return t.Wrap(role.Facts, err)
+		}
+		if m := Missing(progs, facts); len(m) > 0 {
+			return hint.Wrap(t.Errorf(role.Facts, "workload %s needs %s, which is not on the host's PATH", m[0].Workload, m[0].Binary), m[0].Install())
+		}
+		return nil
+	})
+}
+
+// ProgramCells are a check row's cells for each peer workload: the tool's
+// version where it runs, "missing" with the packages, "-" where it does
+// not run; and a problem per missing program.
+func ProgramCells(ctx context.Context, t role.Target, pts []plan.Point) (map[string]string, []Problem) {
+	cells := map[string]string{}
+	progs := ProgramsFor(pts, t.Role)
+	if len(progs) == 0 {
+		return cells, nil
+	}
+	facts, err := Programs(ctx, t.Host, progs)
+	if err != nil {
+		return cells, []Problem{{Check: "programs", Msg: err.Error(), Hint: "check the host has a POSIX sh"}}
+	}
+	var problems []Problem
+	for _, p := range progs {
+		f := facts[p.Binary]
+		if f.Path == "" {
+			problems = append(problems, Problem{Check: p.Workload, Msg: fmt.Sprintf("%s is not on the host's PATH", p.Binary), Hint: p.Install()})
+		}
+		if !p.Version {
+			continue
+		}
+		switch {
+		case f.Path == "":
+			cells[p.Workload] = fmt.Sprintf("missing (Debian %s, RHEL %s)", p.Debian, p.RHEL)
+		case f.Version == "":
+			cells[p.Workload] = f.Path
+		default:
+			cells[p.Workload] = f.Version
+		}
+	}
+	for _, p := range progs { // a helper missing beside a present tool
+		if c := cells[p.Workload]; !p.Version && facts[p.Binary].Path == "" && c != "" && !strings.HasPrefix(c, "missing") {
+			cells[p.Workload] += ", no " + p.Binary
+		}
+	}
+	return cells, problems
+}

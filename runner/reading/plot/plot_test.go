@@ -1,0 +1,273 @@
+package plot
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rdmasweep/results"
+	"rdmasweep/runner/files/csvfile"
+)
+
+// The fixture is a cache sweep (cold, warm) over block sizes, with
+// file_size zipped to block size, repeats, and one failed run.
+func fixture(t *testing.T) []results.Row {
+	t.Helper()
+	rows, err := csvfile.Read("testdata/sweep.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6*math.Max(1, math.Abs(b)) }
+
+func TestBuildSplitsByCacheNotByZippedFileSize(t *testing.T) {
+	series := mustBuild(t, fixture(t))
+	type want struct {
+		bs         int64
+		n          int
+		bw, bwSD   float64
+		p50, p50SD float64
+		p99, p99SD float64
+	}
+	cases := []struct {
+		label  string
+		points []want
+	}{
+		{"cache=cold", []want{
+			{4 << 10, 2, 105, math.Sqrt(50), 11, math.Sqrt(2), 25, math.Sqrt(50)},
+			{64 << 10, 1, 400, 0, 50, 0, 80, 0}, // its second run failed
+			{1 << 20, 3, 1000, 100, 310, 10, 600, 100},
+		}},
+		{"cache=warm", []want{
+			{4 << 10, 2, 200, 0, 5, 0, 10, math.Sqrt(2)},
+			{1 << 20, 1, 2000, 0, 100, 0, 150, 0},
+		}},
+	}
+	if len(series) != len(cases) {
+		t.Fatalf("%d series, want %d: %+v", len(series), len(cases), series)
+	}
+	for i, c := range cases {
+		s := series[i]
+		if s.Label != c.label {
+			t.Errorf("series %d is %q, want %q", i, s.Label, c.label)
+		}
+		if len(s.Points) != len(c.points) {
+			t.Fatalf("%s: %d points, want %d: %+v", s.Label, len(s.Points), len(c.points), s.Points)
+		}
+		for j, w := range c.points {
+			p := s.Points[j]
+			if p.X != float64(w.bs) || p.N != w.n {
+				t.Errorf("%s point %d: block size %d from %d runs, want %d from %d", s.Label, j, int64(p.X), p.N, w.bs, w.n)
+			}
+			for _, f := range []struct {
+				what string
+				got  Stat
+				mean float64
+				sd   float64
+			}{
+				{"bandwidth", p.BandwidthMBs, w.bw, w.bwSD},
+				{"p50", p.LatP50Us, w.p50, w.p50SD},
+				{"p99", p.LatP99Us, w.p99, w.p99SD},
+			} {
+				if !near(f.got.Mean, f.mean) || !near(f.got.SD, f.sd) {
+					t.Errorf("%s %s %s: %g ± %g, want %g ± %g", s.Label, results.FormatSize(int64(p.X)), f.what, f.got.Mean, f.got.SD, f.mean, f.sd)
+				}
+			}
+		}
+	}
+}
+
+func TestSplitOnlyByParametersIndependentOfBlockSize(t *testing.T) {
+	ok := func(bs int64, qd int, total int64) results.Row {
+		bw := 1.0
+		return results.Row{Status: results.StatusOK, Params: map[string]string{"transport": "tcp", "block_size": fmt.Sprint(bs), "queue_depth": fmt.Sprint(qd), "total": fmt.Sprint(total)}, BandwidthMBs: &bw}
+	}
+	cases := []struct {
+		name   string
+		rows   []results.Row
+		labels []string
+	}{
+		{"nothing varies", []results.Row{ok(4096, 1, 1<<20), ok(8192, 1, 1<<20)}, []string{"all runs"}},
+		// total doubles with block size: a property of the x axis.
+		{"varies with block size", []results.Row{ok(4096, 1, 1<<20), ok(8192, 1, 2<<20), ok(4096, 1, 1<<20)}, []string{"all runs"}},
+		{"varies independently", []results.Row{ok(4096, 1, 1<<20), ok(4096, 8, 1<<20), ok(8192, 1, 2<<20), ok(8192, 8, 2<<20)},
+			[]string{"queue_depth=1", "queue_depth=8"}},
+		// Every block size sees one queue depth, but the sweep crossed
+		// them at one block size: that is enough to split.
+		{"crossed at one block size", []results.Row{ok(4096, 1, 1<<20), ok(4096, 8, 1<<20), ok(8192, 1, 1<<20)},
+			[]string{"queue_depth=1", "queue_depth=8"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var labels []string
+			for _, s := range mustBuild(t, c.rows) {
+				labels = append(labels, s.Label)
+			}
+			if strings.Join(labels, "|") != strings.Join(c.labels, "|") {
+				t.Errorf("series %q, want %q", labels, c.labels)
+			}
+		})
+	}
+}
+
+func TestWriteFilePNGAndSVG(t *testing.T) {
+	series := mustBuild(t, fixture(t))
+	dir := t.TempDir()
+
+	pngPath := filepath.Join(dir, "chart.png")
+	if err := WriteFile(pngPath, "fixture", "block_size", series); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(pngPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("the PNG does not decode: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
+		t.Errorf("PNG is %dx%d", b.Dx(), b.Dy())
+	}
+
+	svgPath := filepath.Join(dir, "chart.svg")
+	if err := WriteFile(svgPath, "fixture", "block_size", series); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(svgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The legend and the axis labels are text in the SVG.
+	for _, want := range []string{"<svg", "cache=cold", "cache=warm", "4KiB", "1MiB", "bandwidth (MB/s)"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+}
+
+func TestWriteFileRefusesWhatItCannotDraw(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteFile(filepath.Join(dir, "chart.pdf"), "", "block_size", mustBuild(t, fixture(t))); !errors.Is(err, ErrFormat) {
+		t.Errorf("pdf: %v, want ErrFormat", err)
+	}
+	if err := WriteFile(filepath.Join(dir, "chart.png"), "", "block_size", nil); !errors.Is(err, ErrNoData) {
+		t.Errorf("no series: %v, want ErrNoData", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused plot left files: %v", entries)
+	}
+}
+
+func TestOneBlockSizeStillDraws(t *testing.T) {
+	bw, lat := 10.0, 5.0
+	rows := []results.Row{{Status: results.StatusOK, Params: map[string]string{"block_size": "4096"}, BandwidthMBs: &bw, LatP50Us: &lat, LatP99Us: &lat}}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", "", "block_size", mustBuild(t, rows)); err != nil || buf.Len() == 0 {
+		t.Fatalf("%v (%d bytes)", err, buf.Len())
+	}
+}
+
+func TestPlainTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   string
+	}{
+		{0, 2700, "0 500 1000 1500 2000 2500"},
+		{0, 3200, "0 500 1000 1500 2000 2500 3000"},
+		{0, 90, "0 20 40 60 80"},
+		{0.1, 0.75, "0.1 0.2 0.3 0.4 0.5 0.6 0.7"},
+		{0, 1e6, "0 200000 400000 600000 800000 1000000"},
+	} {
+		var labels []string
+		for _, tk := range (plainTicks{}).Ticks(c.lo, c.hi) {
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if got := strings.Join(labels, " "); got != c.want {
+			t.Errorf("ticks %v..%v = %q, want %q", c.lo, c.hi, got, c.want)
+		}
+	}
+}
+
+func mustBuild(t *testing.T, rows []results.Row) []Series {
+	t.Helper()
+	s, err := Build(rows, "block_size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Along clients, as docs/scale.md draws a fan-in's knee: the aggregate and
+// the client rows are two series, block size is not the axis.
+func TestAlongClients(t *testing.T) {
+	row := func(scope string, k int, bw float64) results.Row {
+		return results.Row{Status: results.StatusOK, Scope: scope, BandwidthMBs: &bw,
+			Params: map[string]string{"block_size": "65536", "clients": fmt.Sprint(k)}}
+	}
+	rows := []results.Row{row("client", 1, 100), row("aggregate", 1, 100), row("client", 2, 90), row("client", 2, 90), row("aggregate", 2, 180)}
+	series, err := Build(rows, "clients")
+	if err != nil || len(series) != 2 || series[1].Label != "scope=aggregate" || series[1].Points[1].X != 2 || series[1].Points[1].BandwidthMBs.Mean != 180 {
+		t.Fatalf("%+v %v", series, err)
+	}
+	if _, err := Build(rows, "pattern"); !errors.Is(err, ErrX) {
+		t.Fatalf("x = pattern: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", "", "clients", series); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Against offered load: rate is the default axis when the rows offer
+// several loads, a closed loop's row (no rate) is left out, arrivals
+// splits, and the latency is the response latency.
+func TestAlongOfferedLoad(t *testing.T) {
+	row := func(offered, arrivals string, bw, resp float64, saturated bool) results.Row {
+		svc := resp / 10
+		r := results.Row{Status: results.StatusOK, BandwidthMBs: &bw, LatP50Us: &svc, LatP99Us: &svc, RespP50Us: &resp, RespP99Us: &resp,
+			Params: map[string]string{"block_size": "65536", "rate": offered, "arrivals": arrivals}}
+		if offered != "" {
+			r.Saturated = &saturated
+		}
+		return r
+	}
+	rows := []results.Row{
+		row("100", "fixed", 100, 500, false), row("204.8", "fixed", 204.8, 900, false), row("400", "fixed", 300, 90000, true),
+		row("100", "poisson", 100, 700, false), row("", "", 1000, 50, false),
+	}
+	if x := DefaultX(rows); x != "rate" {
+		t.Fatalf("default x for rows offering 3 loads: %q, want rate", x)
+	}
+	if x := DefaultX(rows[3:]); x != "block_size" {
+		t.Fatalf("default x for rows offering one load: %q, want block_size", x)
+	}
+	series, err := Build(rows, "rate")
+	if err != nil || len(series) != 2 || series[0].Label != "arrivals=fixed" || series[1].Label != "arrivals=poisson" {
+		t.Fatalf("%+v %v: want a series per arrivals, the closed loop's row left out", series, err)
+	}
+	pts := series[0].Points
+	if len(pts) != 3 || pts[1].X != 204.8 || pts[2].RespP99Us.Mean != 90000 || pts[2].LatP99Us.Mean != 9000 || pts[2].Saturated != 1 || pts[0].Saturated != 0 {
+		t.Fatalf("fixed: %+v", pts)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", "", "rate", series); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"offered load per client (MB/s)", "response latency from due time", "service p99"} {
+		if !bytes.Contains(buf.Bytes(), []byte(want)) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+}
