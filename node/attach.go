@@ -246,7 +246,7 @@ var errNoCommand = errors.New("the runner closed the connection before sending a
 // (the first control line) is taken from the socket a child will read.
 func attachOnce(ctx context.Context, addr string, key results.AttachKey) (*net.TCPConn, []string, results.AttachKey, error) {
 	d := net.Dialer{Timeout: attachDialTimeout}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := d.DialContext(ctx, results.Network, addr)
 	if err != nil {
 		return nil, nil, key, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rdmasweep/node/transport"
+	"rdmasweep/results"
 )
 
 const defaultAccept = time.Minute
@@ -37,14 +38,14 @@ type roleFlags struct {
 // addFlags registers them. The RDMA flags are accepted by tcp too, and
 // ignored, so the runner can build one argv for both.
 func (f *roleFlags) addFlags(fs *flag.FlagSet) {
-	fs.StringVar(&f.transport, "transport", "tcp", "tcp or rdma")
+	fs.StringVar(&f.transport, "transport", results.TransportTCP, "tcp or rdma")
 	fs.StringVar(&f.format, "format", "json", "stdout format: json or text")
 	f.lifetime.addFlags(fs)
 	r := &f.rdma
 	fs.StringVar(&r.Device, "rdma-device", "", "RDMA device (default: the one whose interface holds the address in use)")
 	fs.IntVar(&r.IBPort, "ib-port", 0, "RDMA port, 1-based (0: the port holding the address, or 1)")
 	fs.IntVar(&r.GIDIndex, "gid-index", -1, "GID index (-1: pick from the address in use; given on InfiniBand, the QPs carry a GRH)")
-	fs.StringVar(&r.Connect, "rdma-connect", "tcp", "how QPs connect: tcp (node's exchange) or cm (rdma_cm, needed for iWARP)")
+	fs.StringVar(&r.Connect, "rdma-connect", results.ConnectTCP, "how QPs connect: tcp (node's exchange) or cm (rdma_cm, needed for iWARP)")
 	f.fabric = transport.DefaultFabric()
 	d := f.fabric
 	fs.IntVar(&f.fabric.TrafficClass, "traffic-class", d.TrafficClass, "GRH traffic class (RoCE DSCP<<2|ECN); set it on both roles (-1: unset, the port's default)")

@@ -69,7 +69,7 @@ func (o *readOptions) check() error {
 		return usagef("read: --warmup cannot be negative")
 	case o.barrier && !o.controlStdin:
 		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
-	case o.rate != "" && o.transport == "rdma" && o.rdma.CQModeration > 1:
+	case o.rate != "" && o.transport == results.TransportRDMA && o.rdma.CQModeration > 1:
 		return usagef("read: --rate with --cq-moderation %d: an open loop signals every READ, to time each from its due time; drop --cq-moderation", o.rdma.CQModeration)
 	case o.rate == "" && o.arrivals != "fixed":
 		return usagef("read: --arrivals %s needs --rate", o.arrivals)

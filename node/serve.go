@@ -156,7 +156,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 // page cache after that step. serve and prepare share it, so a peer that
 // reads the file (fio) starts from exactly the state node serve would.
 func prepareRegion(ctx context.Context, out *printer, o *serveOptions) (*region.File, float64, error) {
-	f, err := region.Open(ctx, o.file, region.Options{Size: int64(o.fileSize), Create: o.create, Writable: o.transport == "rdma"})
+	f, err := region.Open(ctx, o.file, region.Options{Size: int64(o.fileSize), Create: o.create, Writable: o.transport == results.TransportRDMA})
 	if err != nil {
 		return nil, 0, err
 	}

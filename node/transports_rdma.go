@@ -2,8 +2,11 @@
 
 package main
 
-import "rdmasweep/node/transport/rdma"
+import (
+	"rdmasweep/node/transport/rdma"
+	"rdmasweep/results"
+)
 
 // With the rdma tag this node carries the verbs transport (statically
 // linked with every rdma-core provider; see make node-rdma).
-func init() { transports["rdma"] = rdma.New() }
+func init() { transports[results.TransportRDMA] = rdma.New() }

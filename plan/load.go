@@ -19,7 +19,7 @@ import (
 
 // The keys each mapping may hold. They double as the --set vocabulary.
 var (
-	topKeys     = append([]string{"name", "description", "launcher", "hosts", "ssh", "node", "server", "client", "rdma", "sweep", "repeat", "timeouts", "output", "expect", "search"}, sectionKeys("", false)...)
+	topKeys     = append([]string{"name", "description", "launcher", "hosts", "ssh", "node", "server", "client", results.SectionRDMA, "sweep", "repeat", "timeouts", "output", "expect", "search"}, sectionKeys("", false)...)
 	roleKeys    = []string{"server", "client"}
 	hostKeys    = append([]string{"address", "port", "user", "identity_file", "jump", "data_address", "cpus"}, hostSections...)
 	sshKeys     = []string{"known_hosts", "host_key_policy", "connect_timeout", "keepalive_interval"}

@@ -163,7 +163,7 @@ func sectionKeys(section string, perHostOnly bool) []string {
 
 // paramSections are the plan sections that hold parameters, besides the
 // top level.
-var paramSections = []string{"server", "client", "rdma"}
+var paramSections = []string{"server", "client", results.SectionRDMA}
 
 // hostSections are the sections a host may override.
 var hostSections = func() []string {

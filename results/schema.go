@@ -50,7 +50,7 @@ var schema = []Field{
 	{Column: "status", Doc: "`ok` or `failed`"},
 	{Column: "error", Doc: "one line; the full stderr is in the log file"},
 	{Column: "transport", Doc: "`tcp` or `rdma`", Param: &Param{
-		Name: "transport", Kind: KindEnum, Enum: []string{"tcp", "rdma"}, Default: "tcp",
+		Name: "transport", Kind: KindEnum, Enum: []string{TransportTCP, TransportRDMA}, Default: TransportTCP,
 		Flag: "transport", Role: "both", Since: 1,
 		Doc: "how the client reads the server's region: `rdma` READs, or `tcp` requests (every plan can run without RDMA hardware)"}},
 	{Column: "server_host", Doc: "`local` or `user@address:port`; for pairwise and ring, the host as `hosts.pool` (or the allocation) names it"},
@@ -71,19 +71,19 @@ var schema = []Field{
 	{Column: "block_size_bytes", Unit: "bytes", Doc: "bytes per read", Param: &Param{
 		Name: "block_size", Section: "client", Kind: KindSize, Default: "1MiB", Min: 1, Max: 1<<31 - 1,
 		Limits: []Limit{
-			{Transport: "tcp", Max: 256 << 20, Why: "the tcp wire's largest reply"},
-			{Transport: "rdma", Max: 1 << 30, Why: "node's largest RDMA READ"},
+			{Transport: TransportTCP, Max: 256 << 20, Why: "the tcp wire's largest reply"},
+			{Transport: TransportRDMA, Max: 1 << 30, Why: "node's largest RDMA READ"},
 		},
 		Sweep: true, Flag: "block-size", Role: "read", Since: 1,
 		Doc: "bytes per read"}},
 	{Column: "queue_depth", Doc: "reads in flight", Param: &Param{
 		Name: "queue_depth", Section: "client", Kind: KindInt, Default: "16", Min: 1, Max: 1 << 20,
-		Limits: []Limit{{Transport: "rdma", Max: 4096, Why: "node's RDMA read loop holds 4096 reads in flight"}},
+		Limits: []Limit{{Transport: TransportRDMA, Max: 4096, Why: "node's RDMA read loop holds 4096 reads in flight"}},
 		Sweep:  true, Flag: "queue-depth", Role: "read", Since: 1,
 		Doc: "reads in flight in total, spread evenly over the QPs"}},
 	{Column: "qps", Doc: "RDMA queue pairs", Param: &Param{
 		Name: "qps", Section: "client", Kind: KindInt, Default: "1", Min: 1, Max: 1 << 16,
-		Limits: []Limit{{Transport: "rdma", Max: 1024, Why: "node connects at most 1024 QPs"}},
+		Limits: []Limit{{Transport: TransportRDMA, Max: 1024, Why: "node connects at most 1024 QPs"}},
 		Sweep:  true, Flag: "qps", Role: "read", Since: 1,
 		Doc: "RDMA queue pairs (tcp uses one connection)"}},
 	{Column: "pattern", Doc: "`sequential` or `random`", Param: &Param{
@@ -96,7 +96,7 @@ var schema = []Field{
 		Doc: "`cold` drops the file's pages before the point; `warm` reads it once"}},
 	{Column: "registration", Doc: "`pinned` or `odp`; empty for tcp", Param: &Param{
 		Name: "registration", Section: "server", Kind: KindEnum, Enum: []string{"pinned", "odp"}, Default: "pinned",
-		Transports: []string{"rdma"}, Sweep: true, Flag: "registration", Role: "serve", Since: 1,
+		Transports: []string{TransportRDMA}, Sweep: true, Flag: "registration", Role: "serve", Since: 1,
 		Doc: "`pinned` registers and pins the whole region; `odp` uses on-demand paging"}},
 	{Column: "total_bytes", Unit: "bytes", Doc: "what the point was set to read: `total`, or file_size when total is 0; 0 when it reads for a duration", Param: &Param{
 		Name: "total", Section: "client", Kind: KindSize, Default: "0", Min: 0,
@@ -133,16 +133,16 @@ var schema = []Field{
 		Flag: "port", Role: "serve", Since: 1,
 		Doc: "the server's TCP port, 0 for any free one (the RDMA handshake runs over it too)"}},
 	{Param: &Param{
-		Name: "device", Section: "rdma", Kind: KindString, PerHost: true,
-		Transports: []string{"rdma"}, Flag: "rdma-device", Role: "both", Since: 1,
+		Name: "device", Section: SectionRDMA, Kind: KindString, PerHost: true,
+		Transports: []string{TransportRDMA}, Flag: "rdma-device", Role: "both", Since: 1,
 		Doc: "the verbs device, e.g. `mlx5_0` or `rxe0`; default the one whose network interface holds the address the role uses (the server's listen address, the client's source address to the server), or on InfiniBand the only active port"}},
 	{Param: &Param{
-		Name: "ib_port", Section: "rdma", Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 255, PerHost: true,
-		Transports: []string{"rdma"}, Flag: "ib-port", Role: "both", Since: 1,
+		Name: "ib_port", Section: SectionRDMA, Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 255, PerHost: true,
+		Transports: []string{TransportRDMA}, Flag: "ib-port", Role: "both", Since: 1,
 		Doc: "the device's port; auto: the port holding the address in use, else 1"}},
 	{Param: &Param{
-		Name: "gid_index", Section: "rdma", Kind: KindInt, Auto: true, Min: 0, Max: 255, PerHost: true,
-		Transports: []string{"rdma"}, Flag: "gid-index", Role: "both", Since: 1,
+		Name: "gid_index", Section: SectionRDMA, Kind: KindInt, Auto: true, Min: 0, Max: 255, PerHost: true,
+		Transports: []string{TransportRDMA}, Flag: "gid-index", Role: "both", Since: 1,
 		Doc: "the GID table entry for RoCE; auto picks the GID of the address in use, preferring RoCE v2"}},
 
 	{Column: "bytes", Unit: "bytes", Doc: "read in the measured phase"},
@@ -181,8 +181,8 @@ var schema = []Field{
 	// Version 4: RDMA on real clusters (issue 11).
 	{Column: "mapping", Doc: "rdma: how the server mapped the file before registering it: `shared-ro`, `private-ro`, or `shared-rw` (the fallback where a read-only mapping cannot be registered); empty for tcp"},
 	{Column: "max_rd_atomic", Doc: "rdma: READs in flight per QP on the wire, as the plan set them; empty for auto, the most both devices allow (the value they negotiated is in the manifest's `rdma` paths)", Param: &Param{
-		Name: "max_rd_atomic", Section: "rdma", Kind: KindInt, Auto: true, Min: 1, Max: 255,
-		Transports: []string{"rdma"}, Sweep: true, Flag: "max-rd-atomic", Role: "read", Since: 4,
+		Name: "max_rd_atomic", Section: SectionRDMA, Kind: KindInt, Auto: true, Min: 1, Max: 255,
+		Transports: []string{TransportRDMA}, Sweep: true, Flag: "max-rd-atomic", Role: "read", Since: 4,
 		// auto: empty, as a peer's row is; a number here is what the plan asked.
 		cell: func(v Values) string {
 			if n := v.Int(param.MaxRdAtomic); n > 0 {
@@ -192,8 +192,8 @@ var schema = []Field{
 		},
 		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow. `queue_depth` may be deeper: the HCA holds the rest back"}},
 	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP was signalled, as node reports it: the plan's N up to the queue depth per QP, for auto min(100, queue_depth per QP), and 1 in an open loop (`rate`); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
-		Name: "cq_moderation", Section: "rdma", Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
-		Transports: []string{"rdma"}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
+		Name: "cq_moderation", Section: SectionRDMA, Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
+		Transports: []string{TransportRDMA}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
 		// What node will use, by its one rule (CQModeration); a row of a
 		// run node reported on takes node's own figure (Row.SetResult).
 		// auto keys as 1, the default before, so existing plans keep
@@ -204,50 +204,50 @@ var schema = []Field{
 		},
 		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto (the default) is min(100, queue_depth per QP), as perftest's bandwidth tests with their per-QP tx depth; 1 (the default before) times every READ, N > 1 times only the signalled ones and polls less"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
-		Name: "relaxed_ordering", Section: "rdma", Kind: KindBool, Default: "true",
-		Transports: []string{"rdma"}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
+		Name: "relaxed_ordering", Section: SectionRDMA, Kind: KindBool, Default: "true",
+		Transports: []string{TransportRDMA}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
 		Doc: "register the client's buffer with relaxed PCIe ordering, as perftest does; `false` is perftest's `--disable_pcie_relaxed` (a device without it ignores the flag)"}},
 	{Column: "odp_prefetch", Doc: "rdma with registration odp: the server prefetched the region with `ibv_advise_mr` before ready; empty otherwise", Param: &Param{
-		Name: "odp_prefetch", Section: "rdma", Kind: KindBool, Default: "false",
-		Transports: []string{"rdma"}, Sweep: true, Flag: "odp-prefetch", Role: "serve", Since: 4,
+		Name: "odp_prefetch", Section: SectionRDMA, Kind: KindBool, Default: "false",
+		Transports: []string{TransportRDMA}, Sweep: true, Flag: "odp-prefetch", Role: "serve", Since: 4,
 		when: func(v Values) bool { return v.Str(param.Registration) == "odp" },
 		Doc:  "with `registration: odp`, fault the region in with `ibv_advise_mr` before the server says ready (pinned points ignore it)"}},
 	{Column: "prefetch_s", Unit: "seconds", Doc: "rdma, odp_prefetch: how long the prefetch took, after registration_s"},
 	{Param: &Param{
-		Name: "connect", Section: "rdma", Kind: KindEnum, Enum: []string{"tcp", "cm"}, Default: "tcp",
-		Transports: []string{"rdma"}, Flag: "rdma-connect", Role: "both", Since: 4,
+		Name: "connect", Section: SectionRDMA, Kind: KindEnum, Enum: []string{ConnectTCP, ConnectCM}, Default: ConnectTCP,
+		Transports: []string{TransportRDMA}, Flag: "rdma-connect", Role: "both", Since: 4,
 		Doc: "how the QPs are connected: `tcp`, node's own exchange and QP transitions, as perftest by default; `cm`, the RDMA connection manager (librdmacm), which iWARP devices need. Either way the point's secret is proven over TCP first"}},
 	{Param: &Param{
-		Name: "traffic_class", Section: "rdma", Kind: KindInt, Auto: true, Min: 0, Max: 255,
-		Transports: []string{"rdma"}, Flag: "traffic-class", Role: "both", Since: 4,
+		Name: "traffic_class", Section: SectionRDMA, Kind: KindInt, Auto: true, Min: 0, Max: 255,
+		Transports: []string{TransportRDMA}, Flag: "traffic-class", Role: "both", Since: 4,
 		Doc: "the GRH traffic class on both roles' QPs (RoCE: DSCP << 2 | ECN, for a lossless queue); READ responses carry the server's. auto (the default) sets none, as perftest without `--tos`: with connect cm rdma_cm then uses the port's `default_roce_tos` (configfs), with connect tcp the GRH carries 0"}},
 	{Param: &Param{
-		Name: "service_level", Section: "rdma", Kind: KindInt, Default: "0", Min: 0, Max: 15,
-		Transports: []string{"rdma"}, Flag: "service-level", Role: "both", Since: 4,
+		Name: "service_level", Section: SectionRDMA, Kind: KindInt, Default: "0", Min: 0, Max: 15,
+		Transports: []string{TransportRDMA}, Flag: "service-level", Role: "both", Since: 4,
 		Doc: "the InfiniBand service level"}},
 	{Param: &Param{
-		Name: "pkey_index", Section: "rdma", Kind: KindInt, Default: "0", Min: 0, Max: 65535,
-		Transports: []string{"rdma"}, Flag: "pkey-index", Role: "both", Since: 4,
+		Name: "pkey_index", Section: SectionRDMA, Kind: KindInt, Default: "0", Min: 0, Max: 65535,
+		Transports: []string{TransportRDMA}, Flag: "pkey-index", Role: "both", Since: 4,
 		Doc: "the P_Key table index"}},
 	{Param: &Param{
-		Name: "timeout", Section: "rdma", Kind: KindInt, Default: "14", Min: 0, Max: 31,
-		Transports: []string{"rdma"}, Flag: "qp-timeout", Role: "both", Since: 4,
+		Name: "timeout", Section: SectionRDMA, Kind: KindInt, Default: "14", Min: 0, Max: 31,
+		Transports: []string{TransportRDMA}, Flag: "qp-timeout", Role: "both", Since: 4,
 		Doc: "the QP's local ACK timeout, 4.096 µs × 2^timeout per try; ODP faults on the server and long paths need more"}},
 	{Param: &Param{
-		Name: "retry_cnt", Section: "rdma", Kind: KindInt, Default: "7", Min: 0, Max: 7,
-		Transports: []string{"rdma"}, Flag: "retry-cnt", Role: "both", Since: 4,
+		Name: "retry_cnt", Section: SectionRDMA, Kind: KindInt, Default: "7", Min: 0, Max: 7,
+		Transports: []string{TransportRDMA}, Flag: "retry-cnt", Role: "both", Since: 4,
 		Doc: "transport retries before a READ fails with retry exceeded"}},
 	{Param: &Param{
-		Name: "rnr_retry", Section: "rdma", Kind: KindInt, Default: "7", Min: 0, Max: 7,
-		Transports: []string{"rdma"}, Flag: "rnr-retry", Role: "both", Since: 4,
+		Name: "rnr_retry", Section: SectionRDMA, Kind: KindInt, Default: "7", Min: 0, Max: 7,
+		Transports: []string{TransportRDMA}, Flag: "rnr-retry", Role: "both", Since: 4,
 		Doc: "receiver-not-ready retries (7: forever)"}},
 	{Param: &Param{
-		Name: "min_rnr_timer", Section: "rdma", Kind: KindInt, Default: "12", Min: 0, Max: 31,
-		Transports: []string{"rdma"}, Flag: "min-rnr-timer", Role: "both", Since: 4,
+		Name: "min_rnr_timer", Section: SectionRDMA, Kind: KindInt, Default: "12", Min: 0, Max: 31,
+		Transports: []string{TransportRDMA}, Flag: "min-rnr-timer", Role: "both", Since: 4,
 		Doc: "the minimum RNR NAK timer code the QPs advertise"}},
 	{Param: &Param{
-		Name: "trust_odp", Section: "rdma", Kind: KindBool, Default: "false",
-		Transports: []string{"rdma"}, Since: 4, Unkeyed: true,
+		Name: "trust_odp", Section: SectionRDMA, Kind: KindBool, Default: "false",
+		Transports: []string{TransportRDMA}, Since: 4, Unkeyed: true,
 		Doc: "run odp points on a server whose ODP returned wrong data to `runner check`'s verified probe (exec refuses them otherwise); the manifest records the probe"}},
 
 	// What the client's RDMA path used (issue 24).
@@ -270,7 +270,7 @@ var schema = []Field{
 	// Version 6: the file as several memory regions (issue 23).
 	{Column: "mr_size", Unit: "bytes", Doc: "rdma: the largest memory region the server registered the file as; 0: one region over the whole file", Param: &Param{
 		Name: "mr_size", Section: "server", Kind: KindSize, Default: "0", Min: 0,
-		Transports: []string{"rdma"}, Sweep: true, Flag: "mr-size", Role: "serve", Since: 6,
+		Transports: []string{TransportRDMA}, Sweep: true, Flag: "mr-size", Role: "serve", Since: 6,
 		Doc: "register the file as memory regions of at most this many bytes, each with its own rkey (one region over many GiB can be slow on some NICs); 0, the default, registers one region. block_size must divide it, so that no READ spans two regions"}},
 	{Column: "regions", Doc: "rdma: how many memory regions the server registered the file as (file_size ÷ mr_size, rounded up; 1 without mr_size)"},
 	// Steadiness from the time series (issue 22).

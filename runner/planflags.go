@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/runner/hosts/deploy"
 	"rdmasweep/runner/hosts/hostset"
 	"rdmasweep/runner/points/planload"
@@ -119,7 +120,7 @@ func hostOptions(p *plan.Plan, ui *voice, hf hostFlags) hostset.Options {
 	if os.Getenv("RDMASWEEP_SSH_DEBUG") != "" {
 		o.Debug = func(msg string) { ui.infof("ssh: %s", msg) }
 	}
-	if p.Transport() == "rdma" {
+	if p.Transport() == results.TransportRDMA {
 		o.Chosen = func(n deploy.Node) { warnNoRDMA(ui, n) }
 	}
 	return o

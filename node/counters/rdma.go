@@ -14,7 +14,7 @@ type rdmaGroup struct {
 	port       int
 }
 
-func (g rdmaGroup) name() string            { return "rdma" }
+func (g rdmaGroup) name() string            { return results.TransportRDMA }
 func (g rdmaGroup) read() (Snapshot, error) { return RDMAPort(g.sysfs, g.dev, g.port) }
 
 func (g rdmaGroup) fill(c *results.Counters, d Delta) {

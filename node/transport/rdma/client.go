@@ -81,7 +81,7 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 		return nil, err
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	conn, err := d.DialContext(ctx, results.Network, cfg.Addr)
 	if err != nil {
 		return nil, err
 	}

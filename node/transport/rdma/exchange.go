@@ -406,9 +406,9 @@ func serverHandshakeMode(ctx context.Context, c net.Conn, secret []byte, region 
 	if err != nil {
 		return nil, refuse(c, ctxErr(ctx, err))
 	}
-	mine, theirs := "tcp", "cm"
+	mine, theirs := results.ConnectTCP, results.ConnectCM
 	if cm {
-		mine, theirs = "cm", "tcp"
+		mine, theirs = results.ConnectCM, results.ConnectTCP
 	}
 	if (kind == kindHelloCM) != cm {
 		return nil, refuse(c, fmt.Errorf("%w: the client connects its QPs with connect %s, this server with connect %s; hint: set rdma.connect the same for both hosts", errProtocol, theirs, mine))

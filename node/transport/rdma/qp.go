@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"rdmasweep/node/transport"
+	"rdmasweep/results"
 )
 
 // fabricOf is r's fabric attributes, or the defaults.
@@ -36,7 +37,7 @@ func cFabric(f transport.Fabric) C.rs_fabric {
 // connectMode returns whether r asks for connect cm.
 func connectMode(r transport.RDMA) (bool, error) {
 	switch r.Connect {
-	case "", "tcp":
+	case "", results.ConnectTCP:
 		return false, nil
 	case "cm":
 		return true, nil

@@ -177,7 +177,7 @@ func (s *server) listen(ctx context.Context) error {
 // which must name the RDMA interface.
 func (s *server) listenTCP(ctx context.Context) (net.IP, error) {
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port)))
+	ln, err := lc.Listen(ctx, results.Network, net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port)))
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func (s *server) openDevice(ip net.IP) error {
 func (d *device) path(g GID, cm, grh bool, f transport.Fabric) *results.RDMAPath {
 	p := &results.RDMAPath{
 		Device: d.name, IBPort: d.port, LinkLayer: linkLayerName(d.pattr.link_layer), GID: g.GID, GIDType: g.Type,
-		Connect: "tcp", GRH: grh, ServiceLevel: f.ServiceLevel, PKeyIndex: f.PKeyIndex,
+		Connect: results.ConnectTCP, GRH: grh, ServiceLevel: f.ServiceLevel, PKeyIndex: f.PKeyIndex,
 		Timeout: f.Timeout, RetryCnt: f.RetryCnt, RNRRetry: f.RNRRetry, MinRNRTimer: f.MinRNRTimer,
 		TrafficClassSet: f.TrafficClass >= 0,
 	}

@@ -23,7 +23,7 @@ var _ transport.Transport = (*Transport)(nil)
 func New() *Transport { return &Transport{} }
 
 // Name returns "rdma".
-func (*Transport) Name() string { return "rdma" }
+func (*Transport) Name() string { return results.TransportRDMA }
 
 // Listen fails with ErrNotBuilt.
 func (*Transport) Listen(context.Context, transport.ServerConfig, func(string)) (transport.Server, error) {

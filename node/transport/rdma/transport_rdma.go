@@ -2,7 +2,10 @@
 
 package rdma
 
-import "rdmasweep/node/transport"
+import (
+	"rdmasweep/node/transport"
+	"rdmasweep/results"
+)
 
 // Built reports whether this binary holds the real RDMA transport.
 const Built = true
@@ -17,4 +20,4 @@ var _ transport.Transport = (*Transport)(nil)
 func New() *Transport { return &Transport{} }
 
 // Name returns "rdma".
-func (*Transport) Name() string { return "rdma" }
+func (*Transport) Name() string { return results.TransportRDMA }

@@ -113,7 +113,7 @@ var _ transport.Transport = (*Transport)(nil)
 func New() *Transport { return &Transport{} }
 
 // Name returns "tcp".
-func (*Transport) Name() string { return "tcp" }
+func (*Transport) Name() string { return results.TransportTCP }
 
 func (t *Transport) handshakeTimeout() time.Duration {
 	if t.HandshakeTimeout > 0 {
@@ -135,7 +135,7 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 		return nil, fmt.Errorf("tcp listen: %w", err)
 	}
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	ln, err := lc.Listen(ctx, results.Network, net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		region.Unmap(m)
 		return nil, fmt.Errorf("tcp listen: %w", err)
@@ -474,7 +474,7 @@ func (t *Transport) Dial(ctx context.Context, cfg transport.ClientConfig) (trans
 		return nil, fmt.Errorf("tcp dial: queue depth must be positive (got %d)", cfg.QueueDepth)
 	}
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", cfg.Addr)
+	c, err := d.DialContext(ctx, results.Network, cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp dial %s: %w", cfg.Addr, err)
 	}

@@ -98,16 +98,16 @@ func replace(doc []byte, s section) ([]byte, error) {
 }
 
 var sectionTitles = map[string]string{
-	"":       "Top level",
-	"server": "`server:` — the file and how it is served",
-	"client": "`client:` — how it is read",
-	"rdma":   "`rdma:` — the RDMA device and connection",
+	"":                  "Top level",
+	"server":            "`server:` — the file and how it is served",
+	"client":            "`client:` — how it is read",
+	results.SectionRDMA: "`rdma:` — the RDMA device and connection",
 }
 
 // parameters is the plan reference: one table per section.
 func parameters() string {
 	var b strings.Builder
-	for _, sec := range []string{"", "server", "client", "rdma"} {
+	for _, sec := range []string{"", "server", "client", results.SectionRDMA} {
 		ps := results.SectionParams(sec)
 		if len(ps) == 0 {
 			continue

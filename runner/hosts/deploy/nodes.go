@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"rdmasweep/results"
 )
 
 // Node is one node binary of a build and the architecture it runs on.
@@ -142,10 +144,10 @@ func Transports(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the build information of %s: %w", path, err)
 	}
-	ts := []string{"tcp"}
+	ts := []string{results.TransportTCP}
 	for _, s := range bi.Settings {
-		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), "rdma") {
-			ts = []string{"rdma", "tcp"}
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), results.TransportRDMA) {
+			ts = []string{results.TransportRDMA, results.TransportTCP}
 		}
 	}
 	return ts, nil

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hosts/remote"
 	"rdmasweep/runner/hosts/remote/agent"
@@ -206,7 +207,7 @@ func dialHosts(ctx context.Context, p *plan.Plan, specs []plan.Role, o Options) 
 				// A round starts its pairs through agents, not a session
 				// and a process each (runner/hosts/remote/agent).
 				in := agent.InProcessRDMA
-				if p.Transport() == "tcp" { // transport is never swept
+				if p.Transport() == results.TransportTCP { // transport is never swept
 					in = agent.InProcessTCP
 				}
 				d.host = agent.NewSSH(s, in, func(msg string) { o.warn(fmt.Sprintf("%s (%s): %s", name, h.Address, msg)) })

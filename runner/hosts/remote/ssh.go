@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"rdmasweep/results"
+
 	"golang.org/x/crypto/ssh"
 )
 
@@ -472,7 +474,7 @@ func shellQuote(s string) string {
 // no route back to it, through jump hosts too. It needs the host's sshd
 // to allow TCP forwarding (AllowTcpForwarding, on by default).
 func (s *SSH) ListenLoopback() (net.Listener, error) {
-	ln, err := s.client.Listen("tcp", "127.0.0.1:0")
+	ln, err := s.client.Listen(results.Network, "127.0.0.1:0")
 	if err != nil {
 		if s.lost.Load() {
 			return nil, s.lostErr()

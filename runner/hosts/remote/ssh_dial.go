@@ -33,6 +33,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"rdmasweep/internal/sshname"
+	"rdmasweep/results"
 )
 
 // DialSSH connects to the host cfg describes, through any jump hosts or
@@ -240,9 +241,9 @@ func (d *dialer) connect(ctx context.Context, via *ssh.Client, t target, proxied
 	case proxied:
 		conn, err = startProxyCommand(t)
 	case via == nil:
-		conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+		conn, err = (&net.Dialer{}).DialContext(dctx, results.Network, addr)
 	default:
-		conn, err = via.DialContext(dctx, "tcp", addr)
+		conn, err = via.DialContext(dctx, results.Network, addr)
 	}
 	if err == nil {
 		return conn, nil

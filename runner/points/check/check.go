@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/results/param"
 	"rdmasweep/runner/files/manifest"
 	"rdmasweep/runner/hint"
@@ -224,9 +225,9 @@ func (c *Table) ProbeAll(ctx context.Context, warn func(msg string)) (keptLogs s
 		return "", fmt.Errorf("create log directory: %w", err)
 	}
 	env := probe.Env{Plan: c.p, Set: c.set, LogDir: logDir, Warn: warn}
-	transports := []string{"tcp"}
-	if c.p.Transport() == "rdma" {
-		transports = append(transports, "rdma")
+	transports := []string{results.TransportTCP}
+	if c.p.Transport() == results.TransportRDMA {
+		transports = append(transports, results.TransportRDMA)
 	}
 	keepLogs := false
 	for _, transport := range transports {
@@ -236,7 +237,7 @@ func (c *Table) ProbeAll(ctx context.Context, warn func(msg string)) (keptLogs s
 		}
 		keepLogs = keepLogs || failed
 	}
-	if _, ok := probe.FirstODP(c.pts); ok && c.p.Transport() == "rdma" {
+	if _, ok := probe.FirstODP(c.pts); ok && c.p.Transport() == results.TransportRDMA {
 		keepLogs = c.odpProbes(ctx, env) || keepLogs
 	}
 	if keepLogs {
@@ -249,7 +250,7 @@ func (c *Table) ProbeAll(ctx context.Context, warn func(msg string)) (keptLogs s
 // rdmaBlocked reports whether a row has an rdma problem, which makes an
 // RDMA probe pointless.
 func (c *Table) rdmaBlocked() bool {
-	return slices.ContainsFunc(c.Rows, func(row *Row) bool { return row.has("rdma") })
+	return slices.ContainsFunc(c.Rows, func(row *Row) bool { return row.has(results.TransportRDMA) })
 }
 
 // probePaths fills the DATA_PATH (tcp) or RDMA_PROBE cells: each client
@@ -257,12 +258,12 @@ func (c *Table) rdmaBlocked() bool {
 // reports whether a probe failed.
 func (c *Table) probePaths(ctx context.Context, env probe.Env, transport string) (failed bool, err error) {
 	cellOf := func(row *Row) *string {
-		if transport == "tcp" {
+		if transport == results.TransportTCP {
 			return &row.DataPath
 		}
 		return &row.Probe
 	}
-	if transport == "rdma" && c.rdmaBlocked() {
+	if transport == results.TransportRDMA && c.rdmaBlocked() {
 		for _, row := range c.Rows {
 			row.Probe = "skipped"
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"rdmasweep/results"
 	"rdmasweep/runner/hosts/hostfacts"
 	"rdmasweep/runner/points/preflight"
 )
@@ -61,7 +62,7 @@ func hostState(f hostfacts.Facts, need preflight.Need) (cell string, warnings []
 // device node chose (or the plan's, or the first) and its interface; for
 // tcp every PCIe NIC.
 func usedLinks(f hostfacts.Facts, need preflight.Need) []hostfacts.PCIeLink {
-	if need.Transport != "rdma" {
+	if need.Transport != results.TransportRDMA {
 		return f.State.PCIe
 	}
 	name := need.Device

@@ -186,9 +186,9 @@ type Mapping struct {
 
 var tools = []Tool{
 	{Name: IBReadBW, Binary: "ib_read_bw", Debian: "perftest", RHEL: "perftest", Version: "4.5",
-		Transport: "rdma", Roles: []string{"server", "client"}, HasServer: true, Map: ibReadBWMap},
+		Transport: results.TransportRDMA, Roles: []string{"server", "client"}, HasServer: true, Map: ibReadBWMap},
 	{Name: Iperf3, Binary: "iperf3", Debian: "iperf3", RHEL: "iperf3", Version: "3.12",
-		Transport: "tcp", Roles: []string{"server", "client"}, HasServer: true, Map: iperf3Map},
+		Transport: results.TransportTCP, Roles: []string{"server", "client"}, HasServer: true, Map: iperf3Map},
 	{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
 		Roles: []string{"server"}, Map: fioMap},
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/runner/hosts/deploy"
 )
 
@@ -37,7 +38,7 @@ func Check(p *plan.Plan, pts []plan.Point) Concerns {
 			c.FewReads++
 		}
 	}
-	if p.Transport() == "rdma" {
+	if p.Transport() == results.TransportRDMA {
 		if nodes, err := deploy.FindNodes(p.Node.Binary); err == nil && len(nodes) == 1 {
 			c.Node = &nodes[0]
 		}
@@ -52,7 +53,7 @@ func Check(p *plan.Plan, pts []plan.Point) Concerns {
 // whose build information cannot be read is not judged.
 func LacksRDMA(n deploy.Node) (built []string, lacks bool) {
 	built, err := deploy.Transports(n.Path)
-	if err != nil || slices.Contains(built, "rdma") {
+	if err != nil || slices.Contains(built, results.TransportRDMA) {
 		return built, false
 	}
 	return built, true

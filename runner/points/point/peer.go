@@ -150,9 +150,9 @@ func (r *Runner) peerTargets(pt plan.Point) (srv, cli role.Target) {
 // the table, over tcp (nothing is registered: fio reads the file itself).
 func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string {
 	v := pt.For(t.Role)
-	argv := []string{t.NodePath, "prepare", "--transport", "tcp"}
+	argv := []string{t.NodePath, "prepare", "--transport", results.TransportTCP}
 	for _, id := range []param.ID{param.File, param.FileSize, param.Create, param.Cache} {
-		argv = append(argv, results.ParamOf(id).Argv("tcp", v)...)
+		argv = append(argv, results.ParamOf(id).Argv(results.TransportTCP, v)...)
 	}
 	argv = append(argv, "--control-stdin", "--deadline", r.deadline())
 	return pinned(cpus, argv)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/results/param"
 	"rdmasweep/runner/hosts/hostfacts"
 	"rdmasweep/runner/hosts/hostset"
@@ -19,7 +20,7 @@ import (
 // before any point runs (CheckDevices).
 func Unfit(d Device, connect string) *Problem {
 	if d.Transport == "iWARP" && connect != "cm" {
-		return &Problem{Check: "rdma", Msg: fmt.Sprintf("%s is an iWARP device, which connects only through rdma_cm", d.Name), Hint: "set rdma.connect: cm"}
+		return &Problem{Check: results.TransportRDMA, Msg: fmt.Sprintf("%s is an iWARP device, which connects only through rdma_cm", d.Name), Hint: "set rdma.connect: cm"}
 	}
 	return nil
 }
@@ -54,7 +55,7 @@ func (e *UnfitError) Hint() string         { return e.Problem.Hint }
 func CheckDevices(ctx context.Context, p *plan.Plan, pts []plan.Point, s *hostset.Set) error {
 	var rdma []plan.Point
 	for _, pt := range pts {
-		if pt.Values.Str(param.Transport) == "rdma" {
+		if pt.Values.Str(param.Transport) == results.TransportRDMA {
 			rdma = append(rdma, pt)
 		}
 	}
@@ -84,7 +85,7 @@ func Refusal(label string, f Facts, n Need, pts []plan.Point) *UnfitError {
 	}
 	var refused *UnfitError
 	for _, pt := range pts {
-		if pt.Values.Str(param.Transport) != "rdma" {
+		if pt.Values.Str(param.Transport) != results.TransportRDMA {
 			continue
 		}
 		pr := Unfit(*d, pt.Values.Str(param.Connect))
@@ -125,7 +126,7 @@ func usedDevice(f Facts, n Need) *Device {
 // the server is that address itself (the one node serve listens on; a
 // name is resolved as serve resolves it).
 func DevicesArgs(p *plan.Plan, n Need) []string {
-	if p.Transport() != "rdma" || n.DataAddress == "" {
+	if p.Transport() != results.TransportRDMA || n.DataAddress == "" {
 		return nil
 	}
 	args := []string{"--route-to", n.DataAddress}

@@ -99,9 +99,9 @@ func Judge(f Facts, n Need) Verdict {
 	}
 	// A node without rdma still proves the tcp data path; only the RDMA
 	// side fails, so the problem is filed under rdma.
-	noRDMA := f.Node.Present && len(f.Node.Transports) > 0 && !contains(f.Node.Transports, "rdma")
-	if n.Transport == "rdma" && noRDMA {
-		add("rdma", "build the RDMA node with: make node-rdma", "node was built without rdma (transports: %s)", strings.Join(f.Node.Transports, ", "))
+	noRDMA := f.Node.Present && len(f.Node.Transports) > 0 && !contains(f.Node.Transports, results.TransportRDMA)
+	if n.Transport == results.TransportRDMA && noRDMA {
+		add(results.TransportRDMA, "build the RDMA node with: make node-rdma", "node was built without rdma (transports: %s)", strings.Join(f.Node.Transports, ", "))
 	}
 
 	v.RDMA = judgeRDMA(f, n, noRDMA, add)
@@ -111,7 +111,7 @@ func Judge(f Facts, n Need) Verdict {
 		v.File = "-"
 	}
 	v.Memory = judgeMemory(f, n, add)
-	if n.Transport == "rdma" {
+	if n.Transport == results.TransportRDMA {
 		if w := numaWarning(f, n); w != "" {
 			v.Warnings = append(v.Warnings, w)
 		}
@@ -120,7 +120,7 @@ func Judge(f Facts, n Need) Verdict {
 }
 
 func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string, args ...any)) string {
-	rdma := n.Transport == "rdma"
+	rdma := n.Transport == results.TransportRDMA
 	if len(f.Devices) == 0 {
 		switch {
 		case noRDMA && !rdma:
@@ -131,9 +131,9 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 			return "none (not needed for tcp)"
 		}
 		if f.DevicesError != "" {
-			add("rdma", "install rdma-core and load the NIC's driver, or use transport: tcp", "no RDMA device: %s", f.DevicesError)
+			add(results.TransportRDMA, "install rdma-core and load the NIC's driver, or use transport: tcp", "no RDMA device: %s", f.DevicesError)
 		} else {
-			add("rdma", "load the NIC's driver (or soft-RoCE: rdma link add rxe0 type rxe netdev IFACE), or use transport: tcp", "no RDMA device")
+			add(results.TransportRDMA, "load the NIC's driver (or soft-RoCE: rdma link add rxe0 type rxe netdev IFACE), or use transport: tcp", "no RDMA device")
 		}
 		return "none"
 	}
@@ -151,29 +151,29 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 		return cell
 	}
 	if d.Unsupported != "" {
-		add("rdma", "use another device (rdma.device), or transport: tcp", "%s cannot carry node's RDMA READs: %s", d.Name, d.Unsupported)
+		add(results.TransportRDMA, "use another device (rdma.device), or transport: tcp", "%s cannot carry node's RDMA READs: %s", d.Name, d.Unsupported)
 	}
 	if !strings.EqualFold(p.State, "ACTIVE") {
-		add("rdma", "bring the link up (cable, switch port, ip link set IFACE up)", "%s port %d is %s, not ACTIVE", d.Name, p.Port, p.State)
+		add(results.TransportRDMA, "bring the link up (cable, switch port, ip link set IFACE up)", "%s port %d is %s, not ACTIVE", d.Name, p.Port, p.State)
 	}
 	if gid == nil && n.Connect != "cm" && needsGID(p, n) {
-		add("rdma", "set rdma.gid_index to a populated entry (node devices lists them), or give the host an address on the RDMA interface", "no usable GID on %s port %d: %s", d.Name, p.Port, gidNote)
+		add(results.TransportRDMA, "set rdma.gid_index to a populated entry (node devices lists them), or give the host an address on the RDMA interface", "no usable GID on %s port %d: %s", d.Name, p.Port, gidNote)
 	}
 	if pr := Unfit(*d, n.Connect); pr != nil {
 		add(pr.Check, pr.Hint, "%s", pr.Msg)
 	}
 	if p.MaxMsgSz > 0 && n.MaxBlock > p.MaxMsgSz {
-		add("rdma", "lower block_size to at most the port's max_msg_sz", "block_size %s is over %s port %d's max_msg_sz %s: one READ cannot carry it", results.SizeText(n.MaxBlock), d.Name, p.Port, results.SizeText(p.MaxMsgSz))
+		add(results.TransportRDMA, "lower block_size to at most the port's max_msg_sz", "block_size %s is over %s port %d's max_msg_sz %s: one READ cannot carry it", results.SizeText(n.MaxBlock), d.Name, p.Port, results.SizeText(p.MaxMsgSz))
 	}
 	if n.Role == "client" && d.MaxQPWR > 0 && n.MaxPerQP > d.MaxQPWR {
-		add("rdma", "raise qps, so each QP holds fewer, or lower queue_depth", "queue_depth puts %d READs on one QP, over %s's max_qp_wr %d", n.MaxPerQP, d.Name, d.MaxQPWR)
+		add(results.TransportRDMA, "raise qps, so each QP holds fewer, or lower queue_depth", "queue_depth puts %d READs on one QP, over %s's max_qp_wr %d", n.MaxPerQP, d.Name, d.MaxQPWR)
 	}
 	if lim, what := d.MaxQPInitRdAtom, "max_qp_init_rd_atom"; n.MaxRdAtomic > 0 {
 		if n.Role == "server" {
 			lim, what = d.MaxQPRdAtom, "max_qp_rd_atom"
 		}
 		if n.MaxRdAtomic > lim {
-			add("rdma", fmt.Sprintf("lower rdma.max_rd_atomic to %d, or leave it to auto", lim), "rdma.max_rd_atomic %d is over %s's %s %d", n.MaxRdAtomic, d.Name, what, lim)
+			add(results.TransportRDMA, fmt.Sprintf("lower rdma.max_rd_atomic to %d, or leave it to auto", lim), "rdma.max_rd_atomic %d is over %s's %s %d", n.MaxRdAtomic, d.Name, what, lim)
 		}
 	}
 	if n.Role == "server" && n.ODP && !d.ODP {
@@ -189,7 +189,7 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 func chosen(f Facts, n Need, rdma bool, add func(check, hint, format string, args ...any)) (d *Device, p *Port, gid *GID, gidNote, cell string) {
 	if f.ChoiceError != "" {
 		if rdma {
-			add("rdma", "set rdma.device (and ib_port, gid_index) to the NIC that carries the address; node devices lists them", "%s", f.ChoiceError)
+			add(results.TransportRDMA, "set rdma.device (and ib_port, gid_index) to the NIC that carries the address; node devices lists them", "%s", f.ChoiceError)
 		}
 		return nil, nil, nil, "", "no device for the address"
 	}
@@ -209,12 +209,12 @@ func chosen(f Facts, n Need, rdma bool, add func(check, hint, format string, arg
 			names = append(names, x.Name)
 		}
 		if rdma {
-			add("rdma", "set rdma.device to one of "+strings.Join(names, ", "), "no RDMA device %s", name)
+			add(results.TransportRDMA, "set rdma.device to one of "+strings.Join(names, ", "), "no RDMA device %s", name)
 		}
 		return nil, nil, nil, "", "no " + name + " (has " + strings.Join(names, ", ") + ")"
 	}
 	if d.Error != "" && rdma {
-		add("rdma", "check the device's driver and permissions (/dev/infiniband)", "%s cannot be opened: %s", d.Name, d.Error)
+		add(results.TransportRDMA, "check the device's driver and permissions (/dev/infiniband)", "%s cannot be opened: %s", d.Name, d.Error)
 	}
 	if port == 0 {
 		port = 1
@@ -226,7 +226,7 @@ func chosen(f Facts, n Need, rdma bool, add func(check, hint, format string, arg
 	}
 	if p == nil {
 		if rdma {
-			add("rdma", "set rdma.ib_port to one the device has (node devices lists them)", "%s has no port %d", d.Name, port)
+			add(results.TransportRDMA, "set rdma.ib_port to one the device has (node devices lists them)", "%s has no port %d", d.Name, port)
 		}
 		return d, nil, nil, "", fmt.Sprintf("%s: no port %d", d.Name, port)
 	}
@@ -344,7 +344,7 @@ func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, 
 // rather than bring in the OOM killer.
 func judgeMemory(f Facts, n Need, add func(check, hint, format string, args ...any)) string {
 	cell := "memlock unknown"
-	pinned := n.Transport == "rdma" && n.Role == "server" && n.Pinned
+	pinned := n.Transport == results.TransportRDMA && n.Role == "server" && n.Pinned
 	if m, ok := memlockOf(f); ok {
 		cell = "memlock " + memlockText(m.Soft) + capsText(m)
 		if pinned && !m.Pinnable(n.FileSize) {

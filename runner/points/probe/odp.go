@@ -33,7 +33,7 @@ func FirstODP(pts []plan.Point) (plan.Point, bool) {
 
 // IsODP reports whether pt registers the server's region with odp.
 func IsODP(pt plan.Point) bool {
-	return pt.Values.Str(param.Transport) == "rdma" && pt.Values.Str(param.Registration) == "odp"
+	return pt.Values.Str(param.Transport) == results.TransportRDMA && pt.Values.Str(param.Registration) == "odp"
 }
 
 // ODPServers are the pairs whose servers serve odp points: one pair per
@@ -56,7 +56,7 @@ func ODPServers(p *plan.Plan) []preflight.Pair {
 func (e Env) ODP(ctx context.Context, pt plan.Point, pair preflight.Pair, kernel string) (res manifest.ODPProbe, ok bool) {
 	srv := e.Set.Get(pair.Server.Name)
 	res = manifest.ODPProbe{Role: pair.Server.Name, Host: srv.Host.Name(), Kernel: kernel}
-	row, ok := e.Read(ctx, pt, pair, "rdma", odpSet)
+	row, ok := e.Read(ctx, pt, pair, results.TransportRDMA, odpSet)
 	if !ok {
 		return res, false
 	}

@@ -96,7 +96,7 @@ func (e Env) Path(ctx context.Context, pt plan.Point, pair preflight.Pair, trans
 	srvHost := pt.Hosts.Servers[pair.SI]
 	if row.Status != results.StatusOK {
 		hint := fmt.Sprintf("can the client reach %s? check the address and that a firewall lets node's port through (server.port fixes it)", srvHost.DataAddress)
-		if transport == "rdma" {
+		if transport == results.TransportRDMA {
 			hint = "the GID, MTU or link of the two ports do not agree, or memlock is too low; node devices on both hosts shows them"
 		}
 		return "FAIL", &preflight.Problem{Check: transport + " probe", Msg: row.Error, Hint: hint}

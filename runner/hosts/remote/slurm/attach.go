@@ -55,7 +55,7 @@ func (a *Allocation) attachAddr(ctx context.Context, node string) (string, error
 	}
 	ln, ok := a.listeners[ip]
 	if !ok {
-		if ln, err = net.Listen("tcp", net.JoinHostPort(ip, "0")); err != nil {
+		if ln, err = net.Listen(results.Network, net.JoinHostPort(ip, "0")); err != nil {
 			return "", fmt.Errorf("listen on %s for nodes to attach: %w", ip, err)
 		}
 		a.listeners[ip] = ln
