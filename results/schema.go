@@ -171,10 +171,13 @@ var schema = []Field{
 	{Column: "start_skew_s", Unit: "seconds", Doc: "aggregate rows: the spread of the clients' first reads after the start barrier"},
 
 	// Version 3: peer workloads and CPU (issue 14).
-	{Column: "workload", Doc: "`node`, or the peer that made the row: `ib_read_bw`, `iperf3` or `fio`; empty in rows written before the column, which are node's", Param: &Param{
-		Name: "workload", Kind: KindEnum, Enum: []string{"node", "ib_read_bw", "iperf3", "fio"}, Default: "node",
+	{Column: "workload", Doc: "`node`, or the peer workload that made the row (docs/workloads.md lists them); empty in rows written before the column, which are node's", Param: &Param{
+		// A string, not an enum: the peers are runner/points/peer's
+		// registry, which refuses a name it does not hold (planload), so a
+		// new peer is one file there and no line here.
+		Name: "workload", Kind: KindString, Default: "node",
 		Sweep: true, Since: 3,
-		Doc: "what measures the point: `node` (serve and read), or a peer the node figure is compared with: `ib_read_bw` (the fabric), `iperf3` (TCP), `fio` (the server's file, on its host); swept, it varies fastest, so node and peer points alternate (docs/workloads.md)"}},
+		Doc: "what measures the point: `node` (serve and read), or a peer workload the node figure is compared with (docs/workloads.md lists them and what each measures); swept, it varies fastest, so node and peer points alternate"}},
 	{Column: "cpu_server", Unit: "CPU s per s", Doc: "CPU seconds (user + sys) the server role used per second; 1.0 is one core busy; empty when the role reports none (docs/workloads.md says what each span covers)"},
 	{Column: "cpu_client", Unit: "CPU s per s", Doc: "the same for the client role (the reading side: node read, or the peer's client, or fio)"},
 

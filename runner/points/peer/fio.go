@@ -29,6 +29,14 @@ import (
 	"rdmasweep/results/param"
 )
 
+// Fio reads the server's own file on its host, as a plan's workload
+// names it.
+const Fio = "fio"
+
+var fio = Tool{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
+	Roles: []string{"server"}, Map: fioMap, OnServerHost: true,
+	build: buildFio, parse: func(b []byte, _ ParseOptions) (Result, error) { return parseFio(b) }}
+
 // fioMap is how fio takes the plan's parameters.
 var fioMap = []Mapping{
 	{Param: param.File, Option: "--filename", Refuse: func(p Params) string {

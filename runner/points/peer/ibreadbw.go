@@ -21,8 +21,17 @@ import (
 	"path"
 	"strconv"
 
+	"rdmasweep/results"
 	"rdmasweep/results/param"
 )
+
+// IBReadBW is perftest's RDMA READ bandwidth test, as a plan's workload
+// names it.
+const IBReadBW = "ib_read_bw"
+
+var ibReadBW = Tool{Name: IBReadBW, Binary: "ib_read_bw", Debian: "perftest", RHEL: "perftest", Version: "4.5",
+	Transport: results.TransportRDMA, Roles: []string{"server", "client"}, HasServer: true, Map: ibReadBWMap,
+	ClientCPUs: true, build: buildIBReadBW, parse: parseIBReadBW}
 
 // ib_read_bw's limits (perftest_parameters.h, 4.5-0.17).
 const (

@@ -22,8 +22,16 @@ import (
 	"fmt"
 	"strconv"
 
+	"rdmasweep/results"
 	"rdmasweep/results/param"
 )
+
+// Iperf3 is the TCP peer, as a plan's workload names it.
+const Iperf3 = "iperf3"
+
+var iperf3 = Tool{Name: Iperf3, Binary: "iperf3", Debian: "iperf3", RHEL: "iperf3", Version: "3.12",
+	Transport: results.TransportTCP, Roles: []string{"server", "client"}, HasServer: true, Map: iperf3Map,
+	build: buildIperf3, parse: func(b []byte, _ ParseOptions) (Result, error) { return parseIperf3(b) }}
 
 // iperf3Map is how iperf3 takes the plan's parameters.
 var iperf3Map = []Mapping{

@@ -6,8 +6,10 @@
 //
 // Everything here is pure: no process is started and no host is touched.
 // The runner starts the commands on the hosts the Commands name. Each peer
-// lives in its own file (ibreadbw.go, iperf3.go, fio.go); docs/workloads.md
-// writes out every mapping.
+// is one file (ibreadbw.go, iperf3.go, fio.go): its workload name, its
+// Tool with its table, its argv builder and its report's parser, and one
+// line in tools, below, registers it. Nothing outside the peer's file names
+// it. docs/workloads.md writes out every mapping.
 package peer
 
 import (
@@ -20,13 +22,6 @@ import (
 
 	"rdmasweep/results"
 	"rdmasweep/results/param"
-)
-
-// Names of the peer workloads, as a plan's workload field spells them.
-const (
-	IBReadBW = "ib_read_bw"
-	Iperf3   = "iperf3"
-	Fio      = "fio"
 )
 
 // Params are one point's parameter values as a peer sees them, with the
@@ -165,6 +160,15 @@ type Tool struct {
 	// Map is how the peer takes each parameter it takes, refuses or
 	// ignores, beside the peer (ibreadbw.go, iperf3.go, fio.go).
 	Map []Mapping
+	// OnServerHost: the peer measures on the server's host alone, after
+	// node prepare has made the server's file (fio reads that file).
+	OnServerHost bool
+	// ClientCPUs: the peer's report needs the client host's CPU count
+	// (ParseOptions.ClientCPUs).
+	ClientCPUs bool
+
+	build func(Params) Commands                               // argv for a point Check passed
+	parse func(report []byte, o ParseOptions) (Result, error) // the report, into a row's figures
 }
 
 // Mapping is how a peer takes one parameter of the plan: the option it
@@ -184,13 +188,11 @@ type Mapping struct {
 	Ignored bool
 }
 
+// tools are the peers, one line each; a peer's Tool is in its own file.
 var tools = []Tool{
-	{Name: IBReadBW, Binary: "ib_read_bw", Debian: "perftest", RHEL: "perftest", Version: "4.5",
-		Transport: results.TransportRDMA, Roles: []string{"server", "client"}, HasServer: true, Map: ibReadBWMap},
-	{Name: Iperf3, Binary: "iperf3", Debian: "iperf3", RHEL: "iperf3", Version: "3.12",
-		Transport: results.TransportTCP, Roles: []string{"server", "client"}, HasServer: true, Map: iperf3Map},
-	{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
-		Roles: []string{"server"}, Map: fioMap},
+	ibReadBW,
+	iperf3,
+	fio,
 }
 
 // Names lists the peer workloads.
@@ -262,31 +264,17 @@ func Build(name string, p Params) (Commands, error) {
 		}
 		return Commands{}, errors.Join(all...)
 	}
-	switch name {
-	case IBReadBW:
-		return buildIBReadBW(p), nil
-	case Iperf3:
-		return buildIperf3(p), nil
-	default:
-		return buildFio(p), nil
-	}
+	t, _ := Lookup(name) // Check found it
+	return t.build(p), nil
 }
 
 // Parse reads a peer's report (see Commands.ClientReport) into a Result.
 func Parse(name string, report []byte, o ParseOptions) (Result, error) {
-	var r Result
-	var err error
-	switch name {
-	case IBReadBW:
-		r, err = parseIBReadBW(report, o)
-	case Iperf3:
-		r, err = parseIperf3(report)
-	case Fio:
-		r, err = parseFio(report)
-	default:
-		_, err = Lookup(name)
-		return r, err
+	t, err := Lookup(name)
+	if err != nil {
+		return Result{}, err
 	}
+	r, err := t.parse(report, o)
 	if err != nil {
 		return Result{}, fmt.Errorf("read %s report: %w", name, err)
 	}

@@ -8,9 +8,11 @@ package planload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"rdmasweep/plan"
 	"rdmasweep/plans"
@@ -81,6 +83,9 @@ func checkWorkload(pt plan.Point) []plan.Refusal {
 		return nil
 	}
 	errs, err := peer.Check(w, peer.FromValues(pt.Values))
+	if errors.Is(err, peer.ErrUnknown) {
+		return []plan.Refusal{{Param: "workload", Msg: fmt.Sprintf("must be node or a peer workload: %s (got %q)", strings.Join(peer.Names(), ", "), w)}}
+	}
 	if err != nil {
 		return []plan.Refusal{{Param: "workload", Msg: err.Error()}}
 	}

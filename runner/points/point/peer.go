@@ -1,9 +1,10 @@
 package point
 
-// Peer workloads as roles: a point whose workload is ib_read_bw, iperf3
-// or fio runs that tool instead of node serve and node read, with the
-// argv runner/points/peer builds from the point's parameters, and its report
-// becomes the row.
+// Peer workloads as roles: a point whose workload is a peer (a tool of
+// runner/points/peer's registry) runs that tool instead of node serve and
+// node read, with the argv the peer builds from the point's parameters,
+// and its report becomes the row. Nothing here names a tool: what differs
+// between them is the Tool's (OnServerHost, ClientCPUs, HasServer).
 
 import (
 	"context"
@@ -39,16 +40,20 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 		row.Status, row.Error = results.StatusFailed, err.Error()
 		return row, Timing{Wall: time.Since(start)}, nil
 	}
+	tool, err := peer.Lookup(name)
+	if err != nil {
+		return fail(err)
+	}
 	roles, err := r.PeerRoles(pt)
 	if err != nil {
 		return fail(err)
 	}
-	if name == peer.Fio {
-		row.ClientHost = srvT.Host.Name() // fio reads on the server's host
+	if tool.OnServerHost {
+		row.ClientHost = srvT.Host.Name() // it measures on the server's host
 	}
 	reports, tm, err := r.run(ctx, roles, results.Control{}, r.logBase(pt, rep), nil)
 	if err != nil {
-		if ready := reports[0].Ready; ready != nil { // fio's prepare got this far
+		if ready := reports[0].Ready; ready != nil { // node prepare got this far
 			row.SetReady(ready)
 		}
 		if err == ErrInterrupted {
@@ -59,7 +64,7 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 	}
 	measuring := roles[len(roles)-1]
 	opts := peer.ParseOptions{}
-	if name == peer.IBReadBW {
+	if tool.ClientCPUs {
 		opts.ClientCPUs = r.cpus(ctx, measuring.Target.Host)
 	}
 	res, err := peer.Parse(name, reports[len(reports)-1].Output, opts)
@@ -76,7 +81,7 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 }
 
 // setPeerResult copies a peer's figures into the row; what it does not
-// give stays empty (latency for ib_read_bw and iperf3, verified always).
+// give stays empty (latency where the tool reports none; verified always).
 func setPeerResult(row *results.Row, res peer.Result) {
 	row.Bytes, row.Seconds, row.BandwidthMBs, row.IOPS = &res.Bytes, &res.Seconds, &res.BandwidthMBs, res.IOPS
 	if l := res.Latency; l != nil {
@@ -85,11 +90,12 @@ func setPeerResult(row *results.Row, res peer.Result) {
 	row.CPUClient, row.CPUServer = res.CPUClient, res.CPUServer
 }
 
-// PeerRoles are the roles of a peer point. ib_read_bw and iperf3: the
+// PeerRoles are the roles of a peer point. A peer with a server: the
 // tool's server on the server host, ready when its port listens (ss -ltn
-// there), then its client on the client host. fio: node prepare on the
+// there), then its client on the client host. One that measures on the
+// server's host (OnServerHost): node prepare on the
 // server host (the file made as node serve makes it, the cold or warm
-// step done), then fio on the same host, reading that file.
+// step done), then the tool on the same host, reading that file.
 func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 	name := pt.Values.Str(param.Workload)
 	srvT, cliT := r.peerTargets(pt)
@@ -110,8 +116,12 @@ func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 	fixed := func(cpus string, argv []string) func(map[string]*results.Ready) []string {
 		return func(map[string]*results.Ready) []string { return r.toolArgv(cpus, argv) }
 	}
-	if name == peer.Fio {
-		t := role.Target{Role: cliT.Role, Host: srvT.Host, Label: fmt.Sprintf("fio (%s)", srvT.Host.Name()), NodePath: srvT.NodePath}
+	tool, err := peer.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if tool.OnServerHost {
+		t := role.Target{Role: cliT.Role, Host: srvT.Host, Label: fmt.Sprintf("%s (%s)", name, srvT.Host.Name()), NodePath: srvT.NodePath}
 		return []Role{
 			{
 				Target: srvT,
@@ -147,7 +157,8 @@ func (r *Runner) peerTargets(pt plan.Point) (srv, cli role.Target) {
 }
 
 // prepareArgv is node prepare's command line: serve's file parameters from
-// the table, over tcp (nothing is registered: fio reads the file itself).
+// the table, over tcp (nothing is registered: the tool reads the file
+// itself).
 func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string {
 	v := pt.For(t.Role)
 	argv := []string{t.NodePath, "prepare", "--transport", results.TransportTCP}
@@ -160,7 +171,7 @@ func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string
 
 // toolArgv runs a peer's argv under timeout(1) at node's own deadline,
 // since a tool does not stop when the runner's connection goes (node does,
-// on stdin's end): an ib_read_bw server left waiting would hold its port.
+// on stdin's end): a tool's server left waiting would hold its port.
 // It is pinned as node would be, so both see the same CPUs.
 func (r *Runner) toolArgv(cpus string, argv []string) []string {
 	d, _ := time.ParseDuration(r.deadline())
@@ -181,9 +192,9 @@ func (r *Runner) reportDir(t role.Target) string {
 	return path.Dir(t.NodePath)
 }
 
-// cpus is how many CPUs h has, as /proc/stat counts them (ib_read_bw's
-// CPU_util is a share of all of them); 0 when unknown. Asked once per
-// host.
+// cpus is how many CPUs h has, as /proc/stat counts them (for a tool
+// whose CPU figure is a share of all of them, Tool.ClientCPUs); 0 when
+// unknown. Asked once per host.
 func (r *Runner) cpus(ctx context.Context, h remote.Host) int {
 	r.cpuMu.Lock()
 	defer r.cpuMu.Unlock()
