@@ -3,8 +3,11 @@ package peer
 // ib_read_bw (perftest 4.5). Both sides get the same flags; the client
 // adds the server's address. The mapping is ibReadBWMap, below. Beside it:
 //
-//	rdma.cq_moderation -> -Q when the plan sets it; auto, the default,
-//	    gives none: perftest's own default, which node's auto follows.
+//	queue_depth, qps -> -t the depth per QP (perftest's tx depth is per
+//	    QP, node's queue_depth the total), -q the QPs.
+//	rdma.cq_moderation -> -Q always, the value node uses at the same
+//	    point (results.CQModeration): perftest's own default differs above
+//	    8 KiB (docs/rdma.md).
 //	duration d, warmup w -> -D d+2w --margin w: perftest measures between
 //	    its two margins, so the measured window is d and -D > 2*margin
 //	    always holds.
@@ -48,7 +51,8 @@ var ibReadBWMap = []Mapping{
 	}},
 	{Param: param.QPs, Option: "-q"},
 	{Param: param.QueueDepth, Option: "-t", Refuse: func(p Params) string {
-		return refuseIf(p.QueueDepth > ibMaxTx, "ib_read_bw's -t takes at most %d (got %d)", ibMaxTx, p.QueueDepth)
+		per := results.DepthPerQP(p.QueueDepth, p.qps())
+		return refuseIf(per > ibMaxTx, "ib_read_bw's -t, the depth per QP, takes at most %d (got %d)", ibMaxTx, per)
 	}},
 	{Param: param.MaxRdAtomic, Option: "-o"}, // auto: none, the device's maximum
 	{Param: param.CQModeration, Option: "-Q"},
@@ -97,13 +101,13 @@ func buildIBReadBW(p Params) Commands {
 	add := func(a ...string) { args = append(args, a...) }
 	add("-s", strconv.FormatInt(p.BlockSize, 10), "-q", strconv.Itoa(p.qps()))
 	if p.QueueDepth > 0 {
-		add("-t", strconv.Itoa(p.QueueDepth))
+		add("-t", strconv.Itoa(results.DepthPerQP(p.QueueDepth, p.qps())))
 	}
 	if p.RDMAMaxRdAtomic > 0 {
 		add("-o", strconv.Itoa(p.RDMAMaxRdAtomic))
 	}
-	if p.RDMACQMod > 0 {
-		add("-Q", strconv.Itoa(p.RDMACQMod))
+	if p.QueueDepth > 0 {
+		add("-Q", strconv.Itoa(results.CQModeration(p.RDMACQMod, p.QueueDepth, p.qps(), false)))
 	}
 	if p.RDMADevice != "" {
 		add("-d", p.RDMADevice)

@@ -26,15 +26,16 @@ func TestBuildArgv(t *testing.T) {
 			"ib_read_bw -s 1048576 -q 1 -t 16 -o 16 -Q 4 -d mlx5_0 -i 1 -x 3 -p 18515 -D 14 --margin 2 --cpu_util --out_json --out_json_file=/tmp/rs/ib_read_bw.server.json",
 			"ib_read_bw -s 1048576 -q 1 -t 16 -o 16 -Q 4 -d mlx5_0 -i 1 -x 3 -p 18515 -D 14 --margin 2 --cpu_util --out_json --out_json_file=/tmp/rs/ib_read_bw.client.json 10.0.0.1",
 			"client", "/tmp/rs/ib_read_bw.client.json", 18515},
-		// total-based: -n per QP, rounded up; no gid index (-1), no -o.
+		// total-based: -n per QP, rounded up; -t the depth per QP, -Q
+		// node's auto at it; no gid index (-1), no -o.
 		{IBReadBW, Params{BlockSize: 65536, QueueDepth: 8, QPs: 3, Total: 1 << 30, RDMAGIDIndex: -1, ServerAddr: "h", Port: 19000},
-			"ib_read_bw -s 65536 -q 3 -t 8 -p 19000 -n 5462 --out_json --out_json_file=ib_read_bw.server.json",
-			"ib_read_bw -s 65536 -q 3 -t 8 -p 19000 -n 5462 --out_json --out_json_file=ib_read_bw.client.json h",
+			"ib_read_bw -s 65536 -q 3 -t 3 -Q 3 -p 19000 -n 5462 --out_json --out_json_file=ib_read_bw.server.json",
+			"ib_read_bw -s 65536 -q 3 -t 3 -Q 3 -p 19000 -n 5462 --out_json --out_json_file=ib_read_bw.client.json h",
 			"client", "ib_read_bw.client.json", 19000},
 		// total 0 reads file_size.
 		{IBReadBW, Params{BlockSize: 4096, QueueDepth: 1, FileSize: 4 << 20, RDMAGIDIndex: -1, ServerAddr: "h"},
-			"ib_read_bw -s 4096 -q 1 -t 1 -p 18515 -n 1024 --out_json --out_json_file=ib_read_bw.server.json",
-			"ib_read_bw -s 4096 -q 1 -t 1 -p 18515 -n 1024 --out_json --out_json_file=ib_read_bw.client.json h",
+			"ib_read_bw -s 4096 -q 1 -t 1 -Q 1 -p 18515 -n 1024 --out_json --out_json_file=ib_read_bw.server.json",
+			"ib_read_bw -s 4096 -q 1 -t 1 -Q 1 -p 18515 -n 1024 --out_json --out_json_file=ib_read_bw.client.json h",
 			"client", "ib_read_bw.client.json", 18515},
 		{Iperf3, Params{BlockSize: 1 << 20, QueueDepth: 16, QPs: 1, Duration: 10 * time.Second, Warmup: time.Second, ServerAddr: "127.0.0.1"},
 			"iperf3 -s -1 -p 5201 -B 127.0.0.1",

@@ -1,12 +1,14 @@
 package peer
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/results/param"
 )
 
@@ -64,7 +66,11 @@ var mappingCases = func() []mappingCase {
 		{IBReadBW, rdma.With(param.MaxRdAtomic, 4), param.MaxRdAtomic, " -o 4 ", ""},
 		{IBReadBW, rdma.With(param.CQModeration, 8), param.CQModeration, " -Q 8 ", ""},
 		{IBReadBW, rdma.With(param.CQModeration, 1), param.CQModeration, " -Q 1 ", ""},
-		{IBReadBW, rdma, param.CQModeration, " -s ", " -Q "}, // auto: perftest's own default, which node's follows
+		{IBReadBW, rdma, param.CQModeration, " -t 16 -Q 16 ", ""},                        // auto: node's rule, min(100, the depth per QP), given explicitly
+		{IBReadBW, rdma.With(param.CQModeration, 64), param.CQModeration, " -Q 16 ", ""}, // capped at the depth per QP, as node's
+		// -t is the depth per QP, as perftest's tx depth is: qps 2 at
+		// queue_depth 16 is 8 a QP, as node posts.
+		{IBReadBW, rdma.With(param.QPs, 2), param.QueueDepth, " -q 2 -t 8 ", ""},
 		{IBReadBW, rdma.With(param.BlockSize, 65536), param.BlockSize, " -s 65536 ", ""},
 		{IBReadBW, rdma.With(param.QPs, 3), param.QPs, " -q 3 ", ""},
 		{IBReadBW, rdma.With(param.QueueDepth, 8), param.QueueDepth, " -t 8 ", ""},
@@ -95,3 +101,34 @@ var mappingCases = func() []mappingCase {
 		{Fio, file, param.Cache, "", "--invalidate"}, // cold: fio's own default
 	}
 }()
+
+// TestBenchRDMADepthPerQP: bench-rdma at qps 2 gives ib_read_bw the depth
+// node posts on each QP, not the total, so both keep as many READs in
+// flight; and the same moderation node uses.
+func TestBenchRDMADepthPerQP(t *testing.T) {
+	p, err := plan.Load("../../../plans/bench-rdma.yaml", plan.Options{Set: []string{"qps=2", "workload=ib_read_bw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := plan.Expand(p, plan.ExpandOptions{})
+	if err != nil || len(pts) == 0 {
+		t.Fatalf("expand: %v (%d points)", err, len(pts))
+	}
+	for _, pt := range pts {
+		v := FromValues(pt.Values)
+		v.ServerAddr = "h"
+		c, err := Build(IBReadBW, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per := results.DepthPerQP(v.QueueDepth, v.QPs)
+		mod := results.CQModeration(v.RDMACQMod, v.QueueDepth, v.QPs, false)
+		argv := " " + strings.Join(c.Client, " ") + " "
+		if want := fmt.Sprintf(" -q 2 -t %d ", per); !strings.Contains(argv, want) || per != 8 {
+			t.Errorf("point %s: argv %s, want %q (queue_depth %d over 2 QPs)", pt.Key, argv, want, v.QueueDepth)
+		}
+		if want := fmt.Sprintf(" -Q %d ", mod); !strings.Contains(argv, want) {
+			t.Errorf("point %s: argv %s, want node's moderation %q", pt.Key, argv, want)
+		}
+	}
+}
