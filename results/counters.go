@@ -49,6 +49,12 @@ type Counters struct {
 	// disk/read_sectors, rdma/hw_counters/duplicate_request,
 	// netdev/rx_dropped, process/major_faults, tcp/total_retrans.
 	Raw map[string]int64 `json:"raw,omitempty"`
+	// Units names, by Raw key, the unit of a raw counter that counts
+	// something other than its name says: an InfiniBand port's
+	// port_xmit_data and port_rcv_data count 4-byte words (IBA
+	// PortCounters; the kernel passes them on as they are), so bytes are
+	// 4 × the delta.
+	Units map[string]string `json:"units,omitempty"`
 	// Unread says, by group, why a group could not be read, e.g. "disk":
 	// "no block device under the file".
 	Unread map[string]string `json:"unread,omitempty"`

@@ -16,6 +16,7 @@ func TestSampleEvent(t *testing.T) {
 	root := fakeSysfs(t, map[string]string{
 		port + "hw_counters/duplicate_request":   "10\n",
 		port + "hw_counters/completer_retry_err": "0\n",
+		port + "counters/port_xmit_data":         "100\n",
 		port + "gid_attrs/ndevs/0":               "eth1\n",
 		port + "gid_attrs/ndevs/1":               "eth1\n",
 		"class/net/eth1/statistics/rx_dropped":   "5\n",
@@ -47,6 +48,11 @@ func TestSampleEvent(t *testing.T) {
 	}
 	if c.Raw["rdma/hw_counters/duplicate_request"] != 704 {
 		t.Errorf("raw = %v", c.Raw)
+	}
+	// port_xmit_data counts 4-byte words; the event says so, and names no
+	// unit for a counter that counts what its name says.
+	if got := c.Units["rdma/counters/port_xmit_data"]; got != "4-byte words" || len(c.Units) != 1 {
+		t.Errorf("units = %v, want port_xmit_data in 4-byte words alone", c.Units)
 	}
 	if c.TCPRetrans == nil || *c.TCPRetrans != 0 {
 		t.Errorf("tcp_retrans %v, want 0 (the connection's own, read)", c.TCPRetrans)
