@@ -3,6 +3,7 @@ package counters
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/rdmanl"
 	"rdmasweep/testbed/testenv"
 )
 
@@ -83,21 +85,25 @@ func TestHeadlinesByFamily(t *testing.T) {
 	i := func(v int64) *int64 { return &v }
 	for _, c := range []struct {
 		name, family      string
+		iwarp             bool
 		d                 Delta
 		retrans, cnp, ecn *int64
 	}{
 		// What 1 % loss across the two-guest wire moved.
-		{"rxe reader", "rxe", Delta{"hw_counters/completer_retry_err": 241, "hw_counters/out_of_seq_request": 0, "hw_counters/sent_pkts": 9000}, i(241), nil, nil},
-		{"rxe server", "rxe", Delta{"hw_counters/duplicate_request": 704, "hw_counters/rcvd_seq_err": 0}, i(704), nil, nil},
-		{"rxe clean", "rxe", Delta{"hw_counters/duplicate_request": 0, "hw_counters/completer_retry_err": 0}, i(0), nil, nil},
-		{"mlx5", "mlx5", Delta{"hw_counters/out_of_sequence": 3, "hw_counters/local_ack_timeout_err": 1,
+		{"rxe reader", "rxe", false, Delta{"hw_counters/completer_retry_err": 241, "hw_counters/out_of_seq_request": 0, "hw_counters/sent_pkts": 9000}, i(241), nil, nil},
+		{"rxe server", "rxe", false, Delta{"hw_counters/duplicate_request": 704, "hw_counters/rcvd_seq_err": 0}, i(704), nil, nil},
+		{"rxe clean", "rxe", false, Delta{"hw_counters/duplicate_request": 0, "hw_counters/completer_retry_err": 0}, i(0), nil, nil},
+		{"mlx5", "mlx5", false, Delta{"hw_counters/out_of_sequence": 3, "hw_counters/local_ack_timeout_err": 1,
 			"hw_counters/np_cnp_sent": 40, "hw_counters/np_ecn_marked_roce_packets": 45, "hw_counters/rp_cnp_handled": 40}, i(4), i(40), i(45)},
-		{"mlx5 without congestion counters", "mlx5", Delta{"hw_counters/out_of_sequence": 0}, i(0), nil, nil},
-		{"irdma, older name", "irdma", Delta{"hw_counters/tcpRetransSegs": 7, "hw_counters/cnpSent": 0, "hw_counters/RxECNMrkd": 2}, i(7), i(0), i(2)},
-		{"siw", "siw", Delta{}, nil, nil, nil},
-		{"unknown", "bnxt_re", Delta{"hw_counters/duplicate_request": 9}, nil, nil, nil},
+		{"mlx5 without congestion counters", "mlx5", false, Delta{"hw_counters/out_of_sequence": 0}, i(0), nil, nil},
+		{"irdma iWARP, older name", "irdma", true, Delta{"hw_counters/tcpRetransSegs": 7, "hw_counters/cnpSent": 0, "hw_counters/RxECNMrkd": 2}, i(7), i(0), i(2)},
+		// In RoCE mode irdma's TCP retransmit counter reads 0 whatever
+		// happens: empty, not a 0 that reads as "no retransmits".
+		{"irdma RoCE", "irdma", false, Delta{"hw_counters/RetransSegs": 0, "hw_counters/cnpSent": 5, "hw_counters/RxECNMrkd": 2}, nil, i(5), i(2)},
+		{"siw", "siw", false, Delta{}, nil, nil, nil},
+		{"unknown", "bnxt_re", false, Delta{"hw_counters/duplicate_request": 9}, nil, nil, nil},
 	} {
-		h := Headline(c.family, c.d)
+		h := Headline(c.family, c.iwarp, c.d)
 		for _, x := range []struct {
 			what      string
 			got, want *int64
@@ -112,7 +118,7 @@ func TestHeadlinesByFamily(t *testing.T) {
 			}
 		}
 	}
-	sum := Add(Headline("rxe", Delta{"hw_counters/completer_retry_err": 241}), Headline("rxe", Delta{"hw_counters/duplicate_request": 704}))
+	sum := Add(Headline("rxe", false, Delta{"hw_counters/completer_retry_err": 241}), Headline("rxe", false, Delta{"hw_counters/duplicate_request": 704}))
 	if sum.RetransEvents == nil || *sum.RetransEvents != 945 || sum.CNP != nil {
 		t.Errorf("Add = %+v", sum)
 	}
@@ -135,6 +141,26 @@ func TestFamilyFromDriverOrName(t *testing.T) {
 	}
 	if f := Family(root, "weird0"); f != "" {
 		t.Errorf("Family(weird0) = %q, want unknown", f)
+	}
+}
+
+// TestFamilyFromDriverID: on the host's own /sys the family is the
+// provider's, from the uverbs driver id: an irdma device whose PCI
+// function ice drives gets irdma's counter names, not ice's (none).
+func TestFamilyFromDriverID(t *testing.T) {
+	saved := driverID
+	t.Cleanup(func() { driverID = saved })
+	driverID = func(dev string) (uint32, error) {
+		if dev == "rocep5s0f0" {
+			return rdmanl.DriverIRDMA, nil
+		}
+		return 0, errors.New("no such device")
+	}
+	if f := Family("/sys", "rocep5s0f0"); f != "irdma" {
+		t.Errorf("Family(rocep5s0f0, an E810 port udev renamed) = %q, want irdma", f)
+	}
+	if h := Headline(Family("/sys", "rocep5s0f0"), false, Delta{"hw_counters/cnpSent": 3}); h.CNP == nil || *h.CNP != 3 {
+		t.Errorf("rocep5s0f0's cnp headline %v, want 3 from cnpSent", h.CNP)
 	}
 }
 

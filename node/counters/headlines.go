@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"rdmasweep/node/rdmanl"
 )
 
 // Headlines are the few portable figures a row carries, summed from a
@@ -28,11 +30,15 @@ type Headlines struct {
 //     implied_nak_seq_err, local_ack_timeout_err; the congestion counters
 //     np_cnp_sent and np_ecn_marked_roce_packets).
 //   - irdma: drivers/infiniband/hw/irdma/verbs.c, irdma_hw_stat_names
-//     (tcpRetransSegs, renamed RetransSegs in later kernels, for iWARP;
-//     cnpSent; RxECNMrkd).
+//     (tcpRetransSegs, renamed RetransSegs in later kernels: its TCP
+//     engine's, so iWARP only, and in RoCE mode it stays 0 whatever
+//     happens, so the headline is left empty there; cnpSent; RxECNMrkd).
 //   - siw has no hw_counters: its retransmits are its kernel TCP socket's,
 //     counted only host-wide (TcpRetransSegs in /proc/net/snmp).
-var mapping = map[string]struct{ retrans, cnp, ecn []string }{
+var mapping = map[string]struct {
+	retrans, cnp, ecn []string
+	retransIWARPOnly  bool // the retransmit counters count iWARP's TCP alone
+}{
 	"rxe": {
 		retrans: []string{"completer_retry_err", "duplicate_request", "out_of_seq_request", "rcvd_seq_err"},
 	},
@@ -42,9 +48,10 @@ var mapping = map[string]struct{ retrans, cnp, ecn []string }{
 		ecn:     []string{"np_ecn_marked_roce_packets"},
 	},
 	"irdma": {
-		retrans: []string{"tcpRetransSegs", "RetransSegs"},
-		cnp:     []string{"cnpSent"},
-		ecn:     []string{"RxECNMrkd"},
+		retrans:          []string{"tcpRetransSegs", "RetransSegs"},
+		cnp:              []string{"cnpSent"},
+		ecn:              []string{"RxECNMrkd"},
+		retransIWARPOnly: true,
 	},
 	"siw": {},
 }
@@ -53,14 +60,19 @@ var mapping = map[string]struct{ retrans, cnp, ecn []string }{
 func Families() []string { return []string{"irdma", "mlx5", "rxe", "siw"} }
 
 // Headline sums family's counters in d (an RDMAPort delta) into the
-// headlines. An unknown family gives none.
-func Headline(family string, d Delta) Headlines {
+// headlines; iwarp says the port runs iWARP (node_type RNIC), not RoCE or
+// InfiniBand. An unknown family gives none.
+func Headline(family string, iwarp bool, d Delta) Headlines {
 	m := mapping[family]
-	return Headlines{
+	h := Headlines{
 		RetransEvents: sum(d, m.retrans),
 		CNP:           sum(d, m.cnp),
 		ECNMarked:     sum(d, m.ecn),
 	}
+	if m.retransIWARPOnly && !iwarp {
+		h.RetransEvents = nil
+	}
+	return h
 }
 
 // sum adds the named hw_counters in d; nil when d holds none of them.
@@ -96,10 +108,25 @@ func Add(a, b Headlines) Headlines {
 	return Headlines{plus(a.RetransEvents, b.RetransEvents), plus(a.CNP, b.CNP), plus(a.ECNMarked, b.ECNMarked)}
 }
 
-// Family names dev's device family: its driver's (mlx5_core gives mlx5),
-// or, for a software device with no PCI function behind it, the prefix
-// of the name the kernel gave it (rxe0, siw0).
+// driverID asks the kernel for a device's uverbs driver id (rdmanl); a
+// test replaces it.
+var driverID = rdmanl.UverbsDriverID
+
+// Family names dev's device family as rdma-core names its provider: from
+// the device's uverbs driver id, which the kernel gives over RDMA netlink.
+// A device the kernel does not know by id (or a faked sysfs, at a root
+// other than /sys) falls back to its PCI function's driver (mlx5_core
+// gives mlx5), then to the prefix of its name (rxe0, siw0). The driver id
+// comes first because a PCI function's driver need not be the RDMA one:
+// irdma's device hangs off a function that ice or i40e drives.
 func Family(sysfs, dev string) string {
+	if sysfs == "/sys" {
+		if id, err := driverID(dev); err == nil {
+			if f := rdmanl.Family(id); f != "" {
+				return f
+			}
+		}
+	}
 	if target, err := os.Readlink(filepath.Join(sysfs, "class", "infiniband", dev, "device", "driver")); err == nil {
 		drv := filepath.Base(target)
 		return strings.TrimSuffix(drv, "_core")
@@ -110,4 +137,11 @@ func Family(sysfs, dev string) string {
 		}
 	}
 	return ""
+}
+
+// IWARP reports whether dev is an iWARP device: sysfs's node_type says
+// "4: RNIC" (RoCE and InfiniBand devices are "1: CA").
+func IWARP(sysfs, dev string) bool {
+	b, err := os.ReadFile(filepath.Join(sysfs, "class", "infiniband", dev, "node_type"))
+	return err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "4:")
 }

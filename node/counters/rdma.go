@@ -32,6 +32,6 @@ func (g rdmaGroup) fill(c *results.Counters, d Delta) {
 	}
 	c.RDMADevice, c.RDMAPort = g.dev, g.port
 	c.RDMAFamily = Family(g.sysfs, g.dev)
-	h := Headline(c.RDMAFamily, d)
+	h := Headline(c.RDMAFamily, IWARP(g.sysfs, g.dev), d)
 	c.RDMARetransEvents, c.RDMACNP, c.RDMAECNMarked = h.RetransEvents, h.CNP, h.ECNMarked
 }

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/rdmanl"
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
 )
@@ -365,7 +366,7 @@ func (d *device) prefetch(mr *C.struct_ibv_mr, n uint64) (float64, string, error
 	start := time.Now()
 	st := C.rs_advise_prefetch(d.pd, mr, C.uint64_t(segs[0].off), C.uint32_t(segs[0].len))
 	if st.verb != nil && syscall.Errno(st.err) == syscall.EOPNOTSUPP {
-		id, err := uverbsDriverID(d.name)
+		id, err := rdmanl.UverbsDriverID(d.name)
 		if err != nil {
 			return 0, "", fmt.Errorf("prefetch the region: %w, and the kernel cannot be asked directly: %w", verbErr(st, ""), err)
 		}

@@ -6,83 +6,33 @@ package rdma
 // #include <rdma/rdma_netlink.h>
 import "C"
 
-import (
-	"errors"
-	"fmt"
-	"time"
+import "rdmasweep/node/rdmanl"
 
-	"golang.org/x/sys/unix"
+// rdmanl writes the kernel's netlink and driver numbers by hand, so that
+// node's counters read them without cgo; each indexes a one-element
+// array here at its difference from the header's, so a number that
+// drifts from the installed headers fails the rdma build.
+var (
+	_ = [1]struct{}{}[rdmanl.NLDev-C.RDMA_NL_NLDEV]
+	_ = [1]struct{}{}[rdmanl.CmdGet-C.RDMA_NLDEV_CMD_GET]
+	_ = [1]struct{}{}[rdmanl.CmdGetChardev-C.RDMA_NLDEV_CMD_GET_CHARDEV]
+	_ = [1]struct{}{}[rdmanl.AttrDevIndex-C.RDMA_NLDEV_ATTR_DEV_INDEX]
+	_ = [1]struct{}{}[rdmanl.AttrDevName-C.RDMA_NLDEV_ATTR_DEV_NAME]
+	_ = [1]struct{}{}[rdmanl.AttrChardevType-C.RDMA_NLDEV_ATTR_CHARDEV_TYPE]
+	_ = [1]struct{}{}[rdmanl.AttrUverbsDriverID-C.RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID]
+	_ = [1]struct{}{}[rdmanl.DriverMLX5-C.RDMA_DRIVER_MLX5]
+	_ = [1]struct{}{}[rdmanl.DriverMLX4-C.RDMA_DRIVER_MLX4]
+	_ = [1]struct{}{}[rdmanl.DriverCXGB4-C.RDMA_DRIVER_CXGB4]
+	_ = [1]struct{}{}[rdmanl.DriverBNXTRE-C.RDMA_DRIVER_BNXT_RE]
+	_ = [1]struct{}{}[rdmanl.DriverIRDMA-C.RDMA_DRIVER_IRDMA]
+	_ = [1]struct{}{}[rdmanl.DriverQEDR-C.RDMA_DRIVER_QEDR]
+	_ = [1]struct{}{}[rdmanl.DriverHNS-C.RDMA_DRIVER_HNS]
+	_ = [1]struct{}{}[rdmanl.DriverUSNIC-C.RDMA_DRIVER_USNIC]
+	_ = [1]struct{}{}[rdmanl.DriverRXE-C.RDMA_DRIVER_RXE]
+	_ = [1]struct{}{}[rdmanl.DriverEFA-C.RDMA_DRIVER_EFA]
+	_ = [1]struct{}{}[rdmanl.DriverSIW-C.RDMA_DRIVER_SIW]
+	_ = [1]struct{}{}[rdmanl.DriverERDMA-C.RDMA_DRIVER_ERDMA]
 )
-
-// nldevType is the netlink message type of the RDMA device interface's
-// command cmd (RDMA_NL_GET_TYPE).
-func nldevType(cmd int) uint16 { return uint16(C.RDMA_NL_NLDEV<<10 + cmd) }
-
-// uverbsDriverID asks the kernel, over RDMA netlink as libibverbs does
-// when it matches a provider, for the uverbs driver id of device dev: the
-// id an ioctl on its command fd must carry. The device list is dumped for
-// dev's index, then the uverbs char device of that index is asked for.
-func uverbsDriverID(dev string) (uint32, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_RDMA)
-	if err != nil {
-		return 0, fmt.Errorf("open an rdma netlink socket: %w", err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return 0, fmt.Errorf("bind an rdma netlink socket: %w", err)
-	}
-	// The kernel always answers; the timeout is against a bug, not a wait.
-	tv := unix.NsecToTimeval(int64(5 * time.Second))
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return 0, fmt.Errorf("set an rdma netlink socket's timeout: %w", err)
-	}
-	index, found := uint64(0), false
-	err = nlAsk(fd, nlRequest(nldevType(C.RDMA_NLDEV_CMD_GET), unix.NLM_F_DUMP, 1, nil), 1, func(a map[uint16][]byte) {
-		if nlString(a[C.RDMA_NLDEV_ATTR_DEV_NAME]) == dev {
-			index, found = nlUint(a[C.RDMA_NLDEV_ATTR_DEV_INDEX])
-		}
-	})
-	if err != nil {
-		return 0, fmt.Errorf("list rdma devices over netlink: %w", err)
-	}
-	if !found {
-		return 0, fmt.Errorf("rdma netlink lists no device %s", dev)
-	}
-	attrs := nlAppendAttr(nil, C.RDMA_NLDEV_ATTR_DEV_INDEX, nlU32(uint32(index)))
-	attrs = nlAppendAttr(attrs, C.RDMA_NLDEV_ATTR_CHARDEV_TYPE, []byte("uverbs\x00"))
-	id, have := uint64(0), false
-	err = nlAsk(fd, nlRequest(nldevType(C.RDMA_NLDEV_CMD_GET_CHARDEV), 0, 2, attrs), 2, func(a map[uint16][]byte) {
-		id, have = nlUint(a[C.RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID])
-	})
-	if err != nil {
-		return 0, fmt.Errorf("ask rdma netlink for %s's uverbs device: %w", dev, err)
-	}
-	if !have {
-		return 0, fmt.Errorf("rdma netlink gives no uverbs driver id for %s (a kernel before 5.0?)", dev)
-	}
-	return uint32(id), nil
-}
-
-// nlAsk sends req on fd and hands each reply of sequence seq to fn, until
-// the reply is whole.
-func nlAsk(fd int, req []byte, seq uint32, fn func(map[uint16][]byte)) error {
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return err
-	}
-	buf := make([]byte, 1<<16)
-	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return err
-		}
-		switch err := nlReplies(buf[:n], seq, fn); {
-		case errors.Is(err, errNLDone):
-			return nil
-		case err != nil:
-			return err
-		}
-	}
-}
 
 // prefetchNeedsLocalWrite reports whether d's kernel driver prefetches
 // only an MR with local write access: rxe's advise_mr (rxe_odp.c) looks
@@ -90,6 +40,6 @@ func nlAsk(fd int, req []byte, seq uint32, fn func(map[uint16][]byte)) error {
 // whichever advice it is given. mlx5's asks write access only of
 // PREFETCH_WRITE.
 func (d *device) prefetchNeedsLocalWrite() bool {
-	id, err := uverbsDriverID(d.name)
-	return err == nil && id == C.RDMA_DRIVER_RXE
+	id, err := rdmanl.UverbsDriverID(d.name)
+	return err == nil && id == rdmanl.DriverRXE
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package rdma
+package rdmanl
 
 import (
 	"encoding/binary"

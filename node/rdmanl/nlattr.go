@@ -1,11 +1,11 @@
 //go:build linux
 
-package rdma
+package rdmanl
 
 // Netlink messages as the kernel's RDMA netlink (NETLINK_RDMA) speaks
 // them: a header, then attributes (no family header), in host byte order.
-// Only what uverbsDriverID needs; kept free of cgo and sockets so it can
-// be tested on any host.
+// Only what UverbsDriverID needs; kept free of sockets so it can be
+// tested on any host.
 
 import (
 	"encoding/binary"
