@@ -234,10 +234,11 @@ type RDMAPath struct {
 	// RelaxedOrdering reports the client's buffer was registered with
 	// IBV_ACCESS_RELAXED_ORDERING (client-only; the device may ignore it).
 	RelaxedOrdering *bool `json:"relaxed_ordering,omitempty"`
-	// RelaxedOrderingGranted reports whether the buffer can hold it:
-	// drivers honour the flag only where the PCIe function has Relaxed
-	// Ordering enabled, and software devices never do; nil when the PCI
-	// config space could not be read far enough to tell (client-only).
+	// RelaxedOrderingGranted reports whether the buffer holds it, where
+	// that can be known: false when not asked for and on a software
+	// device, which never holds it; nil, unknown, on hardware, whose
+	// driver decides by a rule its PCIe Device Control bit does not show
+	// (client-only; docs/rdma.md).
 	RelaxedOrderingGranted *bool `json:"relaxed_ordering_granted,omitempty"`
 	// PathMTU in bytes, the smaller of the two ports' (client-only).
 	PathMTU int `json:"path_mtu,omitempty"`

@@ -202,31 +202,20 @@ func breakingEvent(typ, eventPort, port int) string {
 	return ""
 }
 
-// relaxedOrderingGranted says whether a device's MR can hold the relaxed
-// ordering it was asked for: drivers honour IBV_ACCESS_RELAXED_ORDERING
-// only where the PCIe function has Relaxed Ordering enabled in its Device
-// Control register (the kernel's pcie_relaxed_ordering_enabled), and
-// ignore it silently elsewhere. config is the function's PCI config
-// space; a software device has none (nil), and is never granted it. The
-// answer is nil when config is too short to tell (an unprivileged read
-// sees only its first 64 bytes).
+// relaxedOrderingGranted says whether a device's MR holds the relaxed
+// ordering it was asked for, where that can be known, and nil where it
+// cannot. Not asked for, it is not held; a software device (no PCI
+// function: config nil) never holds it. A hardware device decides by its
+// own rule, which its PCIe Device Control register does not show: mlx5
+// grants the write direction a READ's sink uses from its device
+// capability (so a VF whose DevCtl bit is clear may hold it), and a
+// driver that ignores the optional flag accepts it without holding it.
+// So for hardware the answer is nil, unknown; the request is recorded as
+// relaxed_ordering either way.
 func relaxedOrderingGranted(requested bool, config []byte) *bool {
-	no, yes := false, true
-	switch {
-	case !requested || config == nil:
+	if !requested || config == nil {
+		no := false
 		return &no
-	case len(config) < 0x40 || config[0x06]&0x10 == 0: // no capability list
-		return nil
-	}
-	for ptr, hops := int(config[0x34]&^3), 0; ptr >= 0x40 && ptr+10 <= len(config) && hops < 48; hops++ {
-		if config[ptr] == 0x10 { // PCI Express capability
-			devCtl := int(config[ptr+8]) | int(config[ptr+9])<<8
-			if devCtl&0x10 != 0 {
-				return &yes
-			}
-			return &no
-		}
-		ptr = int(config[ptr+1] &^ 3)
 	}
 	return nil
 }
