@@ -180,9 +180,14 @@ const (
 )
 
 // breakingEvent names an async event that breaks the path through port
-// (a link flap, a changed address), "" for any other: without it the
-// point would end in a bare retry-exceeded error on the client.
-func breakingEvent(typ, eventPort, port int) string {
+// and the GID in use (a link flap, the address gone), "" for any other:
+// without it the point would end in a bare retry-exceeded error on the
+// client. A GID change breaks the path only when gidGone says the GID in
+// use is gone from its index: the kernel raises the event for any entry
+// of the port's table that changes, a new IPv6 temporary address on the
+// interface among them. gidGone nil (no GID in use: InfiniBand by LID)
+// makes a GID change harmless.
+func breakingEvent(typ, eventPort, port int, gid GID, gidGone func() bool) string {
 	if typ == eventDeviceFatal {
 		return "a fatal device error (IBV_EVENT_DEVICE_FATAL)"
 	}
@@ -193,7 +198,10 @@ func breakingEvent(typ, eventPort, port int) string {
 	case eventPortErr:
 		return fmt.Sprintf("port %d went down (IBV_EVENT_PORT_ERR): the link flapped or the cable or switch port failed", port)
 	case eventGIDChange:
-		return fmt.Sprintf("port %d's GID table changed (IBV_EVENT_GID_CHANGE): an address of its interface was removed or changed", port)
+		if gidGone == nil || !gidGone() {
+			return ""
+		}
+		return fmt.Sprintf("port %d's GID table changed (IBV_EVENT_GID_CHANGE) and the GID in use, %s at index %d, is gone: its address was removed from the interface or changed", port, gid.GID, gid.Index)
 	case eventLIDChange:
 		return fmt.Sprintf("port %d's LID changed (IBV_EVENT_LID_CHANGE): the subnet manager reassigned it", port)
 	case eventPKeyChange:

@@ -207,19 +207,28 @@ func TestTrafficClass(t *testing.T) {
 }
 
 func TestBreakingEvent(t *testing.T) {
+	gid := GID{Index: 1, GID: "::ffff:10.0.2.15", Type: "RoCE v2"}
+	gone := func() bool { return true }
+	still := func() bool { return false }
 	for _, c := range []struct {
+		name        string
 		typ, evPort int
+		gidGone     func() bool
 		want        string
 	}{
-		{eventPortErr, 1, "went down"},
-		{eventGIDChange, 1, "GID table changed"},
-		{eventPortErr, 2, ""}, // another port's
-		{9, 1, ""},            // port active
-		{eventDeviceFatal, 0, "fatal device error"},
+		{"port down", eventPortErr, 1, still, "went down"},
+		// The kernel raises GID_CHANGE for any entry that changes: a new
+		// IPv6 address on the interface leaves the one in use alone.
+		{"a GID added", eventGIDChange, 1, still, ""},
+		{"the GID in use gone", eventGIDChange, 1, gone, "::ffff:10.0.2.15 at index 1, is gone"},
+		{"no GID in use (InfiniBand by LID)", eventGIDChange, 1, nil, ""},
+		{"another port's", eventPortErr, 2, gone, ""},
+		{"port active", 9, 1, gone, ""},
+		{"fatal", eventDeviceFatal, 0, still, "fatal device error"},
 	} {
-		got := breakingEvent(c.typ, c.evPort, 1)
+		got := breakingEvent(c.typ, c.evPort, 1, gid, c.gidGone)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
-			t.Errorf("breakingEvent(%d, port %d) = %q, want %q", c.typ, c.evPort, got, c.want)
+			t.Errorf("%s: breakingEvent = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

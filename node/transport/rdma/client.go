@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -45,22 +46,29 @@ var (
 const stallTimeout = 60 * time.Second
 
 type client struct {
-	cfg     transport.ClientConfig
-	conn    net.Conn
-	dev     *device
-	gid     GID
-	q       *qpSet
-	cmch    *C.struct_rdma_event_channel // connect cm
-	buf     unsafe.Pointer
-	bufLen  int
-	mr      *C.struct_ibv_mr
-	region  regionRecord
-	perQP   int // READs posted per QP at the configured queue depth
-	maxRd   int // max_rd_atomic the QPs were set to
-	cqMod   int
-	path    *results.RDMAPath
-	next    int64
-	broken  error // set once a QP went to error; later reads fail with it
+	cfg    transport.ClientConfig
+	conn   net.Conn
+	dev    *device
+	gid    GID
+	q      *qpSet
+	cmch   *C.struct_rdma_event_channel // connect cm
+	buf    unsafe.Pointer
+	bufLen int
+	mr     *C.struct_ibv_mr
+	region regionRecord
+	perQP  int // READs posted per QP at the configured queue depth
+	maxRd  int // max_rd_atomic the QPs were set to
+	cqMod  int
+	path   *results.RDMAPath
+	next   int64
+	broken error // set once a QP went to error; later reads fail with it
+	// watch reads the device's async events for the client's life; an
+	// event that breaks the path is kept in event and stops the Read in
+	// the C loop (running holds that Read's cancel flag).
+	watch   *eventWatch
+	event   atomic.Pointer[error]
+	runMu   sync.Mutex // running is set and cleared under it
+	running *int32
 	bytes   int64
 	reads   int64
 	closeMu atomic.Bool
@@ -98,7 +106,26 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 		c.release()
 		return nil, err
 	}
+	c.watch = watchEvents(c.dev, c.gid, c.eventBroke)
 	return c, nil
+}
+
+// setRunning sets the cancel flag of the Read under way, nil after it.
+func (c *client) setRunning(flag *int32) {
+	c.runMu.Lock()
+	c.running = flag
+	c.runMu.Unlock()
+}
+
+// eventBroke keeps an event that broke the path and stops the Read under
+// way, whose error it becomes.
+func (c *client) eventBroke(err error) {
+	c.event.CompareAndSwap(nil, &err)
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.running != nil {
+		atomic.StoreInt32(c.running, 1)
+	}
 }
 
 // newClient settles what the config leaves to node and checks what only
@@ -325,6 +352,12 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	defer C.free(unsafe.Pointer(cancel))
 	stop := context.AfterFunc(ctx, func() { atomic.StoreInt32((*int32)(unsafe.Pointer(cancel)), 1) })
 	defer stop()
+	c.setRunning((*int32)(unsafe.Pointer(cancel)))
+	defer c.setRunning(nil) // before cancel is freed
+	if ep := c.event.Load(); ep != nil {
+		c.broken = *ep
+		return m, c.broken
+	}
 	if ctx.Err() != nil {
 		return m, ctx.Err()
 	}
@@ -458,6 +491,11 @@ func (c *client) fillArgs(a *C.rs_run_args, w transport.Workload, blocks, reads 
 // runError is the error the C loop's status stands for, nil for success.
 // A failure that leaves the QPs unusable breaks the connection.
 func (c *client) runError(ctx context.Context, o *C.rs_run_out, w transport.Workload) error {
+	if ep := c.event.Load(); ep != nil && o.status != C.RS_OK {
+		// The device said why the loop stopped or failed.
+		c.broken = *ep
+		return c.broken
+	}
 	switch o.status {
 	case C.RS_OK:
 	case C.RS_CANCELLED:
@@ -554,6 +592,7 @@ func (c *client) Close() error {
 }
 
 func (c *client) release() {
+	c.watch.Stop() // before the device closes
 	if c.conn != nil {
 		c.conn.Close()
 	}

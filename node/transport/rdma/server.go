@@ -82,9 +82,7 @@ type server struct {
 // event that breaks the path (see breakingEvent) is kept as err, and the
 // sessions' connections are closed, so a client's read ends naming it.
 type asyncWatch struct {
-	stop chan struct{}
-	done chan struct{} // closed when the watcher has stopped reading
-	wg   sync.WaitGroup
+	ev *eventWatch
 
 	mu    sync.Mutex
 	err   error
@@ -391,29 +389,8 @@ func (s *server) Ready() transport.ReadyInfo { return s.ready }
 
 // startWatch starts reading the device's async events until Close.
 func (s *server) startWatch() {
-	w := &s.watch
-	w.stop, w.done, w.conns = make(chan struct{}), make(chan struct{}), map[net.Conn]bool{}
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		defer close(w.done)
-		for {
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			var typ, port C.int
-			switch C.rs_async_wait(s.dev.ctx, 200, &typ, &port) {
-			case -1:
-				return // no async events to be had: nothing to watch
-			case 1:
-				if why := breakingEvent(int(typ), int(port), s.dev.port); why != "" {
-					s.broken(fmt.Errorf("%s reported %s while the client read; hint: check the link (`node devices`, `ibv_devinfo`) and rerun the point", s.dev.name, why))
-				}
-			}
-		}
-	}()
+	s.watch.conns = map[net.Conn]bool{}
+	s.watch.ev = watchEvents(s.dev, s.gid, s.broken)
 }
 
 // broken keeps the first path-breaking event's error and closes every
@@ -520,14 +497,14 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 }
 
 // eventGrace is how long a failed session waits for an async event that
-// would explain it: a few of the watcher's 200 ms polls.
+// would explain it: several of the watcher's polls (watchPollMs).
 const eventGrace = time.Second
 
 // awaitEvent waits up to d for the watcher to see a path-breaking event,
 // and returns at once when it has, or when nothing watches.
 func (s *server) awaitEvent(d time.Duration) {
 	w := &s.watch
-	if w.done == nil {
+	if w.ev == nil {
 		return
 	}
 	deadline := time.NewTimer(d)
@@ -542,7 +519,7 @@ func (s *server) awaitEvent(d time.Duration) {
 			return
 		}
 		select {
-		case <-w.done:
+		case <-w.ev.done:
 			return
 		case <-deadline.C:
 			return
@@ -594,10 +571,7 @@ func (s *server) Close() error {
 		if s.l != nil {
 			s.l.Close() // waits for Serve to let go of the region and device
 		}
-		if s.watch.stop != nil {
-			close(s.watch.stop)
-			s.watch.wg.Wait() // before the device closes
-		}
+		s.watch.ev.Stop() // before the device closes
 		for _, mr := range s.mrs {
 			C.ibv_dereg_mr(mr)
 		}
