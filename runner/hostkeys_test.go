@@ -26,7 +26,7 @@ hosts:
   server: {address: %s, user: root, identity_file: %s}
   client: {address: %s, user: root, identity_file: %s}
 ssh: {known_hosts: %s, connect_timeout: 5s}
-node: {binary: %s, remote_path: %s/node}
+node: {binary: %s, remote_path: %s/bin/node}
 transport: tcp
 server: {file: %s/data.dat, file_size: 8MiB, create: true}
 client: {queue_depth: 4}

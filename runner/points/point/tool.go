@@ -108,12 +108,16 @@ func (x *execution) collect() error {
 }
 
 // fetchReport prints a report file on its host and removes it. Neither
-// follows a symlink: dd opens the file O_NOFOLLOW, and rm removes a link,
-// never its target. The directory is the login user's own, so no one else
-// could have put a link there; this is the second line of that defence.
+// follows a symlink: a link (or anything but a regular file) at the path
+// is refused, and rm removes a link, never its target. The directory is
+// the login user's own, checked before anything ran from it, so no one
+// else could have put a link there between the check and the read; this
+// is the second line of that defence. It takes only sh's test, cat and
+// rm, which busybox hosts have too (their dd has no iflag=nofollow).
 func fetchReport(ctx context.Context, t role.Target, file string) ([]byte, error) {
 	return t.Host.Run(ctx, []string{"sh", "-c", reportScript, "sh", path.Clean(file)})
 }
 
-// reportScript prints $1, opened O_NOFOLLOW, and removes it either way.
-const reportScript = `dd if="$1" iflag=nofollow status=none; s=$?; rm -f -- "$1"; exit $s`
+// reportScript prints $1 unless it is a symlink or not a regular file,
+// and removes it either way.
+const reportScript = `if [ -L "$1" ] || [ ! -f "$1" ]; then echo "$1 is not a regular file (a symbolic link?): not read" >&2; s=1; else cat -- "$1"; s=$?; fi; rm -f -- "$1"; exit $s`

@@ -51,7 +51,7 @@ func TestGIDEventsJudgedByTheGIDInUse(t *testing.T) {
 	ready := until[results.Ready](t, srv, "ready")
 	cl := start(t, "", readArgs(guestIP1, ready.Port, "--block-size", "64KiB", "--queue-depth", "4", "--duration", "8s")...)
 	time.Sleep(3 * time.Second) // connected and reading, under TCG
-	ip("-6", "addr", "add", "fd00:5eed::15/64", "dev", "eth1", "nodad")
+	ip("-6", "addr", "add", "fd00:5eed::15/64", "dev", "eth1")
 	t.Cleanup(func() { exec.Command("ip", "-6", "addr", "del", "fd00:5eed::15/64", "dev", "eth1").Run() })
 	res := until[results.Result](t, cl, "result")
 	finish(t, cl)
