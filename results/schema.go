@@ -42,9 +42,9 @@ type Field struct {
 const FirstHeaderLen = 33
 
 var schema = []Field{
-	{Column: "run_id", Doc: "one `runner exec`, e.g. `20261202T150405Z-1a2b3c`; `RUN_ID.json` beside the CSV is its manifest"},
+	{Column: "run_id", Doc: "one `runner exec`; `RUN_ID.json` beside the CSV is its manifest"},
 	{Column: "plan", Doc: "the plan's name"},
-	{Column: "point_key", Doc: "the point's key: rows are matched on (point_key, repetition), which is how a second exec knows what is done"},
+	{Column: "point_key", Doc: "the point's key; rows are matched on (point_key, repetition) to resume"},
 	{Column: "repetition", Doc: "1..repeat"},
 	{Column: "started_at", Unit: "RFC 3339 UTC", Doc: "when the server was started"},
 	{Column: "status", Doc: "`ok` or `failed`"},
@@ -53,8 +53,8 @@ var schema = []Field{
 		Name: "transport", Kind: KindEnum, Enum: []string{TransportTCP, TransportRDMA}, Default: TransportTCP,
 		Flag: "transport", Role: "both", Since: 1,
 		Doc: "how the client reads the server's region: `rdma` READs, or `tcp` requests (every plan can run without RDMA hardware)"}},
-	{Column: "server_host", Doc: "`local` or `user@address:port`; for pairwise and ring, the host as `hosts.pool` (or the allocation) names it"},
-	{Column: "client_host", Doc: "`local` or `user@address:port`; for pairwise and ring, the host as `hosts.pool` (or the allocation) names it"},
+	{Column: "server_host", Doc: "`local`, `user@address:port`, or the host as the pool names it"},
+	{Column: "client_host", Doc: "`local`, `user@address:port`, or the host as the pool names it"},
 
 	{Param: &Param{
 		Name: "file", Section: "server", Kind: KindPath, Required: true,
@@ -98,7 +98,7 @@ var schema = []Field{
 		Name: "registration", Section: "server", Kind: KindEnum, Enum: []string{"pinned", "odp"}, Default: "pinned",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "registration", Role: "serve", Since: 1,
 		Doc: "`pinned` registers and pins the whole region; `odp` uses on-demand paging"}},
-	{Column: "total_bytes", Unit: "bytes", Doc: "what the point was set to read: `total`, or file_size when total is 0; 0 when it reads for a duration", Param: &Param{
+	{Column: "total_bytes", Unit: "bytes", Doc: "what the point was set to read (`total`, or file_size for 0); 0 for a duration", Param: &Param{
 		Name: "total", Section: "client", Kind: KindSize, Default: "0", Min: 0,
 		Sweep: true, Flag: "total", Role: "read", Since: 1,
 		Doc:  "bytes read per point; 0 reads file_size; may exceed file_size (several passes)",
@@ -107,7 +107,7 @@ var schema = []Field{
 		Name: "duration", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
 		Sweep: true, Flag: "duration", Role: "read", Since: 1,
 		Doc: "when > 0, read for this long instead of `total`"}},
-	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it, as the plan set it; empty for `warmup: steady`, whose warmup is `warmup_used_s`", Param: &Param{
+	{Column: "warmup_s", Unit: "seconds", Doc: "the plan's warmup; empty for `warmup: steady` (see `warmup_used_s`)", Param: &Param{
 		Name: "warmup", Section: "client", Kind: KindDuration, Default: "0s", Min: 0, Auto: true, AutoWord: "steady",
 		Sweep: true, Flag: "warmup", Role: "read", Since: 1,
 		// steady: empty, so the rows of a point still agree on it (summary
@@ -123,7 +123,7 @@ var schema = []Field{
 		Name: "warmup_max", Section: "client", Kind: KindDuration, Default: "30s", Min: 1,
 		Flag: "warmup-max", Role: "read", Since: 6,
 		when: func(v Values) bool { return v.Int(param.Warmup) < 0 },
-		Doc:  "with `warmup: steady`, the longest warmup: a point whose bandwidth is still moving then is measured anyway"}},
+		Doc:  "with `warmup: steady`, the longest warmup; then the point is measured anyway"}},
 	{Param: &Param{
 		Name: "verify", Section: "client", Kind: KindBool, Default: "false",
 		Flag: "verify", Role: "read", Since: 1,
@@ -156,14 +156,14 @@ var schema = []Field{
 	{Column: "lat_max_us", Unit: "µs", Doc: "the slowest read"},
 	{Column: "verified", Doc: "true only when verify was on and every byte matched"},
 	{Column: "registration_s", Unit: "seconds", Doc: "RDMA: time to register (and, pinned, fault in) the region; empty for tcp"},
-	{Column: "registration_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ registration_s (odp: empty, or with odp_prefetch ÷ registration_s + prefetch_s); page-cache fault-in plus pinning, not the SSD's read rate"},
+	{Column: "registration_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ registration_s (+ prefetch_s with odp_prefetch; odp without: empty); fault-in plus pinning, not the SSD's rate"},
 	{Column: "cached_fraction", Unit: "0..1", Doc: "share of the region in the page cache (mincore) before registration"},
 
 	// Version 2: several clients per point (fan-in and pairs).
 	{Param: &Param{
 		Name: "topology", Kind: KindEnum, Enum: []string{"fan-in", "pairs", "pairwise", "ring"}, Default: "fan-in", Since: 2,
 		Doc: "`fan-in`: every client reads one server; `pairs`: server i serves client i; over `hosts.pool`, `pairwise`: every host reads every other, in rounds; `ring`: host i reads host i+1 (docs/scale.md)"}},
-	{Column: "scope", Doc: "`client`: one client's reads; `aggregate`: the point's clients together, in their common window (written last, after the clients' rows)"},
+	{Column: "scope", Doc: "`client`: one client's reads; `aggregate`: all clients in their common window (written last)"},
 	{Column: "clients", Doc: "how many clients read at once in the point", Param: &Param{
 		Name: "clients", Section: "client", Kind: KindInt, Auto: true, AutoWord: "all", Min: 1, Max: 1024,
 		Sweep: true, Since: 2,
@@ -179,7 +179,7 @@ var schema = []Field{
 		Sweep: true, Since: 3,
 		Doc: "what measures the point: `node`, or a peer workload to compare with (docs/workloads.md); swept, it varies fastest"}},
 	{Column: "cpu_server", Unit: "CPU s per s", Doc: "CPU seconds (user + sys) per second of the server role; 1.0 is one core; empty when it reports none (docs/workloads.md)"},
-	{Column: "cpu_client", Unit: "CPU s per s", Doc: "the same for the client role (the reading side: node read, or the peer's client, or fio)"},
+	{Column: "cpu_client", Unit: "CPU s per s", Doc: "the same for the client role (the reading side)"},
 
 	// Version 4: RDMA on real clusters (issue 11).
 	{Column: "mapping", Doc: "rdma: how the server mapped the file: `shared-ro`, `private-ro` or `shared-rw`; empty for tcp"},
@@ -193,7 +193,7 @@ var schema = []Field{
 			}
 			return ""
 		},
-		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow. `queue_depth` may be deeper: the HCA holds the rest back"}},
+		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow"}},
 	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP was signalled, as node used it (auto resolved, capped at the depth per QP, 1 in an open loop); with N > 1 latency comes from the signalled READs alone", Param: &Param{
 		Name: "cq_moderation", Section: SectionRDMA, Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
@@ -210,11 +210,11 @@ var schema = []Field{
 		Name: "relaxed_ordering", Section: SectionRDMA, Kind: KindBool, Default: "true",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
 		Doc: "register the client's buffer with relaxed PCIe ordering, as perftest does; `false`: perftest's `--disable_pcie_relaxed`"}},
-	{Column: "odp_prefetch", Doc: "rdma with registration odp: the server prefetched the region with `ibv_advise_mr` before ready; empty otherwise", Param: &Param{
+	{Column: "odp_prefetch", Doc: "rdma odp: the server prefetched the region (`ibv_advise_mr`); empty otherwise", Param: &Param{
 		Name: "odp_prefetch", Section: SectionRDMA, Kind: KindBool, Default: "false",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "odp-prefetch", Role: "serve", Since: 4,
 		when: func(v Values) bool { return v.Str(param.Registration) == "odp" },
-		Doc:  "with `registration: odp`, fault the region in with `ibv_advise_mr` before the server says ready (pinned points ignore it)"}},
+		Doc:  "with `registration: odp`, fault the region in with `ibv_advise_mr` before ready"}},
 	{Column: "prefetch_s", Unit: "seconds", Doc: "rdma, odp_prefetch: how long the prefetch took, after registration_s"},
 	{Param: &Param{
 		Name: "connect", Section: SectionRDMA, Kind: KindEnum, Enum: []string{ConnectTCP, ConnectCM}, Default: ConnectTCP,
@@ -235,7 +235,7 @@ var schema = []Field{
 	{Param: &Param{
 		Name: "timeout", Section: SectionRDMA, Kind: KindInt, Default: "14", Min: 0, Max: 31,
 		Transports: []string{TransportRDMA}, Flag: "qp-timeout", Role: "both", Since: 4,
-		Doc: "the QP's local ACK timeout, 4.096 µs × 2^timeout per try; ODP faults on the server and long paths need more"}},
+		Doc: "the QP's local ACK timeout, 4.096 µs × 2^timeout per try"}},
 	{Param: &Param{
 		Name: "retry_cnt", Section: SectionRDMA, Kind: KindInt, Default: "7", Min: 0, Max: 7,
 		Transports: []string{TransportRDMA}, Flag: "retry-cnt", Role: "both", Since: 4,
@@ -254,12 +254,12 @@ var schema = []Field{
 		Doc: "run odp points on a server whose ODP failed the verified probe (exec refuses them otherwise)"}},
 
 	// What the client's RDMA path used (issue 24).
-	{Column: "link_layer", Doc: "rdma: the client port's link layer, `InfiniBand` or `Ethernet` (RoCE); empty for tcp and peers"},
-	{Column: "lid", Doc: "rdma on InfiniBand: the client port's LID, which addresses it when no GRH is used (the manifest's GID is then empty); empty on RoCE"},
+	{Column: "link_layer", Doc: "rdma: the client port's link layer, `InfiniBand` or `Ethernet`"},
+	{Column: "lid", Doc: "rdma on InfiniBand: the client port's LID; empty on RoCE"},
 	// Verdicts: the line rate the figures are judged against, the
 	// judgement of the plan's expect list, and the knee search's mark.
-	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the server's data link's signalling rate, read by node serve: an rdma port's `rate`, or a tcp netdev's `speed`; empty when it cannot be known (loopback, a speed of -1)"},
-	{Column: "verdict", Doc: "the plan's `expect` list judged on this row: `pass`, `fail`, `unknown` (a figure or the line rate is missing), or empty when the plan expects nothing"},
+	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the server's data link's signalling rate (docs/verdicts.md); empty when unknown"},
+	{Column: "verdict", Doc: "the plan's `expect` list on this row: `pass`, `fail`, `unknown`, or empty with no expectation"},
 	{Column: "verdict_detail", Doc: "why the verdict is not `pass`, one clause per expectation, e.g. `bandwidth_mb_s 812.3 < 0.9 × line_rate 1250.0`"},
 	{Column: "search", Doc: "a plan with `search`: `probe` for a value tried, `knee` on the rows at the value found; empty otherwise"},
 	// Version 5: pool sweeps, pairwise and ring (issue 21).
@@ -268,18 +268,18 @@ var schema = []Field{
 		Doc: "topology pairwise: pairs run at once in a round; `all`: N/2; 1: one at a time, an idle-fabric baseline"}},
 	{Param: &Param{
 		Name: "max_parallel", Kind: KindInt, Auto: true, AutoWord: "none", Min: 1, Max: 1 << 16, Since: 5,
-		Doc: "topologies pairwise and ring: at most this many pairs in a round (flows on the fabric at once); a bigger round is split"}},
-	{Column: "round", Doc: "pairwise and ring: the round the pair ran in, from 1 (its pairs started together, at one barrier); empty for the other topologies"},
+		Doc: "pairwise and ring: at most this many pairs in a round; a bigger one is split"}},
+	{Column: "round", Doc: "pairwise and ring: the pair's round, from 1; empty otherwise"},
 	// Version 6: the file as several memory regions (issue 23).
-	{Column: "mr_size", Unit: "bytes", Doc: "rdma: the largest memory region the server registered the file as; 0: one region over the whole file", Param: &Param{
+	{Column: "mr_size", Unit: "bytes", Doc: "rdma: the memory region size; 0: one region over the file", Param: &Param{
 		Name: "mr_size", Section: "server", Kind: KindSize, Default: "0", Min: 0,
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "mr-size", Role: "serve", Since: 6,
 		Doc: "register the file as memory regions of at most this many bytes, each with its own rkey; 0: one region. block_size must divide it"}},
-	{Column: "regions", Doc: "rdma: how many memory regions the server registered the file as (file_size ÷ mr_size, rounded up; 1 without mr_size)"},
+	{Column: "regions", Doc: "rdma: how many memory regions the file was registered as"},
 	// Steadiness from the time series (issue 22).
-	{Column: "bw_min_interval_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "client rows: the slowest whole interval of the measured phase's time series (the last, partial one left out); empty with no whole interval"},
-	{Column: "bw_cov", Unit: "ratio", Doc: "client rows: the coefficient of variation (standard deviation ÷ mean) of the whole intervals' bandwidth; empty with fewer than 2"},
-	{Column: "warmup_used_s", Unit: "seconds", Doc: "client rows of `warmup: steady`: the warmup the client read until the bandwidth was steady, or `warmup_max`, wall clock; empty otherwise"},
+	{Column: "bw_min_interval_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "client rows: the slowest whole interval of the time series; empty with none"},
+	{Column: "bw_cov", Unit: "ratio", Doc: "client rows: the whole intervals' bandwidth sd ÷ mean; empty with fewer than 2"},
+	{Column: "warmup_used_s", Unit: "seconds", Doc: "client rows of `warmup: steady`: the warmup it read, wall clock; empty otherwise"},
 	// What the hosts counted during each run (issue 22,
 	// docs/telemetry.md). Every raw delta is in RUN_ID.counters.jsonl.
 	{Column: "disk_read_bytes", Unit: "bytes", Doc: "what the block device under the server's file read (read sectors × 512) from after the cache state was set to the point's end; empty without a block device (tmpfs)"},
@@ -295,7 +295,7 @@ var schema = []Field{
 	{Column: "resp_p99_us", Unit: "µs", Doc: "open loop: 99th percentile response latency per read"},
 	{Column: "resp_p999_us", Unit: "µs", Doc: "open loop: 99.9th percentile response latency per read"},
 	{Column: "resp_max_us", Unit: "µs", Doc: "open loop: the slowest response"},
-	{Column: "offered_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "open loop: the load each client offered, `client.rate` in MB/s (for a rate in iops, × block_size); empty for a closed loop", Param: &Param{
+	{Column: "offered_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "open loop: the load each client offered in MB/s; empty for a closed loop", Param: &Param{
 		Name: "rate", Section: "client", Kind: KindRate, Sweep: true, Flag: "rate", Role: "read", Since: 6,
 		cell: func(v Values) string {
 			r, err := ParseRate(v.Str(param.Rate))
