@@ -42,9 +42,9 @@ type Field struct {
 const FirstHeaderLen = 33
 
 var schema = []Field{
-	{Column: "run_id", Doc: "one `runner exec`, e.g. `20261202T150405Z-1a2b3c`; `RUN_ID.json` beside the CSV is its manifest"},
+	{Column: "run_id", Doc: "one `runner exec`; `RUN_ID.json` beside the CSV is its manifest"},
 	{Column: "plan", Doc: "the plan's name"},
-	{Column: "point_key", Doc: "the point's key: rows are matched on (point_key, repetition), which is how a second exec knows what is done"},
+	{Column: "point_key", Doc: "the point's key; rows are matched on (point_key, repetition) to resume"},
 	{Column: "repetition", Doc: "1..repeat"},
 	{Column: "started_at", Unit: "RFC 3339 UTC", Doc: "when the server was started"},
 	{Column: "status", Doc: "`ok` or `failed`"},
@@ -53,8 +53,8 @@ var schema = []Field{
 		Name: "transport", Kind: KindEnum, Enum: []string{TransportTCP, TransportRDMA}, Default: TransportTCP,
 		Flag: "transport", Role: "both", Since: 1,
 		Doc: "how the client reads the server's region: `rdma` READs, or `tcp` requests (every plan can run without RDMA hardware)"}},
-	{Column: "server_host", Doc: "`local` or `user@address:port`; for pairwise and ring, the host as `hosts.pool` (or the allocation) names it"},
-	{Column: "client_host", Doc: "`local` or `user@address:port`; for pairwise and ring, the host as `hosts.pool` (or the allocation) names it"},
+	{Column: "server_host", Doc: "`local`, `user@address:port`, or the host as the pool names it"},
+	{Column: "client_host", Doc: "`local`, `user@address:port`, or the host as the pool names it"},
 
 	{Param: &Param{
 		Name: "file", Section: "server", Kind: KindPath, Required: true,
@@ -98,7 +98,7 @@ var schema = []Field{
 		Name: "registration", Section: "server", Kind: KindEnum, Enum: []string{"pinned", "odp"}, Default: "pinned",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "registration", Role: "serve", Since: 1,
 		Doc: "`pinned` registers and pins the whole region; `odp` uses on-demand paging"}},
-	{Column: "total_bytes", Unit: "bytes", Doc: "what the point was set to read: `total`, or file_size when total is 0; 0 when it reads for a duration", Param: &Param{
+	{Column: "total_bytes", Unit: "bytes", Doc: "what the point was set to read (`total`, or file_size for 0); 0 for a duration", Param: &Param{
 		Name: "total", Section: "client", Kind: KindSize, Default: "0", Min: 0,
 		Sweep: true, Flag: "total", Role: "read", Since: 1,
 		Doc:  "bytes read per point; 0 reads file_size; may exceed file_size (several passes)",
@@ -107,7 +107,7 @@ var schema = []Field{
 		Name: "duration", Section: "client", Kind: KindDuration, Default: "0s", Min: 0,
 		Sweep: true, Flag: "duration", Role: "read", Since: 1,
 		Doc: "when > 0, read for this long instead of `total`"}},
-	{Column: "warmup_s", Unit: "seconds", Doc: "the unmeasured reading before it, as the plan set it; empty for `warmup: steady`, whose warmup is `warmup_used_s`", Param: &Param{
+	{Column: "warmup_s", Unit: "seconds", Doc: "the plan's warmup; empty for `warmup: steady` (see `warmup_used_s`)", Param: &Param{
 		Name: "warmup", Section: "client", Kind: KindDuration, Default: "0s", Min: 0, Auto: true, AutoWord: "steady",
 		Sweep: true, Flag: "warmup", Role: "read", Since: 1,
 		// steady: empty, so the rows of a point still agree on it (summary
@@ -118,12 +118,12 @@ var schema = []Field{
 			}
 			return ""
 		},
-		Doc: "read this long first, unmeasured; `steady`: until the bandwidth of the last 5 intervals changes by under 1 % per interval (their least-squares slope against their mean), at most `warmup_max`"}},
+		Doc: "read this long first, unmeasured; `steady`: until the last 5 intervals' bandwidth changes under 1 % per interval, at most `warmup_max`"}},
 	{Param: &Param{
 		Name: "warmup_max", Section: "client", Kind: KindDuration, Default: "30s", Min: 1,
 		Flag: "warmup-max", Role: "read", Since: 6,
 		when: func(v Values) bool { return v.Int(param.Warmup) < 0 },
-		Doc:  "with `warmup: steady`, the longest warmup: a point whose bandwidth is still moving then is measured anyway"}},
+		Doc:  "with `warmup: steady`, the longest warmup; then the point is measured anyway"}},
 	{Param: &Param{
 		Name: "verify", Section: "client", Kind: KindBool, Default: "false",
 		Flag: "verify", Role: "read", Since: 1,
@@ -135,7 +135,7 @@ var schema = []Field{
 	{Param: &Param{
 		Name: "device", Section: SectionRDMA, Kind: KindString, PerHost: true,
 		Transports: []string{TransportRDMA}, Flag: "rdma-device", Role: "both", Since: 1,
-		Doc: "the verbs device, e.g. `mlx5_0` or `rxe0`; default the one whose network interface holds the address the role uses (the server's listen address, the client's source address to the server), or on InfiniBand the only active port"}},
+		Doc: "the verbs device, e.g. `mlx5_0`; default the one holding the address the role uses, or on InfiniBand the only active port (docs/rdma.md)"}},
 	{Param: &Param{
 		Name: "ib_port", Section: SectionRDMA, Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 255, PerHost: true,
 		Transports: []string{TransportRDMA}, Flag: "ib-port", Role: "both", Since: 1,
@@ -156,14 +156,14 @@ var schema = []Field{
 	{Column: "lat_max_us", Unit: "µs", Doc: "the slowest read"},
 	{Column: "verified", Doc: "true only when verify was on and every byte matched"},
 	{Column: "registration_s", Unit: "seconds", Doc: "RDMA: time to register (and, pinned, fault in) the region; empty for tcp"},
-	{Column: "registration_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ registration_s (odp: empty, or with odp_prefetch ÷ registration_s + prefetch_s); page-cache fault-in plus pinning, not the SSD's read rate"},
+	{Column: "registration_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ registration_s (+ prefetch_s with odp_prefetch; odp without: empty); fault-in plus pinning, not the SSD's rate"},
 	{Column: "cached_fraction", Unit: "0..1", Doc: "share of the region in the page cache (mincore) before registration"},
 
 	// Version 2: several clients per point (fan-in and pairs).
 	{Param: &Param{
 		Name: "topology", Kind: KindEnum, Enum: []string{"fan-in", "pairs", "pairwise", "ring"}, Default: "fan-in", Since: 2,
-		Doc: "with several clients: `fan-in`, every client reads the one server's region; `pairs`, server i serves client i, all at once (as many servers as clients); over `hosts.pool`: `pairwise`, every host reads every other, in rounds, and `ring`, host i reads host i+1 (docs/scale.md)"}},
-	{Column: "scope", Doc: "`client`: one client's reads; `aggregate`: the point's clients together, in their common window (written last, after the clients' rows)"},
+		Doc: "`fan-in`: every client reads one server; `pairs`: server i serves client i; over `hosts.pool`, `pairwise`: every host reads every other, in rounds; `ring`: host i reads host i+1 (docs/scale.md)"}},
+	{Column: "scope", Doc: "`client`: one client's reads; `aggregate`: all clients in their common window (written last)"},
 	{Column: "clients", Doc: "how many clients read at once in the point", Param: &Param{
 		Name: "clients", Section: "client", Kind: KindInt, Auto: true, AutoWord: "all", Min: 1, Max: 1024,
 		Sweep: true, Since: 2,
@@ -171,19 +171,19 @@ var schema = []Field{
 	{Column: "start_skew_s", Unit: "seconds", Doc: "aggregate rows: the spread of the clients' first reads after the start barrier"},
 
 	// Version 3: peer workloads and CPU (issue 14).
-	{Column: "workload", Doc: "`node`, or the peer workload that made the row (docs/workloads.md lists them); empty in rows written before the column, which are node's", Param: &Param{
+	{Column: "workload", Doc: "`node`, or the peer workload that made the row (docs/workloads.md); empty means node", Param: &Param{
 		// A string, not an enum: the peers are runner/points/peer's
 		// registry, which refuses a name it does not hold (planload), so a
 		// new peer is one file there and no line here.
 		Name: "workload", Kind: KindString, Default: "node",
 		Sweep: true, Since: 3,
-		Doc: "what measures the point: `node` (serve and read), or a peer workload the node figure is compared with (docs/workloads.md lists them and what each measures); swept, it varies fastest, so node and peer points alternate"}},
-	{Column: "cpu_server", Unit: "CPU s per s", Doc: "CPU seconds (user + sys) the server role used per second; 1.0 is one core busy; empty when the role reports none (docs/workloads.md says what each span covers)"},
-	{Column: "cpu_client", Unit: "CPU s per s", Doc: "the same for the client role (the reading side: node read, or the peer's client, or fio)"},
+		Doc: "what measures the point: `node`, or a peer workload to compare with (docs/workloads.md); swept, it varies fastest"}},
+	{Column: "cpu_server", Unit: "CPU s per s", Doc: "CPU seconds (user + sys) per second of the server role; 1.0 is one core; empty when it reports none (docs/workloads.md)"},
+	{Column: "cpu_client", Unit: "CPU s per s", Doc: "the same for the client role (the reading side)"},
 
 	// Version 4: RDMA on real clusters (issue 11).
-	{Column: "mapping", Doc: "rdma: how the server mapped the file before registering it: `shared-ro`, `private-ro`, or `shared-rw` (the fallback where a read-only mapping cannot be registered); empty for tcp"},
-	{Column: "max_rd_atomic", Doc: "rdma: READs in flight per QP on the wire, as the plan set them; empty for auto, the most both devices allow (the value they negotiated is in the manifest's `rdma` paths)", Param: &Param{
+	{Column: "mapping", Doc: "rdma: how the server mapped the file: `shared-ro`, `private-ro` or `shared-rw`; empty for tcp"},
+	{Column: "max_rd_atomic", Doc: "rdma: READs in flight per QP on the wire, as the plan set them; empty for auto (the negotiated value is in the manifest)", Param: &Param{
 		Name: "max_rd_atomic", Section: SectionRDMA, Kind: KindInt, Auto: true, Min: 1, Max: 255,
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "max-rd-atomic", Role: "read", Since: 4,
 		// auto: empty, as a peer's row is; a number here is what the plan asked.
@@ -193,8 +193,8 @@ var schema = []Field{
 			}
 			return ""
 		},
-		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow. `queue_depth` may be deeper: the HCA holds the rest back"}},
-	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP was signalled, as node reports it: the plan's N up to the queue depth per QP, for auto min(100, queue_depth per QP), and 1 in an open loop (`rate`); with N > 1 the latency columns come from the signalled READs alone", Param: &Param{
+		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow"}},
+	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP was signalled, as node used it (auto resolved, capped at the depth per QP, 1 in an open loop); with N > 1 latency comes from the signalled READs alone", Param: &Param{
 		Name: "cq_moderation", Section: SectionRDMA, Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
 		// What node will use, by its one rule (CQModeration); a row of a
@@ -205,25 +205,25 @@ var schema = []Field{
 			n := CQModeration(int(v.Int(param.CQModeration)), int(v.Int(param.QueueDepth)), int(v.Int(param.QPs)), v.Str(param.Rate) != "")
 			return formatInt(int64(n))
 		},
-		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto (the default) is min(100, queue_depth per QP), as perftest's bandwidth tests with their per-QP tx depth; 1 (the default before) times every READ, N > 1 times only the signalled ones and polls less"}},
+		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto is min(100, queue_depth per QP); 1 times every READ, N > 1 only the signalled ones"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
 		Name: "relaxed_ordering", Section: SectionRDMA, Kind: KindBool, Default: "true",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
-		Doc: "register the client's buffer with relaxed PCIe ordering, as perftest does; `false` is perftest's `--disable_pcie_relaxed` (a device without it ignores the flag)"}},
-	{Column: "odp_prefetch", Doc: "rdma with registration odp: the server prefetched the region with `ibv_advise_mr` before ready; empty otherwise", Param: &Param{
+		Doc: "register the client's buffer with relaxed PCIe ordering, as perftest does; `false`: perftest's `--disable_pcie_relaxed`"}},
+	{Column: "odp_prefetch", Doc: "rdma odp: the server prefetched the region (`ibv_advise_mr`); empty otherwise", Param: &Param{
 		Name: "odp_prefetch", Section: SectionRDMA, Kind: KindBool, Default: "false",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "odp-prefetch", Role: "serve", Since: 4,
 		when: func(v Values) bool { return v.Str(param.Registration) == "odp" },
-		Doc:  "with `registration: odp`, fault the region in with `ibv_advise_mr` before the server says ready (pinned points ignore it)"}},
+		Doc:  "with `registration: odp`, fault the region in with `ibv_advise_mr` before ready"}},
 	{Column: "prefetch_s", Unit: "seconds", Doc: "rdma, odp_prefetch: how long the prefetch took, after registration_s"},
 	{Param: &Param{
 		Name: "connect", Section: SectionRDMA, Kind: KindEnum, Enum: []string{ConnectTCP, ConnectCM}, Default: ConnectTCP,
 		Transports: []string{TransportRDMA}, Flag: "rdma-connect", Role: "both", Since: 4,
-		Doc: "how the QPs are connected: `tcp`, node's own exchange and QP transitions, as perftest by default; `cm`, the RDMA connection manager (librdmacm), which iWARP devices need. Either way the point's secret is proven over TCP first"}},
+		Doc: "how the QPs are connected: `tcp`, node's own exchange, as perftest by default; `cm`, rdma_cm, which iWARP devices need"}},
 	{Param: &Param{
 		Name: "traffic_class", Section: SectionRDMA, Kind: KindInt, Auto: true, Min: 0, Max: 255,
 		Transports: []string{TransportRDMA}, Flag: "traffic-class", Role: "both", Since: 4,
-		Doc: "the GRH traffic class on both roles' QPs (RoCE: DSCP << 2 | ECN, for a lossless queue); READ responses carry the server's. auto (the default) sets none, as perftest without `--tos`: with connect cm rdma_cm then uses the port's `default_roce_tos` (configfs), with connect tcp the GRH carries 0"}},
+		Doc: "the GRH traffic class on both roles' QPs (RoCE: DSCP << 2 | ECN); auto sets none: connect cm then uses the port's `default_roce_tos`, connect tcp sends 0"}},
 	{Param: &Param{
 		Name: "service_level", Section: SectionRDMA, Kind: KindInt, Default: "0", Min: 0, Max: 15,
 		Transports: []string{TransportRDMA}, Flag: "service-level", Role: "both", Since: 4,
@@ -235,7 +235,7 @@ var schema = []Field{
 	{Param: &Param{
 		Name: "timeout", Section: SectionRDMA, Kind: KindInt, Default: "14", Min: 0, Max: 31,
 		Transports: []string{TransportRDMA}, Flag: "qp-timeout", Role: "both", Since: 4,
-		Doc: "the QP's local ACK timeout, 4.096 µs × 2^timeout per try; ODP faults on the server and long paths need more"}},
+		Doc: "the QP's local ACK timeout, 4.096 µs × 2^timeout per try"}},
 	{Param: &Param{
 		Name: "retry_cnt", Section: SectionRDMA, Kind: KindInt, Default: "7", Min: 0, Max: 7,
 		Transports: []string{TransportRDMA}, Flag: "retry-cnt", Role: "both", Since: 4,
@@ -251,51 +251,51 @@ var schema = []Field{
 	{Param: &Param{
 		Name: "trust_odp", Section: SectionRDMA, Kind: KindBool, Default: "false",
 		Transports: []string{TransportRDMA}, Since: 4, Unkeyed: true,
-		Doc: "run odp points on a server whose ODP returned wrong data to `runner check`'s verified probe (exec refuses them otherwise); the manifest records the probe"}},
+		Doc: "run odp points on a server whose ODP failed the verified probe (exec refuses them otherwise)"}},
 
 	// What the client's RDMA path used (issue 24).
-	{Column: "link_layer", Doc: "rdma: the client port's link layer, `InfiniBand` or `Ethernet` (RoCE); empty for tcp and peers"},
-	{Column: "lid", Doc: "rdma on InfiniBand: the client port's LID, which addresses it when no GRH is used (the manifest's GID is then empty); empty on RoCE"},
+	{Column: "link_layer", Doc: "rdma: the client port's link layer, `InfiniBand` or `Ethernet`"},
+	{Column: "lid", Doc: "rdma on InfiniBand: the client port's LID; empty on RoCE"},
 	// Verdicts: the line rate the figures are judged against, the
 	// judgement of the plan's expect list, and the knee search's mark.
-	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the server's data link's signalling rate, read by node serve: an rdma port's `rate`, or a tcp netdev's `speed`; empty when it cannot be known (loopback, a speed of -1)"},
-	{Column: "verdict", Doc: "the plan's `expect` list judged on this row: `pass`, `fail`, `unknown` (a figure or the line rate is missing), or empty when the plan expects nothing"},
+	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the server's data link's signalling rate (docs/verdicts.md); empty when unknown"},
+	{Column: "verdict", Doc: "the plan's `expect` list on this row: `pass`, `fail`, `unknown`, or empty with no expectation"},
 	{Column: "verdict_detail", Doc: "why the verdict is not `pass`, one clause per expectation, e.g. `bandwidth_mb_s 812.3 < 0.9 × line_rate 1250.0`"},
 	{Column: "search", Doc: "a plan with `search`: `probe` for a value tried, `knee` on the rows at the value found; empty otherwise"},
 	// Version 5: pool sweeps, pairwise and ring (issue 21).
 	{Param: &Param{
 		Name: "pairwise_parallel", Kind: KindInt, Auto: true, AutoWord: "all", Min: 1, Max: 1 << 16, Since: 5,
-		Doc: "topology pairwise: how many pairs of a round run at once; `all`, the circle method's N/2, each link alone on its two hosts; 1, one pair at a time, an idle-fabric baseline in N(N−1) rounds"}},
+		Doc: "topology pairwise: pairs run at once in a round; `all`: N/2; 1: one at a time, an idle-fabric baseline"}},
 	{Param: &Param{
 		Name: "max_parallel", Kind: KindInt, Auto: true, AutoWord: "none", Min: 1, Max: 1 << 16, Since: 5,
-		Doc: "topologies pairwise and ring: at most this many pairs in a round (flows on the fabric at once); a bigger round is split"}},
-	{Column: "round", Doc: "pairwise and ring: the round the pair ran in, from 1 (its pairs started together, at one barrier); empty for the other topologies"},
+		Doc: "pairwise and ring: at most this many pairs in a round; a bigger one is split"}},
+	{Column: "round", Doc: "pairwise and ring: the pair's round, from 1; empty otherwise"},
 	// Version 6: the file as several memory regions (issue 23).
-	{Column: "mr_size", Unit: "bytes", Doc: "rdma: the largest memory region the server registered the file as; 0: one region over the whole file", Param: &Param{
+	{Column: "mr_size", Unit: "bytes", Doc: "rdma: the memory region size; 0: one region over the file", Param: &Param{
 		Name: "mr_size", Section: "server", Kind: KindSize, Default: "0", Min: 0,
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "mr-size", Role: "serve", Since: 6,
-		Doc: "register the file as memory regions of at most this many bytes, each with its own rkey (one region over many GiB can be slow on some NICs); 0, the default, registers one region. block_size must divide it, so that no READ spans two regions"}},
-	{Column: "regions", Doc: "rdma: how many memory regions the server registered the file as (file_size ÷ mr_size, rounded up; 1 without mr_size)"},
+		Doc: "register the file as memory regions of at most this many bytes, each with its own rkey; 0: one region. block_size must divide it"}},
+	{Column: "regions", Doc: "rdma: how many memory regions the file was registered as"},
 	// Steadiness from the time series (issue 22).
-	{Column: "bw_min_interval_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "client rows: the slowest whole interval of the measured phase's time series (the last, partial one left out); empty with no whole interval"},
-	{Column: "bw_cov", Unit: "ratio", Doc: "client rows: the coefficient of variation (standard deviation ÷ mean) of the whole intervals' bandwidth; empty with fewer than 2"},
-	{Column: "warmup_used_s", Unit: "seconds", Doc: "client rows of `warmup: steady`: the warmup the client read until the bandwidth was steady, or `warmup_max`, wall clock; empty otherwise"},
+	{Column: "bw_min_interval_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "client rows: the slowest whole interval of the time series; empty with none"},
+	{Column: "bw_cov", Unit: "ratio", Doc: "client rows: the whole intervals' bandwidth sd ÷ mean; empty with fewer than 2"},
+	{Column: "warmup_used_s", Unit: "seconds", Doc: "client rows of `warmup: steady`: the warmup it read, wall clock; empty otherwise"},
 	// What the hosts counted during each run (issue 22,
 	// docs/telemetry.md). Every raw delta is in RUN_ID.counters.jsonl.
-	{Column: "disk_read_bytes", Unit: "bytes", Doc: "what the block device under the server's file read (its `stat`'s read sectors × 512), from just after the server set the cache state to the end of the point; empty where the file has no block device under it (tmpfs, an initramfs)"},
+	{Column: "disk_read_bytes", Unit: "bytes", Doc: "what the block device under the server's file read (read sectors × 512) from after the cache state was set to the point's end; empty without a block device (tmpfs)"},
 	{Column: "server_major_faults", Doc: "node serve's major page faults (getrusage) over its life, registration included"},
 	{Column: "server_minor_faults", Doc: "node serve's minor page faults over its life"},
-	{Column: "tcp_retrans", Unit: "segments", Doc: "tcp: segments the data connection retransmitted (`tcpi_total_retrans` of its own `TCP_INFO`), client's and server's ends over the read; empty for rdma"},
-	{Column: "rdma_retrans_events", Doc: "rdma: the RDMA ports' retransmit, sequence-error and duplicate counters over the read, summed by the device family's mapping (docs/telemetry.md); empty where the device has none (siw)"},
+	{Column: "tcp_retrans", Unit: "segments", Doc: "tcp: segments the data connection retransmitted (`tcpi_total_retrans`), both ends; empty for rdma"},
+	{Column: "rdma_retrans_events", Doc: "rdma: the ports' retransmit, sequence-error and duplicate counters, summed by device family (docs/telemetry.md); empty where it has none (siw)"},
 	{Column: "rdma_cnp", Unit: "packets", Doc: "rdma: congestion notification packets the ports sent; empty where the device does not count them (rxe, siw)"},
 	{Column: "rdma_ecn_marked", Unit: "packets", Doc: "rdma: RoCE packets that arrived ECN-marked; empty where the device does not count them (rxe, siw)"},
 	{Column: "net_drops", Unit: "packets", Doc: "the data's network devices' `rx_dropped` + `tx_dropped` over the read, each device counted once"},
 	// Open-loop clients (issue 23, docs/load.md).
-	{Column: "resp_p50_us", Unit: "µs", Doc: "open loop (`client.rate`): median response latency per read, from its due time to its completion (the lat_* columns are service latency, from its post); empty for a closed loop"},
+	{Column: "resp_p50_us", Unit: "µs", Doc: "open loop: median response latency, from each read's due time to its completion; empty for a closed loop"},
 	{Column: "resp_p99_us", Unit: "µs", Doc: "open loop: 99th percentile response latency per read"},
 	{Column: "resp_p999_us", Unit: "µs", Doc: "open loop: 99.9th percentile response latency per read"},
 	{Column: "resp_max_us", Unit: "µs", Doc: "open loop: the slowest response"},
-	{Column: "offered_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "open loop: the load each client offered, `client.rate` in MB/s (for a rate in iops, × block_size); empty for a closed loop", Param: &Param{
+	{Column: "offered_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "open loop: the load each client offered in MB/s; empty for a closed loop", Param: &Param{
 		Name: "rate", Section: "client", Kind: KindRate, Sweep: true, Flag: "rate", Role: "read", Since: 6,
 		cell: func(v Values) string {
 			r, err := ParseRate(v.Str(param.Rate))
@@ -304,13 +304,13 @@ var schema = []Field{
 			}
 			return strconv.FormatFloat(math.Round(r.MBs(v.Int(param.BlockSize))*1e6)/1e6, 'f', -1, 64)
 		},
-		Doc: "open loop: the load each client offers, in MB/s (`200MB/s`; also KB/s, GB/s, powers of 1000) or reads per second (`50000iops`); each read is due at its time in the schedule and posted then, never early, while fewer than queue_depth are in flight. Unset (the default): closed loop, a read posted when one completes. node's tcp and rdma clients; over rdma every READ is signalled, so `cq_moderation` is 1 (docs/load.md)"}},
+		Doc: "open loop: the load each client offers, in MB/s (`200MB/s`, powers of 1000) or reads per second (`50000iops`), each read posted at its due time while fewer than queue_depth are in flight; unset: closed loop (docs/load.md)"}},
 	{Column: "arrivals", Doc: "open loop: `fixed` or `poisson`; empty for a closed loop", Param: &Param{
 		Name: "arrivals", Section: "client", Kind: KindEnum, Enum: []string{"fixed", "poisson"}, Default: "fixed",
 		Sweep: true, Flag: "arrivals", Role: "read", Since: 6,
 		when: func(v Values) bool { return v.Str(param.Rate) != "" },
-		Doc:  "with `rate`: when reads are due; `fixed`, evenly spaced; `poisson`, a Poisson process of the same rate, seeded (the seed is the result event's `arrival_seed`), with exactly the reads a fixed schedule would have"}},
-	{Column: "saturated", Doc: "open loop: `true` when queue_depth held reads back for more than 1 % of the run's due times (the offered load was not carried: see resp_* for what that cost); empty for a closed loop"},
+		Doc:  "with `rate`: when reads are due; `fixed`, evenly spaced; `poisson`, a seeded Poisson process with as many reads as fixed"}},
+	{Column: "saturated", Doc: "open loop: `true` when queue_depth held back reads at more than 1 % of the due times; empty for a closed loop"},
 }
 
 // MaxRegions is the most memory regions node registers one file as
