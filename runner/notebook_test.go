@@ -113,7 +113,7 @@ func TestNotebookRunsOnACSVFromTheTests(t *testing.T) {
 		// iperf3 rows have no latency, tcp rows no registration figures.
 		{csv, `["lat_p99_us", "registration_s", "registration_mb_s", "iops"]`, "current"},
 		{"../examples/sample.csv", `["lat_p99_us", "registration_s"]`, "current"},
-		{"csvfile/testdata/v1/mixed.csv", `["bytes"]`, "older"}, // a failed row
+		{"files/csvfile/testdata/v1/mixed.csv", `["bytes"]`, "older"}, // a failed row
 	} {
 		out, err := exec.Command(py, "-c", pandasCheck, tc.csv, string(numeric), tc.nan, tc.header).CombinedOutput()
 		if err != nil {

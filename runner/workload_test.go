@@ -95,7 +95,7 @@ func TestExecRefusesAMissingPeerBeforeAnyPoint(t *testing.T) {
 func TestOlderCSVNeedsUpgradeThenAppends(t *testing.T) {
 	dir := t.TempDir()
 	plan := loopbackPlan(t, dir, "")
-	old, err := os.ReadFile("csvfile/testdata/v1/loopback.csv")
+	old, err := os.ReadFile("files/csvfile/testdata/v1/loopback.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
