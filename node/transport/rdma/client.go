@@ -402,7 +402,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		m.OpenLoop = &transport.OpenLoop{Response: &resp, Due: int64(o.due), HeldBack: int64(o.held_back)}
 		if m.Path != nil {
 			p := *m.Path
-			p.CQModeration = results.CQModeration(c.cfg.RDMA.CQModeration, c.cfg.QueueDepth, c.cfg.QPs, true)
+			p.CQModeration = int(a.cq_mod) // what fillArgs handed the loop
 			m.Path = &p
 		}
 	}
