@@ -142,7 +142,13 @@ func (p *Proc) Until(t testing.TB, what string, timeout time.Duration, ok func()
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !ok() {
+		// ok is asked again after the exit is seen: the program may
+		// have done what ok waits for, or exited as ok allows, after
+		// the call above.
 		if code, exited := p.Exited(); exited {
+			if ok() {
+				return
+			}
 			t.Fatalf("exited (%d) before %s\n%s", code, what, p.Stderr())
 		}
 		if time.Now().After(deadline) {

@@ -21,9 +21,15 @@ import (
 // packages' tests, 6 of 10 runs were), while 64 covers 280 ms.
 func TestOpenLoopRDMA(t *testing.T) {
 	common := []string{"--block-size", "64KiB", "--queue-depth", "64", "--total", "0", "--verify"}
-	_, closed, _ := point(t, "", serveArgs(t, "16MiB"), append(common, "--duration", "2s"))
-	c := closed.BandwidthMBs
-	t.Logf("capacity: closed loop %.1f MB/s, p50 %.0f µs", c, closed.LatP50Us)
+	// The capacity is the better of two closed loops: a stall of the
+	// guest only takes from what a loop carries (in CI one loop read 8.8
+	// MB/s at a p50 of 366 ms, and the open loop then carried 17).
+	var c float64
+	for i := 0; i < 2; i++ {
+		_, closed, _ := point(t, "", serveArgs(t, "16MiB"), append(common, "--duration", "2s"))
+		t.Logf("capacity: closed loop %d: %.1f MB/s, p50 %.0f µs", i+1, closed.BandwidthMBs, closed.LatP50Us)
+		c = max(c, closed.BandwidthMBs)
+	}
 	offered := float64(int(c / 2)) // whole MB/s, as a plan writes it
 	for _, arrivals := range []string{"fixed", "poisson"} {
 		t.Run("50%/"+arrivals, func(t *testing.T) {
@@ -50,10 +56,21 @@ func TestOpenLoopRDMA(t *testing.T) {
 		})
 	}
 	t.Run("2x saturated", func(t *testing.T) {
-		res := openPoint(t, float64(int(2*c)), "fixed", append(common, "--duration", "2s"))
+		// An open loop that carries nine tenths of twice the capacity
+		// shows the capacity was measured in a stall: twice what it
+		// carried is offered again, up to three times. A loop that
+		// carries less is over its capacity and must say so.
+		var res *results.Result
+		for offered, try := float64(int(2*c)), 0; try < 3; offered, try = float64(int(2*res.BandwidthMBs)), try+1 {
+			res = openPoint(t, offered, "fixed", append(common, "--duration", "2s"))
+			ol := res.OpenLoop
+			t.Logf("2× capacity: %v MB/s offered, carried %.1f, held back %d of %d, response p99 %.0f µs, service p50 %.0f µs, p99 %.0f µs",
+				ol.OfferedMBs, res.BandwidthMBs, ol.HeldBack, ol.Due, ol.RespP99Us, res.LatP50Us, res.LatP99Us)
+			if res.BandwidthMBs < 0.9*offered {
+				break
+			}
+		}
 		ol := res.OpenLoop
-		t.Logf("2× capacity: %v MB/s offered, carried %.1f, held back %d of %d, response p99 %.0f µs, service p50 %.0f µs, p99 %.0f µs",
-			ol.OfferedMBs, res.BandwidthMBs, ol.HeldBack, ol.Due, ol.RespP99Us, res.LatP50Us, res.LatP99Us)
 		if !ol.Saturated || !results.IsSaturated(ol.HeldBack, ol.Due) {
 			t.Errorf("offering twice the capacity: saturated %v, %d of %d held back; want saturated", ol.Saturated, ol.HeldBack, ol.Due)
 		}
