@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"rdmasweep/node/rdmanl"
 	"rdmasweep/results"
 )
 
@@ -120,13 +121,32 @@ func sum2(d Delta, names ...string) *int64 {
 	return &total
 }
 
-// PortNetdev is the network device under an RDMA port (RoCE, iWARP: the
-// netdev its GIDs belong to), from the port's gid_attrs/ndevs; an
-// InfiniBand port has none.
+// portNetdevNL asks RDMA netlink for a port's network device (rdmanl);
+// a test replaces it.
+var portNetdevNL = rdmanl.PortNetdev
+
+// PortNetdev is the network device under an RDMA port (RoCE, iWARP): the
+// netdev its GIDs belong to, from the port's gid_attrs/ndevs, else, on
+// the host's own /sys, the one the kernel gives over RDMA netlink (siw's
+// GIDs name none). An InfiniBand port has none.
 func PortNetdev(sysfs, dev string, port int) (string, error) {
 	if sysfs == "" {
 		sysfs = "/sys"
 	}
+	nd, err := gidNetdev(sysfs, dev, port)
+	if err != nil && sysfs == "/sys" {
+		n, nlErr := portNetdevNL(dev, port)
+		if nlErr == nil {
+			return n, nil
+		}
+		err = fmt.Errorf("%w; %w", err, nlErr)
+	}
+	return nd, err
+}
+
+// gidNetdev is the first netdev among the port's gid_attrs/ndevs, by
+// GID index.
+func gidNetdev(sysfs, dev string, port int) (string, error) {
 	dir := filepath.Join(sysfs, "class", "infiniband", dev, "ports", fmt.Sprint(port), "gid_attrs", "ndevs")
 	entries, err := os.ReadDir(dir)
 	if err != nil {

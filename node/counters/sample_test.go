@@ -1,8 +1,10 @@
 package counters
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -71,5 +73,28 @@ func TestSampleEvent(t *testing.T) {
 	}
 	if _, err := PortNetdev(root, "mlx5_0", 1); err == nil {
 		t.Error("a port with no gid_attrs gave a netdev")
+	}
+}
+
+// TestPortNetdevOverNetlink: a port whose GIDs name no netdev (siw's)
+// gets the one the kernel gives over RDMA netlink, on the host's own
+// /sys; a faked sysfs is never mixed with the host's kernel.
+func TestPortNetdevOverNetlink(t *testing.T) {
+	saved := portNetdevNL
+	t.Cleanup(func() { portNetdevNL = saved })
+	portNetdevNL = func(dev string, port int) (string, error) {
+		if dev == "siw-test0" && port == 1 {
+			return "eth2", nil
+		}
+		return "", errors.New("rdma netlink lists no device " + dev)
+	}
+	if nd, err := PortNetdev("/sys", "siw-test0", 1); err != nil || nd != "eth2" {
+		t.Errorf("PortNetdev(siw-test0) = %q, %v; want eth2 from netlink", nd, err)
+	}
+	if nd, err := PortNetdev("/sys", "siw-test1", 1); err == nil || !strings.Contains(err.Error(), "no device siw-test1") {
+		t.Errorf("PortNetdev(siw-test1) = %q, %v; want an error with netlink's reason", nd, err)
+	}
+	if nd, err := PortNetdev(t.TempDir(), "siw-test0", 1); err == nil {
+		t.Errorf("PortNetdev under a faked sysfs asked the host's netlink: %q", nd)
 	}
 }

@@ -15,9 +15,12 @@ import "rdmasweep/node/rdmanl"
 var (
 	_ = [1]struct{}{}[rdmanl.NLDev-C.RDMA_NL_NLDEV]
 	_ = [1]struct{}{}[rdmanl.CmdGet-C.RDMA_NLDEV_CMD_GET]
+	_ = [1]struct{}{}[rdmanl.CmdPortGet-C.RDMA_NLDEV_CMD_PORT_GET]
 	_ = [1]struct{}{}[rdmanl.CmdGetChardev-C.RDMA_NLDEV_CMD_GET_CHARDEV]
 	_ = [1]struct{}{}[rdmanl.AttrDevIndex-C.RDMA_NLDEV_ATTR_DEV_INDEX]
 	_ = [1]struct{}{}[rdmanl.AttrDevName-C.RDMA_NLDEV_ATTR_DEV_NAME]
+	_ = [1]struct{}{}[rdmanl.AttrPortIndex-C.RDMA_NLDEV_ATTR_PORT_INDEX]
+	_ = [1]struct{}{}[rdmanl.AttrNdevName-C.RDMA_NLDEV_ATTR_NDEV_NAME]
 	_ = [1]struct{}{}[rdmanl.AttrChardevType-C.RDMA_NLDEV_ATTR_CHARDEV_TYPE]
 	_ = [1]struct{}{}[rdmanl.AttrUverbsDriverID-C.RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID]
 	_ = [1]struct{}{}[rdmanl.DriverMLX5-C.RDMA_DRIVER_MLX5]
