@@ -14,6 +14,7 @@ import (
 
 	"rdmasweep/node/transport/rdma"
 	"rdmasweep/results"
+	"rdmasweep/results/linerate"
 )
 
 func runDevices(ctx context.Context, e *env, args []string) error {
@@ -49,6 +50,7 @@ func runDevices(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("list rdma devices: %w", err)
 	}
+	withLineRates(devs)
 	l := results.DevicesList{Type: results.TypeDevices, Devices: devs, Address: *address}
 	if addr != nil {
 		c, err := rdma.Choose(*device, *port, *gidIndex, addr)
@@ -109,11 +111,30 @@ func printDevices(w io.Writer, devs []rdma.Device) error {
 			fmt.Fprintf(tw, "  unsupported: %s\n", d.Unsupported)
 		}
 		for _, p := range d.Ports {
-			fmt.Fprintf(tw, "  port %d\t%s\t%s\tmtu %d\t%s %g Gb/s\tlid %d\tmax_msg_sz %d\n", p.Port, p.State, p.LinkLayer, p.ActiveMTU, p.Width, p.RateGbps, p.LID, p.MaxMsgSz)
+			fmt.Fprintf(tw, "  port %d\t%s\t%s\tmtu %d\t%s\tlid %d\tmax_msg_sz %d\tline rate %s\n", p.Port, p.State, p.LinkLayer, p.ActiveMTU, portLink(p), p.LID, p.MaxMsgSz, rateText(p))
 			for _, g := range p.GIDs {
 				fmt.Fprintf(tw, "    gid %d\t%s\t%s\t%s\n", g.Index, g.GID, g.Type, g.Netdev)
 			}
 		}
 	}
 	return tw.Flush()
+}
+
+// portLink is a port's width and lane speed, with its signalling rate:
+// "4x QDR (40 Gb/s signalling)".
+func portLink(p rdma.Port) string {
+	if p.Speed == "" {
+		return p.Width
+	}
+	return fmt.Sprintf("%s %s (%g Gb/s signalling)", p.Width, p.Speed, p.RateGbps)
+}
+
+// rateText is a port's line rate, as the CSV's line_rate_mb_s has it:
+// "4000.0 MB/s", or "unknown (why)".
+func rateText(p rdma.Port) string {
+	r := linerate.Rate{Unknown: p.LineRateUnknown}
+	if p.LineRateMBs != nil {
+		r.MBs = *p.LineRateMBs
+	}
+	return r.String()
 }

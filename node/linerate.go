@@ -3,26 +3,50 @@ package main
 import (
 	"net"
 
+	"rdmasweep/node/counters"
 	"rdmasweep/node/transport"
+	"rdmasweep/node/transport/rdma"
 	"rdmasweep/results/linerate"
 )
 
 // lineRate is the rate of the link the server's data crosses: the rdma
 // port it serves on, or the netdev that has the address it listens on.
 func lineRate(info transport.ReadyInfo) (mbs *float64, unknown string) {
-	var r linerate.Rate
-	switch {
-	case info.Path != nil:
-		r = linerate.RDMA("/", info.Path.Device, info.Path.IBPort)
-	default:
-		ifaces, err := linerate.Ifaces()
-		if err != nil {
-			return nil, err.Error()
-		}
-		r = linerate.TCP("/", ifaces, net.ParseIP(info.Address))
+	if info.Path != nil {
+		return portLineRate(info.Path.Device, info.Path.IBPort)
 	}
+	ifaces, err := linerate.Ifaces()
+	if err != nil {
+		return nil, err.Error()
+	}
+	return known(linerate.TCP("/", ifaces, net.ParseIP(info.Address)))
+}
+
+// portLineRate is the line rate of an RDMA port, as node serve records it
+// and node devices shows it: an Ethernet port's netdev is found as the
+// counters find it.
+func portLineRate(device string, port int) (mbs *float64, unknown string) {
+	nd, err := counters.PortNetdev("", device, port)
+	why := ""
+	if err != nil {
+		why = err.Error()
+	}
+	return known(linerate.RDMA("/", device, port, nd, why))
+}
+
+func known(r linerate.Rate) (*float64, string) {
 	if !r.Known() {
 		return nil, r.Unknown
 	}
 	return &r.MBs, ""
+}
+
+// withLineRates fills in each port's line rate.
+func withLineRates(devs []rdma.Device) {
+	for i := range devs {
+		for j := range devs[i].Ports {
+			p := &devs[i].Ports[j]
+			p.LineRateMBs, p.LineRateUnknown = portLineRate(devs[i].Name, p.Port)
+		}
+	}
 }

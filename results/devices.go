@@ -70,11 +70,12 @@ type Device struct {
 // Port is one port of a Device.
 type Port struct {
 	Port      int     `json:"port"`
-	State     string  `json:"state"`      // e.g. "ACTIVE", "DOWN"
-	LinkLayer string  `json:"link_layer"` // "InfiniBand" or "Ethernet"
-	ActiveMTU int     `json:"active_mtu"` // bytes
-	RateGbps  float64 `json:"rate_gbps"`  // signalling rate: lanes × lane speed
-	Width     string  `json:"width"`      // e.g. "4x"
+	State     string  `json:"state"`           // e.g. "ACTIVE", "DOWN"
+	LinkLayer string  `json:"link_layer"`      // "InfiniBand" or "Ethernet"
+	ActiveMTU int     `json:"active_mtu"`      // bytes
+	RateGbps  float64 `json:"rate_gbps"`       // signalling rate: lanes × lane speed
+	Width     string  `json:"width"`           // e.g. "4x"
+	Speed     string  `json:"speed,omitempty"` // the lane speed, e.g. "QDR"
 	LID       int     `json:"lid"`
 	GIDs      []GID   `json:"gids"`
 	// MaxMsgSz is the largest message the port carries, in bytes: the
@@ -83,6 +84,10 @@ type Port struct {
 	// PKeyTblLen is the size of the port's P_Key table (pkey_index is an
 	// index into it).
 	PKeyTblLen int `json:"pkey_tbl_len,omitempty"`
+	// LineRateMBs is the data rate node serve would record on this port
+	// (line_rate_mb_s), nil when unknown, and LineRateUnknown why.
+	LineRateMBs     *float64 `json:"line_rate_mb_s,omitempty"`
+	LineRateUnknown string   `json:"line_rate_unknown,omitempty"`
 }
 
 // GID is one populated entry of a port's GID table.

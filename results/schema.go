@@ -258,7 +258,7 @@ var schema = []Field{
 	{Column: "lid", Doc: "rdma on InfiniBand: the client port's LID; empty on RoCE"},
 	// Verdicts: the line rate the figures are judged against, the
 	// judgement of the plan's expect list, and the knee search's mark.
-	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the server's data link's signalling rate (docs/verdicts.md); empty when unknown"},
+	{Column: "line_rate_mb_s", Unit: "MB/s", Doc: "the data rate of the server's link (docs/verdicts.md); empty when unknown"},
 	{Column: "verdict", Doc: "the plan's `expect` list on this row: `pass`, `fail`, `unknown`, or empty with no expectation"},
 	{Column: "verdict_detail", Doc: "why the verdict is not `pass`, one clause per expectation, e.g. `bandwidth_mb_s 812.3 < 0.9 × line_rate 1250.0`"},
 	{Column: "search", Doc: "a plan with `search`: `probe` for a value tried, `knee` on the rows at the value found; empty otherwise"},

@@ -1,9 +1,11 @@
-// Package linerate reads a data link's signalling rate from sysfs, in MB/s
-// (10^6 bytes a second, as the CSV's bandwidth): an RDMA port's `rate`
-// ("100 Gb/sec (4X EDR)" is 12500 MB/s) or a network device's `speed` (in
-// Mb/s; -1 when the driver does not know). node serve reads it on the
-// server's host; the parsing is pure, and every reader takes the root of
-// sysfs so a test can fake one.
+// Package linerate reads the data rate of a link from sysfs, in MB/s
+// (10^6 bytes a second, as the CSV's bandwidth): an RDMA port's, or a
+// network device's `speed` (in Mb/s; -1 when the driver does not know).
+// An InfiniBand port's rate is the data its lanes carry, from its width
+// and lane speed (Speeds); an Ethernet port (RoCE, iWARP) runs at the
+// speed of the network device under it. node serve reads it on the
+// server's host and node devices for every port; the parsing is pure,
+// and every reader takes the root of sysfs so a test can fake one.
 package linerate
 
 import (
@@ -35,18 +37,89 @@ func (r Rate) String() string {
 	return strconv.FormatFloat(r.MBs, 'f', 1, 64) + " MB/s"
 }
 
-// ParseIBRate reads an RDMA port's rate file: "100 Gb/sec (4X EDR)",
-// "2.5 Gb/sec (1X SDR)".
-func ParseIBRate(s string) (float64, error) {
-	f := strings.Fields(s)
-	if len(f) < 2 || f[1] != "Gb/sec" {
-		return 0, fmt.Errorf("rate %q is not \"N Gb/sec (…)\"", strings.TrimSpace(s))
+// Speed is an InfiniBand lane speed: its name, as sysfs `rate` and
+// verbs.h's IBV_PORT_LINK_SPEED_<name>_SUP write it; its number in the
+// kernel's enum ib_port_speed (ibv_port_attr's active_speed); and what a
+// lane carries, in Gb/s: data, and the signalling rate on the wire.
+type Speed struct {
+	Name       string
+	Enum       int
+	DataGbps   float64
+	SignalGbps float64
+}
+
+// Speeds are the InfiniBand lane speeds. SDR, DDR and QDR code 8 bits in
+// 10 (2.5 Gb/s of signalling carries 2), FDR10 and FDR 64 in 66, EDR
+// 64b/66b at 25.78125 Gbaud for 25 Gb/s, HDR onward PAM4 with FEC for 50,
+// 100 and 200 Gb/s.
+var Speeds = []Speed{
+	{"SDR", 1, 2, 2.5},
+	{"DDR", 2, 4, 5},
+	{"QDR", 4, 8, 10},
+	{"FDR10", 8, 10, 10.3125},
+	{"FDR", 16, 13.64, 14.0625},
+	{"EDR", 32, 25, 25.78125},
+	{"HDR", 64, 50, 53.125},
+	{"NDR", 128, 100, 106.25},
+	{"XDR", 256, 200, 212.5},
+}
+
+// widths are enum ib_port_width (ibv_port_attr's active_width) and the
+// lanes each has.
+var widths = map[int]int{1: 1, 16: 2, 2: 4, 4: 8, 8: 12}
+
+// Link is an InfiniBand port's width and lane speed.
+type Link struct {
+	Lanes int
+	Speed Speed
+}
+
+// LinkOf decodes ibv_port_attr's active_speed and active_width.
+func LinkOf(speed, width int) (Link, error) {
+	lanes, ok := widths[width]
+	if !ok {
+		return Link{}, fmt.Errorf("active_width %d is no width the kernel names", width)
 	}
-	gb, err := strconv.ParseFloat(f[0], 64)
-	if err != nil || !(gb > 0) {
-		return 0, fmt.Errorf("rate %q is not \"N Gb/sec (…)\"", strings.TrimSpace(s))
+	for _, s := range Speeds {
+		if s.Enum == speed {
+			return Link{lanes, s}, nil
+		}
 	}
-	return gb * 1000 / 8, nil
+	return Link{}, fmt.Errorf("active_speed %d is no speed the kernel names", speed)
+}
+
+// DataMBs is the data the link carries, in MB/s: 4X QDR 4000.
+func (l Link) DataMBs() float64 { return float64(l.Lanes) * l.Speed.DataGbps * 1000 / 8 }
+
+// SignalGbps is the link's signalling rate in Gb/s: 4X QDR 40.
+func (l Link) SignalGbps() float64 { return float64(l.Lanes) * l.Speed.SignalGbps }
+
+// Width is the link's width as node devices writes it: "4x".
+func (l Link) Width() string { return strconv.Itoa(l.Lanes) + "x" }
+
+// ParseIBRate reads an RDMA port's rate file, "40 Gb/sec (4X QDR)". The
+// kernel (core/sysfs.c, rate_show) writes it from the port's width and
+// its own active_speed, which names XDR. Its figure is neither the data
+// nor the signalling rate throughout (QDR's 10 is signalling, FDR's 14
+// neither), so the link is read from the parenthesis.
+func ParseIBRate(s string) (Link, error) {
+	bad := fmt.Errorf("rate %q is not \"N Gb/sec (WX SPEED)\"", strings.TrimSpace(s))
+	_, in, ok := strings.Cut(s, "(")
+	in, _, closed := strings.Cut(in, ")")
+	f := strings.Fields(in)
+	if !ok || !closed || len(f) != 2 {
+		return Link{}, bad
+	}
+	w, err := strconv.Atoi(strings.TrimSuffix(f[0], "X"))
+	if err != nil || !slices.Contains([]int{1, 2, 4, 8, 12}, w) {
+		return Link{}, bad
+	}
+	for _, sp := range Speeds {
+		if sp.Name == f[1] {
+			return Link{w, sp}, nil
+		}
+	}
+	return Link{}, fmt.Errorf("rate %q: no lane speed named %s", strings.TrimSpace(s), f[1])
 }
 
 // ParseSpeed reads a network device's speed file (Mb/s) into MB/s; a
@@ -63,19 +136,47 @@ func ParseSpeed(s string) (float64, error) {
 	return float64(n) / 8, nil
 }
 
-// RDMA is the rate of device's port under the sysfs at root ("/" on a
-// host).
-func RDMA(root, device string, port int) Rate {
-	p := filepath.Join(root, "sys/class/infiniband", device, "ports", strconv.Itoa(port), "rate")
-	b, err := os.ReadFile(p)
+// PortLink is the width and lane speed of device's port under the sysfs
+// at root, from its rate file.
+func PortLink(root, device string, port int) (Link, error) {
+	b, err := os.ReadFile(filepath.Join(root, "sys/class/infiniband", device, "ports", strconv.Itoa(port), "rate"))
 	if err != nil {
-		return Rate{Unknown: fmt.Sprintf("read %s port %d's rate: %v", device, port, err)}
+		return Link{}, fmt.Errorf("read %s port %d's rate: %w", device, port, err)
 	}
-	mbs, err := ParseIBRate(string(b))
+	l, err := ParseIBRate(string(b))
 	if err != nil {
-		return Rate{Unknown: fmt.Sprintf("%s port %d: %v", device, port, err)}
+		return Link{}, fmt.Errorf("%s port %d: %w", device, port, err)
 	}
-	return Rate{MBs: mbs}
+	return l, nil
+}
+
+// RDMA is the line rate of device's port under the sysfs at root ("/" on
+// a host). An InfiniBand port carries its link's data rate. An Ethernet
+// port (RoCE, iWARP: its link_layer says which) runs at the speed of
+// netdev, the network device under it ("" when none was found, and
+// noNetdev says why): the kernel derives such a port's rate from that
+// speed, roughly (10GbE reads 1X QDR on mlx5), and for rxe and siw makes
+// one up (1X SDR where the speed is unknown).
+func RDMA(root, device string, port int, netdev, noNetdev string) Rate {
+	b, err := os.ReadFile(filepath.Join(root, "sys/class/infiniband", device, "ports", strconv.Itoa(port), "link_layer"))
+	if err != nil {
+		return Rate{Unknown: fmt.Sprintf("read %s port %d's link layer: %v", device, port, err)}
+	}
+	if strings.TrimSpace(string(b)) == "Ethernet" {
+		if netdev == "" {
+			return Rate{Unknown: fmt.Sprintf("%s port %d is Ethernet, and its network device is not known: %s", device, port, noNetdev)}
+		}
+		r := Netdev(root, netdev)
+		if !r.Known() {
+			r.Unknown = fmt.Sprintf("%s port %d: %s", device, port, r.Unknown)
+		}
+		return r
+	}
+	l, err := PortLink(root, device, port)
+	if err != nil {
+		return Rate{Unknown: err.Error()}
+	}
+	return Rate{MBs: l.DataMBs()}
 }
 
 // Netdev is the rate of network device dev under the sysfs at root.

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"rdmasweep/results/linerate"
 )
 
 // Access flags, as enum ibv_access_flags numbers them.
@@ -66,35 +68,22 @@ func address(ethernet bool, index int, gids []GID, addr net.IP) (g GID, grh bool
 	return g, true, err
 }
 
-// linkSpeeds is ibv_port_attr's active_speed (active_speed_ex where the
-// header has it), as the kernel's enum ib_port_speed numbers it, with the
-// lane's signalling rate in Gb/s. Name is the speed's name in verbs.h's
-// IBV_PORT_LINK_SPEED_<name>_SUP, where it has one (the test checks that
-// every speed the installed verbs.h names is here).
-var linkSpeeds = []struct {
-	name  string
-	speed int
-	gbps  float64
-}{
-	{"SDR", 1, 2.5},
-	{"DDR", 2, 5},
-	{"QDR", 4, 10},
-	{"FDR10", 8, 10.3125},
-	{"FDR", 16, 14.0625},
-	{"EDR", 32, 25.78125},
-	{"HDR", 64, 53.125},
-	{"NDR", 128, 106.25},
-	{"XDR", 256, 212.5},
-}
-
-// laneGbps decodes active_speed to the lane's signalling rate, 0 unknown.
-func laneGbps(s int) float64 {
-	for _, l := range linkSpeeds {
-		if l.speed == s {
-			return l.gbps
-		}
+// portLink is the width and lane speed of device's port under the sysfs
+// at root. The port's rate file comes first: the kernel writes it from
+// its own active_speed, which names XDR. The verbs' active_speed is 8
+// bits, where the kernel gives an XDR port as NDR; active_speed_ex,
+// which carries XDR, is in no rdma-core before 50 (Debian 12 has 44).
+// The verbs' speed and width serve where the file cannot be read.
+func portLink(root, device string, port, activeSpeed, activeWidth int) (linerate.Link, error) {
+	l, err := linerate.PortLink(root, device, port)
+	if err == nil {
+		return l, nil
 	}
-	return 0
+	l, verr := linerate.LinkOf(activeSpeed, activeWidth)
+	if verr != nil {
+		return l, fmt.Errorf("%w; verbs: %w", err, verr)
+	}
+	return l, nil
 }
 
 // prefetchSegment is one range ibv_advise_mr prefetches.

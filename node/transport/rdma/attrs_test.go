@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"rdmasweep/results/linerate"
 	"rdmasweep/testbed/testenv"
 )
 
@@ -77,15 +78,38 @@ func TestAddressRoCE(t *testing.T) {
 	}
 }
 
-func TestLinkSpeeds(t *testing.T) {
-	if got := laneGbps(256); got != 212.5 {
-		t.Errorf("XDR lane = %g Gb/s, want 212.5", got)
+// TestPortLink: a port's speed is the kernel's, from its rate file, so
+// an XDR port, which verbs' 8-bit active_speed gives as NDR (128), reads
+// as XDR; the verbs' figures serve only where the file cannot be read.
+func TestPortLink(t *testing.T) {
+	root := t.TempDir()
+	for dev, rate := range map[string]string{"mlx5_0": "200 Gb/sec (1X XDR)\n", "mlx5_1": "40 Gb/sec (4X QDR)\n", "mlx5_2": "garbled\n"} {
+		dir := filepath.Join(root, "sys/class/infiniband", dev, "ports/1")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "rate"), []byte(rate), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := laneGbps(128); got != 106.25 {
-		t.Errorf("NDR lane = %g Gb/s, want 106.25", got)
+	for _, c := range []struct {
+		dev          string
+		speed, width int // the verbs' active_speed, active_width
+		want         string
+		mbs, gbps    float64
+	}{
+		{"mlx5_0", 128, 1, "1x XDR", 25000, 212.5},
+		{"mlx5_1", 4, 2, "4x QDR", 4000, 40},
+		{"mlx5_2", 32, 2, "4x EDR", 12500, 103.125}, // the file unreadable as a rate
+		{"mlx5_9", 128, 1, "1x NDR", 12500, 106.25}, // no file
+	} {
+		l, err := portLink(root, c.dev, 1, c.speed, c.width)
+		if got := l.Width() + " " + l.Speed.Name; err != nil || got != c.want || l.DataMBs() != c.mbs || l.SignalGbps() != c.gbps {
+			t.Errorf("portLink(%s) = %s (%v MB/s of data, %v Gb/s signalling), %v; want %s (%v, %v)", c.dev, got, l.DataMBs(), l.SignalGbps(), err, c.want, c.mbs, c.gbps)
+		}
 	}
-	if got := laneGbps(3); got != 0 {
-		t.Errorf("unknown speed = %g, want 0", got)
+	if l, err := portLink(root, "mlx5_9", 1, 3, 2); err == nil || !strings.Contains(err.Error(), "mlx5_9 port 1") || !strings.Contains(err.Error(), "active_speed 3") {
+		t.Errorf("portLink with neither a rate file nor a known speed = %+v, %v; want an error naming both", l, err)
 	}
 }
 
@@ -102,11 +126,11 @@ func TestLinkSpeedsCoverVerbsH(t *testing.T) {
 	}
 	for _, m := range names {
 		found := false
-		for _, l := range linkSpeeds {
-			found = found || l.name == m[1]
+		for _, l := range linerate.Speeds {
+			found = found || l.Name == m[1]
 		}
 		if !found {
-			t.Errorf("verbs.h names link speed %s, which linkSpeeds lacks", m[1])
+			t.Errorf("verbs.h names link speed %s, which linerate.Speeds lacks", m[1])
 		}
 	}
 }

@@ -463,12 +463,15 @@ func describe(ctx *C.struct_ibv_context, info *Device) error {
 		if err := verbErr(C.rs_query_port(ctx, C.uint8_t(p), &pa), ""); err != nil {
 			return fmt.Errorf("port %d: %w", p, err)
 		}
-		width, lanes := portWidth(int(pa.active_width))
-		info.Ports = append(info.Ports, Port{
+		port := Port{
 			Port: p, State: portStateName(pa.state), LinkLayer: linkLayerName(pa.link_layer),
-			ActiveMTU: mtuBytes(int(pa.active_mtu)), RateGbps: float64(lanes) * laneGbps(int(C.rs_port_speed(&pa))),
-			Width: width, LID: int(pa.lid), GIDs: []GID{}, MaxMsgSz: int64(pa.max_msg_sz), PKeyTblLen: int(pa.pkey_tbl_len),
-		})
+			ActiveMTU: mtuBytes(int(pa.active_mtu)), Width: fmt.Sprintf("width %d", pa.active_width),
+			LID: int(pa.lid), GIDs: []GID{}, MaxMsgSz: int64(pa.max_msg_sz), PKeyTblLen: int(pa.pkey_tbl_len),
+		}
+		if l, err := portLink("/", info.Name, p, int(pa.active_speed), int(pa.active_width)); err == nil {
+			port.Width, port.Speed, port.RateGbps = l.Width(), l.Speed.Name, l.SignalGbps()
+		}
+		info.Ports = append(info.Ports, port)
 	}
 	gids, err := gidTable(ctx, nports)
 	if err != nil {
@@ -480,21 +483,4 @@ func describe(ctx *C.struct_ibv_context, info *Device) error {
 		}
 	}
 	return nil
-}
-
-// portWidth decodes ibv_port_attr.active_width.
-func portWidth(w int) (string, int) {
-	switch w {
-	case 1:
-		return "1x", 1
-	case 2:
-		return "4x", 4
-	case 4:
-		return "8x", 8
-	case 8:
-		return "12x", 12
-	case 16:
-		return "2x", 2
-	}
-	return fmt.Sprintf("width %d", w), 0
 }

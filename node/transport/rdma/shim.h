@@ -51,10 +51,6 @@ rs_status rs_advise_prefetch_kernel(struct ibv_pd *pd, struct ibv_mr *mr, uint64
 // event, its port (else 0); 0 for none; -1 with errno on failure. The
 // event is acknowledged before it returns.
 int rs_async_wait(struct ibv_context *ctx, int timeout_ms, int *type, int *port);
-// rs_port_speed is the port's active speed as the kernel's enum
-// ib_port_speed numbers it: active_speed_ex where the header has it (XDR
-// and later do not fit active_speed's 8 bits), else active_speed.
-int rs_port_speed(const struct ibv_port_attr *pa);
 
 // rs_fabric is what a fabric may need set on a QP; perftest's values are
 // the defaults (see transport.DefaultFabric).

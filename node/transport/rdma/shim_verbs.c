@@ -117,14 +117,6 @@ int rs_async_wait(struct ibv_context *ctx, int timeout_ms, int *type, int *port)
 	return 1;
 }
 
-int rs_port_speed(const struct ibv_port_attr *pa) {
-#ifdef IBV_PORT_LINK_SPEED_XDR_SUP
-	if (pa->active_speed_ex)
-		return (int)pa->active_speed_ex;
-#endif
-	return pa->active_speed;
-}
-
 void rs_destroy_qps(struct ibv_cq *cq, struct ibv_qp **qps, int n) {
 	for (int i = 0; i < n; i++)
 		if (qps[i]) {
