@@ -119,6 +119,15 @@ func Judge(f Facts, n Need) Verdict {
 	return v
 }
 
+// dataRate is a port's line rate in Gb/s of data, as node devices gives
+// it (4X QDR is 32Gb/s, rxe the speed of its netdev), or "rate unknown".
+func dataRate(p *Port) string {
+	if p.LineRateMBs == nil {
+		return "rate unknown"
+	}
+	return strconv.FormatFloat(*p.LineRateMBs*8/1000, 'g', -1, 64) + "Gb/s"
+}
+
 func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string, args ...any)) string {
 	rdma := n.Transport == results.TransportRDMA
 	if len(f.Devices) == 0 {
@@ -145,8 +154,8 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 	if d.ODP {
 		odp = "yes"
 	}
-	cell = fmt.Sprintf("%s/%d %s %s %gGb/s mtu %d gid %s rd_atom %d/%d odp %s",
-		d.Name, p.Port, p.State, p.LinkLayer, p.RateGbps, p.ActiveMTU, gidNote, d.MaxQPRdAtom, d.MaxQPInitRdAtom, odp)
+	cell = fmt.Sprintf("%s/%d %s %s %s mtu %d gid %s rd_atom %d/%d odp %s",
+		d.Name, p.Port, p.State, p.LinkLayer, dataRate(p), p.ActiveMTU, gidNote, d.MaxQPRdAtom, d.MaxQPInitRdAtom, odp)
 	if !rdma {
 		return cell
 	}

@@ -15,7 +15,7 @@ func roce() Facts {
 		Arch: "x86_64", Kernel: "6.1.0", UID: 1000, Memlock: "65536",
 		Node: hostfacts.Node{Present: true, Version: "v1", SHA256: "abc", Transports: []string{"rdma", "tcp"}},
 		Devices: []Device{{Name: "rxe0", MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, ODP: false, Ports: []Port{{
-			Port: 1, State: "ACTIVE", LinkLayer: "Ethernet", ActiveMTU: 1024, RateGbps: 10,
+			Port: 1, State: "ACTIVE", LinkLayer: "Ethernet", ActiveMTU: 1024, RateGbps: 10.3125, Width: "1x", Speed: "FDR10", LineRateMBs: ptr(1250.0),
 			GIDs: []GID{
 				{Index: 0, GID: "fe80::1", Type: "RoCE v1"},
 				{Index: 1, GID: "fe80::1", Type: "RoCE v2"},
@@ -99,6 +99,14 @@ func TestJudge(t *testing.T) {
 			f.Devices = append([]Device{{Name: "mlx5_0", Ports: []Port{{Port: 1, State: "ACTIVE", LinkLayer: "Ethernet"}}}}, f.Devices...)
 			f.Choice = &results.DeviceChoice{Device: "rxe0", IBPort: 1, GIDIndex: 3, GID: "::ffff:198.51.100.10", GIDType: "RoCE v2"}
 		}, nil, "", func(v Verdict) string { return v.RDMA }, "rxe0/1 ACTIVE Ethernet 10Gb/s mtu 1024 gid 3 ::ffff:198.51.100.10 (RoCE v2, auto)"},
+		{"InfiniBand's cell gives the data rate, not the signalling", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices[0].Ports[0] = Port{Port: 1, State: "ACTIVE", LinkLayer: "InfiniBand", LID: 7, RateGbps: 40, Width: "4x", Speed: "QDR", LineRateMBs: ptr(4000.0), ActiveMTU: 4096}
+		}, nil, "", func(v Verdict) string { return v.RDMA }, "rxe0/1 ACTIVE InfiniBand 32Gb/s mtu 4096"},
+		{"a port whose line rate is unknown says so", func(f *Facts) {
+			f.Memlock = "unlimited"
+			f.Devices[0].Ports[0].LineRateMBs, f.Devices[0].Ports[0].LineRateUnknown = nil, "rxe0 port 1: eth0: speed is -1"
+		}, nil, "", func(v Verdict) string { return v.RDMA }, "rxe0/1 ACTIVE Ethernet rate unknown mtu 1024"},
 		{"no device holds the address", func(f *Facts) {
 			f.Memlock = "unlimited"
 			f.ChoiceError = "no RDMA device's network interface holds 198.51.100.99 (devices: rxe0); hint: name one with rdma.device"
