@@ -85,7 +85,7 @@ func (w Wire) args() []string {
 	if w.Listen {
 		mode = "listen"
 	}
-	return []string{"-netdev", fmt.Sprintf("socket,id=w0,%s=%s", mode, w.Addr), "-device", "virtio-net-pci,netdev=w0,mac=" + w.MAC}
+	return []string{"-netdev", fmt.Sprintf("socket,id=w0,%s=%s", mode, w.Addr), "-device", "virtio-net-pci,netdev=w0,mac=" + w.MAC + NICSpeed}
 }
 
 // machine is how qemu emulates a guest architecture under TCG.
@@ -245,6 +245,12 @@ func (g *Guest) writeInitrd(o Options) (string, error) {
 	return initrd, nil
 }
 
+// NICSpeed is what the guest's eth0, eth2 and wire NICs tell their
+// driver of their speed: 10 Gb/s, so a device over one has a known line
+// rate (1250 MB/s). eth1 is told none, and reads -1, so rxe1's is
+// unknown.
+const NICSpeed = ",speed=10000,duplex=full"
+
 // qemuArgs are qemu's arguments for one boot: sshd forwarded from
 // 127.0.0.1:sshPort, and, unless o.OneNIC, eth1 and eth2 on networks of
 // their own, for rxe1 and siw0; then o.Wire's NIC and o.NVMe's drive.
@@ -255,14 +261,14 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 		"-append", "console="+mach.console+" rdinit=/init panic=-1 quiet loglevel=4"+mach.append,
 		"-display", "none", "-serial", "stdio", "-monitor", "none", "-no-reboot",
 		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", sshPort)+extraForwards(o.Forward),
-		"-device", "virtio-net-pci,netdev=n0",
+		"-device", "virtio-net-pci,netdev=n0"+NICSpeed,
 	)
 	if !o.OneNIC {
 		args = append(args,
 			"-netdev", "user,id=n1,net=10.0.3.0/24,restrict=on",
 			"-device", "virtio-net-pci,netdev=n1",
 			"-netdev", "user,id=n2,net=10.0.4.0/24,restrict=on",
-			"-device", "virtio-net-pci,netdev=n2",
+			"-device", "virtio-net-pci,netdev=n2"+NICSpeed,
 		)
 	}
 	if o.Wire != nil {

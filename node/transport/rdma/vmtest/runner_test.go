@@ -129,7 +129,7 @@ output: {csv: out/rxe.csv, logs: out/logs}
 	if !strings.Contains(table[1], "4KiB in") || strings.Count(checkOut.String(), "ok "+guest.GuestIP) != 4 {
 		t.Errorf("want the tcp data path and the rdma probe ok on both rows:\n%s", checkOut.String())
 	}
-	// node serve of the rdma probe read rxe0's port rate from sysfs.
+	// node serve of the rdma probe read rxe0's line rate: eth0's speed.
 	wantRate := "line rate " + strconv.FormatFloat(rxeLineRate, 'f', 1, 64) + " MB/s"
 	if cells := columnCells(checkOut.String(), "RDMA_PROBE", "ODP_PROBE"); len(cells) != 2 || !strings.Contains(cells[0], wantRate) || !strings.Contains(cells[1], wantRate) {
 		t.Errorf("check's RDMA_PROBE cells %q, want each to show %q", cells, wantRate)
@@ -658,11 +658,12 @@ func fmtPtr(p *float64) string {
 	return fmt.Sprintf("%.4g", *p)
 }
 
-// rxeLineRate is rxe's port rate, "2.5 Gb/sec (1X SDR)", in MB/s.
-const rxeLineRate = 312.5
+// rxeLineRate is rxe0's line rate in MB/s: the speed qemu tells eth0,
+// 10 Gb/s (guest.NICSpeed).
+const rxeLineRate = 1250.0
 
 // expectSweep is issue 20's check in the guest: node serve reads rxe0's
-// port rate from sysfs into every row (runnerSweep's check table shows
+// line rate, eth0's speed, into every row (runnerSweep's check table shows
 // it), and an rdma plan's line_rate expectation passes when the bound is
 // far below what rxe does and fails (exit 3, every row fail) when it is
 // above it.
@@ -710,8 +711,8 @@ output: {csv: out/%s.csv, logs: out/logs}
 		plan, verdict, detail string
 		code                  int
 	}{
-		{writePlan("vmtest-expect-pass", "0.01"), results.VerdictPass, "", 0},
-		{writePlan("vmtest-expect-fail", "2"), results.VerdictFail, "< 2 × line_rate 312.5", 3},
+		{writePlan("vmtest-expect-pass", "0.001"), results.VerdictPass, "", 0},
+		{writePlan("vmtest-expect-fail", "2"), results.VerdictFail, "< 2 × line_rate 1250.0", 3},
 	} {
 		out, errOut, code := run("exec", c.plan)
 		name := strings.TrimSuffix(filepath.Base(c.plan), ".yaml")

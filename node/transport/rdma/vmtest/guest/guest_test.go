@@ -273,8 +273,25 @@ func TestDevices(t *testing.T) {
 			t.Errorf("siw0: %+v, want an ACTIVE iWARP device", siw)
 		}
 	}
+	// A soft device's line rate is its netdev's speed, whatever rate the
+	// kernel makes up: qemu tells eth0 and eth2 10 Gb/s and eth1 nothing
+	// (-1). siw0's GIDs name no netdev; RDMA netlink does.
+	for dev, want := range map[string]string{"rxe0": "1250", "rxe1": "eth1: speed is -1", "siw0": "1250"} {
+		if byName[dev] == nil || len(byName[dev].Ports) != 1 {
+			continue // reported above; siw0 where the image has it
+		}
+		p := byName[dev].Ports[0]
+		got := p.LineRateUnknown
+		if p.LineRateMBs != nil {
+			got = fmt.Sprint(*p.LineRateMBs)
+		}
+		t.Logf("%s: %s %s (%g Gb/s signalling), line rate %s", dev, p.Width, p.Speed, p.RateGbps, got)
+		if !strings.Contains(got, want) || (p.LineRateMBs == nil) != (want != "1250") {
+			t.Errorf("%s's line rate %q, want %q", dev, got, want)
+		}
+	}
 	text, err := exec.Command(nodeBin(t), "devices").Output()
-	if err != nil || !strings.Contains(string(text), "rxe0") || !strings.Contains(string(text), "::ffff:"+guestIP) || !strings.Contains(string(text), "max_msg_sz") {
+	if err != nil || !strings.Contains(string(text), "rxe0") || !strings.Contains(string(text), "::ffff:"+guestIP) || !strings.Contains(string(text), "max_msg_sz") || !strings.Contains(string(text), "line rate 1250.0 MB/s") {
 		t.Errorf("node devices (table): %v\n%s", err, text)
 	}
 }
@@ -304,6 +321,9 @@ func TestServeRead(t *testing.T) {
 			}
 			if ready.RDMAPath == nil || ready.Device != "rxe0" || ready.GID != "::ffff:"+guestIP || ready.Connect != "tcp" {
 				t.Errorf("ready names device/GID %+v, want rxe0 with ::ffff:%s over connect tcp", ready.RDMAPath, guestIP)
+			}
+			if ready.LineRateMBs == nil || *ready.LineRateMBs != 1250 {
+				t.Errorf("ready's line rate %v (%s), want 1250 MB/s: rxe0 over eth0 at 10 Gb/s", ready.LineRateMBs, ready.LineRateUnknown)
 			}
 			t.Logf("ready: mapping %s, gid_index %d, registration %.4f s (%.0f MB/s)", ready.Mapping, *ready.GIDIndex, *ready.RegistrationS, *ready.RegistrationMBs)
 			cl := start(t, secret, "read", "--transport", "rdma", "--server", fmt.Sprintf("%s:%d", guestIP, ready.Port),
