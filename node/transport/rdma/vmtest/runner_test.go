@@ -711,7 +711,7 @@ output: {csv: out/%s.csv, logs: out/logs}
 		plan, verdict, detail string
 		code                  int
 	}{
-		{writePlan("vmtest-expect-pass", "0.001"), results.VerdictPass, "", 0},
+		{writePlan("vmtest-expect-pass", "0.0001"), results.VerdictPass, "", 0},
 		{writePlan("vmtest-expect-fail", "2"), results.VerdictFail, "< 2 × line_rate 1250.0", 3},
 	} {
 		out, errOut, code := run("exec", c.plan)
