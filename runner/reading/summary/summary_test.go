@@ -123,3 +123,50 @@ func TestRatiosMatchEveryOtherParameter(t *testing.T) {
 		t.Error("ParseBaseline without a value")
 	}
 }
+
+// Beside a fio baseline, node's reads of the file are shown against
+// fio's bandwidth: the pinned registration (REG) and the populate (POP),
+// each only when some row has it.
+func TestRatiosShowFileReadsBesideFio(t *testing.T) {
+	rate := func(x float64) *float64 { return &x }
+	node := func(key string, pop string, reg, populate *float64) results.Row {
+		r := row(key, 1, 262144, 30, 10, "ok")
+		r.Params["workload"], r.Params["populate"] = "node", pop
+		r.RegistrationMBs, r.PopulateMBs = reg, populate
+		return r
+	}
+	fio := func(key, pop string) results.Row {
+		r := row(key, 1, 262144, 200, 10, "ok")
+		r.Params["workload"], r.Params["populate"] = "fio", pop
+		return r
+	}
+	b, err := ParseBaseline("workload=fio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		rows       []results.Row
+		want, lack []string
+	}{
+		{"fault only", []results.Row{node("a", "fault", rate(150), nil), fio("b", "fault")},
+			[]string{"REG_MB/S", "REG/FIO", " 0.75"}, []string{"POP"}},
+		{"both", []results.Row{node("a", "fault", rate(150), nil), fio("b", "fault"), node("c", "parallel", rate(900), rate(210)), fio("d", "parallel")},
+			[]string{"REG/FIO", "POP_MB/S", "POP/FIO", " 1.05", " 4.50 "}, nil},
+	} {
+		var out bytes.Buffer
+		if err := WriteRatios(&out, Build(c.rows), b); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: ratios lack %q:\n%s", c.name, w, out.String())
+			}
+		}
+		for _, l := range c.lack {
+			if strings.Contains(out.String(), l) {
+				t.Errorf("%s: ratios show %q:\n%s", c.name, l, out.String())
+			}
+		}
+	}
+}
