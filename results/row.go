@@ -111,6 +111,13 @@ type Row struct {
 	// its ready event; nil with populate fault.
 	PopulateS   *float64 `csv:"populate_s"`
 	PopulateMBs *float64 `csv:"populate_mb_s"`
+	// DiskBusyPct and DiskAvgQueue are the server's block device's busy
+	// share and mean queue (SetCounters); BoundBy and BoundByDetail say
+	// which resource limited the row (SetBoundBy).
+	DiskBusyPct   *float64 `csv:"disk_busy_pct"`
+	DiskAvgQueue  *float64 `csv:"disk_avg_queue"`
+	BoundBy       string   `csv:"bound_by"`
+	BoundByDetail string   `csv:"bound_by_detail"`
 }
 
 // Scope values.

@@ -170,3 +170,29 @@ func TestRatiosShowFileReadsBesideFio(t *testing.T) {
 		}
 	}
 }
+
+// summary shows BOUND_BY when rows have it: the one value a point's runs
+// agree on, else each value with its count.
+func TestWriteShowsBoundBy(t *testing.T) {
+	with := func(r results.Row, by string) results.Row { r.BoundBy = by; return r }
+	rows := []results.Row{
+		with(row("a", 1, 4096, 100, 10, "ok"), "cpu_server"),
+		with(row("a", 2, 4096, 100, 10, "ok"), "cpu_server"),
+		with(row("b", 1, 1<<20, 1000, 50, "ok"), "link"),
+		with(row("b", 2, 1<<20, 900, 50, "ok"), "unknown"),
+		with(row("b", 3, 1<<20, 1000, 50, "ok"), "link"),
+	}
+	var out bytes.Buffer
+	if err := Write(&out, Build(rows)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"BOUND_BY", "cpu_server", "link 2, unknown 1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := Write(&out, Build([]results.Row{row("a", 1, 4096, 100, 10, "ok")})); err != nil || strings.Contains(out.String(), "BOUND_BY") {
+		t.Errorf("rows without bound_by show the column (%v):\n%s", err, out.String())
+	}
+}
