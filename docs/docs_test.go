@@ -206,3 +206,28 @@ func TestNamedTestsExist(t *testing.T) {
 		}
 	}
 }
+
+// The docs are a reference to read, not a notebook: docs/*.md total at
+// most 150 KB (150,000 bytes), and no page is over 25 KB. A change that
+// adds a section tightens another.
+func TestDocsBudget(t *testing.T) {
+	const total, page = 150_000, 25_000
+	pages, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, p := range pages {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += int(st.Size())
+		if st.Size() > page {
+			t.Errorf("docs/%s is %d bytes, over %d: split it or tighten it", p, st.Size(), page)
+		}
+	}
+	if sum > total {
+		t.Errorf("docs/*.md total %d bytes, over %d by %d: tighten a page for what you added", sum, total, sum-total)
+	}
+}

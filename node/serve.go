@@ -25,6 +25,7 @@ type serveOptions struct {
 	fileSize      sizeValue
 	create        bool
 	cache         string
+	populate      string
 	registration  string
 	mrSize        sizeValue
 	listen        string
@@ -39,6 +40,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.Var(&o.fileSize, "file-size", "bytes to serve, e.g. 4GiB")
 	fs.BoolVar(&o.create, "create", false, "create or reuse a patterned file (never overwrites a file node did not make)")
 	fs.StringVar(&o.cache, "cache", "cold", "page cache before serving: cold or warm")
+	fs.StringVar(&o.populate, "populate", results.PopulateFault, "bring the file into memory before ready: fault (the registration or the reads fault it in) or parallel (readers over disjoint ranges, timed; node prepare ignores it)")
 	fs.StringVar(&o.registration, "registration", "pinned", "RDMA memory registration: pinned or odp")
 	fs.Var(&o.mrSize, "mr-size", "register the file as RDMA memory regions of at most this size, e.g. 32MiB (default: one region)")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on (default: all addresses, with a warning)")
@@ -110,6 +112,10 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	}
 	sample := counters.NewSample("")
 	sample.Disk(f.Path) // the cache state is set: every read from here is the point's
+	populateS, err := populate(ctx, f, o.populate)
+	if err != nil {
+		return err
+	}
 	srv, err := tr.Listen(ctx, transport.ServerConfig{
 		Region:        transport.Region{File: f.File, Path: f.Path, Size: f.Size, Seed: f.Seed, Patterned: f.Patterned, Writable: f.Writable},
 		Host:          o.listen,
@@ -133,6 +139,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		RegistrationS: info.RegistrationS, RegistrationMBs: info.RegistrationMBs,
 		CachedFraction: cached, Mapping: info.Mapping, Regions: info.Regions, GIDIndex: info.GIDIndex, FileCreated: f.Created,
 		PrefetchS: info.PrefetchS, RDMAPath: info.Path,
+		PopulateS: populateS, PopulateMBs: rateOf(f.Size, populateS),
 	})
 	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
 	before := faults()
@@ -149,6 +156,30 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	})
 	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()
+}
+
+// populate brings f into the page cache before it is registered or
+// served when how is parallel, and returns how long that took; nil for
+// fault, where the registration or the reads fault it in.
+func populate(ctx context.Context, f *region.File, how string) (*float64, error) {
+	if how != results.PopulateParallel {
+		return nil, nil
+	}
+	d, err := f.Populate(ctx, region.PopulateReaders)
+	if err != nil {
+		return nil, err
+	}
+	secs := d.Seconds()
+	return &secs, nil
+}
+
+// rateOf is size bytes over *secs in MB/s, nil without a time.
+func rateOf(size int64, secs *float64) *float64 {
+	if secs == nil || *secs <= 0 {
+		return nil
+	}
+	mbs := float64(size) / 1e6 / *secs
+	return &mbs
 }
 
 // prepareRegion opens (or creates) the file and puts its pages in the

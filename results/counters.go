@@ -28,6 +28,11 @@ type Counters struct {
 	// DiskReadBytes is what the block device read, from just after the
 	// server set the cache state to the end of its clients' sessions.
 	DiskReadBytes *int64 `json:"disk_read_bytes,omitempty"`
+	// DiskBusyPct is the device's io_ticks over the same window, in %,
+	// and DiskAvgQueue its time_in_queue over it: the I/Os in flight on
+	// average.
+	DiskBusyPct  *float64 `json:"disk_busy_pct,omitempty"`
+	DiskAvgQueue *float64 `json:"disk_avg_queue,omitempty"`
 	// MajorFaults and MinorFaults are node's own page faults
 	// (getrusage) over its whole life, registration included.
 	MajorFaults *int64 `json:"major_faults,omitempty"`
@@ -75,6 +80,7 @@ func (r *Row) SetCounters(server, client *Counters) {
 		c = *client
 	}
 	r.DiskReadBytes = s.DiskReadBytes
+	r.DiskBusyPct, r.DiskAvgQueue = s.DiskBusyPct, s.DiskAvgQueue
 	r.ServerMajorFaults, r.ServerMinorFaults = s.MajorFaults, s.MinorFaults
 	r.TCPRetrans = plus(s.TCPRetrans, c.TCPRetrans)
 	sameHost := s.BootID != "" && s.BootID == c.BootID

@@ -75,6 +75,10 @@ type Ready struct {
 	// took (--odp-prefetch), after RegistrationS, which is then the
 	// ibv_reg_mr call alone.
 	PrefetchS *float64 `json:"prefetch_s,omitempty"`
+	// PopulateS is how long --populate parallel took to bring the file
+	// into the page cache, before the registration; nil with fault.
+	PopulateS   *float64 `json:"populate_s,omitempty"`
+	PopulateMBs *float64 `json:"populate_mb_s,omitempty"`
 	// RDMAPath is the rdma transport's side of the path; nil for tcp.
 	*RDMAPath
 	// LineRateMBs is the rate of the link the data crosses (the rdma

@@ -21,3 +21,9 @@ const (
 	// connection node and the runner open.
 	Network = "tcp"
 )
+
+// The server's populate values (param populate).
+const (
+	PopulateFault    = "fault"    // registration or the reads fault the file in
+	PopulateParallel = "parallel" // readers bring it in before ready
+)

@@ -107,6 +107,17 @@ type Row struct {
 	RespP999Us *float64 `csv:"resp_p999_us"`
 	RespMaxUs  *float64 `csv:"resp_max_us"`
 	Saturated  *bool    `csv:"saturated"`
+	// PopulateS and PopulateMBs are the server's populate figures, from
+	// its ready event; nil with populate fault.
+	PopulateS   *float64 `csv:"populate_s"`
+	PopulateMBs *float64 `csv:"populate_mb_s"`
+	// DiskBusyPct and DiskAvgQueue are the server's block device's busy
+	// share and mean queue (SetCounters); BoundBy and BoundByDetail say
+	// which resource limited the row (SetBoundBy).
+	DiskBusyPct   *float64 `csv:"disk_busy_pct"`
+	DiskAvgQueue  *float64 `csv:"disk_avg_queue"`
+	BoundBy       string   `csv:"bound_by"`
+	BoundByDetail string   `csv:"bound_by_detail"`
 }
 
 // Scope values.
@@ -196,6 +207,7 @@ func (r *Row) SetReady(rd *Ready) {
 	r.CachedFraction = ref(rd.CachedFraction)
 	r.Mapping = rd.Mapping
 	r.PrefetchS = rd.PrefetchS
+	r.PopulateS, r.PopulateMBs = rd.PopulateS, rd.PopulateMBs
 	if rd.Regions > 0 {
 		n := rd.Regions
 		r.Regions = &n

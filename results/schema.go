@@ -311,6 +311,17 @@ var schema = []Field{
 		when: func(v Values) bool { return v.Str(param.Rate) != "" },
 		Doc:  "with `rate`: when reads are due; `fixed`, evenly spaced; `poisson`, a seeded Poisson process with as many reads as fixed"}},
 	{Column: "saturated", Doc: "open loop: `true` when queue_depth held back reads at more than 1 % of the due times; empty for a closed loop"},
+	// Version 7: the SSD itself (issue 34, docs/rdma.md#populate).
+	{Column: "populate", Doc: "how node's server brought the file into memory", Param: &Param{
+		Name: "populate", Section: "server", Kind: KindEnum, Enum: []string{PopulateFault, PopulateParallel}, Default: PopulateFault,
+		Sweep: true, Flag: "populate", Role: "serve", Since: 7,
+		Doc: "`fault`: what touches the cold file first faults it in; `parallel`: readers bring it in before ready ([rdma.md](rdma.md#populate))"}},
+	{Column: "populate_s", Unit: "seconds", Doc: "populate `parallel`: how long it took, before registration_s"},
+	{Column: "populate_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ populate_s"},
+	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the window of disk_read_bytes"},
+	{Column: "disk_avg_queue", Doc: "the same device's `time_in_queue` over that window: the I/Os it held on average"},
+	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client` or `unknown`: the resource at 90 % or more of its capacity ([telemetry.md](telemetry.md#what-bound-a-row))"},
+	{Column: "bound_by_detail", Doc: "each resource's share of its capacity, highest first"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

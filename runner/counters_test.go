@@ -97,6 +97,113 @@ output: {csv: out/disk.csv, logs: out/logs}
 	}
 }
 
+// populate through runner exec, on this machine's disk: a tcp plan with
+// local roles serves a cold file with populate fault and parallel. The
+// parallel row has populate_s and populate_mb_s (file_size ÷ populate_s),
+// and its disk_read_bytes shows the file read from the disk within the
+// point; the fault row has neither populate cell. (node's
+// TestServePopulate shows the populated server faults nothing in while it
+// serves.)
+func TestPopulateColdThroughExec(t *testing.T) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/var/tmp", &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
+		testenv.Skip(t, "/var/tmp is not on a disk here")
+	}
+	dataDir, err := os.MkdirTemp("/var/tmp", "rdmasweep-populate-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	const size = 64 << 20
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "populate.yaml")
+	text := fmt.Sprintf(`name: populate
+hosts:
+  server: {address: local}
+  client: {address: local}
+node: {binary: %s}
+transport: tcp
+server: {file: %s/f.dat, file_size: 64MiB, create: true, cache: cold}
+client: {block_size: 1MiB, queue_depth: 8, verify: true}
+sweep:
+  matrix:
+    populate: [fault, parallel]
+output: {csv: out/populate.csv, logs: out/logs}
+`, filepath.Join(binDir, "node"), dataDir)
+	if err := os.WriteFile(plan, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runnerEnv(t, dir, nil, "exec", plan); r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/populate.csv"))
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rows))
+	}
+	for _, r := range rows {
+		how := r.Param("populate")
+		t.Logf("populate %s: populate_s %v, populate_mb_s %v, disk_read_bytes %s, server_major_faults %s", how, deref(r.PopulateS), deref(r.PopulateMBs), cellOf(r.DiskReadBytes), cellOf(r.ServerMajorFaults))
+		if how == results.PopulateFault {
+			if r.PopulateS != nil || r.PopulateMBs != nil {
+				t.Errorf("populate fault: populate_s %v, populate_mb_s %v; want both empty", deref(r.PopulateS), deref(r.PopulateMBs))
+			}
+			continue
+		}
+		if how != results.PopulateParallel || r.PopulateS == nil || r.PopulateMBs == nil || !(*r.PopulateS > 0) {
+			t.Fatalf("row %q: populate_s %v, populate_mb_s %v; want both", how, r.PopulateS, r.PopulateMBs)
+		}
+		if want := size / 1e6 / *r.PopulateS; *r.PopulateMBs < want*0.999 || *r.PopulateMBs > want*1.001 {
+			t.Errorf("populate_mb_s %v, want file_size ÷ populate_s = %v", *r.PopulateMBs, want)
+		}
+		if r.DiskBusyPct == nil || !(*r.DiskBusyPct > 0) || r.DiskAvgQueue == nil {
+			t.Errorf("populate parallel from a cold cache: disk_busy_pct %v, disk_avg_queue %v; want the disk busy for part of the point", r.DiskBusyPct, r.DiskAvgQueue)
+		}
+		if r.DiskReadBytes == nil || float64(*r.DiskReadBytes) < 0.9*size {
+			t.Errorf("populate parallel: disk_read_bytes %s, want at least 0.9 × %d: the cold file is read from the disk in the point", cellOf(r.DiskReadBytes), size)
+		}
+	}
+}
+
+// A tcp point of 4 KiB reads on loopback, both roles on this machine, is
+// bound by a CPU: bound_by names cpu_server or cpu_client, or it is
+// unknown with a CPU named nearest (loopback has no line rate, and the
+// warm file keeps the disk idle). runner summary shows the column.
+func TestBoundByCPUOnLoopback(t *testing.T) {
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "tiny.yaml")
+	text := fmt.Sprintf(`name: tiny
+hosts:
+  server: {address: local}
+  client: {address: local}
+node: {binary: %s}
+transport: tcp
+server: {file: %s/f.dat, file_size: 4MiB, create: true, cache: warm}
+client: {block_size: 4KiB, queue_depth: 1, total: 0, duration: 1s}
+output: {csv: out/tiny.csv, logs: out/logs}
+`, filepath.Join(binDir, "node"), dir)
+	if err := os.WriteFile(plan, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runnerEnv(t, dir, nil, "exec", plan); r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/tiny.csv"))
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	r := rows[0]
+	t.Logf("bound_by %s (%s)", r.BoundBy, r.BoundByDetail)
+	cpu := r.BoundBy == results.BoundCPUServer || r.BoundBy == results.BoundCPUClient
+	nearCPU := r.BoundBy == results.BoundUnknown && strings.HasPrefix(r.BoundByDetail, "nearest: cpu_")
+	if !cpu && !nearCPU {
+		t.Errorf("bound_by %q (%s); want a CPU, or unknown with a CPU nearest", r.BoundBy, r.BoundByDetail)
+	}
+	s := runner(t, dir, "summary", "out/tiny.csv")
+	if s.Code != 0 || !strings.Contains(s.Stdout, "BOUND_BY") || !strings.Contains(s.Stdout, r.BoundBy) {
+		t.Errorf("summary: exit %d, want BOUND_BY %s:\n%s", s.Code, r.BoundBy, s.Stdout)
+	}
+}
+
 func cellOf(p *int64) string {
 	if p == nil {
 		return "(empty)"

@@ -44,6 +44,7 @@ const (
 	MRSize                     // server.mr_size
 	Rate                       // client.rate
 	Arrivals                   // client.arrivals
+	Populate                   // server.populate
 )
 
 // names are the parameters' names, by ID.
@@ -88,4 +89,5 @@ var names = [...]string{
 	MRSize:           "mr_size",
 	Rate:             "rate",
 	Arrivals:         "arrivals",
+	Populate:         "populate",
 }

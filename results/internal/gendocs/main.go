@@ -218,11 +218,7 @@ func columns() string {
 		if f.Param != nil {
 			doc += " (parameter `" + f.Param.Path() + "`)"
 		}
-		since := ""
-		if n > results.FirstHeaderLen {
-			since = " *(added after version 1)*"
-		}
-		fmt.Fprintf(&b, "| %d | `%s` | %s | %s%s |\n", n, f.Column, f.Unit, doc, since)
+		fmt.Fprintf(&b, "| %d | `%s` | %s | %s |\n", n, f.Column, f.Unit, doc)
 	}
 	b.WriteString("\n")
 	return b.String()

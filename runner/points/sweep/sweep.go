@@ -112,6 +112,9 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 		}
 		return nil, tm, err
 	}
+	for i := range rows {
+		rows[i].SetBoundBy()
+	}
 	verdict.JudgeRows(rows, s.Plan.Expect)
 	return rows, tm, nil
 }

@@ -122,14 +122,27 @@ func meanOf(g *Group, f func(results.Row) *float64) float64 {
 
 func bandwidth(r results.Row) *float64    { return r.BandwidthMBs }
 func registration(r results.Row) *float64 { return r.RegistrationMBs }
-func cpuClient(r results.Row) *float64    { return r.CPUClient }
-func cpuServer(r results.Row) *float64    { return r.CPUServer }
+func populate(r results.Row) *float64     { return r.PopulateMBs }
+
+// fileRead is a node figure that reads the server's file, shown as NAME_MB/S
+// and NAME/FIO beside a fio baseline.
+type fileRead struct {
+	name string
+	rate func(results.Row) *float64
+}
+
+// fileReads are the figures that read the file: the pinned registration
+// (which faults it in, unless populated first) and the populate.
+var fileReads = []fileRead{{"REG", registration}, {"POP", populate}}
+
+func cpuClient(r results.Row) *float64 { return r.CPUClient }
+func cpuServer(r results.Row) *float64 { return r.CPUServer }
 
 // WriteRatios prints each group beside its baseline: the mean bandwidth of
 // both and their ratio, the CPU seconds per second of each role for both,
-// and, when the rows have it, the registration rate against the
-// baseline's bandwidth when the baseline is fio (node's pinned fault-in
-// against fio's read of the same file). The parameters that vary are shown, as in Write. Then, per
+// and, when the rows have them, the registration and populate rates
+// against the baseline's bandwidth when the baseline is fio (node's reads
+// of the file against fio's read of the same file). The parameters that vary are shown, as in Write. Then, per
 // compared value, the ratio of every pair that ran side by side (same run,
 // same repetition) and their median.
 func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
@@ -150,18 +163,24 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 			}
 		}
 	}
-	// Pinned registration reads the file: it compares with a baseline
-	// that reads the file too (fio), not with one that reads memory.
-	withReg := b.Param == param.Workload.String() && b.Value == "fio" &&
-		slices.ContainsFunc(ratios, func(r Ratio) bool { return !math.IsNaN(meanOf(r.Group, registration)) })
+	// Pinned registration and populate read the file: they compare with
+	// a baseline that reads the file too (fio), not with one that reads
+	// memory.
+	var reads []fileRead
+	for _, fr := range fileReads {
+		if b.Param == param.Workload.String() && b.Value == "fio" &&
+			slices.ContainsFunc(ratios, func(r Ratio) bool { return !math.IsNaN(meanOf(r.Group, fr.rate)) }) {
+			reads = append(reads, fr)
+		}
+	}
 	head := []string{}
 	for _, p := range shown {
 		head = append(head, strings.ToUpper(p.Name))
 	}
 	base := strings.ToUpper(b.Value)
 	head = append(head, strings.ToUpper(b.Param), "MB/S", base+"_MB/S", "RATIO", "CPU_CLIENT", base, "CPU_SERVER", base)
-	if withReg {
-		head = append(head, "REG_MB/S", "REG/"+base)
+	for _, fr := range reads {
+		head = append(head, fr.name+"_MB/S", fr.name+"/"+base)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
@@ -187,9 +206,9 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 		cells = append(cells, v, num(bw, 1), num(bbw, 1), num(ratio, 2),
 			num(meanOf(r.Group, cpuClient), 2), num(meanOf(r.Base, cpuClient), 2),
 			num(meanOf(r.Group, cpuServer), 2), num(meanOf(r.Base, cpuServer), 2))
-		if withReg {
-			reg := meanOf(r.Group, registration)
-			cells = append(cells, num(reg, 1), num(reg/bbw, 2))
+		for _, fr := range reads {
+			x := meanOf(r.Group, fr.rate)
+			cells = append(cells, num(x, 1), num(x/bbw, 2))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}

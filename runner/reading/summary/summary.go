@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,6 +147,10 @@ func Write(w io.Writer, groups []Group) error {
 	if open {
 		head = append(head, "RESP_P99_US")
 	}
+	bound := hasBoundBy(groups)
+	if bound {
+		head = append(head, "BOUND_BY")
+	}
 	head = append(head, "")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	var notes []string
@@ -184,6 +189,9 @@ func Write(w io.Writer, groups []Group) error {
 		if open {
 			cells = append(cells, num(respP99(g).Mean, 1))
 		}
+		if bound {
+			cells = append(cells, boundBy(g))
+		}
 		cells = append(cells, flag)
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") // the flag is a column too
 	}
@@ -202,6 +210,45 @@ func Write(w io.Writer, groups []Group) error {
 }
 
 func rowOf(g Group) results.Row { return g.First }
+
+// hasBoundBy reports whether any ok row says what bound it (rows written
+// before the column have none).
+func hasBoundBy(groups []Group) bool {
+	for _, g := range groups {
+		for _, r := range g.OK {
+			if r.BoundBy != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// boundBy is what bound the group's ok runs: the one value when they
+// agree, else each value with its count ("link 2, unknown 1"), most first.
+func boundBy(g Group) string {
+	n := map[string]int{}
+	var order []string
+	for _, r := range g.OK {
+		v := r.BoundBy
+		if v == "" {
+			v = "-"
+		}
+		if n[v] == 0 {
+			order = append(order, v)
+		}
+		n[v]++
+	}
+	if len(order) == 1 {
+		return order[0]
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return n[b] - n[a] })
+	parts := make([]string, len(order))
+	for i, v := range order {
+		parts[i] = fmt.Sprintf("%s %d", v, n[v])
+	}
+	return strings.Join(parts, ", ")
+}
 
 func deref(p *float64) float64 {
 	if p == nil {

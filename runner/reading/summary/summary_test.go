@@ -123,3 +123,76 @@ func TestRatiosMatchEveryOtherParameter(t *testing.T) {
 		t.Error("ParseBaseline without a value")
 	}
 }
+
+// Beside a fio baseline, node's reads of the file are shown against
+// fio's bandwidth: the pinned registration (REG) and the populate (POP),
+// each only when some row has it.
+func TestRatiosShowFileReadsBesideFio(t *testing.T) {
+	rate := func(x float64) *float64 { return &x }
+	node := func(key string, pop string, reg, populate *float64) results.Row {
+		r := row(key, 1, 262144, 30, 10, "ok")
+		r.Params["workload"], r.Params["populate"] = "node", pop
+		r.RegistrationMBs, r.PopulateMBs = reg, populate
+		return r
+	}
+	fio := func(key, pop string) results.Row {
+		r := row(key, 1, 262144, 200, 10, "ok")
+		r.Params["workload"], r.Params["populate"] = "fio", pop
+		return r
+	}
+	b, err := ParseBaseline("workload=fio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		rows       []results.Row
+		want, lack []string
+	}{
+		{"fault only", []results.Row{node("a", "fault", rate(150), nil), fio("b", "fault")},
+			[]string{"REG_MB/S", "REG/FIO", " 0.75"}, []string{"POP"}},
+		{"both", []results.Row{node("a", "fault", rate(150), nil), fio("b", "fault"), node("c", "parallel", rate(900), rate(210)), fio("d", "parallel")},
+			[]string{"REG/FIO", "POP_MB/S", "POP/FIO", " 1.05", " 4.50 "}, nil},
+	} {
+		var out bytes.Buffer
+		if err := WriteRatios(&out, Build(c.rows), b); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: ratios lack %q:\n%s", c.name, w, out.String())
+			}
+		}
+		for _, l := range c.lack {
+			if strings.Contains(out.String(), l) {
+				t.Errorf("%s: ratios show %q:\n%s", c.name, l, out.String())
+			}
+		}
+	}
+}
+
+// summary shows BOUND_BY when rows have it: the one value a point's runs
+// agree on, else each value with its count.
+func TestWriteShowsBoundBy(t *testing.T) {
+	with := func(r results.Row, by string) results.Row { r.BoundBy = by; return r }
+	rows := []results.Row{
+		with(row("a", 1, 4096, 100, 10, "ok"), "cpu_server"),
+		with(row("a", 2, 4096, 100, 10, "ok"), "cpu_server"),
+		with(row("b", 1, 1<<20, 1000, 50, "ok"), "link"),
+		with(row("b", 2, 1<<20, 900, 50, "ok"), "unknown"),
+		with(row("b", 3, 1<<20, 1000, 50, "ok"), "link"),
+	}
+	var out bytes.Buffer
+	if err := Write(&out, Build(rows)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"BOUND_BY", "cpu_server", "link 2, unknown 1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := Write(&out, Build([]results.Row{row("a", 1, 4096, 100, 10, "ok")})); err != nil || strings.Contains(out.String(), "BOUND_BY") {
+		t.Errorf("rows without bound_by show the column (%v):\n%s", err, out.String())
+	}
+}

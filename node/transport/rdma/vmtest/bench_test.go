@@ -20,7 +20,8 @@ import (
 // checked-in benchmark plans there, both roles in the guest through
 // qemu's SSH port forward, as on real hosts: plans/bench-rdma.yaml (node
 // rdma beside ib_read_bw) and plans/bench-ssd.yaml (fio beside node's
-// pinned registration). The hosts are set with --set; nothing else of the
+// pinned registration and populate, the file on the guest's NVMe drive).
+// The hosts are set with --set; nothing else of the
 // plans changes. Each exec prints its ratio table; the CSVs go to
 // $RDMASWEEP_BENCH_OUT (make bench: out/bench), where make bench prints
 // their summaries again. Under TCG the figures say what each program's
@@ -55,11 +56,20 @@ func TestBenchPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g, err := guest.Boot(ctx, guest.Options{Log: testLog{t}})
+	// bench-ssd's file lives on the guest's NVMe drive (ext4), so a cold
+	// point reads a disk, as on a real host.
+	disk := filepath.Join(dir, "nvme.img")
+	if err := guest.NewExt4Image(ctx, disk, 768<<20); err != nil {
+		t.Fatal(err)
+	}
+	g, err := guest.Boot(ctx, guest.Options{Log: testLog{t}, NVMe: disk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Stop()
+	if out, err := guestSh(g, mountNVMe(filepath.Dir(benchSSDFile))); err != nil {
+		t.Fatalf("mount the NVMe drive: %v\n%s", err, out)
+	}
 	knownHosts := filepath.Join(dir, "known_hosts")
 	if err := os.WriteFile(knownHosts, []byte(g.KnownHostsLine()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -81,6 +91,9 @@ func TestBenchPlans(t *testing.T) {
 			}
 		}
 		args = append(args, "--set", "hosts.server.data_address="+guest.GuestIP)
+		if name == "bench-ssd" {
+			args = append(args, "--set", "server.file="+benchSSDFile)
+		}
 		for _, a := range strings.Fields(os.Getenv("RDMASWEEP_BENCH_SET")) {
 			args = append(args, "--set", a)
 		}
@@ -99,4 +112,23 @@ func TestBenchPlans(t *testing.T) {
 			t.Errorf("%s printed no ratio", name)
 		}
 	}
+}
+
+// benchSSDFile is bench-ssd's file in the guest, on its NVMe drive.
+const benchSSDFile = "/mnt/nvme/rdmasweep-bench-ssd.dat"
+
+// guestSh runs a shell script in g as its SSH user and returns its
+// combined output.
+func guestSh(g *guest.Guest, script string) ([]byte, error) {
+	c, err := g.Dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	return sess.CombinedOutput(script)
 }

@@ -1,0 +1,107 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// PopulateReaders is how many readers Populate runs at once. Each faults
+// its range in with the kernel's sequential readahead, so about this many
+// readahead windows are in flight: on the 6.1 test guest's NVMe, 8
+// readers over a 256 MiB file carried 1.7 to 2 times what one did, and 16
+// no more than 8 (docs/rdma.md#populate).
+const PopulateReaders = 8
+
+// madvPopulateRead is MADV_POPULATE_READ (Linux 5.14): fault a range of
+// a mapping in, readable, without touching it page by page.
+const madvPopulateRead = 22
+
+// Populate brings the first Size bytes into the page cache with readers
+// over disjoint ranges, through a mapping of its own that it drops before
+// returning (a later mapping of the file, such as the one an RDMA
+// registration pins, then finds every page cached), and returns how long
+// that took. A kernel without MADV_POPULATE_READ is read by touching a
+// byte a page instead. Cancelling ctx stops the readers between chunks.
+func (r *File) Populate(ctx context.Context, readers int) (time.Duration, error) {
+	m, err := unix.Mmap(int(r.File.Fd()), 0, int(r.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, fmt.Errorf("populate %s: mmap: %w", r.Path, err)
+	}
+	defer unix.Munmap(m)
+	// Sequential: each fault reads ahead the file's whole window and the
+	// pages behind it may go first under pressure.
+	_ = unix.Madvise(m, unix.MADV_SEQUENTIAL)
+	start := time.Now()
+	errs := make([]error, readers)
+	var wg sync.WaitGroup
+	for i, rg := range populateRanges(len(m), readers, os.Getpagesize()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = populateRange(ctx, m[rg.lo:rg.hi])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, fmt.Errorf("populate %s: %w", r.Path, err)
+	}
+	return time.Since(start), nil
+}
+
+// span is a byte range [lo, hi) of a mapping.
+type span struct{ lo, hi int }
+
+// populateRanges splits n bytes into at most readers contiguous ranges,
+// each a whole number of pages but the last, covering n.
+func populateRanges(n, readers, page int) []span {
+	readers = max(readers, 1)
+	per := ((n+readers-1)/readers + page - 1) / page * page
+	var out []span
+	for lo := 0; lo < n; lo += per {
+		out = append(out, span{lo, min(lo+per, n)})
+	}
+	return out
+}
+
+// populateChunk is how much one madvise call faults in between checks of
+// ctx: large enough that the call's cost is nothing beside the reads.
+const populateChunk = 16 << 20
+
+// populateRange faults b in, populateChunk at a time.
+func populateRange(ctx context.Context, b []byte) error {
+	for lo := 0; lo < len(b); lo += populateChunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c := b[lo:min(lo+populateChunk, len(b))]
+		err := unix.Madvise(c, madvPopulateRead)
+		if errors.Is(err, unix.EINVAL) {
+			touch(c) // before 5.14
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("madvise(MADV_POPULATE_READ) at %d: %w", lo, err)
+		}
+	}
+	return nil
+}
+
+// sink keeps touch's reads from being optimised away.
+var sink atomic.Uint32
+
+// touch reads a byte of every page of b.
+func touch(b []byte) {
+	page := os.Getpagesize()
+	var s byte
+	for i := 0; i < len(b); i += page {
+		s += b[i]
+	}
+	sink.Add(uint32(s))
+}

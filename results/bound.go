@@ -1,0 +1,76 @@
+package results
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// BoundShare is the share of its capacity a resource must reach to be
+// named what bound a row (docs/telemetry.md#what-bound-a-row).
+const BoundShare = 0.9
+
+// The resources bound_by names.
+const (
+	BoundDisk      = "disk"
+	BoundLink      = "link"
+	BoundCPUServer = "cpu_server"
+	BoundCPUClient = "cpu_client"
+	BoundUnknown   = "unknown"
+)
+
+// share is one resource's use of its capacity in a row.
+type share struct {
+	name  string
+	share float64
+}
+
+// shares are the row's resources, each with its use of its capacity,
+// where the row has the figures:
+//   - disk: disk_busy_pct ÷ 100;
+//   - link: bandwidth_mb_s ÷ line_rate_mb_s;
+//   - cpu_server, cpu_client: CPU seconds per second ÷ one core. An rdma
+//     client busy-polls its completions (node and ib_read_bw alike), so
+//     its CPU says nothing of a bound and is left out.
+func (r Row) shares() []share {
+	var out []share
+	if r.DiskBusyPct != nil {
+		out = append(out, share{BoundDisk, *r.DiskBusyPct / 100})
+	}
+	if r.BandwidthMBs != nil && r.LineRateMBs != nil && *r.LineRateMBs > 0 {
+		out = append(out, share{BoundLink, *r.BandwidthMBs / *r.LineRateMBs})
+	}
+	if r.CPUServer != nil {
+		out = append(out, share{BoundCPUServer, *r.CPUServer})
+	}
+	if r.CPUClient != nil && r.Transport() != TransportRDMA {
+		out = append(out, share{BoundCPUClient, *r.CPUClient})
+	}
+	return out
+}
+
+// SetBoundBy names the resource that bound an ok row: the one at the
+// highest share of its capacity, when that is BoundShare or more; else
+// unknown. The detail lists every share, highest first, so an unknown
+// row names the nearest. A failed row, or one without figures, gets
+// neither.
+func (r *Row) SetBoundBy() {
+	r.BoundBy, r.BoundByDetail = "", ""
+	sh := r.shares()
+	if r.Status != StatusOK || len(sh) == 0 {
+		return
+	}
+	slices.SortStableFunc(sh, func(a, b share) int { return cmp.Compare(b.share, a.share) })
+	parts := make([]string, len(sh))
+	for i, s := range sh {
+		parts[i] = fmt.Sprintf("%s %.2f", s.name, s.share)
+	}
+	r.BoundByDetail = strings.Join(parts, ", ")
+	if sh[0].share >= BoundShare {
+		r.BoundBy = sh[0].name
+		return
+	}
+	r.BoundBy = BoundUnknown
+	r.BoundByDetail = "nearest: " + r.BoundByDetail
+}

@@ -1,0 +1,40 @@
+package results
+
+import "testing"
+
+// The resource at the highest share of its capacity bounds a row when
+// that share is 0.9 or more (0.9 itself included); below that the row is
+// unknown and its detail names the nearest first. An rdma client's CPU
+// (it busy-polls) is never a bound; a tcp client's is.
+func TestSetBoundBy(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	row := func(transport string, bw, line, busy, cpuS, cpuC *float64) Row {
+		return Row{Status: StatusOK, Params: map[string]string{"transport": transport},
+			BandwidthMBs: bw, LineRateMBs: line, DiskBusyPct: busy, CPUServer: cpuS, CPUClient: cpuC}
+	}
+	for _, c := range []struct {
+		name       string
+		r          Row
+		by, detail string
+	}{
+		{"disk throttled", row(TransportRDMA, f(10), f(1250), f(97), f(0.01), f(1)), BoundDisk, "disk 0.97, cpu_server 0.01, link 0.01"},
+		{"wire slowed", row(TransportRDMA, f(118), f(125), f(30), f(0), f(1)), BoundLink, "link 0.94, disk 0.30, cpu_server 0.00"},
+		{"tcp server CPU", row(TransportTCP, f(2200), nil, nil, f(0.95), f(0.3)), BoundCPUServer, "cpu_server 0.95, cpu_client 0.30"},
+		{"tcp client CPU", row(TransportTCP, f(900), nil, nil, f(0.4), f(1.02)), BoundCPUClient, "cpu_client 1.02, cpu_server 0.40"},
+		{"at the bound", row(TransportTCP, f(1125), f(1250), nil, nil, nil), BoundLink, "link 0.90"},
+		{"under it", row(TransportTCP, f(1124), f(1250), f(20), nil, nil), BoundUnknown, "nearest: link 0.90, disk 0.20"},
+		{"nothing near", row(TransportRDMA, f(30), f(1250), f(5), f(0.2), f(1)), BoundUnknown, "nearest: cpu_server 0.20, disk 0.05, link 0.02"},
+		{"no figures", row(TransportTCP, f(30), nil, nil, nil, nil), "", ""},
+	} {
+		r := c.r
+		r.SetBoundBy()
+		if r.BoundBy != c.by || r.BoundByDetail != c.detail {
+			t.Errorf("%s: bound_by %q (%q), want %q (%q)", c.name, r.BoundBy, r.BoundByDetail, c.by, c.detail)
+		}
+	}
+	failed := row(TransportTCP, nil, nil, f(99), nil, nil)
+	failed.Status = StatusFailed
+	if failed.SetBoundBy(); failed.BoundBy != "" || failed.BoundByDetail != "" {
+		t.Errorf("a failed row: bound_by %q (%q), want empty", failed.BoundBy, failed.BoundByDetail)
+	}
+}
