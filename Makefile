@@ -163,14 +163,20 @@ endif
 # itself through the same emulator), the C shim's in the static rdma
 # build, and bin/node-linux-arm64 saying version --json. Soft-RoCE on
 # arm64 is runner's TestArm64Guest, in qemu-system-aarch64.
+# ARM64_SKIP are the node tests the emulator cannot hold, left out here
+# and run natively by make test: attach --loop execs node's own arm64
+# binary, which this kernel runs only through qemu; and the emulator's
+# first pass through the stop path can outlast node's 1 s stop grace.
+# Under the emulator each skips through testenv, which CI=true fails.
 QEMU_ARM64 ?= qemu-aarch64-static
+ARM64_SKIP := ^(TestAttachLoop|TestStopsOnStdinEOFAndDeadline|TestSIGINT)$$
 ARM64_ENV   = GOARCH=arm64 CC=aarch64-linux-gnu-gcc \
 	CGO_LDFLAGS="$$(PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig pkg-config --static --libs librdmacm libibverbs)"
 ifneq ($(shell command -v $(QEMU_ARM64) 2>/dev/null),)
 test-arm64: node-linux-arm64
 	@[ "$$CI" != true ] || [ -z "$(CROSS_MISSING_arm64)" ] || { echo "make test-arm64: CI builds the arm64 rdma node, and $(CROSS_MISSING_arm64) is missing" >&2; exit 1; }
 	RDMASWEEP_NODE_EXEC=$(QEMU_ARM64) CGO_ENABLED=0 GOARCH=arm64 \
-		$(GO) test -count=1 -exec $(QEMU_ARM64) $$($(GO) list ./node/... | grep -v /vmtest)
+		$(GO) test -count=1 -exec $(QEMU_ARM64) -skip '$(ARM64_SKIP)' $$($(GO) list ./node/... | grep -v /vmtest)
 ifeq ($(CROSS_MISSING_arm64),)
 	CGO_ENABLED=1 $(ARM64_ENV) $(GO) test -count=1 -exec $(QEMU_ARM64) -tags 'rdma netgo osusergo' \
 		-ldflags '-linkmode external -extldflags "-static"' ./node/transport/rdma/

@@ -316,13 +316,14 @@ func TestControlStdinSecret(t *testing.T) {
 }
 
 // underEmulator skips a test whose verdict hangs on node's one second of
-// grace to stop (stuckGrace) when node runs under qemu-user (make
-// test-arm64): there the first run of the stop path is translated, which
-// on a loaded machine alone can take longer. These tests run natively in
-// every make test.
+// grace to stop (stuckGrace) when node runs under qemu-user: there the
+// first run of the stop path is translated, which on a loaded machine
+// alone can take longer. make test-arm64 leaves these tests out (-skip),
+// and every make test runs them natively.
 func underEmulator(t *testing.T) {
+	t.Helper()
 	if emu := os.Getenv("RDMASWEEP_NODE_EXEC"); emu != "" {
-		t.Skipf("node runs under %s, where the %v stop grace times the emulator", emu, stuckGrace)
+		testenv.Skip(t, fmt.Sprintf("node runs under %s, where the %v stop grace times the emulator", emu, stuckGrace))
 	}
 }
 

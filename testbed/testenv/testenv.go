@@ -22,6 +22,17 @@ func Skip(t testing.TB, reason string) {
 	t.Skip(reason)
 }
 
+// Unselected skips t because a developer's filter, the environment
+// variable env, leaves it out of a run by hand. CI runs every test, so
+// under CI=true a filter set at all is a failure, never a skip.
+func Unselected(t testing.TB, env, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("%s narrows the tests, and CI=true runs them all: %s", env, reason)
+	}
+	t.Skip(reason)
+}
+
 // NeedRoot skips (or fails under CI) unless the test runs as root.
 func NeedRoot(t testing.TB) {
 	t.Helper()
