@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,7 +127,9 @@ type judgment struct {
 		Error  string `json:"error"`
 	} `json:"unreachable"`
 	MedianMBs float64 `json:"median_mb_s"`
+	MADMBs    float64 `json:"mad_mb_s"`
 	Threshold float64 `json:"threshold_mb_s"`
+	Rule      string  `json:"threshold_rule"`
 }
 
 func (p *pool) summary(t *testing.T, name string) (judgment, string) {
@@ -174,6 +177,7 @@ func TestPoolSixHosts(t *testing.T) {
 	p := startPool(t)
 	t.Run("Pairwise", func(t *testing.T) { poolPairwise(t, p) })
 	t.Run("Unshaped", func(t *testing.T) { poolUnshaped(t, p) })
+	t.Run("Shaped", func(t *testing.T) { poolShaped(t, p) })
 	t.Run("SlowHost", func(t *testing.T) { poolSlowHost(t, p) })
 	t.Run("SlowLink", func(t *testing.T) { poolSlowLink(t, p) })
 	t.Run("DeadHosts", func(t *testing.T) { poolDeadHosts(t, p) })
@@ -325,6 +329,33 @@ func shape(t *testing.T, h *testhosts.Host, mbit int) {
 	t.Cleanup(func() { exec.Command("ip", "netns", "exec", h.NS, "tc", "qdisc", "del", "dev", "eth0", "root").Run() })
 	sh(t, append([]string{"tc", "qdisc", "add", "dev", peer}, qdisc...)...)
 	t.Cleanup(func() { exec.Command("tc", "qdisc", "del", "dev", peer, "root").Run() })
+}
+
+// poolShaped is the control of the slow host's and the slow link's
+// runs: every host's link held to wireMbit, none slower. Bound by the
+// wire, the links spread so little that 0.8 × their median, not the MAD
+// rule, sets the slow threshold, the one a fabric's pool is judged by;
+// no link is under it and no host is suspect.
+func poolShaped(t *testing.T, p *pool) {
+	for _, name := range poolHosts {
+		shape(t, p.n.Hosts[name], wireMbit)
+	}
+	_, r := p.exec(t, p.plan(t, "shaped", shortClient, repeated), "shaped")
+	if r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
+	}
+	j, out := p.summary(t, "shaped")
+	t.Logf("median %.1f MB/s, MAD %.1f, threshold %.1f by %s, slow links %v, suspects %v; %s", j.MedianMBs, j.MADMBs, j.Threshold, j.Rule, j.slowLinks(), j.suspects(), loadavg())
+	// The JSON gives one decimal: 0.8 × the median, rounded, is within
+	// 0.1 of the threshold, rounded.
+	if j.Rule != "0.8 × median" || math.Abs(j.Threshold-0.8*j.MedianMBs) > 0.1 {
+		t.Errorf("threshold %.1f MB/s by %q, want 0.8 × the median %.1f (%.1f) by 0.8 × median: the MAD (%.1f) of wire-bound links is small\n%s",
+			j.Threshold, j.Rule, j.MedianMBs, 0.8*j.MedianMBs, j.MADMBs, out)
+	}
+	if len(j.SlowLinks) > 0 || len(j.Suspects) > 0 {
+		t.Errorf("slow links %v, suspects %v; want none on a pool held evenly to the wire\n%s", j.slowLinks(), j.suspects(), out)
+	}
+	p.keep(t, "shaped")
 }
 
 // poolSlowHost shapes p3's link to a quarter of the others': the summary
