@@ -164,9 +164,9 @@ func mrBlockProblem(blockSize, mrSize int64) string {
 
 // mrFileProblem states what is wrong with an mr_size for a file size.
 func mrFileProblem(fileSize, mrSize int64) string {
-	if mrSize > 0 && fileSize > 0 && (fileSize+mrSize-1)/mrSize > results.MaxRegions {
+	if n := results.MRCount(fileSize, mrSize); fileSize > 0 && n > results.MaxRegions {
 		return "mr_size " + results.FormatSize(mrSize) + " splits file_size " + results.FormatSize(fileSize) + " into " +
-			strconv.FormatInt((fileSize+mrSize-1)/mrSize, 10) + " memory regions, more than node's " + strconv.Itoa(results.MaxRegions) + "; raise mr_size"
+			strconv.FormatInt(n, 10) + " memory regions, more than node's " + strconv.Itoa(results.MaxRegions) + "; raise mr_size"
 	}
 	return ""
 }

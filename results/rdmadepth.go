@@ -1,8 +1,9 @@
 package results
 
-// The rdma client's resolved values, each written once: node uses them,
-// the plan's CSV cell predicts them, and a row takes node's report of
-// them where node ran.
+// The rdma transport's resolved values, each written once: node uses
+// them (and hands the C shim the result), the plan and the runner's
+// checks predict them, and a row takes node's report of them where node
+// ran and its cell would otherwise be a prediction.
 
 // DepthPerQP is the READs node keeps posted on each QP: the queue depth
 // spread over the QPs, rounded up, at least 1.
@@ -26,4 +27,38 @@ func CQModeration(asked, queueDepth, qps int, openLoop bool) int {
 		return min(100, per)
 	}
 	return min(asked, per)
+}
+
+// RdAtomicLimit is the most READs in flight per QP a device allows in one
+// role, from its attribute: max_qp_init_rd_atom as the requester (the
+// client), max_qp_rd_atom as the responder (the server). It is at most
+// 255, the width of the QP attribute and of the endpoint's byte that
+// carries it to the other side.
+func RdAtomicLimit(attr int) int { return max(0, min(attr, 255)) }
+
+// MaxRdAtomic is the one rule for max_rd_atomic, the READs in flight per
+// QP on the wire, given the two sides' RdAtomicLimit: auto (asked 0 or
+// less) is the most both allow, perftest's default; an N asked for is N.
+// n is 0 where the sides cannot give it: they allow none, or fewer than
+// N. most is the most both allow, for the message that says so.
+func MaxRdAtomic(asked, requester, responder int) (n, most int) {
+	most = RdAtomicLimit(min(requester, responder))
+	switch {
+	case most < 1, asked > most:
+		return 0, most
+	case asked <= 0:
+		return most, most
+	}
+	return asked, most
+}
+
+// MRCount is the one rule for how many memory regions node registers a
+// region of size bytes as, with server.mr_size mrSize: one for mr_size 0
+// or at least the size, else size ÷ mr_size rounded up, the last region
+// holding the rest. It is at most MaxRegions for node to register it.
+func MRCount(size, mrSize int64) int64 {
+	if mrSize <= 0 || mrSize >= size {
+		return 1
+	}
+	return (size + mrSize - 1) / mrSize
 }

@@ -104,8 +104,8 @@ func prefetchSegments(n uint64) []prefetchSegment {
 }
 
 // mrSpans splits a region of size bytes into the memory regions it is
-// registered as: at most mrSize bytes each, in order, covering it whole.
-// mrSize 0 (or at least size) is one region.
+// registered as, results.MRCount of them: at most mrSize bytes each, in
+// order, covering it whole. mrSize 0 (or at least size) is one region.
 func mrSpans(size, mrSize uint64) []prefetchSegment {
 	if mrSize == 0 || mrSize >= size {
 		return []prefetchSegment{{0, size}}

@@ -238,22 +238,19 @@ func (c *client) checkDepth() error {
 	return nil
 }
 
-// negotiate returns the QPs' max_rd_atomic: the plan's, or the most both
-// sides allow.
+// negotiate returns the QPs' max_rd_atomic by results.MaxRdAtomic: the
+// plan's, or the most both sides allow.
 func (c *client) negotiate(serverDepth int) (int, error) {
-	most := min(c.dev.maxInitRdAtom(), serverDepth)
-	if most < 1 {
-		return 0, fmt.Errorf("server advertised max_dest_rd_atomic %d; it cannot answer any READ", serverDepth)
-	}
 	r := c.cfg.RDMA.MaxRdAtomic
-	if r == 0 {
-		return most, nil
-	}
-	if r > most {
+	n, most := results.MaxRdAtomic(r, c.dev.maxInitRdAtom(), serverDepth)
+	switch {
+	case most < 1:
+		return 0, fmt.Errorf("server advertised max_dest_rd_atomic %d; it cannot answer any READ", serverDepth)
+	case n == 0:
 		return 0, fmt.Errorf("max_rd_atomic %d is over the %d both sides allow (the smaller of %s's max_qp_init_rd_atom %d and the server's max_qp_rd_atom %d)",
 			r, most, c.dev.name, c.dev.maxInitRdAtom(), serverDepth)
 	}
-	return r, nil
+	return n, nil
 }
 
 // allocBuffer maps and registers the read buffer, with the access the
@@ -458,8 +455,8 @@ func (c *client) fillArgs(a *C.rs_run_args, w transport.Workload, blocks, reads 
 		qps: c.q.arr, nqp: C.int(len(c.q.qps)), cq: c.q.cq,
 		buf: (*C.uint8_t)(c.buf), lkey: c.mr.lkey, raddr: C.uint64_t(c.region.Addr), mr_size: C.uint64_t(c.region.MRSize),
 		bs: C.uint32_t(w.BlockSize), qd: C.int(w.QueueDepth), nblocks: C.int64_t(blocks),
-		start: C.int64_t(c.next), warmup_ns: C.uint64_t(w.Warmup.Nanoseconds()),
-		count: C.int64_t(reads), duration_ns: C.uint64_t(dur.Nanoseconds()),
+		per_qp: C.int(results.DepthPerQP(w.QueueDepth, len(c.q.qps))), start: C.int64_t(c.next),
+		warmup_ns: C.uint64_t(w.Warmup.Nanoseconds()), count: C.int64_t(reads), duration_ns: C.uint64_t(dur.Nanoseconds()),
 		seed: C.uint64_t(c.region.Seed), cancel: cancel, stall_ns: C.uint64_t(stallTimeout.Nanoseconds()),
 		cq_mod: C.int(c.cqMod),
 	}

@@ -305,9 +305,11 @@ func (d *device) close() {
 }
 
 // maxRdAtom and maxInitRdAtom are the device's responder and requester
-// depths for RDMA READ, capped to the u8 the QP attributes hold.
-func (d *device) maxRdAtom() int     { return min(int(d.attr.orig_attr.max_qp_rd_atom), 255) }
-func (d *device) maxInitRdAtom() int { return min(int(d.attr.orig_attr.max_qp_init_rd_atom), 255) }
+// depths for RDMA READ, by results.RdAtomicLimit.
+func (d *device) maxRdAtom() int { return results.RdAtomicLimit(int(d.attr.orig_attr.max_qp_rd_atom)) }
+func (d *device) maxInitRdAtom() int {
+	return results.RdAtomicLimit(int(d.attr.orig_attr.max_qp_init_rd_atom))
+}
 
 // maxMRSize is the largest region the device registers, 0 unknown.
 func (d *device) maxMRSize() uint64 { return uint64(d.attr.orig_attr.max_mr_size) }

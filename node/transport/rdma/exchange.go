@@ -59,6 +59,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"syscall"
@@ -279,7 +280,8 @@ func decodeRegion(b []byte) (regionRecord, error) {
 	if want := regionFixedLen + 4*n; len(b) != want {
 		return regionRecord{}, fmt.Errorf("%w: region record of %d bytes (want %d for %d rkeys)", errProtocol, len(b), want, n)
 	}
-	if n == 0 || n > maxRegions || r.MRSize == 0 || (r.Length+r.MRSize-1)/r.MRSize != uint64(n) {
+	if n == 0 || n > maxRegions || r.Length == 0 || r.MRSize == 0 || r.Length > math.MaxInt64 || r.MRSize > math.MaxInt64 ||
+		results.MRCount(int64(r.Length), int64(r.MRSize)) != int64(n) {
 		return regionRecord{}, fmt.Errorf("%w: %d memory regions of %d bytes do not cover a region of %d bytes", errProtocol, n, r.MRSize, r.Length)
 	}
 	r.RKeys = make([]uint32, n)

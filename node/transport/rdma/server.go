@@ -263,13 +263,13 @@ func (s *server) register() error {
 		}
 	}
 	size := int(s.cfg.Region.Size)
+	if n := results.MRCount(int64(size), int64(s.cfg.MRSize)); n > maxRegions {
+		return fmt.Errorf("%d bytes in memory regions of %d bytes make %d regions, more than node's %d; hint: raise mr_size", size, s.cfg.MRSize, n, maxRegions)
+	}
 	spans := mrSpans(uint64(size), uint64(s.cfg.MRSize))
 	what, hint := "the region (file_size)", "lower file_size, or set server.mr_size to register it as several regions"
 	if len(spans) > 1 {
 		what, hint = "a memory region (mr_size)", "lower mr_size"
-	}
-	if len(spans) > maxRegions {
-		return fmt.Errorf("%d bytes in memory regions of %d bytes make %d regions, more than node's %d; hint: raise mr_size", size, s.cfg.MRSize, len(spans), maxRegions)
 	}
 	if err := checkMRSize(spans[0].len, s.dev.maxMRSize(), s.dev.name, what, hint); err != nil {
 		return err
@@ -548,8 +548,10 @@ func (s *server) prepare(h hello) (serverSession, error) {
 		return nil, fmt.Errorf("create %d QPs: %w", len(client.QPs), err)
 	}
 	ours := localEndpoint(s.dev, s.gid, q)
-	// The server issues no READs; its requester depth only has to be legal.
-	if err := connect(s.dev, s.gid, s.grh, q, ours, client, max(1, min(s.dev.maxInitRdAtom(), int(client.MaxDestRdAtomic))), s.fabric); err != nil {
+	// The server issues no READs; its requester depth only has to be
+	// legal: auto by the one rule, and at least 1.
+	depth, _ := results.MaxRdAtomic(0, s.dev.maxInitRdAtom(), int(client.MaxDestRdAtomic))
+	if err := connect(s.dev, s.gid, s.grh, q, ours, client, max(1, depth), s.fabric); err != nil {
 		q.destroy()
 		return nil, err
 	}

@@ -124,6 +124,7 @@ typedef struct {
 	uint64_t mr_size;      // no READ spans two: bs divides it
 	uint32_t bs;
 	int qd;     // total reads in flight
+	int per_qp; // slots per QP, as results.DepthPerQP resolved it for qd and nqp
 	int cq_mod; // signal every cq_mod-th READ per QP, as results.CQModeration resolved it
 	            // (a QP with fewer slots than that signals once per its slots)
 	int64_t nblocks;

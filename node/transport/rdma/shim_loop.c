@@ -518,8 +518,11 @@ void rs_run(const rs_run_args *a, rs_run_out *o) {
 	memset(o, 0, sizeof(*o));
 	o->next = a->start;
 	// The plan's bounds were checked by node's flags; these are the
-	// loop's own arrays' (the Go side refuses more first).
-	if (a->qd > RS_MAX_QD || a->nqp > RS_MAX_QP) {
+	// loop's own arrays' (the Go side refuses more first), whose ring
+	// holds per_qp slots for each QP: results.DepthPerQP's, at most
+	// qd + nqp - 1 in all.
+	if (a->qd > RS_MAX_QD || a->nqp > RS_MAX_QP || a->per_qp < 1 ||
+	    (int64_t)a->per_qp * a->nqp >= (int64_t)a->qd + a->nqp) {
 		o->status = RS_POST_ERROR;
 		o->verb = "rs_run";
 		o->errnum = EINVAL;
@@ -535,10 +538,9 @@ void rs_run(const rs_run_args *a, rs_run_out *o) {
 	l->a = a;
 	l->o = o;
 	l->next = a->start;
-	int per = (a->qd + a->nqp - 1) / a->nqp;
 	for (int qi = 0; qi < a->nqp; qi++) {
 		qpstate *q = &l->q[qi];
-		q->base = qi * per;
+		q->base = qi * a->per_qp;
 		q->cap = (a->qd - qi + a->nqp - 1) / a->nqp; // slots qi, qi+nqp, … (none when qi >= qd)
 		// cq_mod comes resolved (results.CQModeration: 1 in an open loop,
 		// at most the depth per QP); the last QPs may hold one slot fewer

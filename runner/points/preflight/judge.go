@@ -181,7 +181,7 @@ func judgeRDMA(f Facts, n Need, noRDMA bool, add func(check, hint, format string
 		if n.Role == "server" {
 			lim, what = d.MaxQPRdAtom, "max_qp_rd_atom"
 		}
-		if n.MaxRdAtomic > lim {
+		if lim = results.RdAtomicLimit(lim); n.MaxRdAtomic > lim {
 			add(results.TransportRDMA, fmt.Sprintf("lower rdma.max_rd_atomic to %d, or leave it to auto", lim), "rdma.max_rd_atomic %d is over %s's %s %d", n.MaxRdAtomic, d.Name, what, lim)
 		}
 	}

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/results/param"
 )
 
@@ -72,7 +73,7 @@ func (n *Need) addPoint(pt plan.Point, server string) {
 	n.MaxBlock = max(n.MaxBlock, v.Int(param.BlockSize))
 	n.MaxRdAtomic = max(n.MaxRdAtomic, int(v.Int(param.MaxRdAtomic)))
 	if qps := v.Int(param.QPs); qps > 0 {
-		n.MaxPerQP = max(n.MaxPerQP, int((v.Int(param.QueueDepth)+qps-1)/qps))
+		n.MaxPerQP = max(n.MaxPerQP, results.DepthPerQP(int(v.Int(param.QueueDepth)), int(qps)))
 	}
 	if n.Role != "server" {
 		return
