@@ -148,6 +148,12 @@ type Result struct {
 	// OpenLoop is an open-loop client's (--rate) account; nil for a
 	// closed loop.
 	OpenLoop *OpenLoop `json:"open_loop,omitempty"`
+	// BlockSize, QueueDepth and QPs are the workload node read, as it
+	// ran it: bytes per read, reads in flight in all, and the QPs (rdma)
+	// or connections (tcp: 1) they went over. 0 from an older node.
+	BlockSize  int `json:"block_size,omitempty"`
+	QueueDepth int `json:"queue_depth,omitempty"`
+	QPs        int `json:"qps,omitempty"`
 }
 
 // OpenLoop is what an open-loop client measured beside service latency:

@@ -226,6 +226,9 @@ type Measurement struct {
 	// TCP is the data connection's own TCP_INFO over the measured phase;
 	// nil for a transport whose data crosses no TCP connection (rdma).
 	TCP *counters.TCPPhase
+	// QPs is what the reads went over: the QPs (rdma), or the one
+	// connection (tcp), whatever ClientConfig.QPs asked.
+	QPs int
 }
 
 // OpenLoop is what an open-loop client measures beside service latency

@@ -532,6 +532,7 @@ func (c *client) measurement(o *C.rs_run_out, w transport.Workload, h *results.H
 		Verified:  w.Verify,
 		Path:      c.path,
 		CPU:       used,
+		QPs:       len(c.q.qps),
 	}
 	if o.intervals != nil {
 		m.Intervals = append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(o.intervals)), int(o.nintervals))...)

@@ -620,6 +620,7 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		Verified:  w.Verify,
 		CPU:       used,
 		TCP:       tcpStats,
+		QPs:       1,
 	}, nil
 }
 
@@ -678,7 +679,7 @@ func (p *phase) readOpen(ctx context.Context) (transport.Measurement, error) {
 	}
 	return transport.Measurement{
 		Bytes: res.reads * int64(w.BlockSize), Reads: res.reads, Seconds: res.seconds, Start: res.start,
-		Latency: h.Summary(), Histogram: h, Intervals: res.intervals, Verified: w.Verify, CPU: used,
+		Latency: h.Summary(), Histogram: h, Intervals: res.intervals, Verified: w.Verify, CPU: used, QPs: 1,
 		OpenLoop: &transport.OpenLoop{Response: resp, Due: n, HeldBack: held},
 	}, nil
 }

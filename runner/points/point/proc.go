@@ -53,8 +53,8 @@ const maxToolStdout = 16 << 20
 
 // startProc starts argv on t (through pd, a node already started there,
 // when not nil), writes the control line and begins
-// forwarding. Stderr, and any stdout line that is not an event, go to
-// logPath. started is called from the forwarding goroutine when node
+// forwarding. Stderr, node's events but its intervals, and any stdout
+// line that is not an event, go to logPath. started is called from the forwarding goroutine when node
 // reports its pid, before the event is forwarded, so a node is recorded
 // even while the point is being torn down. Once abandon is closed,
 // updates are no longer forwarded.
@@ -107,6 +107,12 @@ func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []str
 			if err != nil {
 				fmt.Fprintf(log, "# stdout: %s\n", sc.Bytes())
 				continue
+			}
+			// node's own report, kept beside the row it makes (as a peer's
+			// is), so a cell can be held to what node said; its intervals
+			// are the time series' file.
+			if _, iv := ev.(*results.Interval); !iv {
+				fmt.Fprintf(log, "%s\n", sc.Bytes())
 			}
 			if st, ok := ev.(*results.Started); ok && pr.started == nil {
 				pr.started = st
