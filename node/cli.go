@@ -35,7 +35,7 @@ type command func(ctx context.Context, env *env, args []string) error
 func commands() []namedCommand {
 	return []namedCommand{
 		{"serve", runServe}, {"read", runRead}, {"prepare", runPrepare}, {"attach", runAttach},
-		{"devices", runDevices}, {"host", runHost}, {"version", runVersion},
+		{"run", runRun}, {"devices", runDevices}, {"host", runHost}, {"version", runVersion},
 	}
 }
 
@@ -80,20 +80,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func runEnv(ctx context.Context, e *env, args []string) error {
 	e.out = newPrinter(e.stdout, e.stderr, "json")
 	err := dispatch(ctx, e, args)
-	if err != nil {
+	if err != nil && !errors.As(err, new(exitCode)) { // node run's command said why
 		e.out.error(err)
 	}
 	return err
 }
 
 // exitStatus is how node exits after run returned err under ctx: 0, 2
-// for a usage error, 130 when a signal ended ctx and so the command, else
-// 1. node attach --loop gives a command it runs in its own process the
-// same status.
+// for a usage error, 130 when a signal ended ctx and so the command, node
+// run's command's own status, else 1. node attach --loop gives a command
+// it runs in its own process the same status.
 func exitStatus(ctx context.Context, err error) int {
+	var code exitCode
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &code):
+		return int(code)
 	case errors.As(err, new(usageError)):
 		return 2
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	hardExit = os.Exit
+	hardExit, reraise = os.Exit, reraiseSignal
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	code := exitStatus(ctx, err)
