@@ -63,6 +63,11 @@ type Counters struct {
 	// Unread says, by group, why a group could not be read, e.g. "disk":
 	// "no block device under the file".
 	Unread map[string]string `json:"unread,omitempty"`
+	// Reported, on a peer's client line, are its report's own CPU
+	// figures under the report's names, e.g. ib_read_bw's CPU_util
+	// (perftest's share of the whole host's CPU time, in percent). The
+	// row's CPU cells are node run's instead (docs/workloads.md).
+	Reported map[string]float64 `json:"reported,omitempty"`
 }
 
 // SetCounters fills the row's counter columns from its server's and its

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"rdmasweep/results"
+	"rdmasweep/runner/files/manifest"
 	"rdmasweep/testbed/clitest"
 	"rdmasweep/testbed/testenv"
 	"rdmasweep/testbed/testhosts"
@@ -218,6 +220,26 @@ func TestHostWithoutAWorkingShell(t *testing.T) {
 	}
 }
 
+// runCPUInLog is node run's cpu line in the log of row's role.
+func runCPUInLog(t *testing.T, logDir string, row results.Row, roleName string) results.RunCPU {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(logDir, fmt.Sprintf("*-%s-r%d.%s.log", row.PointKey, row.Repetition, roleName)))
+	if len(logs) != 1 {
+		t.Fatalf("logs of %s's %s: %v", row.PointKey, roleName, logs)
+	}
+	b, _ := os.ReadFile(logs[0])
+	if !strings.Contains(string(b), "/node run --deadline ") {
+		t.Errorf("%s: iperf3 did not run under node run:\n%s", logs[0], b)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if c, ok, err := results.ParseRunCPU([]byte(l)); ok && err == nil {
+			return c
+		}
+	}
+	t.Fatalf("%s holds no cpu line of node run:\n%s", logs[0], b)
+	return results.RunCPU{}
+}
+
 // TestNodeBesideIperf3AcrossSSHHosts is issue 14's check on namespace
 // hosts: a plan with workload [node, iperf3] gives interleaved ok rows in
 // one CSV, iperf3's server started on a and awaited with ss -ltn there,
@@ -249,6 +271,31 @@ func TestNodeBesideIperf3AcrossSSHHosts(t *testing.T) {
 	}
 	if want := fmt.Sprint([]string{"node/1048576", "iperf3/1048576", "node/65536", "iperf3/65536"}); fmt.Sprint(order) != want {
 		t.Fatalf("rows %v, want interleaved %s", order, want)
+	}
+	// iperf3's CPU cells are node run's figures of iperf3's own
+	// processes on each host, as its roles' logs show them; iperf3's
+	// own figures are in the counters sidecar.
+	lines, err := manifest.ReadCounters(manifest.CountersPathFor(filepath.Join(dir, "out/hosts.csv"), rows[0].RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.Workload() != "iperf3" {
+			continue
+		}
+		for roleName, cell := range map[string]*float64{"client": row.CPUClient, "server": row.CPUServer} {
+			want := runCPUInLog(t, filepath.Join(dir, "out/logs", row.RunID), row, roleName)
+			t.Logf("iperf3 %d: cpu_%s %.3f = node run's %+v", row.ParamInt("block_size"), roleName, *cell, want)
+			if *cell != *want.PerSecond() {
+				t.Errorf("iperf3 %d: cpu_%s %v, want node run's %v", row.ParamInt("block_size"), roleName, *cell, *want.PerSecond())
+			}
+		}
+		i := slices.IndexFunc(lines, func(l manifest.CounterLine) bool {
+			return l.PointKey == row.PointKey && l.Role == "client" && l.Reported["host_total"] > 0 && l.Reported["remote_total"] > 0
+		})
+		if i < 0 {
+			t.Errorf("iperf3 %d: no sidecar line with its own host_total and remote_total", row.ParamInt("block_size"))
+		}
 	}
 	if !strings.Contains(r.Stdout, "IPERF3_MB/S") || !strings.Contains(r.Stdout, "node / iperf3: median ratio") {
 		t.Fatalf("no ratios in the summary:\n%s", r.Stdout)

@@ -35,7 +35,7 @@ const Fio = "fio"
 
 var fio = Tool{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
 	Roles: []string{"server"}, Map: fioMap, OnServerHost: true,
-	build: buildFio, parse: func(b []byte, _ ParseOptions) (Result, error) { return parseFio(b) }}
+	build: buildFio, parse: parseFio}
 
 // fioMap is how fio takes the plan's parameters.
 var fioMap = []Mapping{
@@ -156,10 +156,8 @@ func parseFio(b []byte) (Result, error) {
 		r.Latency = &Latency{AvgUs: rd.Lat.Mean / 1e3, P50Us: min(p50, mx) / 1e3, P99Us: min(p99, mx) / 1e3, P999Us: min(p999, mx) / 1e3, MaxUs: mx / 1e3}
 	}
 	// usr_cpu and sys_cpu are the job's own getrusage times over its
-	// runtime, 100 = one CPU. fio is the reading side: cpu_client.
-	if cpu := j.UsrCPU + j.SysCPU; cpu >= 0 && finite(cpu) {
-		r.CPUClient = ptr(cpu / 100)
-	}
+	// runtime, 100 = one CPU.
+	r.Reported = reported(map[string]float64{"usr_cpu": j.UsrCPU, "sys_cpu": j.SysCPU})
 	return r, nil
 }
 

@@ -48,7 +48,7 @@ func writeFixture(t *testing.T, peer, name string, report []byte, version string
 	if err := os.WriteFile(filepath.Join(dir, name+".cmd"), []byte(how.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Parse(peer, report, ParseOptions{ClientCPUs: 2})
+	r, err := Parse(peer, report)
 	if err != nil {
 		t.Fatalf("%s/%s does not parse: %v", peer, name, err)
 	}

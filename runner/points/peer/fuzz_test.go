@@ -12,7 +12,7 @@ import (
 
 func fuzzParse(f *testing.F, peer string) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := Parse(peer, b, ParseOptions{ClientCPUs: 4})
+		r, err := Parse(peer, b)
 		if err != nil {
 			return
 		}
@@ -22,9 +22,12 @@ func fuzzParse(f *testing.F, peer string) {
 		if !(r.BandwidthMBs > 0) || math.IsInf(r.BandwidthMBs, 0) {
 			t.Fatalf("accepted bandwidth %v", r.BandwidthMBs)
 		}
-		for _, v := range []*float64{r.IOPS, r.CPUClient, r.CPUServer} {
-			if v != nil && (*v < 0 || math.IsInf(*v, 0) || math.IsNaN(*v)) {
-				t.Fatalf("accepted figure %v", *v)
+		if v := r.IOPS; v != nil && (*v < 0 || math.IsInf(*v, 0) || math.IsNaN(*v)) {
+			t.Fatalf("accepted IOPS %v", *v)
+		}
+		for k, v := range r.Reported {
+			if v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+				t.Fatalf("accepted %s %v", k, v)
 			}
 		}
 		if l := r.Latency; l != nil {

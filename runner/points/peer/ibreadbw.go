@@ -16,8 +16,9 @@ package peer
 // --out_json writes a file, never stdout: each side writes its own with
 // --out_json_file. perftest 4.5's "JSON" is not JSON: its keys and some
 // values are bare words, and every entry ends in a comma, so it has its
-// own reader (relaxedJSON). --cpu_util is passed only with -D: perftest
-// measures it only in duration mode (and says so on stderr otherwise).
+// own reader (relaxedJSON). --cpu_util, the host's share, is passed only
+// with -D: perftest measures it only in duration mode (and says so on
+// stderr otherwise). It goes to the counters sidecar, not the row.
 
 import (
 	"fmt"
@@ -34,7 +35,7 @@ const IBReadBW = "ib_read_bw"
 
 var ibReadBW = Tool{Name: IBReadBW, Binary: "ib_read_bw", Debian: "perftest", RHEL: "perftest", Version: "4.5",
 	Transport: results.TransportRDMA, Roles: []string{"server", "client"}, HasServer: true, Map: ibReadBWMap,
-	ClientCPUs: true, build: buildIBReadBW, parse: parseIBReadBW}
+	build: buildIBReadBW, parse: parseIBReadBW}
 
 // ib_read_bw's limits (perftest_parameters.h, 4.5-0.17).
 const (
@@ -154,7 +155,7 @@ type ibReport struct {
 	cpuUtil  *float64
 }
 
-func parseIBReadBW(b []byte, o ParseOptions) (Result, error) {
+func parseIBReadBW(b []byte) (Result, error) {
 	doc, err := parseRelaxed(b)
 	if err != nil {
 		return Result{}, err
@@ -194,9 +195,9 @@ func parseIBReadBW(b []byte, o ParseOptions) (Result, error) {
 		r.IOPS = ptr(rep.msgRate * 1e6)
 	}
 	// CPU_util is the host's user time over user+idle time, from
-	// /proc/stat, as a percentage of all its CPUs.
-	if rep.cpuUtil != nil && o.ClientCPUs > 0 {
-		r.CPUClient = ptr(*rep.cpuUtil / 100 * float64(o.ClientCPUs))
+	// /proc/stat, as a percentage of all its CPUs: not ib_read_bw's own.
+	if rep.cpuUtil != nil {
+		r.Reported = map[string]float64{"CPU_util": *rep.cpuUtil}
 	}
 	return r, nil
 }

@@ -31,7 +31,7 @@ const Iperf3 = "iperf3"
 
 var iperf3 = Tool{Name: Iperf3, Binary: "iperf3", Debian: "iperf3", RHEL: "iperf3", Version: "3.12",
 	Transport: results.TransportTCP, Roles: []string{"server", "client"}, HasServer: true, Map: iperf3Map,
-	build: buildIperf3, parse: func(b []byte, _ ParseOptions) (Result, error) { return parseIperf3(b) }}
+	build: buildIperf3, parse: parseIperf3}
 
 // iperf3Map is how iperf3 takes the plan's parameters.
 var iperf3Map = []Mapping{
@@ -135,12 +135,7 @@ func parseIperf3(b []byte) (Result, error) {
 	// the test's wall time (getrusage), 100 = one CPU. host is the side
 	// that printed the JSON, the client; remote is the server.
 	if c := rep.End.CPU; c != nil {
-		if c.HostTotal >= 0 && finite(c.HostTotal) {
-			r.CPUClient = ptr(c.HostTotal / 100)
-		}
-		if c.RemoteTotal >= 0 && finite(c.RemoteTotal) {
-			r.CPUServer = ptr(c.RemoteTotal / 100)
-		}
+		r.Reported = reported(map[string]float64{"host_total": c.HostTotal, "remote_total": c.RemoteTotal})
 	}
 	return r, nil
 }

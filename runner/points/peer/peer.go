@@ -101,23 +101,17 @@ type Result struct {
 	// Latency per operation, issue to completion, in microseconds (fio
 	// only: ib_read_bw and iperf3 report no per-operation latency).
 	Latency *Latency
-	// CPU seconds (user + sys) per measured second, for each role. See
-	// docs/workloads.md for what each peer's own figure covers.
-	CPUClient *float64
-	CPUServer *float64
+	// Reported are the report's own CPU figures, under its own names:
+	// ib_read_bw's CPU_util, iperf3's host_total and remote_total, fio's
+	// usr_cpu and sys_cpu. A row's CPU cells come from node run
+	// instead, the same measure for every workload; these go to the
+	// counters sidecar.
+	Reported map[string]float64
 }
 
 // Latency is a latency summary in microseconds.
 type Latency struct {
 	AvgUs, P50Us, P99Us, P999Us, MaxUs float64
-}
-
-// ParseOptions is what Parse needs besides the report.
-type ParseOptions struct {
-	// ClientCPUs is the client host's CPU count. ib_read_bw's --cpu_util
-	// is a share of the whole host, so it becomes CPU seconds per second
-	// only with it; 0 leaves CPUClient nil for ib_read_bw.
-	ClientCPUs int
 }
 
 // ParamError says a peer cannot take one of the point's parameters. Param
@@ -163,12 +157,9 @@ type Tool struct {
 	// OnServerHost: the peer measures on the server's host alone, after
 	// node prepare has made the server's file (fio reads that file).
 	OnServerHost bool
-	// ClientCPUs: the peer's report needs the client host's CPU count
-	// (ParseOptions.ClientCPUs).
-	ClientCPUs bool
 
-	build func(Params) Commands                               // argv for a point Check passed
-	parse func(report []byte, o ParseOptions) (Result, error) // the report, into a row's figures
+	build func(Params) Commands               // argv for a point Check passed
+	parse func(report []byte) (Result, error) // the report, into a row's figures
 }
 
 // Mapping is how a peer takes one parameter of the plan: the option it
@@ -269,12 +260,12 @@ func Build(name string, p Params) (Commands, error) {
 }
 
 // Parse reads a peer's report (see Commands.ClientReport) into a Result.
-func Parse(name string, report []byte, o ParseOptions) (Result, error) {
+func Parse(name string, report []byte) (Result, error) {
 	t, err := Lookup(name)
 	if err != nil {
 		return Result{}, err
 	}
-	r, err := t.parse(report, o)
+	r, err := t.parse(report)
 	if err != nil {
 		return Result{}, fmt.Errorf("read %s report: %w", name, err)
 	}
@@ -349,5 +340,19 @@ func (p Params) qps() int {
 }
 
 func ptr(f float64) *float64 { return &f }
+
+// reported keeps the figures of m that are finite and not negative; nil
+// when none is.
+func reported(m map[string]float64) map[string]float64 {
+	for k, v := range m {
+		if v < 0 || !finite(v) {
+			delete(m, k)
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
 
 func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }

@@ -11,11 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"path"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"rdmasweep/plan"
@@ -63,18 +59,17 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 		return row, tm, nil
 	}
 	measuring := roles[len(roles)-1]
-	opts := peer.ParseOptions{}
-	if tool.ClientCPUs {
-		opts.ClientCPUs = r.cpus(ctx, measuring.Target.Host)
-	}
-	res, err := peer.Parse(name, reports[len(reports)-1].Output, opts)
+	res, err := peer.Parse(name, reports[len(reports)-1].Output)
 	if err != nil {
 		return fail(measuring.Target.Wrap(role.Run, err))
 	}
 	if ready := reports[0].Ready; ready != nil {
 		row.SetReady(ready)
 	}
-	setPeerResult(&row, res)
+	setPeerResult(&row, res, roles, reports)
+	if res.Reported != nil && r.Counters != nil {
+		r.Counters(pt, rep, measuring.Target, &results.Counters{Reported: res.Reported})
+	}
 	row.Status = results.StatusOK
 	tm.Measured = time.Duration(res.Seconds * float64(time.Second))
 	return row, tm, nil
@@ -82,12 +77,24 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 
 // setPeerResult copies a peer's figures into the row; what it does not
 // give stays empty (latency where the tool reports none; verified always).
-func setPeerResult(row *results.Row, res peer.Result) {
+// The CPU cells are node run's figures of the tool's own processes, as
+// node's are of node: the client's from the measuring role, the
+// server's from a tool's server role (fio, after node prepare, has none).
+func setPeerResult(row *results.Row, res peer.Result, roles []Role, reports []*Report) {
 	row.Bytes, row.Seconds, row.BandwidthMBs, row.IOPS = &res.Bytes, &res.Seconds, &res.BandwidthMBs, res.IOPS
 	if l := res.Latency; l != nil {
 		row.LatAvgUs, row.LatP50Us, row.LatP99Us, row.LatP999Us, row.LatMaxUs = &l.AvgUs, &l.P50Us, &l.P99Us, &l.P999Us, &l.MaxUs
 	}
-	row.CPUClient, row.CPUServer = res.CPUClient, res.CPUServer
+	cpu := func(i int) *float64 {
+		if roles[i].Tool == "" || reports[i].CPU == nil {
+			return nil
+		}
+		return reports[i].CPU.PerSecond()
+	}
+	row.CPUClient = cpu(len(roles) - 1)
+	if len(roles) > 1 {
+		row.CPUServer = cpu(0)
+	}
 }
 
 // PeerRoles are the roles of a peer point. A peer with a server: the
@@ -113,8 +120,8 @@ func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 	if err != nil {
 		return nil, srvT.Wrap(role.Start, err)
 	}
-	fixed := func(cpus string, argv []string) func(map[string]*results.Ready) []string {
-		return func(map[string]*results.Ready) []string { return r.toolArgv(cpus, argv) }
+	fixed := func(t role.Target, cpus string, argv []string) func(map[string]*results.Ready) []string {
+		return func(map[string]*results.Ready) []string { return r.toolArgv(t, cpus, argv) }
 	}
 	tool, err := peer.Lookup(name)
 	if err != nil {
@@ -131,18 +138,18 @@ func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 				Ready:  OnReadyEvent,
 				Output: OutputExit,
 			},
-			{Target: t, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(srvCPUs, srv.Client), Ready: OnStart, Output: OutputStdout},
+			{Target: t, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(t, srvCPUs, srv.Client), Ready: OnStart, Output: OutputStdout},
 		}, nil
 	}
 	cli, err := build(cliT)
 	if err != nil {
 		return nil, cliT.Wrap(role.Start, err)
 	}
-	server := Role{Target: srvT, Tool: name, Argv: fixed(srvCPUs, srv.Server), Ready: OnListening, Port: srv.ReadyPort, Output: OutputExit}
+	server := Role{Target: srvT, Tool: name, Argv: fixed(srvT, srvCPUs, srv.Server), Ready: OnListening, Port: srv.ReadyPort, Output: OutputExit}
 	if srv.ServerReport != "" {
 		server.Output, server.Report = OutputFile, srv.ServerReport
 	}
-	client := Role{Target: cliT, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(cliCPUs, cli.Client), Ready: OnStart, Output: OutputStdout}
+	client := Role{Target: cliT, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(cliT, cliCPUs, cli.Client), Ready: OnStart, Output: OutputStdout}
 	if cli.ClientReport != "" {
 		client.Output, client.Report = OutputFile, cli.ClientReport
 	}
@@ -169,14 +176,15 @@ func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string
 	return pinned(cpus, argv)
 }
 
-// toolArgv runs a peer's argv under timeout(1) at node's own deadline,
-// since a tool does not stop when the runner's connection goes (node does,
-// on stdin's end): a tool's server left waiting would hold its port.
-// It is pinned as node would be, so both see the same CPUs.
-func (r *Runner) toolArgv(cpus string, argv []string) []string {
-	d, _ := time.ParseDuration(r.deadline())
-	secs := strconv.Itoa(int(math.Ceil(d.Seconds())))
-	return pinned(cpus, append([]string{"timeout", secs}, argv...))
+// toolArgv runs a peer's argv under node run (node/runcmd.go) on t's
+// host: node measures the tool's own CPU as it measures its own, and
+// stops the tool at node's deadline or when the runner's connection ends,
+// since a tool does not stop by itself (a tool's server left waiting
+// would hold its port). It is pinned as node would be, so both see the
+// same CPUs.
+func (r *Runner) toolArgv(t role.Target, cpus string, argv []string) []string {
+	run := []string{t.NodePath, "run", "--deadline", r.deadline(), "--stop-on-eof", "--"}
+	return pinned(cpus, append(run, argv...))
 }
 
 // reportDir is where a peer on t writes a report file: beside node on a
@@ -190,31 +198,4 @@ func (r *Runner) reportDir(t role.Target) string {
 		return r.LogDir
 	}
 	return path.Dir(t.NodePath)
-}
-
-// cpus is how many CPUs h has, as /proc/stat counts them (for a tool
-// whose CPU figure is a share of all of them, Tool.ClientCPUs); 0 when
-// unknown. Asked once per host.
-func (r *Runner) cpus(ctx context.Context, h remote.Host) int {
-	r.cpuMu.Lock()
-	defer r.cpuMu.Unlock()
-	if n, ok := r.cpuCount[h]; ok {
-		return n
-	}
-	out, err := h.Run(ctx, []string{"grep", "-c", "^cpu[0-9]", "/proc/stat"})
-	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		n = 0
-	}
-	if r.cpuCount == nil {
-		r.cpuCount = map[remote.Host]int{}
-	}
-	r.cpuCount[h] = n
-	return n
-}
-
-// peerState is what a Runner keeps across peer points.
-type peerState struct {
-	cpuMu    sync.Mutex
-	cpuCount map[remote.Host]int
 }

@@ -1,15 +1,19 @@
 package point
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hosts/remote"
 	"rdmasweep/runner/hosts/role"
 	"rdmasweep/testbed/testenv"
@@ -41,6 +45,10 @@ client: {queue_depth: 4, block_size: 256KiB, total: 64MiB}
 sweep: {matrix: {workload: [node, iperf3, fio]}}
 timeouts: {ready: 20s, accept: 20s, point: 60s}
 `)
+	reported := map[string]*results.Counters{}
+	r.Counters = func(pt plan.Point, _ int, tg role.Target, c *results.Counters) {
+		reported[pt.Values.Str(param.Workload)+"/"+tg.Role] = c
+	}
 	var all []results.Row
 	for _, pt := range pts {
 		rows, tm, err := r.Run(context.Background(), pt, 1)
@@ -68,6 +76,23 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 	if l := rec.leftover(); l != "" {
 		t.Errorf("nodes left: %s", l)
 	}
+	// A peer's CPU cells are node run's figures of its own processes,
+	// each from its role's log; the tool's own figures go to the sidecar.
+	for i, cells := range []map[string]*float64{nil, {"client": iperf.CPUClient, "server": iperf.CPUServer}, {"client": fio.CPUClient}} {
+		for roleName, cell := range cells {
+			want := wrapperCPU(t, r.logBase(pts[i], 1)+"."+roleName+".log")
+			if cell == nil || *cell != *want.PerSecond() {
+				t.Errorf("%s's cpu_%s %v, want node run's %v", all[i].Workload(), roleName, cell, *want.PerSecond())
+			}
+		}
+	}
+	t.Logf("cpu client/server: iperf3 %.3f/%.3f (its own %v), fio %.3f (its own %v)", *iperf.CPUClient, *iperf.CPUServer, reported["iperf3/client"].Reported, *fio.CPUClient, reported["fio/client"].Reported)
+	if c := reported["iperf3/client"]; c == nil || c.Reported["host_total"] <= 0 || c.Reported["remote_total"] <= 0 {
+		t.Errorf("iperf3's own CPU figures for the sidecar: %+v", c)
+	}
+	if c := reported["fio/client"]; c == nil || c.Reported["usr_cpu"]+c.Reported["sys_cpu"] <= 0 {
+		t.Errorf("fio's own CPU figures for the sidecar: %+v", c)
+	}
 	// iperf3's and fio's reports are in the logs.
 	logs, _ := filepath.Glob(filepath.Join(r.LogDir, "*-r1.client.log"))
 	var logText strings.Builder
@@ -75,10 +100,53 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 		b, _ := os.ReadFile(l)
 		logText.Write(b)
 	}
-	for _, want := range []string{"timeout ", "iperf3 -c 127.0.0.1", `"sum_received"`, "fio --name=rdmasweep", `"jobs"`} {
+	for _, want := range []string{"/node run --deadline ", "iperf3 -c 127.0.0.1", `"sum_received"`, "fio --name=rdmasweep", `"jobs"`} {
 		if !strings.Contains(logText.String(), want) {
 			t.Errorf("client logs lack %q", want)
 		}
+	}
+}
+
+// wrapperCPU is node run's cpu line in a role's log.
+func wrapperCPU(t *testing.T, log string) results.RunCPU {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []results.RunCPU
+	for _, l := range strings.Split(string(b), "\n") {
+		if c, ok, err := results.ParseRunCPU([]byte(l)); ok && err == nil {
+			found = append(found, c)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s holds %d cpu lines of node run, want 1:\n%s", log, len(found), b)
+	}
+	return found[0]
+}
+
+// A tool's stderr goes whole to its log, and without node run's cpu line
+// to the tail that messages quote; the last such line is the figure, and
+// a long line that only starts like it is the tool's.
+func TestCopyToolStderr(t *testing.T) {
+	cpu := results.RunCPU{CPUUserS: 1.5, CPUSysS: 0.25, CPUWallS: 2}
+	long := results.RunCPUPrefix + strings.Repeat("x", 5000) + "\n"
+	in := "warming up\n" + string(results.RunCPU{CPUUserS: 9, CPUWallS: 1}.Line()) + long + "the tool's last words\n" + string(cpu.Line())
+	var log bytes.Buffer
+	tl := newTail(1 << 20)
+	got := copyToolStderr(strings.NewReader(in), &log, tl)
+	if got == nil || *got != cpu {
+		t.Errorf("figures %+v, want the last line's %+v", got, cpu)
+	}
+	if log.String() != in {
+		t.Errorf("the log lost something of stderr")
+	}
+	if tl.lastLine() != "the tool's last words" || !strings.Contains(tl.text(), long) || strings.Count(tl.text(), results.RunCPUPrefix) != 1 {
+		t.Errorf("tail %q, want the tool's lines alone", tl.text())
+	}
+	if c := copyToolStderr(strings.NewReader("no cpu line\n"+results.RunCPUPrefix+"{broken\n"), io.Discard, newTail(100)); c != nil {
+		t.Errorf("figures %+v from a broken line", c)
 	}
 }
 

@@ -58,8 +58,6 @@ type Runner struct {
 	// server's ready event and the client's result, for the manifest. It
 	// may be nil.
 	Path func(t role.Target, p *results.RDMAPath)
-
-	peerState
 }
 
 func (r *Runner) target(name string) role.Target {

@@ -41,9 +41,12 @@ type proc struct {
 	gone   chan struct{} // closed once the process has exited and its output is drained
 	// waitErr is Wait's result, and started node's started event (nil if
 	// it printed none); read them only after gone is closed.
-	waitErr  error
-	started  *results.Started
-	stdout   bytes.Buffer // a tool's whole stdout (at most maxToolStdout)
+	waitErr error
+	started *results.Started
+	stdout  bytes.Buffer // a tool's whole stdout (at most maxToolStdout)
+	// cpu is node run's cpu line of a tool (nil: none); read it only
+	// after gone is closed.
+	cpu      *results.RunCPU
 	stopOnce sync.Once
 }
 
@@ -94,6 +97,10 @@ func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []str
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(stderrDone)
+		if tool != "" {
+			pr.cpu = copyToolStderr(p.Stderr(), log, pr.tail)
+			return
+		}
 		_, _ = io.Copy(io.MultiWriter(log, pr.tail), p.Stderr())
 	}()
 	go func() {
@@ -130,6 +137,34 @@ func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []str
 		forward(update{role: idx, exited: true, err: pr.waitErr})
 	}()
 	return pr, nil
+}
+
+// copyToolStderr copies the stderr of a tool, which node run ends with
+// its cpu line, whole to log, and to tail without that line, so that a
+// message quotes the tool's own last words. It returns the figures of the
+// last cpu line, or nil when there is none or it does not parse.
+func copyToolStderr(r io.Reader, log, tail io.Writer) *results.RunCPU {
+	br := bufio.NewReaderSize(r, 4096)
+	var cpu *results.RunCPU
+	midLine := false // the last chunk filled the buffer: this one goes on its line
+	for {
+		chunk, err := br.ReadSlice('\n')
+		_, _ = log.Write(chunk)
+		c, ours, perr := results.ParseRunCPU(chunk)
+		switch {
+		case ours && !midLine && err != bufio.ErrBufferFull:
+			cpu = nil
+			if perr == nil {
+				cpu = &c
+			}
+		default:
+			_, _ = tail.Write(chunk)
+		}
+		midLine = err == bufio.ErrBufferFull
+		if err != nil && !midLine {
+			return cpu
+		}
+	}
 }
 
 // stop ends the role: close stdin (node exits on EOF), then SIGTERM, then

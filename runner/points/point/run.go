@@ -91,6 +91,9 @@ type Report struct {
 	// Output is a tool's report: its stdout (OutputStdout) or its report
 	// file (OutputFile).
 	Output []byte
+	// CPU is what node run said of a tool's own processes once it exited
+	// (nil when it said nothing).
+	CPU *results.RunCPU
 }
 
 // Timing is where a point's wall time went.
@@ -337,6 +340,7 @@ func (x *execution) next() error {
 		if rl.Output == OutputStdout {
 			rep.Output = x.procs[i].stdout.Bytes()
 		}
+		rep.CPU = x.procs[i].cpu
 		if u.err == nil && x.gaveOutput(i) {
 			return nil
 		}

@@ -27,9 +27,8 @@ func PeerWorkloads(pts []plan.Point) []string {
 
 // ProgramsFor lists what role's host must have on its PATH for the
 // points' peer workloads: each tool where it runs (fio on the server's
-// host only), timeout(1) beside it (the runner bounds a tool's life with
-// it), and ss on the server's host of a tool with a server (its
-// readiness).
+// host only), and ss on the server's host of a tool with a server (its
+// readiness). node run, deployed with node, bounds a tool's life.
 func ProgramsFor(pts []plan.Point, roleName string) []Program {
 	var out []Program
 	add := func(p Program) {
@@ -43,7 +42,6 @@ func ProgramsFor(pts []plan.Point, roleName string) []Program {
 			continue
 		}
 		add(Program{Workload: w, Binary: t.Binary, Debian: t.Debian, RHEL: t.RHEL, Version: true})
-		add(Program{Workload: w, Binary: "timeout", Debian: "coreutils", RHEL: "coreutils"})
 		if t.HasServer && roleName == "server" {
 			add(Program{Workload: w, Binary: peer.ReadyCommand[0], Debian: "iproute2", RHEL: "iproute"})
 		}

@@ -12,7 +12,7 @@ import (
 // workload, and the packages that ship it.
 type Program struct {
 	Workload     string // the workload that needs it ("iperf3")
-	Binary       string // "iperf3", or a helper: "ss", "timeout"
+	Binary       string // "iperf3", or a helper: "ss"
 	Debian, RHEL string
 	Version      bool // report its `--version` (the tool itself, not a helper)
 }

@@ -97,8 +97,16 @@ func writeRole(w io.Writer, l manifest.CounterLine) {
 	for _, name := range names {
 		fmt.Fprintf(w, "    %-*s  %d\n", width, name, c.Raw[name])
 	}
-	if len(names) == 0 {
+	if len(names) == 0 && len(c.Reported) == 0 {
 		fmt.Fprintln(w, "    no counter moved")
+	}
+	reported := make([]string, 0, len(c.Reported))
+	for name := range c.Reported {
+		reported = append(reported, name)
+	}
+	sort.Strings(reported)
+	for _, name := range reported {
+		fmt.Fprintf(w, "    %s %g (the peer's own report)\n", name, c.Reported[name])
 	}
 	groups := make([]string, 0, len(c.Unread))
 	for g := range c.Unread {
