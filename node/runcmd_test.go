@@ -34,7 +34,7 @@ func cpuLine(t *testing.T, stderr string) results.RunCPU {
 	t.Helper()
 	var got []results.RunCPU
 	for _, l := range strings.Split(stderr, "\n") {
-		c, ok, err := results.ParseRunCPU([]byte(l))
+		_, c, ok, err := results.CutRunCPU([]byte(l))
 		if err != nil {
 			t.Fatal(err)
 		}

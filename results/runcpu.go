@@ -31,21 +31,24 @@ func (c RunCPU) Line() []byte {
 	return append(append([]byte(RunCPUPrefix), b...), '\n')
 }
 
-// ParseRunCPU reads one stderr line (with or without its newline): ok is
-// false when it is not node run's, and err says what is wrong with one
-// that starts like it.
-func ParseRunCPU(line []byte) (c RunCPU, ok bool, err error) {
-	rest, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte(RunCPUPrefix))
-	if !ok {
-		return RunCPU{}, false, nil
+// CutRunCPU finds node run's cpu line at the end of line, one line of
+// stderr with or without its newline: ok is false when it is not there.
+// before is what precedes it on the line, where the command's last words
+// lacked a newline; err says what is wrong with a cpu line that does not
+// parse.
+func CutRunCPU(line []byte) (before []byte, c RunCPU, ok bool, err error) {
+	i := bytes.LastIndex(line, []byte(RunCPUPrefix))
+	if i < 0 {
+		return line, RunCPU{}, false, nil
 	}
+	rest := bytes.TrimRight(line[i+len(RunCPUPrefix):], "\r\n")
 	if err := json.Unmarshal(rest, &c); err != nil {
-		return RunCPU{}, true, fmt.Errorf("node run's cpu line: %w", err)
+		return line[:i], RunCPU{}, true, fmt.Errorf("node run's cpu line: %w", err)
 	}
 	if c.CPUUserS < 0 || c.CPUSysS < 0 || !(c.CPUWallS > 0) {
-		return RunCPU{}, true, fmt.Errorf("node run's cpu line holds no measurement: %s", rest)
+		return line[:i], RunCPU{}, true, fmt.Errorf("node run's cpu line holds no measurement: %s", rest)
 	}
-	return c, true, nil
+	return line[:i], c, true, nil
 }
 
 // PerSecond is (user + sys) / wall, the row's CPU cell.

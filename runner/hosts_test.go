@@ -232,7 +232,7 @@ func runCPUInLog(t *testing.T, logDir string, row results.Row, roleName string) 
 		t.Errorf("%s: iperf3 did not run under node run:\n%s", logs[0], b)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if c, ok, err := results.ParseRunCPU([]byte(l)); ok && err == nil {
+		if _, c, ok, err := results.CutRunCPU([]byte(l)); ok && err == nil {
 			return c
 		}
 	}

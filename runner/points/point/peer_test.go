@@ -116,7 +116,7 @@ func wrapperCPU(t *testing.T, log string) results.RunCPU {
 	}
 	var found []results.RunCPU
 	for _, l := range strings.Split(string(b), "\n") {
-		if c, ok, err := results.ParseRunCPU([]byte(l)); ok && err == nil {
+		if _, c, ok, err := results.CutRunCPU([]byte(l)); ok && err == nil {
 			found = append(found, c)
 		}
 	}
@@ -127,26 +127,34 @@ func wrapperCPU(t *testing.T, log string) results.RunCPU {
 }
 
 // A tool's stderr goes whole to its log, and without node run's cpu line
-// to the tail that messages quote; the last such line is the figure, and
-// a long line that only starts like it is the tool's.
+// to the tail that messages quote. The line is the last one, or the end
+// of it where the tool's last words lack a newline; a line like it
+// before the last, or a long one, is the tool's.
 func TestCopyToolStderr(t *testing.T) {
 	cpu := results.RunCPU{CPUUserS: 1.5, CPUSysS: 0.25, CPUWallS: 2}
 	long := results.RunCPUPrefix + strings.Repeat("x", 5000) + "\n"
-	in := "warming up\n" + string(results.RunCPU{CPUUserS: 9, CPUWallS: 1}.Line()) + long + "the tool's last words\n" + string(cpu.Line())
-	var log bytes.Buffer
-	tl := newTail(1 << 20)
-	got := copyToolStderr(strings.NewReader(in), &log, tl)
-	if got == nil || *got != cpu {
-		t.Errorf("figures %+v, want the last line's %+v", got, cpu)
+	early := string(results.RunCPU{CPUUserS: 9, CPUWallS: 1}.Line())
+	for _, tc := range []struct{ name, in, tail string }{
+		{"last line", "warming up\n" + early + long + "the tool's last words\n" + string(cpu.Line()), "warming up\n" + early + long + "the tool's last words\n"},
+		{"no newline before it", "warming up\nthe tool's last words" + string(cpu.Line()), "warming up\nthe tool's last words"},
+	} {
+		var log bytes.Buffer
+		tl := newTail(1 << 20)
+		got := copyToolStderr(strings.NewReader(tc.in), &log, tl)
+		if got == nil || *got != cpu {
+			t.Errorf("%s: figures %+v, want the last line's %+v", tc.name, got, cpu)
+		}
+		if log.String() != tc.in {
+			t.Errorf("%s: the log lost something of stderr", tc.name)
+		}
+		if tl.text() != tc.tail {
+			t.Errorf("%s: tail ends %q, holds %d bytes; want the tool's lines alone, %d bytes", tc.name, tl.lastLine(), len(tl.text()), len(tc.tail))
+		}
 	}
-	if log.String() != in {
-		t.Errorf("the log lost something of stderr")
-	}
-	if tl.lastLine() != "the tool's last words" || !strings.Contains(tl.text(), long) || strings.Count(tl.text(), results.RunCPUPrefix) != 1 {
-		t.Errorf("tail %q, want the tool's lines alone", tl.text())
-	}
-	if c := copyToolStderr(strings.NewReader("no cpu line\n"+results.RunCPUPrefix+"{broken\n"), io.Discard, newTail(100)); c != nil {
-		t.Errorf("figures %+v from a broken line", c)
+	for _, in := range []string{"no cpu line\n" + results.RunCPUPrefix + "{broken\n", early + "a line after it\n", ""} {
+		if c := copyToolStderr(strings.NewReader(in), io.Discard, newTail(100)); c != nil {
+			t.Errorf("figures %+v from %q", c, in)
+		}
 	}
 }
 

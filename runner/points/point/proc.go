@@ -141,30 +141,35 @@ func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []str
 
 // copyToolStderr copies the stderr of a tool, which node run ends with
 // its cpu line, whole to log, and to tail without that line, so that a
-// message quotes the tool's own last words. It returns the figures of the
-// last cpu line, or nil when there is none or it does not parse.
+// message quotes the tool's own last words. It returns the cpu line's
+// figures, or nil when the last line is none or does not parse. The line
+// is found at the end of the last line: a tool whose last words lack a
+// newline has node run's line follow them on the same line.
 func copyToolStderr(r io.Reader, log, tail io.Writer) *results.RunCPU {
 	br := bufio.NewReaderSize(r, 4096)
-	var cpu *results.RunCPU
-	midLine := false // the last chunk filled the buffer: this one goes on its line
+	var held []byte // the last whole line, kept from tail until another follows
 	for {
 		chunk, err := br.ReadSlice('\n')
 		_, _ = log.Write(chunk)
-		c, ours, perr := results.ParseRunCPU(chunk)
-		switch {
-		case ours && !midLine && err != bufio.ErrBufferFull:
-			cpu = nil
-			if perr == nil {
-				cpu = &c
+		if len(chunk) > 0 {
+			_, _ = tail.Write(held)
+			held = held[:0]
+			if err == bufio.ErrBufferFull { // a long line, not node run's
+				_, _ = tail.Write(chunk)
+			} else {
+				held = append(held, chunk...)
 			}
-		default:
-			_, _ = tail.Write(chunk)
 		}
-		midLine = err == bufio.ErrBufferFull
-		if err != nil && !midLine {
-			return cpu
+		if err != nil && err != bufio.ErrBufferFull {
+			break
 		}
 	}
+	before, c, ok, err := results.CutRunCPU(held)
+	_, _ = tail.Write(before)
+	if !ok || err != nil {
+		return nil
+	}
+	return &c
 }
 
 // stop ends the role: close stdin (node exits on EOF), then SIGTERM, then
