@@ -236,7 +236,7 @@ func TestCPUsPinNode(t *testing.T) {
 		t.Fatalf("logs: %v", logs)
 	}
 	head, _ := os.ReadFile(logs[0])
-	if !strings.Contains(string(head), ": taskset --cpu-list 0 "+filepath.Join(binDir, "node")+" serve") {
+	if !strings.Contains(string(head), ": taskset -c 0 "+filepath.Join(binDir, "node")+" serve") {
 		t.Fatalf("server not started under taskset:\n%s", head)
 	}
 	clientLogs, _ := filepath.Glob(filepath.Join(dir, "out/logs/*/*.client.log"))

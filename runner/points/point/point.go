@@ -302,12 +302,13 @@ func (r *Runner) argv(pt plan.Point, t role.Target, sub string, extra ...string)
 
 // pinned runs argv under taskset when the host has a CPU list. taskset
 // execs node, so node keeps the pid and process group the runner tracks,
-// and every thread the Go runtime starts inherits the placement.
+// and every thread the Go runtime starts inherits the placement. -c, not
+// --cpu-list: busybox's taskset takes only the short form.
 func pinned(cpus string, argv []string) []string {
 	if cpus == "" {
 		return argv
 	}
-	return append([]string{"taskset", "--cpu-list", cpus}, argv...)
+	return append([]string{"taskset", "-c", cpus}, argv...)
 }
 
 // logBase is where a repetition's logs go: LOGDIR/NNN-KEY-rREP.ROLE.log.
