@@ -289,6 +289,15 @@ func guestSuite(t *testing.T, ctx context.Context, sel guestSelection, k guest.K
 		runnerSweep(t, ctx, g, c, runner, node)
 		t.Logf("runner sweep took %s", time.Since(sweepStart).Round(100*time.Millisecond))
 	})
+	// Selected by its own name too (RDMASWEEP_VMTEST_RUN=RunnerPeerCPU).
+	if sel.selected("RunnerPeerCPU") {
+		t.Run("RunnerPeerCPU", func(t *testing.T) {
+			if runnerErr != nil {
+				t.Fatal(runnerErr)
+			}
+			runnerPeerCPU(t, ctx, g, runner, node)
+		})
+	}
 	t.Run("RunnerRefusesSiwUnderTCP", func(t *testing.T) {
 		if sel.run != "" {
 			testenv.Unselected(t, "RDMASWEEP_VMTEST_RUN", "RDMASWEEP_VMTEST_RUN runs only the guest tests it matches")
