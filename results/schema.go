@@ -178,7 +178,7 @@ var schema = []Field{
 		Name: "workload", Kind: KindString, Default: "node",
 		Sweep: true, Since: 3,
 		Doc: "what measures the point: `node`, or a peer workload to compare with (docs/workloads.md); swept, it varies fastest"}},
-	{Column: "cpu_server", Unit: "CPU s per s", Doc: "CPU seconds (user + sys) per second of the server role; 1.0 is one core; empty when it reports none (docs/workloads.md)"},
+	{Column: "cpu_server", Unit: "CPU s per s", Doc: "CPU seconds (user + sys) per second of the server role's processes; 1.0 is one core; empty where it has none (docs/workloads.md)"},
 	{Column: "cpu_client", Unit: "CPU s per s", Doc: "the same for the client role (the reading side)"},
 
 	// Version 4: RDMA on real clusters (issue 11).
