@@ -14,8 +14,8 @@ import (
 // it back beside the CSV, and checks what summary --counters prints: each
 // run of each point once (a point's aggregate row adds none), its label
 // from the parameters that vary, each role's nonzero deltas by the
-// kernel's names with the devices, what could not be read, and a run with
-// no counters.
+// kernel's names with the devices, what could not be read, a peer's own
+// CPU figures, and a run with no counters.
 func TestWriteCounters(t *testing.T) {
 	dir := t.TempDir()
 	csvPath := filepath.Join(dir, "r.csv")
@@ -36,6 +36,8 @@ func TestWriteCounters(t *testing.T) {
 		Raw:    map[string]int64{"rdma/hw_counters/completer_retry_err": 241},
 		Unread: map[string]string{"netdev": "rxe0 port 1 has no network device (InfiniBand?)"}}})
 	cs.Add(manifest.CounterLine{PointKey: "k2", Repetition: 1, Role: "server", Host: "a", Counters: &results.Counters{Raw: map[string]int64{"disk/read_ios": 0}}})
+	// A peer's client line holds only its report's own CPU figures.
+	cs.Add(manifest.CounterLine{PointKey: "k2", Repetition: 1, Role: "client", Host: "b", Counters: &results.Counters{Reported: map[string]float64{"CPU_util": 0.47}}})
 	if err := cs.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +60,8 @@ func TestWriteCounters(t *testing.T) {
 cache=warm r1 (point k2, run R1)
   server on a
     no counter moved
+  client on b
+    CPU_util 0.47 (the peer's own report)
 
 cache=warm r2 (point k2, run R0)
   no counters recorded
