@@ -81,8 +81,10 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 	for i, cells := range []map[string]*float64{nil, {"client": iperf.CPUClient, "server": iperf.CPUServer}, {"client": fio.CPUClient}} {
 		for roleName, cell := range cells {
 			want := wrapperCPU(t, r.logBase(pts[i], 1)+"."+roleName+".log")
-			if cell == nil || *cell != *want.PerSecond() {
-				t.Errorf("%s's cpu_%s %v, want node run's %v", all[i].Workload(), roleName, cell, *want.PerSecond())
+			if cell == nil {
+				t.Errorf("%s's cpu_%s empty, want node run's %v", all[i].Workload(), roleName, *want.PerSecond())
+			} else if *cell != *want.PerSecond() {
+				t.Errorf("%s's cpu_%s %v, want node run's %v", all[i].Workload(), roleName, *cell, *want.PerSecond())
 			}
 		}
 	}
