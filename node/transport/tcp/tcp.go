@@ -10,12 +10,13 @@
 // MSG_MORE, so it leaves with the data) and sendfile(2) of the bytes from
 // the file's page cache: the kernel queues the cached pages themselves,
 // with no copy into the socket (that copy was 43% of the server's CPU in
-// a loopback profile). To a client on loopback or behind a veth, and on
-// a connection that is not a TCP socket (the fuzz test), it writes the
-// bytes from its read-only mapping of the region instead; see SendAuto
-// for why. Every request already read is answered in one batch: one
-// writev of all their replies (or, with sendfile, one corked burst), so
-// a reply costs the connection no turn of its own.
+// a loopback profile). To a client on loopback, to one behind a veth
+// when the reply is under 1 MiB, and on a connection that is not a TCP
+// socket (the fuzz test), it writes the bytes from its read-only mapping
+// of the region instead; see SendAuto for why. Every request already
+// read is answered in one batch: one writev of all their replies (or,
+// with sendfile, one corked burst), so a reply costs the connection no
+// turn of its own.
 package tcp
 
 import (
@@ -25,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -60,19 +62,22 @@ type Transport struct {
 type SendMode int
 
 const (
-	// SendAuto uses sendfile, except to a client on a loopback address
-	// or through a veth (another network namespace of the same machine),
-	// which get SendWrite. There the client copies the bytes out of the
-	// very pages the server queued: from sendfile's page-cache pages,
-	// one 4 KiB fragment at a time, that cost the client more than the
-	// server saved. Measured here, 1 MiB reads, 16 in flight, same runs:
-	// client CPU 0.18-0.25 s per GB after sendfile, 0.14-0.16 after a
-	// write; server 0.21-0.23 and 0.17-0.24. Across two namespace hosts,
-	// 5 pairs beside iperf3, 128 KiB reads: 0.73-0.79 of iperf3 with
-	// sendfile, 1.05 with a write. A veth is told by its link kind, over
-	// netlink (linerate.Ifaces). Over a NIC the client copies from its
-	// own receive buffers either way, and sendfile spares the server its
-	// copy.
+	// SendAuto uses sendfile, except to a client on a loopback address,
+	// which gets SendWrite, and through a veth (another network namespace
+	// of the same machine), which gets SendWrite for replies under
+	// vethSendfileMin. There the client copies the bytes out of the very
+	// pages the server queued, one 4 KiB page-cache fragment at a time
+	// after sendfile. Measured here side by side (2 cores, 16 in flight),
+	// sendfile against a write: on loopback at 1 MiB, 0.54-0.67 of its
+	// bandwidth, with half as much server CPU again per GB; through a veth
+	// at 128 KiB 0.60-0.77, at 256 KiB 0.83-0.89, at 512 KiB 0.95-1.05.
+	// Through a veth at 1 MiB, on an idle machine, the server's core is
+	// what runs out (0.96 busy, its client 0.25): sendfile spares it the
+	// copy (server CPU per GB 0.24-0.28 against 0.27-0.44) and carried
+	// 1.27-1.33 of a write's bandwidth; with the cores shared with other
+	// work, 0.83-1.08. A veth is told by its link kind, over netlink
+	// (linerate.Ifaces). Over a NIC the client copies from its own receive
+	// buffers either way, and sendfile spares the server its copy.
 	SendAuto SendMode = iota
 	// SendFile sends with sendfile(2) from the file's page cache.
 	SendFile
@@ -81,19 +86,42 @@ const (
 	SendWrite
 )
 
-func (t *Transport) useSendfile(c *net.TCPConn) bool {
+// vethSendfileMin is the smallest reply SendAuto sends with sendfile to
+// a client through a veth.
+const vethSendfileMin = 1 << 20
+
+// noSendfile is sendfileMin's answer when every reply is written.
+const noSendfile = math.MaxInt
+
+// sendfileMin is the smallest reply sent to c with sendfile, noSendfile
+// when none is.
+func (t *Transport) sendfileMin(c *net.TCPConn) int {
 	switch t.Send {
 	case SendFile:
-		return true
+		return 0
 	case SendWrite:
-		return false
+		return noSendfile
 	}
-	a, ok := c.RemoteAddr().(*net.TCPAddr)
-	if ok && a.IP.IsLoopback() {
-		return false
+	var remote, local net.IP
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		remote = a.IP
 	}
-	l, ok := c.LocalAddr().(*net.TCPAddr)
-	return !ok || !throughVeth(l.IP)
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		local = a.IP
+	}
+	return autoSendfileMin(remote, local, throughVeth)
+}
+
+// autoSendfileMin is SendAuto's rule for a connection from local to
+// remote, with veth telling whether an address is on a veth.
+func autoSendfileMin(remote, local net.IP, veth func(net.IP) bool) int {
+	switch {
+	case remote != nil && remote.IsLoopback():
+		return noSendfile
+	case local != nil && veth(local):
+		return vethSendfileMin
+	}
+	return 0
 }
 
 // throughVeth reports whether the interface holding ip is a veth (its
@@ -352,28 +380,49 @@ type reply struct {
 	n   int
 }
 
-// writer returns how serveConn sends a batch of replies: sendfile on a
-// TCP socket (see SendMode), one reply after another, else one writev of
-// every header and every block from the mapping.
+// writer returns how serveConn sends a batch of replies: those of at
+// least sendfileMin bytes (see SendMode) with sendfile, corked, one
+// after another; the others in one writev of every header and every
+// block from the mapping. A batch whose replies fall on both sides is
+// sent in runs, in order.
 func (s *server) writer(c net.Conn) func([]reply) error {
-	if tc, ok := c.(*net.TCPConn); ok && s.fd >= 0 && s.t.useSendfile(tc) {
-		if rc, err := tc.SyscallConn(); err == nil {
-			return func(rs []reply) error {
-				// Corked, the batch leaves in full segments and is pushed
-				// once, at the uncork, as one writev would be.
-				cork := len(rs) > 1 && setCork(rc, 1) == nil
-				for _, q := range rs {
-					if err := sendFile(rc, s.fd, q.hdr, q.off, q.n); err != nil {
-						return err
-					}
-				}
-				if cork {
-					return setCork(rc, 0)
-				}
-				return nil
-			}
-		}
+	writev := s.writev(c)
+	tc, ok := c.(*net.TCPConn)
+	if !ok || s.fd < 0 {
+		return writev
 	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return writev
+	}
+	return splitReplies(s.t.sendfileMin(tc), s.sendfile(rc), writev)
+}
+
+// splitReplies sends each run of replies of at least min bytes with
+// big, and each run of shorter ones with small.
+func splitReplies(min int, big, small func([]reply) error) func([]reply) error {
+	return func(rs []reply) error {
+		for len(rs) > 0 {
+			isBig := rs[0].n >= min
+			i := 1
+			for i < len(rs) && (rs[i].n >= min) == isBig {
+				i++
+			}
+			send := small
+			if isBig {
+				send = big
+			}
+			if err := send(rs[:i]); err != nil {
+				return err
+			}
+			rs = rs[i:]
+		}
+		return nil
+	}
+}
+
+// writev returns the sender of replies in one writev from the mapping.
+func (s *server) writev(c net.Conn) func([]reply) error {
 	parts := make(net.Buffers, 0, 2*maxBatch)
 	return func(rs []reply) error {
 		parts = parts[:0]
@@ -383,6 +432,25 @@ func (s *server) writer(c net.Conn) func([]reply) error {
 		bufs := parts // WriteTo consumes its receiver
 		_, err := bufs.WriteTo(c)
 		return err
+	}
+}
+
+// sendfile returns the sender of replies with sendfile from the region's
+// file, on the socket behind rc.
+func (s *server) sendfile(rc syscall.RawConn) func([]reply) error {
+	return func(rs []reply) error {
+		// Corked, the batch leaves in full segments and is pushed once,
+		// at the uncork, as one writev would be.
+		cork := len(rs) > 1 && setCork(rc, 1) == nil
+		for _, q := range rs {
+			if err := sendFile(rc, s.fd, q.hdr, q.off, q.n); err != nil {
+				return err
+			}
+		}
+		if cork {
+			return setCork(rc, 0)
+		}
+		return nil
 	}
 }
 

@@ -9,8 +9,9 @@ import (
 )
 
 // TestThroughVeth: an address on a veth is told apart from one on the
-// loopback and from one on no interface, so SendAuto writes rather than
-// sendfiles to a client in another namespace of this machine.
+// loopback and from one on no interface, so SendAuto writes replies
+// under 1 MiB to a client in another namespace of this machine, rather
+// than sendfile them, and every reply to a loopback client.
 func TestThroughVeth(t *testing.T) {
 	testenv.NeedRoot(t)
 	testenv.NeedTool(t, "ip", "iproute2")
@@ -29,6 +30,18 @@ func TestThroughVeth(t *testing.T) {
 	}{{"198.18.251.1", true}, {"127.0.0.1", false}, {"198.18.251.2", false}} {
 		if got := throughVeth(net.ParseIP(c.ip)); got != c.want {
 			t.Errorf("throughVeth(%s) = %v, want %v", c.ip, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		remote, local string
+		want          int
+	}{
+		{"198.18.251.2", "198.18.251.1", vethSendfileMin},
+		{"127.0.0.1", "127.0.0.1", noSendfile},
+		{"198.18.251.1", "198.18.251.2", 0},
+	} {
+		if got := autoSendfileMin(net.ParseIP(c.remote), net.ParseIP(c.local), throughVeth); got != c.want {
+			t.Errorf("from %s to %s: replies from %d bytes by sendfile, want from %d", c.local, c.remote, got, c.want)
 		}
 	}
 }
