@@ -147,6 +147,16 @@ func TestExecRefusesReplacedNode(t *testing.T) {
 	a, b := n.Hosts["a"], n.Hosts["b"]
 	dir, env := t.TempDir(), clitest.SSHEnv(t)
 	plan, csv := userPlan(t, dir, n, a, b, n.User, "")
+	// Points of 3 s, so the swap lands while point 2 reads: a point of
+	// 1 MiB ends within a poll of WaitRows, and point 3 could start
+	// with the old file before the swap.
+	text, err := os.ReadFile(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plan, []byte(strings.Replace(string(text), "total: 1MiB", "duration: 3s", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	target := testhosts.VarTmp + "/rdmasweep-" + uidOf(t, a, n.User) + "/node"
 	p := startRunner(t, dir, env, "exec", plan)
 	p.WaitRows(t, csv, 1)
