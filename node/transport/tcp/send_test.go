@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"rdmasweep/testbed/testenv"
 )
 
 // TestSplitRepliesSendsEachRunItsWay: in a batch that mixes replies under
@@ -119,4 +122,71 @@ func commonPrefix(a, b []byte) int {
 		i++
 	}
 	return i
+}
+
+// TestSendfileSocketGetsTheLargestSendBuffer: a connection the server
+// answers with sendfile gets the host's largest send buffer, twice
+// net.core.wmem_max, where that is above what autotuning reaches; one
+// answered with writes keeps autotuning's.
+func TestSendfileSocketGetsTheLargestSendBuffer(t *testing.T) {
+	most, err := sysctlInt("/proc/sys/net/core/wmem_max", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto, err := sysctlInt("/proc/sys/net/ipv4/tcp_wmem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if 2*most <= auto {
+		testenv.Skip(t, fmt.Sprintf("this host's wmem_max (%d) is at most half of tcp_wmem's maximum (%d): nothing to raise; Linux's defaults are 212992 and 4194304", most, auto))
+	}
+	f, err := os.CreateTemp(t.TempDir(), "region")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd, err := dupFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, c := range []struct {
+		mode SendMode
+		want func(int) bool
+		says string
+	}{
+		{SendFile, func(n int) bool { return n == 2*most }, "twice wmem_max"},
+		{SendWrite, func(n int) bool { return n < 2*most }, "autotuning's, under twice wmem_max"},
+	} {
+		cli, err := net.Dial("tcp4", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		srv, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		s := &server{t: &Transport{Send: c.mode}, fd: fd}
+		s.writer(srv)
+		rc, err := srv.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		var gerr error
+		rc.Control(func(fd uintptr) { got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		if !c.want(got) {
+			t.Errorf("mode %d: SO_SNDBUF %d; want %s (%d)", c.mode, got, c.says, 2*most)
+		}
+	}
 }

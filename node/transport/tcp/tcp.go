@@ -30,6 +30,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -395,7 +396,48 @@ func (s *server) writer(c net.Conn) func([]reply) error {
 	if err != nil {
 		return writev
 	}
-	return splitReplies(s.t.sendfileMin(tc), s.sendfile(rc), writev)
+	from := s.t.sendfileMin(tc)
+	if from < noSendfile {
+		raiseSendBuffer(rc)
+	}
+	return splitReplies(from, s.sendfile(rc), writev)
+}
+
+// raiseSendBuffer gives a socket that sends with sendfile the largest
+// send buffer the host allows (SO_SNDBUF at net.core.wmem_max, which
+// Linux doubles), where that is more than autotuning would reach
+// (net.ipv4.tcp_wmem's maximum). A sendfile sender does no copy, so it
+// fills the buffer at once and then sleeps until half of it drains;
+// with the most queued, the wire never waits for its wakeup. Measured
+// through a bridge of two veths at 1 MiB, 16 in flight, 2 cores, four
+// pairs side by side: 2907-3277 MB/s (median 3163) with the 8 MiB
+// buffer, 2658-3135 (median 2822) with autotuning. The buffer only
+// holds what the client asked for, at most its reads in flight.
+func raiseSendBuffer(rc syscall.RawConn) {
+	most, err := sysctlInt("/proc/sys/net/core/wmem_max", 0)
+	if err != nil {
+		return
+	}
+	auto, err := sysctlInt("/proc/sys/net/ipv4/tcp_wmem", 2)
+	if err != nil || 2*most <= auto {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, most)
+	})
+}
+
+// sysctlInt reads the i-th number of a sysctl file.
+func sysctlInt(path string, i int) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if i >= len(f) {
+		return 0, fmt.Errorf("%s has %d numbers, not %d", path, len(f), i+1)
+	}
+	return strconv.Atoi(f[i])
 }
 
 // splitReplies sends each run of replies of at least min bytes with
