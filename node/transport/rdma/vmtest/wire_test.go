@@ -40,12 +40,12 @@ const (
 	// wireBoundFile is the server's file the bound_by checks read, and
 	// wireBoundSize its size; wireDiskBPS is what the NVMe drive reads a
 	// second (qemu's throttle), well below what tcp carries on the wire
-	// (39 MB/s here). At 6 MB/s the point reads for 16 s, against about
-	// 1 s of the disk window before the client reads: the drive is busy
-	// 95 % of it.
+	// (39 MB/s here). The point reads for 25 s, against 1 s or so of the
+	// disk window without reads (the client starting, leaving): the
+	// drive is busy about 96 % of it, 90 % even were that 2.5 s.
 	wireBoundFile = "/mnt/nvme/rdmasweep-bound.dat"
 	wireBoundSize = 96 << 20
-	wireDiskBPS   = 6_000_000
+	wireDiskBPS   = 4_000_000
 )
 
 // wireEnd is one guest on the wire, with an SSH connection to it.
