@@ -60,6 +60,9 @@ type Options struct {
 	// attached as qemu's emulated NVMe drive: nvme0n1 in the guest, once
 	// the nvme module is loaded.
 	NVMe string
+	// NVMeReadBPS, when above 0, throttles the NVMe drive's reads to that
+	// many bytes a second (qemu's throttling.bps-read); writes are not.
+	NVMeReadBPS int64
 	// Forward forwards more TCP ports from the host's 127.0.0.1 into the
 	// guest, host port to guest port (beside sshd's SSHPort to 22).
 	Forward map[int]int
@@ -275,7 +278,11 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 		args = append(args, o.Wire.args()...)
 	}
 	if o.NVMe != "" {
-		args = append(args, "-drive", "file="+o.NVMe+",if=none,id=nv0,format=raw", "-device", "nvme,serial=rsnvme0,drive=nv0")
+		drive := "file=" + o.NVMe + ",if=none,id=nv0,format=raw"
+		if o.NVMeReadBPS > 0 {
+			drive += fmt.Sprintf(",throttling.bps-read=%d", o.NVMeReadBPS)
+		}
+		args = append(args, "-drive", drive, "-device", "nvme,serial=rsnvme0,drive=nv0")
 	}
 	return args
 }

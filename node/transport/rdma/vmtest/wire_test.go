@@ -37,6 +37,15 @@ const (
 	// wireNVMeSize its size.
 	wireNVMeFile = "/mnt/nvme/rdmasweep.dat"
 	wireNVMeSize = 32 << 20
+	// wireBoundFile is the server's file the bound_by checks read, and
+	// wireBoundSize its size; wireDiskBPS is what the NVMe drive reads a
+	// second (qemu's throttle), well below what tcp carries on the wire
+	// (39 MB/s here). The point reads for 25 s, against 1 s or so of the
+	// disk window without reads (the client starting, leaving): the
+	// drive is busy about 96 % of it, 90 % even were that 2.5 s.
+	wireBoundFile = "/mnt/nvme/rdmasweep-bound.dat"
+	wireBoundSize = 96 << 20
+	wireDiskBPS   = 4_000_000
 )
 
 // wireEnd is one guest on the wire, with an SSH connection to it.
@@ -79,7 +88,8 @@ type wireLab struct {
 // under the server's file, and has the runner measure across the wire, as
 // between two real hosts: the RoCE packets' ToS seen on the wire (issue
 // 24), retransmits under netem loss on the server's NIC, and cold and
-// warm points from the NVMe's ext4 (issue 22). Each guest has one vCPU.
+// warm points from the NVMe's ext4 (issue 22), and what bound a row (issue
+// 34): the throttled drive, then the wire slowed. Each guest has one vCPU.
 func TestGuestWire(t *testing.T) {
 	needHost(t)
 	testenv.NeedTool(t, "mkfs.ext4", "e2fsprogs")
@@ -117,7 +127,7 @@ func TestGuestWire(t *testing.T) {
 	for _, sub := range []struct {
 		name string
 		f    func(*testing.T)
-	}{{"ToS", lab.tos}, {"Loss", lab.loss}, {"NVMe", lab.nvme}} {
+	}{{"ToS", lab.tos}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByLink", lab.boundByLink}} {
 		t.Run(sub.name, func(t *testing.T) {
 			s := time.Now()
 			sub.f(t)
@@ -139,7 +149,11 @@ func bootWire(t *testing.T, ctx context.Context, disk string) (server, client *w
 	boot := func(w guest.Wire, nvme string) (*wireEnd, error) {
 		e := &wireEnd{console: &consoleLog{}}
 		var err error
-		e.g, err = guest.Boot(ctx, guest.Options{OneNIC: true, CPUs: 1, MemoryMB: 1024, Wire: &w, NVMe: nvme, Console: e.console, Log: testLog{t}})
+		o := guest.Options{OneNIC: true, CPUs: 1, MemoryMB: 1024, Wire: &w, NVMe: nvme, Console: e.console, Log: testLog{t}}
+		if nvme != "" {
+			o.NVMeReadBPS = wireDiskBPS
+		}
+		e.g, err = guest.Boot(ctx, o)
 		if err != nil {
 			return nil, err
 		}
@@ -651,5 +665,59 @@ sweep:
 		if cache == "warm" && *r.DiskReadBytes > wireNVMeSize/20 {
 			t.Errorf("warm: disk_read_bytes %d, want ≤ 0.05 × %d", *r.DiskReadBytes, wireNVMeSize)
 		}
+	}
+}
+
+// boundPlan writes the bound_by checks' plan for cache: tcp (rdma's
+// pinned registration would read the whole file before the measured
+// phase) of the whole of wireBoundFile, in 1 MiB reads, 4 in flight so
+// the wire never waits for the next request.
+func (l *wireLab) boundPlan(t *testing.T, cache string) string {
+	return l.plan(t, "wire-bound-"+cache, fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: %s}
+client: {block_size: 1MiB, total: %dMiB, queue_depth: 4}
+`, wireBoundFile, wireBoundSize>>20, cache, wireBoundSize>>20))
+}
+
+// boundRow runs the bound_by plan's one point over tcp with cache and
+// returns its row, which must be ok.
+func (l *wireLab) boundRow(t *testing.T, cache string) results.Row {
+	t.Helper()
+	csv := "wire-bound-" + cache
+	rows := l.exec(t, l.boundPlan(t, cache), csv, "--set", "transport="+results.TransportTCP)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	r := rows[0]
+	t.Logf("%s: %s, %.1f MB/s, line rate %s MB/s, disk_busy_pct %s, bound_by %s (%s)", cache, r.Status, deref(r.BandwidthMBs), fmtPtr(r.LineRateMBs), fmtPtr(r.DiskBusyPct), r.BoundBy, r.BoundByDetail)
+	if r.Status != results.StatusOK || r.Transport() != results.TransportTCP || r.Param("cache") != cache {
+		t.Fatalf("status %q %q, transport %q, cache %q; want an ok tcp row, cache %s", r.Status, r.Error, r.Transport(), r.Param("cache"), cache)
+	}
+	return r
+}
+
+// boundByDisk: a cold tcp point whose file is on the NVMe drive, throttled
+// to wireDiskBPS, is bound by the disk: the drive busy ≥ 90 % of the point.
+func (l *wireLab) boundByDisk(t *testing.T) {
+	r := l.boundRow(t, "cold")
+	if r.BoundBy != results.BoundDisk || r.DiskBusyPct == nil || *r.DiskBusyPct < 100*results.BoundShare {
+		t.Errorf("bound_by %q (%s), disk_busy_pct %s; want disk, ≥ %.0f", r.BoundBy, r.BoundByDetail, fmtPtr(r.DiskBusyPct), 100*results.BoundShare)
+	}
+}
+
+// boundByLink: with the server's wire NIC saying 100 Mb/s (ethtool) and
+// carrying no more (netem's rate), a warm tcp point is bound by the link,
+// its bandwidth 0.9 to 1.05 × line_rate_mb_s (12.5; TCP's payload in a
+// full frame is 0.956 of it).
+func (l *wireLab) boundByLink(t *testing.T) {
+	nic := l.server.nic
+	l.server.sh(t, "modprobe sch_netem; ethtool -s "+nic+" speed 100 duplex full && tc qdisc replace dev "+nic+" root netem rate 100mbit")
+	t.Cleanup(func() { l.server.sh(t, "ethtool -s "+nic+" speed 10000 duplex full; tc qdisc del dev "+nic+" root") })
+	r := l.boundRow(t, "warm")
+	if r.LineRateMBs == nil || *r.LineRateMBs != 12.5 {
+		t.Fatalf("line_rate_mb_s %s, want 12.5 (the NIC's speed 100)", fmtPtr(r.LineRateMBs))
+	}
+	bw := deref(r.BandwidthMBs) / *r.LineRateMBs
+	if r.BoundBy != results.BoundLink || bw < 0.9 || bw > 1.05 {
+		t.Errorf("bound_by %q (%s), bandwidth %.2f × line rate; want link, 0.9 to 1.05", r.BoundBy, r.BoundByDetail, bw)
 	}
 }
