@@ -294,8 +294,15 @@ func poolPairwise(t *testing.T, p *pool) {
 }
 
 // poolUnshaped runs the pool five times as it is, with the plan the slow
-// host's run names p3 with (poolSlowHost): no run names a suspect host.
+// host's run names p3 with (poolSlowHost): no host is unreachable, at
+// most one run of the five names a suspect, and no host is named twice.
+// Unshaped, the links are bound by the CPUs, which this machine shares:
+// beside a TCG guest at load 5.7, one run in CI named p5, three of whose
+// five reads as server fell in its slow moments. That host was slow, for
+// a second; a rule that names healthy hosts names them run after run.
 func poolUnshaped(t *testing.T, p *pool) {
+	named := map[string]int{}
+	runs := 0
 	for i := range 5 {
 		name := fmt.Sprintf("unshaped%d", i+1)
 		_, r := p.exec(t, p.plan(t, name, shortClient, repeated), name)
@@ -304,9 +311,23 @@ func poolUnshaped(t *testing.T, p *pool) {
 		}
 		j, _ := p.summary(t, name)
 		t.Logf("%s: median %.1f MB/s, threshold %.1f, slow links %v, suspects %v; %s", name, j.MedianMBs, j.Threshold, j.slowLinks(), j.suspects(), loadavg())
-		if len(j.Suspects) > 0 || len(j.Unreachable) > 0 {
-			t.Errorf("%s: suspects %v, unreachable %v; want none on an unshaped pool", name, j.suspects(), j.Unreachable)
+		if len(j.Unreachable) > 0 {
+			t.Errorf("%s: unreachable %v; want none on an unshaped pool", name, j.Unreachable)
 		}
+		if len(j.Suspects) > 0 {
+			runs++
+		}
+		for _, h := range j.suspects() {
+			named[h]++
+		}
+	}
+	for h, n := range named {
+		if n > 1 {
+			t.Errorf("%s named a suspect in %d of 5 unshaped runs; want at most one", h, n)
+		}
+	}
+	if runs > 1 {
+		t.Errorf("%d of 5 unshaped runs named suspects %v; want at most one", runs, named)
 	}
 }
 
