@@ -105,7 +105,12 @@ var machines = map[string]machine{
 		// no_timer_check: under TCG on a busy host the kernel's check of
 		// the IO-APIC timer can miss its ticks and panic at boot ("IO-APIC +
 		// timer doesn't work"), seen here with the machine loaded.
-		append: " no_timer_check"},
+		// tsc=reliable: the clocksource watchdog, its HPET reads slowed
+		// by a loaded host, called the TSC skewed 104 s into a 7.3
+		// guest's suite, and the clocksource switch it started, patched
+		// into running code under TCG, oopsed in sched_clock_cpu and
+		// panicked the guest. TCG's TSC follows the host's clock.
+		append: " no_timer_check tsc=reliable"},
 	// cortex-a57 (ARMv8.0, Go's arm64 baseline): with -cpu max the guest
 	// took 39-41 s to boot here against 14-16 s, most of it TCG emulating
 	// pointer authentication exactly (max,pauth-impdef=on took 14 s).
