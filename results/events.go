@@ -154,6 +154,12 @@ type Result struct {
 	BlockSize  int `json:"block_size,omitempty"`
 	QueueDepth int `json:"queue_depth,omitempty"`
 	QPs        int `json:"qps,omitempty"`
+	// FirstReadS and LastReadS are from the end of the connection's
+	// handshake to the first and the last READ's completion (rdma), for a
+	// run that read the file once from its start without warmup; nil
+	// otherwise.
+	FirstReadS *float64 `json:"first_read_s,omitempty"`
+	LastReadS  *float64 `json:"last_read_s,omitempty"`
 }
 
 // OpenLoop is what an open-loop client measured beside service latency:
@@ -292,6 +298,21 @@ type Done struct {
 	// Counters is what the server's host counted from the cache state
 	// set to its clients' departure (nil from an older node).
 	Counters *Counters `json:"counters,omitempty"`
+	// Pipeline is a pipelined server's (--pipeline) preparation, done
+	// region by region after its client connected; nil otherwise.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
+}
+
+// Pipeline is what a pipelined server's preparation took, summed over
+// its memory regions: populating (populate parallel) and registering
+// each, and their rates over the file.
+type Pipeline struct {
+	Regions         int      `json:"regions"`
+	Mapping         string   `json:"mapping"`
+	PopulateS       *float64 `json:"populate_s,omitempty"`
+	PopulateMBs     *float64 `json:"populate_mb_s,omitempty"`
+	RegistrationS   *float64 `json:"registration_s"`
+	RegistrationMBs *float64 `json:"registration_mb_s,omitempty"`
 }
 
 // Connection is one client's session as the server saw it.

@@ -118,6 +118,11 @@ type Row struct {
 	DiskAvgQueue  *float64 `csv:"disk_avg_queue"`
 	BoundBy       string   `csv:"bound_by"`
 	BoundByDetail string   `csv:"bound_by_detail"`
+	// FirstReadMs and EndToEndMBs time the file's way from the server's
+	// preparation to the client's memory (SetEndToEnd); nil where the
+	// point did not read the file once from its start.
+	FirstReadMs *float64 `csv:"first_read_ms"`
+	EndToEndMBs *float64 `csv:"end_to_end_mb_s"`
 }
 
 // Scope values.
@@ -173,9 +178,43 @@ func (r *Row) SetResult(res *Result) {
 	}
 }
 
-// SetDone copies node serve's own figures into the row: its CPU.
+// SetDone copies node serve's own figures into the row: its CPU, and a
+// pipelined server's populate and registration, known only at its end.
 func (r *Row) SetDone(d *Done) {
 	r.CPUServer = cpuPerSecond(d.CPUUserS, d.CPUSysS, d.CPUWallS)
+	if d.Pipeline != nil {
+		p := d.Pipeline
+		r.PopulateS, r.PopulateMBs = p.PopulateS, p.PopulateMBs
+		r.RegistrationS, r.RegistrationMBs = p.RegistrationS, p.RegistrationMBs
+		r.Mapping = p.Mapping
+		if p.Regions > 0 {
+			r.Regions = ref(p.Regions)
+		}
+	}
+}
+
+// SetEndToEnd sets first_read_ms and end_to_end_mb_s from the client's
+// first and last READ (from its handshake) and, on the serial path, the
+// server's preparation before ready (populate, registration, prefetch),
+// which the client's times do not hold. A pipelined server prepares
+// after the handshake, inside the client's times. The wait between the
+// server's ready and the client's connection is the harness's, not the
+// data's, and is in neither.
+func (r *Row) SetEndToEnd(res *Result) {
+	r.FirstReadMs, r.EndToEndMBs = nil, nil
+	if res == nil || res.FirstReadS == nil || res.LastReadS == nil || !(*res.LastReadS > 0) {
+		return
+	}
+	var prep float64
+	if r.Params[param.Pipeline.String()] != "true" {
+		for _, s := range []*float64{r.PopulateS, r.RegistrationS, r.PrefetchS} {
+			if s != nil {
+				prep += *s
+			}
+		}
+	}
+	r.FirstReadMs = ref((prep + *res.FirstReadS) * 1e3)
+	r.EndToEndMBs = ref(float64(res.Bytes) / 1e6 / (prep + *res.LastReadS))
 }
 
 // ref is a pointer to a copy of v.

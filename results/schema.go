@@ -322,6 +322,12 @@ var schema = []Field{
 	{Column: "disk_avg_queue", Doc: "the same device's `time_in_queue` over that window: the I/Os it held on average"},
 	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client` or `unknown`: the resource at 90 % or more of its capacity ([telemetry.md](telemetry.md#what-bound-a-row))"},
 	{Column: "bound_by_detail", Doc: "each resource's share of its capacity, highest first"},
+	{Column: "pipeline", Doc: "rdma: the server populated and registered the file region by region while the client read", Param: &Param{
+		Name: "pipeline", Section: "server", Kind: KindBool, Default: "false",
+		Transports: []string{TransportRDMA}, Sweep: true, Flag: "pipeline", Role: "serve", Since: 7,
+		Doc: "populate and register the file one `mr_size` region at a time after the client connects, announcing each as it is ready; the client reads each as soon as it is announced ([rdma.md](rdma.md#pipeline))"}},
+	{Column: "first_read_ms", Unit: "ms", Doc: "rdma, a point that reads the file once without warmup: from the start of the server's preparation to the first READ's completion, the wait for the client left out"},
+	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last READ's completion"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

@@ -45,6 +45,7 @@ const (
 	Rate                       // client.rate
 	Arrivals                   // client.arrivals
 	Populate                   // server.populate
+	Pipeline                   // server.pipeline
 )
 
 // names are the parameters' names, by ID.
@@ -90,4 +91,5 @@ var names = [...]string{
 	Rate:             "rate",
 	Arrivals:         "arrivals",
 	Populate:         "populate",
+	Pipeline:         "pipeline",
 }
