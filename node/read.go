@@ -156,6 +156,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		StartUnixNs: start.UnixNano(), Histogram: m.Histogram,
 		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path, WarmupS: warmedUp,
 		Counters: cnt, BlockSize: w.BlockSize, QueueDepth: w.QueueDepth, QPs: m.QPs,
+		FirstReadS: m.FirstReadS, LastReadS: m.LastReadS,
 	}
 	r.BwMinIntervalMBs, r.BwCoV = steadiness(m.Intervals, o.interval, m.Seconds, int(o.blockSize))
 	if ol := m.OpenLoop; ol != nil {

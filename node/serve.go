@@ -26,6 +26,7 @@ type serveOptions struct {
 	create        bool
 	cache         string
 	populate      string
+	pipeline      bool
 	registration  string
 	mrSize        sizeValue
 	listen        string
@@ -41,6 +42,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.create, "create", false, "create or reuse a patterned file (never overwrites a file node did not make)")
 	fs.StringVar(&o.cache, "cache", "cold", "page cache before serving: cold or warm")
 	fs.StringVar(&o.populate, "populate", results.PopulateFault, "bring the file into memory before ready: fault (the registration or the reads fault it in) or parallel (readers over disjoint ranges, timed; node prepare ignores it)")
+	fs.BoolVar(&o.pipeline, "pipeline", false, "rdma: populate and register the file one --mr-size region at a time after the client connects, announcing each as it is ready")
 	fs.StringVar(&o.registration, "registration", "pinned", "RDMA memory registration: pinned or odp")
 	fs.Var(&o.mrSize, "mr-size", "register the file as RDMA memory regions of at most this size, e.g. 32MiB (default: one region)")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on (default: all addresses, with a warning)")
@@ -66,6 +68,12 @@ func (o *serveOptions) check() error {
 		return usagef("serve: --clients must be between 1 and %d (got %d)", maxClients, o.clients)
 	case o.rdma.ODPPrefetch && o.registration != "odp":
 		return usagef("serve: --odp-prefetch needs --registration odp")
+	case o.pipeline && o.transport != results.TransportRDMA:
+		return usagef("serve: --pipeline is rdma's: tcp's sendfile already reads the disk as it sends")
+	case o.pipeline && o.registration == "odp":
+		return usagef("serve: --pipeline registers the file region by region; with --registration odp nothing is registered ahead of the reads: use pinned")
+	case o.pipeline && o.clients > 1:
+		return usagef("serve: --pipeline serves one client (--clients 1)")
 	}
 	return checkFormat(o.format)
 }
@@ -112,8 +120,17 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	}
 	sample := counters.NewSample("")
 	sample.Disk(f.Path) // the cache state is set: every read from here is the point's
-	populateS, err := populate(ctx, f, o.populate)
-	if err != nil {
+	var populateS *float64
+	var populateRegion func(context.Context, []byte) error
+	if o.pipeline {
+		// Each memory region is populated and registered after the
+		// client connects, inside its read.
+		if o.populate == results.PopulateParallel {
+			populateRegion = func(ctx context.Context, b []byte) error {
+				return region.PopulateMapping(ctx, b, region.PopulateReaders)
+			}
+		}
+	} else if populateS, err = populate(ctx, f, o.populate); err != nil {
 		return err
 	}
 	srv, err := tr.Listen(ctx, transport.ServerConfig{
@@ -125,6 +142,8 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		Registration:  o.registration,
 		MRSize:        int64(o.mrSize),
 		RDMA:          o.rdma,
+		Pipeline:      o.pipeline,
+		Populate:      populateRegion,
 	}, out.warn)
 	if err != nil {
 		return err
@@ -152,7 +171,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		Type: results.TypeDone, BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds,
 		MinorFaults: after.minor - before.minor, MajorFaults: after.major - before.major,
 		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS, Connections: conns,
-		Counters: sample.End(st.TCP),
+		Counters: sample.End(st.TCP), Pipeline: st.Pipeline,
 	})
 	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()

@@ -40,20 +40,28 @@ func (r *File) Populate(ctx context.Context, readers int) (time.Duration, error)
 	// pages behind it may go first under pressure.
 	_ = unix.Madvise(m, unix.MADV_SEQUENTIAL)
 	start := time.Now()
-	errs := make([]error, readers)
-	var wg sync.WaitGroup
-	for i, rg := range populateRanges(len(m), readers, os.Getpagesize()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = populateRange(ctx, m[rg.lo:rg.hi])
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := PopulateMapping(ctx, m, readers); err != nil {
 		return 0, fmt.Errorf("populate %s: %w", r.Path, err)
 	}
 	return time.Since(start), nil
+}
+
+// PopulateMapping brings b, part of a file's mapping, into memory as
+// Populate does: readers over disjoint ranges of it. A pipelined server
+// populates each memory region of its own mapping with it.
+func PopulateMapping(ctx context.Context, b []byte, readers int) error {
+	rs := populateRanges(len(b), readers, os.Getpagesize())
+	errs := make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i, rg := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = populateRange(ctx, b[rg.lo:rg.hi])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // span is a byte range [lo, hi) of a mapping.

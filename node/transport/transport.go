@@ -103,6 +103,13 @@ type ServerConfig struct {
 	// bytes; 0 is one region. tcp ignores it.
 	MRSize int64
 	RDMA   RDMA
+	// Pipeline (rdma) registers the region one memory region at a time
+	// after the client connects, and announces each to it as it is
+	// ready; Listen then registers nothing. Populate, when set, brings
+	// each memory region's pages in before it is registered (populate
+	// parallel); nil leaves that to the registration.
+	Pipeline bool
+	Populate func(ctx context.Context, b []byte) error
 }
 
 // ReadyInfo is what a Server reports once it can accept its client.
@@ -132,6 +139,8 @@ type ServeStats struct {
 	// TCP is the data connection's own TCP_INFO over the session; nil
 	// for a transport whose data crosses no TCP connection (rdma).
 	TCP *counters.TCPPhase
+	// Pipeline is a pipelined session's preparation (ServerConfig.Pipeline).
+	Pipeline *results.Pipeline
 }
 
 // Server is a prepared, listening server. Listen returns only once the
@@ -229,6 +238,11 @@ type Measurement struct {
 	// QPs is what the reads went over: the QPs (rdma), or the one
 	// connection (tcp), whatever ClientConfig.QPs asked.
 	QPs int
+	// FirstReadS and LastReadS are from the end of the connection's
+	// handshake to the first and the last read's completion, for a
+	// closed loop that read the region once from its start without
+	// warmup (rdma); nil otherwise.
+	FirstReadS, LastReadS *float64
 }
 
 // OpenLoop is what an open-loop client measures beside service latency

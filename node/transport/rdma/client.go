@@ -72,6 +72,12 @@ type client struct {
 	bytes   int64
 	reads   int64
 	closeMu atomic.Bool
+	// handshakeNs is when the handshake ended (CLOCK_MONOTONIC ns): a
+	// pipelined server starts its preparation then.
+	handshakeNs uint64
+	// gate holds READs back until a pipelined server announces their
+	// memory regions (nil otherwise); see pipeline.go.
+	gate *gate
 }
 
 // Dial connects to the server, authenticates, and connects cfg.QPs QPs.
@@ -107,6 +113,12 @@ func dial(ctx context.Context, cfg transport.ClientConfig) (*client, error) {
 		return nil, err
 	}
 	c.watch = watchEvents(c.dev, c.gid, c.eventBroke)
+	if c.region.Pipelined {
+		if err := c.openGate(); err != nil {
+			c.release()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -121,11 +133,7 @@ func (c *client) setRunning(flag *int32) {
 // way, whose error it becomes.
 func (c *client) eventBroke(err error) {
 	c.event.CompareAndSwap(nil, &err)
-	c.runMu.Lock()
-	defer c.runMu.Unlock()
-	if c.running != nil {
-		atomic.StoreInt32(c.running, 1)
-	}
+	c.stopRead()
 }
 
 // awaitEvent waits up to d for the watch to hand over an event that
@@ -218,6 +226,7 @@ func (c *client) dialTCP(ctx context.Context, local net.IP, fabric transport.Fab
 	if err != nil {
 		return err
 	}
+	c.handshakeNs = monotonicNs()
 	// From here the server has set up QPs for us and waits for a bye; a
 	// failure is sent to it as an abort, so its error says why too.
 	if err := c.connectTCP(grh, ours, theirs, region, fabric); err != nil {
@@ -377,6 +386,10 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		c.broken = *ep
 		return m, c.broken
 	}
+	if err := c.gate.failed(); err != nil {
+		c.broken = err
+		return m, err
+	}
 	if ctx.Err() != nil {
 		return m, ctx.Err()
 	}
@@ -398,6 +411,9 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	a.hist = (*C.uint64_t)(unsafe.Pointer(&h.Counts[0]))
 	pinner.Pin(&c.region.RKeys[0])
 	a.rkeys = (*C.uint32_t)(unsafe.Pointer(&c.region.RKeys[0]))
+	if c.gate != nil {
+		a.gate = c.gate.g
+	}
 	if a.open != 0 {
 		pinner.Pin(&resp.Counts[0])
 		a.resp_hist = (*C.uint64_t)(unsafe.Pointer(&resp.Counts[0]))
@@ -416,6 +432,9 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		return m, err
 	}
 	m = c.measurement(&o, w, &h, used)
+	if onePass(w, blocks, reads, int64(a.start)) {
+		m.FirstReadS, m.LastReadS = c.sinceHandshake(o.first_done_ns), c.sinceHandshake(o.last_done_ns)
+	}
 	if a.open != 0 {
 		resp.N, resp.Sum, resp.Max = uint64(o.resp_n), uint64(o.resp_sum), uint64(o.resp_max)
 		m.OpenLoop = &transport.OpenLoop{Response: &resp, Due: int64(o.due), HeldBack: int64(o.held_back)}
@@ -441,6 +460,9 @@ func (c *client) readable(w transport.Workload) error {
 	}
 	if len(c.region.RKeys) > 1 && c.region.MRSize%uint64(w.BlockSize) != 0 {
 		return fmt.Errorf("block size %d does not divide the server's mr_size %d: a READ would span two memory regions; choose a block_size that divides mr_size", w.BlockSize, c.region.MRSize)
+	}
+	if c.gate != nil && w.Rate > 0 {
+		return errors.New("an open loop (rate) cannot read from a pipelined server: its reads would wait for the regions, not their due times; hint: leave server.pipeline off with client.rate")
 	}
 	if w.Verify && !c.region.Patterned {
 		return errors.New("verify: the server's file holds no rdmasweep pattern (it was not made with --create), so its bytes cannot be checked")
@@ -516,6 +538,10 @@ func (c *client) runError(ctx context.Context, o *C.rs_run_out, w transport.Work
 		// server's session: give the watch that moment, so the event is
 		// named.
 		c.awaitEvent(eventGrace)
+	}
+	if err := c.gate.failed(); err != nil && o.status != C.RS_OK {
+		c.broken = err // the server's preparation failed, or its connection
+		return c.broken
 	}
 	if ep := c.event.Load(); ep != nil && o.status != C.RS_OK {
 		// The device said why the loop stopped or failed.
@@ -623,6 +649,7 @@ func (c *client) release() {
 	if c.conn != nil {
 		c.conn.Close()
 	}
+	c.gate.close() // after the conn: its reader has returned
 	c.q.destroy()
 	c.q = nil
 	defer func() {

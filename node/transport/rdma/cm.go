@@ -335,6 +335,7 @@ func (c *client) dialCM(ctx context.Context, local net.IP, f transport.Fabric) e
 	if err != nil {
 		return err
 	}
+	c.handshakeNs = monotonicNs()
 	abort := func(err error) error {
 		sendAbort(c.conn, err)
 		return err

@@ -17,6 +17,8 @@ package rdma
 //	S→C welcome      endpoint | region           (only if the mac checked out)
 //	 or welcome-cm   cm | region                 (the same, for hello-cm)
 //	 or refusal      utf-8 message
+//	S→C ready-region index u16 | rkey u32 | addr u64 (pipelined: one per region)
+//	 or abort        utf-8 message               (its preparation failed)
 //	C→S bye          bytes u64 | reads u64       (when the client closes)
 //	 or abort        utf-8 message               (when it gave up after welcome)
 //
@@ -26,12 +28,19 @@ package rdma
 //	region   = addr u64 | length u64 | seed u64 | flags u8 |
 //	           mr_size u64 | n u16 | n × rkey u32
 //	flags    = bit 0: the file holds the pattern (verifiable);
-//	           bit 1: the region is registered with on-demand paging
+//	           bit 1: the region is registered with on-demand paging;
+//	           bit 2: pipelined: the rkeys are 0 until each memory
+//	           region's ready-region message brings its own, and addr
+//	           is the mapping's address in those messages (the server
+//	           may map the file again to register the first)
 //
 // The region is registered as n memory regions over one mapping: region i
 // covers bytes [i × mr_size, min((i+1) × mr_size, length)) and is read with
 // rkey i. n is ceil(length / mr_size), and 1 with mr_size = length when the
-// whole file is one memory region.
+// whole file is one memory region. A pipelined server registers them in
+// order after the welcome, and sends each one's ready-region as soon as it
+// is registered; the client reads a byte only once its memory region has
+// been announced.
 //
 // mac is HMAC-SHA256(secret, nonce || the hello's bytes before it) when the
 // challenge asks for auth, zero otherwise. The secret itself never crosses
@@ -72,8 +81,9 @@ import (
 const (
 	wireMagic = "RDSW"
 	// wireVersion 2: hello-cm and welcome-cm, and the region's flags byte;
-	// 3: the region as several memory regions, one rkey each.
-	wireVersion = 3
+	// 3: the region as several memory regions, one rkey each; 4: the
+	// pipelined region and ready-region.
+	wireVersion = 4
 	headerLen   = 4 + 1 + 1 + 4
 	maxBody     = 64 << 10
 	// maxQPs bounds the QP list a peer may send; it also bounds client.qps.
@@ -95,6 +105,7 @@ const (
 	kindAbort     = 6
 	kindHelloCM   = 7
 	kindWelcomeCM = 8
+	kindRegion    = 9
 )
 
 func kindName(k byte) string {
@@ -115,6 +126,8 @@ func kindName(k byte) string {
 		return "hello-cm"
 	case kindWelcomeCM:
 		return "welcome-cm"
+	case kindRegion:
+		return "ready-region"
 	}
 	return fmt.Sprintf("kind %d", k)
 }
@@ -152,6 +165,7 @@ type regionRecord struct {
 	Seed      uint64
 	Patterned bool
 	ODP       bool // registered with on-demand paging
+	Pipelined bool // the rkeys come in ready-region messages
 	// MRSize is the length of every memory region but the last, which
 	// ends at Length; RKeys has one rkey per memory region, in order.
 	MRSize uint64
@@ -253,6 +267,9 @@ func (r regionRecord) encode() []byte {
 	if r.ODP {
 		p |= 2
 	}
+	if r.Pipelined {
+		p |= 4
+	}
 	b = append(b, p)
 	b = binary.BigEndian.AppendUint64(b, r.MRSize)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(r.RKeys)))
@@ -274,6 +291,7 @@ func decodeRegion(b []byte) (regionRecord, error) {
 		Seed:      binary.BigEndian.Uint64(b[16:]),
 		Patterned: b[24]&1 != 0,
 		ODP:       b[24]&2 != 0,
+		Pipelined: b[24]&4 != 0,
 		MRSize:    binary.BigEndian.Uint64(b[25:]),
 	}
 	n := int(binary.BigEndian.Uint16(b[33:]))
@@ -587,4 +605,30 @@ func printable(b []byte) string {
 		}
 		return r
 	}, strings.ToValidUTF8(string(b), "?"))
+}
+
+// regionBody encodes a ready-region message: memory region index is
+// registered with rkey, in the mapping at addr.
+func regionBody(index int, rkey uint32, addr uint64) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(index))
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(b, rkey), addr)
+}
+
+// readRegion reads the server's next ready-region message, which must
+// announce memory region want of n. A server whose preparation failed
+// sends an abort instead, and its reason is the error.
+func readRegion(r io.Reader, want, n int) (rkey uint32, addr uint64, err error) {
+	kind, body, err := readMsg(r, kindRegion, kindAbort)
+	switch {
+	case err != nil:
+		return 0, 0, fmt.Errorf("waiting for memory region %d of %d: %w", want+1, n, err)
+	case kind == kindAbort:
+		return 0, 0, fmt.Errorf("the server's preparation of memory region %d of %d failed: %s", want+1, n, printable(body))
+	case len(body) != 14:
+		return 0, 0, fmt.Errorf("%w: ready-region of %d bytes (want 14)", errProtocol, len(body))
+	}
+	if i := int(binary.BigEndian.Uint16(body)); i != want {
+		return 0, 0, fmt.Errorf("%w: ready-region announces memory region %d, want %d (they come in order)", errProtocol, i+1, want+1)
+	}
+	return binary.BigEndian.Uint32(body[2:]), binary.BigEndian.Uint64(body[6:]), nil
 }

@@ -199,3 +199,36 @@ func TestChooseGID(t *testing.T) {
 		t.Errorf("no IPv4 GID: chose %d, %v; want the global 4", g.Index, err)
 	}
 }
+
+// TestReadyRegions: a pipelined region record keeps its flag, and the
+// client takes the server's ready-region messages in order, each with its
+// rkey and the mapping's address; one out of order is a protocol error,
+// and the server's abort in their place becomes the client's error with
+// the server's reason.
+func TestReadyRegions(t *testing.T) {
+	rec := regionRecord{Addr: 1 << 40, Length: 6 << 20, MRSize: 2 << 20, RKeys: make([]uint32, 3), Pipelined: true}
+	got, err := decodeRegion(rec.encode())
+	if err != nil || !got.Pipelined || got.ODP || len(got.RKeys) != 3 {
+		t.Fatalf("pipelined region record decoded to %+v, %v", got, err)
+	}
+	var b bytes.Buffer
+	for i, k := range []uint32{0x11, 0x22, 0x33} {
+		if err := writeMsg(&b, kindRegion, regionBody(i, k, 0x7f00_0000_0000+uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []uint32{0x11, 0x22, 0x33} {
+		rkey, addr, err := readRegion(&b, i, 3)
+		if err != nil || rkey != want || addr != 0x7f00_0000_0000+uint64(i) {
+			t.Errorf("region %d: rkey %#x, addr %#x, %v; want %#x", i, rkey, addr, err, want)
+		}
+	}
+	writeMsg(&b, kindRegion, regionBody(2, 0x33, 1))
+	if _, _, err := readRegion(&b, 1, 3); !errors.Is(err, errProtocol) || !strings.Contains(err.Error(), "want 2") {
+		t.Errorf("region 3 where 2 was due: %v; want a protocol error naming the order", err)
+	}
+	writeMsg(&b, kindAbort, []byte("populate memory region 2 of 3: input/output error"))
+	if _, _, err := readRegion(&b, 1, 3); err == nil || !strings.Contains(err.Error(), "input/output error") || !strings.Contains(err.Error(), "memory region 2 of 3") {
+		t.Errorf("the server's abort: %v; want its reason", err)
+	}
+}

@@ -74,6 +74,10 @@ type server struct {
 	watch  asyncWatch
 	// prefetchBy is who carried out odp_prefetch (see device.prefetch).
 	prefetchBy string
+	// spans are a pipelined server's memory regions, registered one by
+	// one in its session (pipeline.go); mrMu guards mrs against Close.
+	spans []prefetchSegment
+	mrMu  sync.Mutex
 
 	closeOnce sync.Once
 }
@@ -154,7 +158,11 @@ func (s *server) listen(ctx context.Context) error {
 		return err
 	}
 	s.startWatch()
-	if err := s.register(); err != nil {
+	register := s.register
+	if s.cfg.Pipeline {
+		register = s.mapForPipeline
+	}
+	if err := register(); err != nil {
 		return err
 	}
 	host := s.cfg.Host
@@ -263,15 +271,8 @@ func (s *server) register() error {
 		}
 	}
 	size := int(s.cfg.Region.Size)
-	if n := results.MRCount(int64(size), int64(s.cfg.MRSize)); n > maxRegions {
-		return fmt.Errorf("%d bytes in memory regions of %d bytes make %d regions, more than node's %d; hint: raise mr_size", size, s.cfg.MRSize, n, maxRegions)
-	}
-	spans := mrSpans(uint64(size), uint64(s.cfg.MRSize))
-	what, hint := "the region (file_size)", "lower file_size, or set server.mr_size to register it as several regions"
-	if len(spans) > 1 {
-		what, hint = "a memory region (mr_size)", "lower mr_size"
-	}
-	if err := checkMRSize(spans[0].len, s.dev.maxMRSize(), s.dev.name, what, hint); err != nil {
+	spans, err := s.memoryRegions()
+	if err != nil {
 		return err
 	}
 	var tried []string
@@ -301,7 +302,31 @@ func (s *server) register() error {
 		}
 		return s.prefetchAll(secs)
 	}
-	hint = memlockHint(uint64(size)) + "; an EFAULT on every mapping means the kernel refuses to pin this file: try a file on another filesystem"
+	return s.registerFailed(tried)
+}
+
+// memoryRegions returns the spans the region is registered as, having
+// checked that node and the device can register that many of that size.
+func (s *server) memoryRegions() ([]prefetchSegment, error) {
+	size := s.cfg.Region.Size
+	if n := results.MRCount(size, s.cfg.MRSize); n > maxRegions {
+		return nil, fmt.Errorf("%d bytes in memory regions of %d bytes make %d regions, more than node's %d; hint: raise mr_size", size, s.cfg.MRSize, n, maxRegions)
+	}
+	spans := mrSpans(uint64(size), uint64(s.cfg.MRSize))
+	what, hint := "the region (file_size)", "lower file_size, or set server.mr_size to register it as several regions"
+	if len(spans) > 1 {
+		what, hint = "a memory region (mr_size)", "lower mr_size"
+	}
+	if err := checkMRSize(spans[0].len, s.dev.maxMRSize(), s.dev.name, what, hint); err != nil {
+		return nil, err
+	}
+	return spans, nil
+}
+
+// registerFailed is the error when every mapping failed to register.
+func (s *server) registerFailed(tried []string) error {
+	size := uint64(s.cfg.Region.Size)
+	hint := memlockHint(size) + "; an EFAULT on every mapping means the kernel refuses to pin this file: try a file on another filesystem"
 	if !s.cfg.Region.Writable {
 		hint += ", or open it writable so the shared-rw mapping can be tried"
 	}
@@ -452,6 +477,9 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 			MRSize: s.mrSize, RKeys: s.rkeys(),
 			Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned, ODP: s.odp,
 		}
+		if s.cfg.Pipeline {
+			region.Pipelined, region.RKeys = true, make([]uint32, len(s.spans))
+		}
 		var err error
 		sess, err = serverHandshakeMode(ctx, c, s.cfg.Secret, region, s.cm, s.prepare)
 		return err
@@ -476,8 +504,14 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	}
 	start := time.Now()
 	cpu := transport.StartCPU()
+	pipe := s.startPipeline(ctx, c)
 	n, reads, err := readEnd(c)
 	st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds(), CPU: cpu()}
+	if p, perr := pipe(); perr != nil {
+		err = perr // the client's abort only echoes it
+	} else {
+		st.Pipeline = p
+	}
 	if err != nil && ctx.Err() == nil {
 		// The client's READs fail (flushed, retry exceeded) as soon as
 		// the link does, and the device's event can come a moment after
@@ -574,10 +608,12 @@ func (s *server) Close() error {
 			s.l.Close() // waits for Serve to let go of the region and device
 		}
 		s.watch.ev.Stop() // before the device closes
+		s.mrMu.Lock()
 		for _, mr := range s.mrs {
 			C.ibv_dereg_mr(mr)
 		}
 		s.mrs = nil
+		s.mrMu.Unlock()
 		if s.mem != nil {
 			unix.Munmap(s.mem)
 			s.mem = nil

@@ -113,6 +113,17 @@ enum {
 	RS_STALLED = 5,    // nothing completed for stall_ns
 };
 
+// rs_gate is a pipelined server's announcements as the client's Go side
+// receives them: the mapping's address, each memory region's rkey, and
+// ready, the bytes from the region's start that are registered. Go writes
+// raddr and the rkey of a region before it stores ready past it (an
+// atomic store); the loop loads ready with acquire before it reads them.
+typedef struct {
+	uint64_t ready;
+	uint64_t raddr;
+	uint32_t *rkeys;
+} rs_gate;
+
 typedef struct {
 	struct ibv_qp **qps;
 	int nqp; // slot i uses qps[i % nqp]; each QP's send queue holds its slots + 1
@@ -151,6 +162,9 @@ typedef struct {
 	uint64_t arrival_seed;
 	int64_t warm_reads, reads;
 	uint64_t *resp_hist;
+	// gate, when set, holds each READ back until its block is announced
+	// (a pipelined server), and replaces raddr and rkeys.
+	rs_gate *gate;
 } rs_run_args;
 
 typedef struct {
@@ -177,6 +191,9 @@ typedef struct {
 	int64_t due, held_back;
 	uint64_t resp_sum, resp_max;
 	int64_t resp_n;
+	// The first and the last completion of the run, warmup included
+	// (CLOCK_MONOTONIC ns, when polled).
+	uint64_t first_done_ns, last_done_ns;
 } rs_run_out;
 
 // rs_sched mirrors node/workload.Schedule: the due times, from a phase's

@@ -128,6 +128,8 @@ typedef struct {
 	// An open loop's: per slot, its READ's due time; the slots free.
 	uint64_t due_at[RS_MAX_QD];
 	int free_slots[RS_MAX_QD], nfree;
+	// With a gate: the slots whose next READ waits for its region.
+	int parked[RS_MAX_QD], nparked;
 } loop;
 
 static inline void touch(loop *l, int q) {
@@ -156,8 +158,13 @@ static void queue_read(loop *l, int slot, int64_t k) {
 	w->num_sge = 1;
 	w->opcode = IBV_WR_RDMA_READ;
 	uint64_t off = (uint64_t)block * a->bs;
-	w->wr.rdma.remote_addr = a->raddr + off;
-	w->wr.rdma.rkey = a->rkeys[off / a->mr_size];
+	if (a->gate) { // gated() loaded ready with acquire: these are set
+		w->wr.rdma.remote_addr = a->gate->raddr + off;
+		w->wr.rdma.rkey = a->gate->rkeys[off / a->mr_size];
+	} else {
+		w->wr.rdma.remote_addr = a->raddr + off;
+		w->wr.rdma.rkey = a->rkeys[off / a->mr_size];
+	}
 	touch(l, qi);
 	if (q->tail)
 		q->tail->next = w;
@@ -177,8 +184,9 @@ static void queue_fence(loop *l, int qi) {
 	w->wr_id = RS_FENCE | (uint64_t)qi;
 	w->opcode = IBV_WR_RDMA_READ;
 	w->send_flags = IBV_SEND_SIGNALED;
-	w->wr.rdma.remote_addr = l->a->raddr;
-	w->wr.rdma.rkey = l->a->rkeys[0];
+	// Only READs that were issued need a fence: the first region is ready.
+	w->wr.rdma.remote_addr = l->a->gate ? l->a->gate->raddr : l->a->raddr;
+	w->wr.rdma.rkey = l->a->gate ? l->a->gate->rkeys[0] : l->a->rkeys[0];
 	touch(l, qi);
 	if (q->tail)
 		q->tail->next = w;
@@ -246,6 +254,40 @@ static void stop_issuing(loop *l) {
 	}
 }
 
+// gated reports whether read k must wait: with a gate, its block lies
+// beyond the bytes the server has announced.
+static inline int gated(loop *l, int64_t k) {
+	const rs_run_args *a = l->a;
+	if (!a->gate)
+		return 0;
+	int64_t p = k % a->nblocks;
+	int64_t block = a->perm ? a->perm[p] : p;
+	return (uint64_t)block * a->bs + a->bs > __atomic_load_n(&a->gate->ready, __ATOMIC_ACQUIRE);
+}
+
+// issue queues the next read on slot, or parks the slot while that read
+// waits for its region. Reads are issued in order: once one waits, the
+// slots freed after it park too.
+static void issue(loop *l, int slot, int64_t stop) {
+	if (l->nparked > 0 || gated(l, l->next)) {
+		l->parked[l->nparked++] = slot;
+		return;
+	}
+	queue_read(l, slot, l->next++);
+	if (l->next >= stop)
+		stop_issuing(l);
+}
+
+// unpark issues the parked slots' reads, in order, while their regions
+// are announced.
+static void unpark(loop *l, int64_t stop) {
+	while (l->nparked > 0 && !l->stopped && l->next < stop && !gated(l, l->next)) {
+		queue_read(l, l->parked[--l->nparked], l->next++);
+		if (l->next >= stop)
+			stop_issuing(l);
+	}
+}
+
 // record adds a latency of ns to a histogram and its sum, count and max.
 static inline void record(uint64_t *hist, uint64_t ns, uint64_t *sum, int64_t *n, uint64_t *max) {
 	hist[rs_bucket(ns)]++;
@@ -261,6 +303,9 @@ static void complete(loop *l, int slot, int signalled, uint64_t t, int measure, 
 	const rs_run_args *a = l->a;
 	rs_run_out *o = l->o;
 	l->inflight--;
+	if (!o->first_done_ns)
+		o->first_done_ns = t;
+	o->last_done_ns = t;
 	if (a->verify && o->status == RS_OK) {
 		int64_t p = l->read_of[slot] % a->nblocks;
 		int64_t block = a->perm ? a->perm[p] : p;
@@ -285,11 +330,8 @@ static void complete(loop *l, int slot, int signalled, uint64_t t, int measure, 
 		l->free_slots[l->nfree++] = slot;
 		return;
 	}
-	if (!l->stopped && l->next < stop && o->status == RS_OK) {
-		queue_read(l, slot, l->next++);
-		if (l->next >= stop)
-			stop_issuing(l);
-	}
+	if (!l->stopped && l->next < stop && o->status == RS_OK)
+		issue(l, slot, stop);
 }
 
 // reap retires the n completions in wc, polled at t: -1 when one failed.
@@ -392,14 +434,33 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 	unsigned idle = 0;
 	if (begin(l, start, measure))
 		return -1;
-	for (int s = 0; s < a->qd && l->next < stop; s++)
-		queue_read(l, s, l->next++);
+	l->nparked = 0;
+	for (int s = 0; s < a->qd && l->next < stop && !l->stopped; s++)
+		issue(l, s, stop);
 	if (l->next >= stop || (count <= 0 && t >= until_ns))
 		stop_issuing(l);
 	if (post_chains(l))
 		return -1;
 
-	while (l->inflight > 0) {
+	while (l->inflight > 0 || (l->nparked > 0 && !l->stopped)) {
+		if (l->nparked > 0 && !l->stopped) {
+			unpark(l, stop);
+			if (l->ntouched && post_chains(l))
+				return -1;
+			if (l->inflight == 0) {
+				// Waiting for the server's next region with nothing in
+				// flight: nothing can stall, and the gate is Go's to
+				// open (or the cancel flag, when the server failed).
+				struct timespec ts = {0, 20000};
+				nanosleep(&ts, NULL);
+				if (*a->cancel && o->status == RS_OK) {
+					o->status = RS_CANCELLED;
+					stop_issuing(l);
+				}
+				last_done = now_ns();
+				continue;
+			}
+		}
 		int n = poll_cq(l, wc);
 		if (n < 0)
 			return -1;

@@ -1,0 +1,281 @@
+//go:build rdma
+
+package rdma
+
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"rdmasweep/node/transport"
+	"rdmasweep/results"
+)
+
+// A pipelined server (ServerConfig.Pipeline) maps the file at Listen and
+// registers nothing: its preparation runs in the session, memory region
+// by memory region, while the client reads the ones announced before.
+
+// mapForPipeline checks the memory regions the file will be registered
+// as and maps it by the first mapping; registering the first region
+// tries the others (see mappings) if that one cannot be pinned.
+func (s *server) mapForPipeline() error {
+	spans, err := s.memoryRegions()
+	if err != nil {
+		return err
+	}
+	m := mappings(s.cfg.Region.Writable)[0]
+	mem, err := unix.Mmap(int(s.cfg.Region.File.Fd()), 0, int(s.cfg.Region.Size), m.prot, m.flags)
+	if err != nil {
+		return fmt.Errorf("map %s: %w", s.cfg.Region.Path, err)
+	}
+	s.mem, s.spans, s.mrSize = mem, spans, spans[0].len
+	s.ready.Mapping = m.name
+	return nil
+}
+
+// startPipeline starts a pipelined server's preparation for the session
+// on c, and returns the function that waits for it: after the client's
+// bye or failure, it stops what is left and returns the preparation's
+// figures or, when populating or registering failed, that failure (the
+// client's own error then only echoes it). Without a pipeline it returns
+// nil, nil.
+func (s *server) startPipeline(ctx context.Context, c net.Conn) func() (*results.Pipeline, error) {
+	if !s.cfg.Pipeline {
+		return func() (*results.Pipeline, error) { return nil, nil }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var p *results.Pipeline
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p, err = s.pipeline(ctx, c)
+	}()
+	return func() (*results.Pipeline, error) {
+		cancel()
+		<-done
+		if errors.As(err, new(*prepError)) {
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
+// pipeline populates (with cfg.Populate) and registers each memory region
+// in order, and sends its ready-region on c as soon as it is registered.
+// On a failure it sends c an abort with the reason, so the client's read
+// fails saying why, and returns the error.
+func (s *server) pipeline(ctx context.Context, c net.Conn) (*results.Pipeline, error) {
+	var popS, regS float64
+	for i, sp := range s.spans {
+		if s.cfg.Populate != nil {
+			start := time.Now()
+			if err := s.cfg.Populate(ctx, s.mem[sp.off:sp.off+sp.len]); err != nil {
+				return nil, s.pipelineFailed(ctx, c, fmt.Errorf("populate memory region %d of %d: %w", i+1, len(s.spans), err))
+			}
+			popS += time.Since(start).Seconds()
+		}
+		start := time.Now()
+		mr, err := s.registerSpan(i)
+		if err != nil {
+			return nil, s.pipelineFailed(ctx, c, err)
+		}
+		regS += time.Since(start).Seconds()
+		s.mrMu.Lock()
+		s.mrs = append(s.mrs, mr)
+		s.mrMu.Unlock()
+		if err := writeMsg(c, kindRegion, regionBody(i, uint32(mr.rkey), uint64(uintptr(unsafe.Pointer(&s.mem[0]))))); err != nil {
+			return nil, fmt.Errorf("announce memory region %d of %d: %w", i+1, len(s.spans), err)
+		}
+	}
+	size := float64(s.cfg.Region.Size) / 1e6
+	p := &results.Pipeline{Regions: len(s.spans), Mapping: s.ready.Mapping, RegistrationS: &regS}
+	if regS > 0 {
+		mbs := size / regS
+		p.RegistrationMBs = &mbs
+	}
+	if s.cfg.Populate != nil {
+		p.PopulateS = &popS
+		if popS > 0 {
+			mbs := size / popS
+			p.PopulateMBs = &mbs
+		}
+	}
+	return p, nil
+}
+
+// prepError is a pipelined preparation's own failure: populating or
+// registering a memory region.
+type prepError struct{ err error }
+
+func (e *prepError) Error() string { return e.err.Error() }
+func (e *prepError) Unwrap() error { return e.err }
+
+// pipelineFailed sends the client err as an abort and returns it as a
+// prepError, unless the session was ending anyway (ctx done).
+func (s *server) pipelineFailed(ctx context.Context, c net.Conn, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	sendAbort(c, err)
+	return &prepError{err}
+}
+
+// registerSpan registers memory region i. The first tries the other
+// mappings, remapping the file, when the kernel refuses to pin it
+// through the one mapForPipeline chose, as register does.
+func (s *server) registerSpan(i int) (*C.struct_ibv_mr, error) {
+	sp := s.spans[i]
+	access := C.int(C.IBV_ACCESS_REMOTE_READ)
+	var mr *C.struct_ibv_mr
+	st := C.rs_reg_mr(s.dev.pd, unsafe.Pointer(&s.mem[sp.off]), C.size_t(sp.len), access, &mr)
+	if st.verb == nil {
+		return mr, nil
+	}
+	if i > 0 {
+		return nil, fmt.Errorf("register memory region %d of %d (%d bytes at %d): %w", i+1, len(s.spans), sp.len, sp.off, verbErr(st, memlockHint(uint64(s.cfg.Region.Size))))
+	}
+	tried := []string{fmt.Sprintf("%s: %v", s.ready.Mapping, verbErr(st, ""))}
+	for _, m := range mappings(s.cfg.Region.Writable)[1:] {
+		if syscall.Errno(st.err) == syscall.ENOMEM {
+			break // no other mapping needs less memory
+		}
+		unix.Munmap(s.mem)
+		s.mem = nil
+		mem, err := unix.Mmap(int(s.cfg.Region.File.Fd()), 0, int(s.cfg.Region.Size), m.prot, m.flags)
+		if err != nil {
+			tried = append(tried, fmt.Sprintf("%s: mmap: %v", m.name, err))
+			continue
+		}
+		s.mem = mem
+		st = C.rs_reg_mr(s.dev.pd, unsafe.Pointer(&s.mem[sp.off]), C.size_t(sp.len), access, &mr)
+		if st.verb == nil {
+			s.ready.Mapping = m.name
+			return mr, nil
+		}
+		tried = append(tried, fmt.Sprintf("%s: %v", m.name, verbErr(st, "")))
+	}
+	return nil, s.registerFailed(tried)
+}
+
+// gate is a pipelined client's side: the rs_gate the C loop reads, in C
+// memory, and the reader of the server's ready-region messages that
+// opens it region by region.
+type gate struct {
+	g     *C.rs_gate
+	n     int
+	err   atomic.Pointer[error]
+	done  chan struct{}
+	spans []prefetchSegment
+}
+
+// openGate allocates the gate and starts reading the server's
+// announcements on the connection. A failure (the server's abort, or the
+// connection lost) is kept and stops the Read under way.
+func (c *client) openGate() error {
+	n := len(c.region.RKeys)
+	g := &gate{n: n, done: make(chan struct{}), spans: mrSpans(c.region.Length, c.region.MRSize)}
+	g.g = (*C.rs_gate)(C.calloc(1, C.size_t(unsafe.Sizeof(C.rs_gate{}))))
+	if g.g == nil {
+		return errors.New("allocate the pipeline's gate: out of memory")
+	}
+	g.g.rkeys = (*C.uint32_t)(C.calloc(C.size_t(n), 4))
+	if g.g.rkeys == nil {
+		C.free(unsafe.Pointer(g.g))
+		return errors.New("allocate the pipeline's rkeys: out of memory")
+	}
+	c.gate = g
+	go c.readAnnouncements()
+	return nil
+}
+
+// readAnnouncements opens the gate one memory region at a time as the
+// server announces them: the rkey (and, with the first, the mapping's
+// address) before ready moves past it.
+func (c *client) readAnnouncements() {
+	g := c.gate
+	defer close(g.done)
+	rkeys := unsafe.Slice(g.g.rkeys, g.n)
+	for i := range g.n {
+		rkey, addr, err := readRegion(c.conn, i, g.n)
+		if err != nil {
+			if !c.closeMu.Load() {
+				g.err.CompareAndSwap(nil, &err)
+				c.stopRead()
+			}
+			return
+		}
+		rkeys[i] = C.uint32_t(rkey)
+		if i == 0 {
+			g.g.raddr = C.uint64_t(addr)
+		}
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&g.g.ready)), g.spans[i].off+g.spans[i].len)
+	}
+}
+
+// stopRead sets the cancel flag of the Read under way, if any.
+func (c *client) stopRead() {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.running != nil {
+		atomic.StoreInt32(c.running, 1)
+	}
+}
+
+// failed is the gate's failure, nil while the announcements are sound
+// (and for a client without a gate).
+func (g *gate) failed() error {
+	if g == nil {
+		return nil
+	}
+	if ep := g.err.Load(); ep != nil {
+		return *ep
+	}
+	return nil
+}
+
+// close waits for the reader (the connection is closed) and frees the
+// gate's C memory.
+func (g *gate) close() {
+	if g == nil || g.g == nil {
+		return
+	}
+	<-g.done
+	C.free(unsafe.Pointer(g.g.rkeys))
+	C.free(unsafe.Pointer(g.g))
+	g.g = nil
+}
+
+// onePass reports whether a run read the region once from its start:
+// a closed loop of exactly its blocks, begun at read 0, without warmup.
+func onePass(w transport.Workload, blocks, reads, start int64) bool {
+	return w.Rate == 0 && w.Warmup == 0 && w.Duration == 0 && start == 0 && reads == blocks
+}
+
+// sinceHandshake is the seconds from the handshake's end to t
+// (CLOCK_MONOTONIC ns), nil for no time.
+func (c *client) sinceHandshake(t C.uint64_t) *float64 {
+	if t == 0 || uint64(t) < c.handshakeNs {
+		return nil
+	}
+	s := float64(uint64(t)-c.handshakeNs) / 1e9
+	return &s
+}
+
+// monotonicNs is CLOCK_MONOTONIC in ns, the clock of the C loop's stamps.
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}

@@ -1,0 +1,58 @@
+//go:build rdmaguest
+
+package guest
+
+import (
+	"testing"
+
+	"rdmasweep/results"
+)
+
+// TestPipeline: a pipelined server (--pipeline) registers nothing before
+// ready; after the client connects it populates and registers the file
+// one memory region at a time, and the client reads each as it is
+// announced: its first READ completes before the server has prepared the
+// whole file, every byte it reads is the file's, and the server's done
+// event accounts for every region. The serial server, read the same way,
+// reports its first and last READ too, and its first comes after its
+// whole preparation, which ready reported.
+func TestPipeline(t *testing.T) {
+	read := []string{"--block-size", "256KiB", "--queue-depth", "8", "--verify"}
+	for _, pop := range []string{results.PopulateFault, results.PopulateParallel} {
+		t.Run(pop, func(t *testing.T) {
+			ready, res, done := point(t, "", serveArgs(t, "64MiB", "--cache", "cold", "--pipeline", "--populate", pop, "--mr-size", "8MiB"), read)
+			if ready.RegistrationS != nil || ready.Regions != 0 || ready.PopulateS != nil {
+				t.Errorf("ready: registration_s %v, %d regions, populate_s %v; want nothing prepared before ready", ready.RegistrationS, ready.Regions, ready.PopulateS)
+			}
+			p := done.Pipeline
+			if p == nil || p.Regions != 8 || p.RegistrationS == nil || *p.RegistrationS <= 0 || (pop == results.PopulateParallel) != (p.PopulateS != nil) {
+				t.Fatalf("done's pipeline %+v; want 8 regions, registration_s, and populate_s with populate parallel only", p)
+			}
+			if !res.Verified || res.Bytes != 64<<20 || res.FirstReadS == nil || res.LastReadS == nil {
+				t.Fatalf("%d bytes, verified %v, first %v, last %v; want the 64 MiB file verified, with its first and last READ", res.Bytes, res.Verified, res.FirstReadS, res.LastReadS)
+			}
+			prep := *p.RegistrationS
+			if p.PopulateS != nil {
+				prep += *p.PopulateS
+			}
+			if *res.FirstReadS >= prep || *res.FirstReadS >= *res.LastReadS {
+				t.Errorf("first READ at %.3f s, last at %.3f s, the server's preparation %.3f s; want the first READ before the preparation's end", *res.FirstReadS, *res.LastReadS, prep)
+			}
+			t.Logf("populate %s: preparation %.3f s over %d regions; first READ %.3f s, last %.3f s after the handshake, %.1f MB/s", pop, prep, p.Regions, *res.FirstReadS, *res.LastReadS, res.BandwidthMBs)
+		})
+	}
+	t.Run("serial", func(t *testing.T) {
+		ready, res, done := point(t, "", serveArgs(t, "64MiB", "--cache", "cold", "--mr-size", "8MiB"), read)
+		if ready.RegistrationS == nil || done.Pipeline != nil || res.FirstReadS == nil || res.LastReadS == nil || !res.Verified {
+			t.Fatalf("serial: registration_s %v, done's pipeline %+v, first %v, last %v, verified %v; want the registration at ready, no pipeline, both READ times, verified",
+				ready.RegistrationS, done.Pipeline, res.FirstReadS, res.LastReadS, res.Verified)
+		}
+		t.Logf("serial: registration %.3f s before ready; first READ %.3f s, last %.3f s after the handshake", *ready.RegistrationS, *res.FirstReadS, *res.LastReadS)
+	})
+	t.Run("warmup", func(t *testing.T) {
+		_, res, _ := point(t, "", serveArgs(t, "8MiB", "--pipeline", "--mr-size", "2MiB"), append(read, "--warmup", "100ms"))
+		if res.FirstReadS != nil || res.LastReadS != nil || !res.Verified {
+			t.Errorf("with warmup: first %v, last %v, verified %v; want no READ times (not one pass from the start), verified", res.FirstReadS, res.LastReadS, res.Verified)
+		}
+	})
+}
