@@ -97,6 +97,7 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 	})
 	l.checkTopology(root, p, base, at)
 	l.checkRate(p, base, at)
+	l.checkPipeline(p, base, at)
 
 	// What a transport takes: the limits node enforces, per transport, for
 	// every value a point will have, reported where the value was written.
@@ -252,6 +253,49 @@ func (l *loader) checkRate(p *Plan, base map[string]baseValue, at func(source, i
 			}
 			if msg := other.refuse(src.values[j]); msg != "" {
 				l.errorf(at(rate, i), rate.path, "%s (with %s %s)", msg, other.id, valueText(src.values[j]))
+				return false
+			}
+			return true
+		})
+	}
+}
+
+// checkPipeline refuses what a pipelined server cannot serve: odp (it
+// registers nothing ahead of the reads to pipeline), an open loop (its
+// reads would wait for the regions, not their due times), and several
+// clients (one session prepares the file).
+func (l *loader) checkPipeline(p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
+	pipe := l.source(p, base, param.Pipeline)
+	for _, other := range []struct {
+		id     param.ID
+		refuse func(value) string
+	}{
+		{param.Registration, func(v value) string {
+			if v.s == "odp" {
+				return "registration odp registers nothing ahead of the reads, so there is nothing to pipeline; use registration: pinned"
+			}
+			return ""
+		}},
+		{param.Rate, func(v value) string {
+			if v.s != "" {
+				return "an open loop's reads would wait for the memory regions, not their due times; drop client.rate"
+			}
+			return ""
+		}},
+		{param.Clients, func(v value) string {
+			if v.n > 1 {
+				return "a pipelined server prepares the file in one client's session; set clients: 1"
+			}
+			return ""
+		}},
+	} {
+		src := l.source(p, base, other.id)
+		pairs(pipe, src, func(i, j int) bool {
+			if !pipe.values[i].b {
+				return true
+			}
+			if msg := other.refuse(src.values[j]); msg != "" {
+				l.errorf(at(pipe, i), pipe.path, "pipeline: %s (with %s %s)", msg, other.id, valueText(src.values[j]))
 				return false
 			}
 			return true
