@@ -17,8 +17,8 @@ import (
 // plotOptions are runner plot's.
 type plotOptions struct {
 	csvOptions
-	out, x, scope string
-	matrix        bool
+	out, x, y, scope string
+	matrix           bool
 }
 
 var plotCommand = &command{
@@ -28,6 +28,7 @@ var plotCommand = &command{
 		var o plotOptions
 		fs.StringVar(&o.out, "o", "", "write the chart to this `FILE` (.png or .svg)")
 		fs.StringVar(&o.x, "x", "", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+"); default block_size, or rate when the rows offer several loads")
+		fs.StringVar(&o.y, "y", "bandwidth_mb_s", "the left panel's rate column `NAME` ("+strings.Join(plot.Rates(), ", ")+")")
 		fs.BoolVar(&o.matrix, "matrix", false, "draw a pairwise or ring CSV's server × client matrix as a heatmap")
 		fs.StringVar(&o.scope, "scope", "", "only the rows of this `SCOPE`: client, or aggregate (several clients' together)")
 		o.addFlags(fs)
@@ -62,8 +63,11 @@ func runPlot(ctx context.Context, o plotOptions, g globals, args []string) error
 	if o.x == "" {
 		o.x = plot.DefaultX(rows)
 	}
-	series, err := plot.Build(rows, o.x)
-	if err != nil {
+	series, err := plot.BuildRate(rows, o.x, o.y)
+	switch {
+	case errors.Is(err, plot.ErrY):
+		return usageErrorf("plot -y %v", err)
+	case err != nil:
 		return usageErrorf("plot -x %v", err)
 	}
 	title := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))

@@ -166,6 +166,7 @@ func (r *Runner) rows(pt plan.Point, rep int, start time.Time, roles []Role, rep
 				srvCounters = srv.Done.Counters
 			}
 			row.SetCounters(srvCounters, cr.Result.Counters)
+			row.SetEndToEnd(cr.Result)
 		}
 		clients = append(clients, row)
 		cliReports = append(cliReports, cr)

@@ -60,7 +60,11 @@ func Write(w io.Writer, format, title, x string, series []Series) error {
 		title += ": "
 	}
 	open := results.ParamByName(x).Kind == results.KindRate
-	bw, err := panel(title+"bandwidth", x, "bandwidth (MB/s)", false)
+	bwTitle, bwLabel := "bandwidth", "bandwidth (MB/s)"
+	if y := series[0].Rate; y != "" && y != "bandwidth_mb_s" {
+		bwTitle, bwLabel = y, strings.TrimSuffix(y, "_mb_s")+" (MB/s)"
+	}
+	bw, err := panel(title+bwTitle, x, bwLabel, false)
 	if err != nil {
 		return err
 	}

@@ -271,3 +271,26 @@ func TestAlongOfferedLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildRate: -y end_to_end_mb_s draws that column in the left panel,
+// named so, from the rows that have it (a peer's row, without one, is
+// left out), and a column plot does not draw is refused.
+func TestBuildRate(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	row := func(pipeline string, bs int, bw float64, e2e *float64) results.Row {
+		return results.Row{Status: results.StatusOK, Params: map[string]string{"block_size": fmt.Sprint(bs), "pipeline": pipeline}, BandwidthMBs: &bw, EndToEndMBs: e2e}
+	}
+	rows := []results.Row{row("false", 4096, 100, f(40)), row("true", 4096, 100, f(70)), row("false", 65536, 100, f(50)), row("true", 65536, 100, f(90)), row("false", 65536, 300, nil)}
+	series, err := BuildRate(rows, "block_size", "end_to_end_mb_s")
+	if err != nil || len(series) != 2 || series[1].Label != "pipeline=true" || series[1].Rate != "end_to_end_mb_s" ||
+		series[1].Points[1].BandwidthMBs.Mean != 90 || series[0].Points[1].N != 1 {
+		t.Fatalf("BuildRate = %+v, %v; want two series of end_to_end_mb_s, the row without one left out", series, err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", "", "block_size", series); err != nil || !strings.Contains(buf.String(), "end_to_end (MB/s)") {
+		t.Errorf("svg without the rate's axis label (%v)", err)
+	}
+	if _, err := BuildRate(rows, "block_size", "lat_p50_us"); !errors.Is(err, ErrY) {
+		t.Errorf("-y lat_p50_us: %v, want ErrY", err)
+	}
+}

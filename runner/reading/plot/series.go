@@ -33,6 +33,55 @@ type Series struct {
 	Label  string
 	Params []Param
 	Points []Point
+	// Rate is the column the left panel draws (Rates); "" is
+	// bandwidth_mb_s.
+	Rate string
+}
+
+// rates are the rate columns the left panel can draw, each a row's cell.
+var rates = []struct {
+	name string
+	cell func(results.Row) *float64
+}{
+	{"bandwidth_mb_s", func(r results.Row) *float64 { return r.BandwidthMBs }},
+	{"end_to_end_mb_s", func(r results.Row) *float64 { return r.EndToEndMBs }},
+	{"populate_mb_s", func(r results.Row) *float64 { return r.PopulateMBs }},
+	{"registration_mb_s", func(r results.Row) *float64 { return r.RegistrationMBs }},
+}
+
+// Rates lists the columns the left panel can draw (runner plot -y).
+func Rates() []string {
+	var out []string
+	for _, r := range rates {
+		out = append(out, r.name)
+	}
+	return out
+}
+
+// BuildRate is Build with the rate column y (one of Rates) in the left
+// panel instead of bandwidth_mb_s; rows without a y cell are left out.
+func BuildRate(rows []results.Row, x, y string) ([]Series, error) {
+	i := slices.IndexFunc(rates, func(r struct {
+		name string
+		cell func(results.Row) *float64
+	}) bool {
+		return r.name == y
+	})
+	if i < 0 {
+		return nil, fmt.Errorf("%q: %w (one of %s)", y, ErrY, strings.Join(Rates(), ", "))
+	}
+	var with []results.Row
+	for _, r := range rows {
+		if v := rates[i].cell(r); v != nil {
+			r.BandwidthMBs = v
+			with = append(with, r)
+		}
+	}
+	series, err := Build(with, x)
+	for j := range series {
+		series[j].Rate = y
+	}
+	return series, err
 }
 
 // Param is one splitting parameter's value in a series.
@@ -73,6 +122,9 @@ func params(x string) []summary.Param {
 // ErrX is returned for an x axis that is not a numeric parameter with a
 // column.
 var ErrX = errors.New("not a numeric parameter of the CSV")
+
+// ErrY is wrapped when the rate asked for is not one of Rates.
+var ErrY = errors.New("not a rate column plot draws")
 
 // XParams names the parameters the x axis may be.
 func XParams() []string {
