@@ -1,0 +1,59 @@
+//go:build bench
+
+package vmtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestBenchSSDWire is docs/ssd.md's figure: across the two guests on the
+// wire, the server's file on its NVMe drive (throttled to wireDiskBPS),
+// node reads the cold file serially and pipelined at three block sizes,
+// three times each, beside fio's cold read of the same file on the
+// server; the CSV and `runner plot -y end_to_end_mb_s` of it go to
+// $RDMASWEEP_BENCH_OUT.
+//
+//	RDMASWEEP_BENCH_OUT=out/ssd go test -tags bench -run TestBenchSSDWire -v ./node/transport/rdma/vmtest
+func TestBenchSSDWire(t *testing.T) {
+	out := os.Getenv("RDMASWEEP_BENCH_OUT")
+	if out == "" {
+		out = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	lab := startWireLab(t, ctx)
+	plan := lab.plan(t, "ssd-wire", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: cold, registration: pinned, mr_size: 1MiB}
+client: {queue_depth: 4}
+repeat: 3
+sweep:
+  matrix:
+    block_size: [64KiB, 256KiB, 1MiB]
+    pipeline: [false, true]
+    workload: [node, fio]
+`, wirePipeFile, wirePipeSize>>20))
+	lab.exec(t, plan, "ssd-wire", "--only", "workload=node")
+	lab.exec(t, plan, "ssd-wire", "--only", "workload=fio", "--only", "pipeline=false")
+	csv := filepath.Join(lab.dir, "out", "ssd-wire.csv")
+	b, err := os.ReadFile(csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "ssd-wire.csv"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"plot", "-y", "end_to_end_mb_s", "-o", filepath.Join(out, "ssd-pipeline.png"), csv},
+		{"summary", csv},
+	} {
+		stdout, stderr, err := runRunner(ctx, lab.runner, lab.dir, lab.env, args...)
+		if err != nil {
+			t.Fatalf("runner %v: %v\n%s", args, err, stderr)
+		}
+		t.Logf("runner %s:\n%s%s", args[0], stdout, stderr)
+	}
+}
