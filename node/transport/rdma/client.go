@@ -136,28 +136,6 @@ func (c *client) eventBroke(err error) {
 	c.stopRead()
 }
 
-// awaitEvent waits up to d for the watch to hand over an event that
-// broke the path, and returns at once when it has, or when the watch has
-// ended without one (the device has no async events).
-func (c *client) awaitEvent(d time.Duration) {
-	if c.watch == nil {
-		return
-	}
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for c.event.Load() == nil {
-		select {
-		case <-c.watch.done:
-			return
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
 // newClient settles what the config leaves to node and checks what only
 // node knows (its own limits, the host's memory) before any connection.
 // The plan's bounds were checked where the schema says, by node's flags.
@@ -533,11 +511,7 @@ func (c *client) fillArgs(a *C.rs_run_args, w transport.Workload, blocks, reads 
 // A failure that leaves the QPs unusable breaks the connection.
 func (c *client) runError(ctx context.Context, o *C.rs_run_out, w transport.Workload) error {
 	if o.status == C.RS_WC_ERROR || o.status == C.RS_STALLED {
-		// The READs fail (flushed) as soon as the path does, and the
-		// device's event can come a moment after them, as in the
-		// server's session: give the watch that moment, so the event is
-		// named.
-		c.awaitEvent(eventGrace)
+		c.watch.await(eventGrace, func() bool { return c.event.Load() != nil })
 	}
 	if err := c.gate.failed(); err != nil && o.status != C.RS_OK {
 		c.broken = err // the server's preparation failed, or its connection

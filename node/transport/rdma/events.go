@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 )
 
@@ -64,6 +65,36 @@ func (w *eventWatch) Stop() {
 		close(w.stop)
 	}
 	<-w.done
+}
+
+// eventGrace is how long a failed READ or session waits for an async
+// event that would explain it: several of the watcher's polls
+// (watchPollMs).
+const eventGrace = time.Second
+
+// await waits up to d for seen to report the watch handed over a
+// path-breaking event, and returns at once when it has, or when the watch
+// has ended without one (the device has no async events). The READs fail
+// (flushed, retry exceeded) as soon as the path does, and the device's
+// event can come a moment after them: this gives it that moment, so the
+// error names it.
+func (w *eventWatch) await(d time.Duration, seen func() bool) {
+	if w == nil {
+		return
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !seen() {
+		select {
+		case <-w.done:
+			return
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // gidGone reports whether gid is no longer at its index of d's port's

@@ -513,10 +513,7 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 		st.Pipeline = p
 	}
 	if err != nil && ctx.Err() == nil {
-		// The client's READs fail (flushed, retry exceeded) as soon as
-		// the link does, and the device's event can come a moment after
-		// them: give the watcher that moment, so the event is named.
-		s.awaitEvent(eventGrace)
+		s.watch.ev.await(eventGrace, s.eventSeen) // the client's READs failed: name the event
 	}
 	if werr := s.untrack(c); werr != nil {
 		return st, werr
@@ -530,36 +527,11 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	return st, nil
 }
 
-// eventGrace is how long a failed session waits for an async event that
-// would explain it: several of the watcher's polls (watchPollMs).
-const eventGrace = time.Second
-
-// awaitEvent waits up to d for the watcher to see a path-breaking event,
-// and returns at once when it has, or when nothing watches.
-func (s *server) awaitEvent(d time.Duration) {
-	w := &s.watch
-	if w.ev == nil {
-		return
-	}
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		w.mu.Lock()
-		seen := w.err != nil
-		w.mu.Unlock()
-		if seen {
-			return
-		}
-		select {
-		case <-w.ev.done:
-			return
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
-	}
+// eventSeen reports whether the watch has seen a path-breaking event.
+func (s *server) eventSeen() bool {
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	return s.watch.err != nil
 }
 
 type session struct {
