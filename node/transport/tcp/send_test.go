@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -71,25 +72,7 @@ func TestMixedBatchOnOneSocket(t *testing.T) {
 	s := &server{mem: mem, fd: fd}
 	defer unix.Close(fd)
 
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cli, err := net.Dial("tcp4", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	srv, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	rc, err := srv.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, srv, rc := loopbackPair(t, nil)
 
 	// Under the threshold, over it twice, under it twice, over it.
 	reads := []struct{ off, n int }{{5, 70 << 10}, {1 << 20, 1 << 20}, {3, 1<<20 + 1}, {9, 1}, {200, 4096}, {3 << 20, 1 << 20}}
@@ -150,11 +133,6 @@ func TestSendfileSocketGetsTheLargestSendBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	for _, c := range []struct {
 		mode SendMode
 		want func(int) bool
@@ -163,22 +141,8 @@ func TestSendfileSocketGetsTheLargestSendBuffer(t *testing.T) {
 		{SendFile, func(n int) bool { return n == 2*most }, "twice wmem_max"},
 		{SendWrite, func(n int) bool { return n < 2*most }, "autotuning's, under twice wmem_max"},
 	} {
-		cli, err := net.Dial("tcp4", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
-		srv, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
 		s := &server{t: &Transport{Send: c.mode}, fd: fd}
-		s.writer(srv)
-		rc, err := srv.(*net.TCPConn).SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, rc := loopbackPair(t, func(srv net.Conn) { s.writer(srv) })
 		var got int
 		var gerr error
 		rc.Control(func(fd uintptr) { got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
@@ -189,4 +153,31 @@ func TestSendfileSocketGetsTheLargestSendBuffer(t *testing.T) {
 			t.Errorf("mode %d: SO_SNDBUF %d; want %s (%d)", c.mode, got, c.says, 2*most)
 		}
 	}
+}
+
+// loopbackPair connects a client and a server socket over loopback, hands
+// the server's to prepare (when set) as a session would be, and returns
+// both with the server's raw conn; the test's cleanup closes them.
+func loopbackPair(t *testing.T, prepare func(net.Conn)) (cli, srv net.Conn, rc syscall.RawConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if cli, err = net.Dial("tcp4", ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	if srv, err = ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if prepare != nil {
+		prepare(srv)
+	}
+	if rc, err = srv.(*net.TCPConn).SyscallConn(); err != nil {
+		t.Fatal(err)
+	}
+	return cli, srv, rc
 }
