@@ -820,6 +820,9 @@ client: {block_size: 256KiB, queue_depth: 4, verify: true}
 		}
 		regions = nodeMRs(t, l.server)
 	}
+	if n := nodeProcs(t, l.server); n == 0 {
+		t.Fatalf("the server's guest shows no node process with %d memory regions registered: the count below could not see one either", regions)
+	}
 	cmd.Process.Signal(syscall.SIGINT)
 	err := <-exited
 	var ee *exec.ExitError
@@ -831,8 +834,8 @@ client: {block_size: 256KiB, queue_depth: 4, verify: true}
 		if n := nodeMRs(t, e); n != 0 {
 			t.Errorf("guest on port %d: %d memory regions of node's left after the runner ended", e.g.SSHPort, n)
 		}
-		if ps := e.sh(t, "ls -l /proc/[0-9]*/exe 2>/dev/null | grep -c "+remoteNode+" || true"); strings.TrimSpace(ps) != "0" {
-			t.Errorf("guest on port %d: %s node processes left after the runner ended", e.g.SSHPort, strings.TrimSpace(ps))
+		if n := nodeProcs(t, e); n != 0 {
+			t.Errorf("guest on port %d: %d node processes left after the runner ended", e.g.SSHPort, n)
 		}
 	}
 	rows := l.exec(t, plan, "wire-pipe-int")
@@ -850,6 +853,16 @@ func nodeMRs(t *testing.T, e *wireEnd) int {
 		if strings.Contains(line, "comm node") {
 			n++
 		}
+	}
+	return n
+}
+
+// nodeProcs counts the processes running the deployed node in e's guest.
+func nodeProcs(t *testing.T, e *wireEnd) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(e.sh(t, "ls -l /proc/[0-9]*/exe 2>/dev/null | grep -c "+remoteNode+" || true")))
+	if err != nil {
+		t.Fatalf("count node processes: %v", err)
 	}
 	return n
 }
