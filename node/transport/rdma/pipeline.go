@@ -79,6 +79,9 @@ func (s *server) startPipeline(ctx context.Context, c net.Conn) func() (*results
 func (s *server) pipeline(ctx context.Context, c net.Conn) (*results.Pipeline, error) {
 	var popS, regS float64
 	for i, sp := range s.spans {
+		if err := ctx.Err(); err != nil {
+			return nil, err // the session ended: register no more
+		}
 		if s.cfg.Populate != nil {
 			start := time.Now()
 			if err := s.cfg.Populate(ctx, s.mem[sp.off:sp.off+sp.len]); err != nil {
