@@ -125,13 +125,16 @@ type prepError struct{ err error }
 func (e *prepError) Error() string { return e.err.Error() }
 func (e *prepError) Unwrap() error { return e.err }
 
-// pipelineFailed sends the client err as an abort and returns it as a
-// prepError, unless the session was ending anyway (ctx done).
+// pipelineFailed sends the client err as an abort and closes the
+// connection, so the session ends even if the abort is lost (the client
+// then fails on the closed connection), and returns err as a prepError;
+// unless the session was ending anyway (ctx done).
 func (s *server) pipelineFailed(ctx context.Context, c net.Conn, err error) error {
 	if ctx.Err() != nil {
 		return err
 	}
 	sendAbort(c, err)
+	c.Close()
 	return &prepError{err}
 }
 

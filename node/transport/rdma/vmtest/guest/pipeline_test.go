@@ -3,6 +3,8 @@
 package guest
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"rdmasweep/results"
@@ -48,6 +50,26 @@ func TestPipeline(t *testing.T) {
 				ready.RegistrationS, done.Pipeline, res.FirstReadS, res.LastReadS, res.Verified)
 		}
 		t.Logf("serial: registration %.3f s before ready; first READ %.3f s, last %.3f s after the handshake", *ready.RegistrationS, *res.FirstReadS, *res.LastReadS)
+	})
+	t.Run("preparation fails", func(t *testing.T) {
+		// The file cut to 4 MiB after ready: the third 2 MiB region lies
+		// past its end, so registering it fails (the kernel cannot pin
+		// pages beyond EOF), and both sides' errors name that region: the
+		// client's with the server's reason.
+		args := serveArgs(t, "16MiB", "--pipeline", "--mr-size", "2MiB")
+		srv := start(t, "", args...)
+		ready := until[results.Ready](t, srv, "ready")
+		if err := os.Truncate(args[4], 4<<20); err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := failureCode(t, start(t, "", readArgs(ready.Address, ready.Port, read...)...))
+		srvMsg, _ := failureCode(t, srv)
+		if !strings.Contains(msg, "preparation of memory region 3 of 8 failed: register memory region 3 of 8") {
+			t.Errorf("client's error %q; want the server's failure to register memory region 3 of 8", msg)
+		}
+		if !strings.Contains(srvMsg, "register memory region 3 of 8") {
+			t.Errorf("server's error %q; want its failure to register memory region 3 of 8", srvMsg)
+		}
 	})
 	t.Run("warmup", func(t *testing.T) {
 		_, res, _ := point(t, "", serveArgs(t, "8MiB", "--pipeline", "--mr-size", "2MiB"), append(read, "--warmup", "100ms"))
