@@ -70,6 +70,10 @@ type Params struct {
 	ReportTag string
 }
 
+// NodeProgram, as an argv's first word, runs the node the runner
+// deployed on that host: a peer whose side is one of node's commands.
+const NodeProgram = "{node}"
+
 // Commands is what to run for one point. The runner starts Server (when
 // there is one) on the server host, waits until ReadyPort is listening
 // there (see Listening), then runs Client on the host ClientHost names,
@@ -101,6 +105,9 @@ type Result struct {
 	// Latency per operation, issue to completion, in microseconds (fio
 	// only: ib_read_bw and iperf3 report no per-operation latency).
 	Latency *Latency
+	// Verified: the peer checked a sample of what it read against the
+	// server's file (nvmeof), and it matched.
+	Verified bool
 	// Reported are the report's own CPU figures, under its own names:
 	// ib_read_bw's CPU_util, iperf3's host_total and remote_total, fio's
 	// usr_cpu and sys_cpu. A row's CPU cells come from node run
