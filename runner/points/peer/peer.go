@@ -191,6 +191,7 @@ var tools = []Tool{
 	ibReadBW,
 	iperf3,
 	fio,
+	nvmeof,
 }
 
 // Names lists the peer workloads.
