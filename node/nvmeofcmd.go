@@ -57,7 +57,7 @@ func (o *fabricFlags) check() error {
 
 // runNVMet is node nvmet: load nvmet, make the target over the file (made
 // and cached as node serve would), say ready, and tear it all down when
-// ctx ends (SIGTERM, SIGINT) or stdin closes.
+// the client says it is done or ctx ends (SIGTERM, SIGINT).
 func runNVMet(ctx context.Context, e *env, args []string) error {
 	var o fabricFlags
 	var file, cache string
@@ -104,31 +104,56 @@ func runNVMet(ctx context.Context, e *env, args []string) error {
 			e.out.warn("tear the target down: " + err.Error())
 		}
 	}()
-	// nvmet-tcp's own socket listens on the port; for nvmet-rdma, whose
-	// listener ss does not show, node listens on the same TCP port,
-	// accepting nothing, so the runner sees the target ready.
-	if o.transport == results.TransportRDMA {
-		l, err := net.Listen("tcp", net.JoinHostPort(o.addr, strconv.Itoa(o.svcID)))
-		if err != nil {
-			return fmt.Errorf("listen on tcp port %d to say ready: %w", o.svcID, err)
-		}
-		defer l.Close()
+	// node listens on the next TCP port, accepting the client's word that
+	// it is done: the runner waits for this role to exit, and the kernel's
+	// target would never end by itself. The port listening is its ready.
+	l, err := net.Listen("tcp", net.JoinHostPort(o.addr, strconv.Itoa(o.svcID+1)))
+	if err != nil {
+		return fmt.Errorf("listen on tcp port %d for the client's done: %w", o.svcID+1, err)
 	}
+	defer l.Close()
 	e.out.event(results.Ready{Type: results.TypeReady})
 	fmt.Fprintf(e.stderr, "node: nvmet: subsystem %s on %s %s:%d (port %d), namespace %s, buffered_io %v\n",
 		o.nqn, o.transport, o.addr, o.svcID, made.PortID, file, cache == "warm")
-	waitEnd(ctx, e.stdin)
-	return nil
+	return awaitDone(ctx, l, o.hostNQN)
 }
 
-// waitEnd returns when ctx ends or stdin reaches its end.
-func waitEnd(ctx context.Context, stdin io.Reader) {
-	eof := make(chan struct{})
-	go func() { io.Copy(io.Discard, stdin); close(eof) }()
-	select {
-	case <-ctx.Done():
-	case <-eof:
+// awaitDone returns nil once a connection on l says "done HOSTNQN", or
+// ctx.Err() when ctx ends first (SIGTERM: node run stops its tool so when
+// the runner's connection ends; stdin is not watched, since node run
+// gives its tool none).
+func awaitDone(ctx context.Context, l net.Listener, hostNQN string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { <-ctx.Done(); l.Close() }()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("await the client's done: %w", err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 512)
+		n, _ := io.ReadAtLeast(c, b, len("done ")+len(hostNQN))
+		c.Close()
+		if string(b[:n]) == "done "+hostNQN {
+			return nil
+		}
 	}
+}
+
+// sayDone tells node nvmet at addr that this host is done.
+func sayDone(ctx context.Context, addr string, port int, hostNQN string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("tell the target's node it is done: %w", err)
+	}
+	defer c.Close()
+	_, err = c.Write([]byte("done " + hostNQN))
+	return err
 }
 
 // loadSay loads mods and says which it loaded.
@@ -208,6 +233,12 @@ func runNVMeOFRead(ctx context.Context, e *env, args []string) error {
 	n, err := verifySample(dev, int64(o.blockSize), int64(o.size), o.sample, seed)
 	if err != nil {
 		return fmt.Errorf("%s (%s of %s): %w", dev, made.Controller, o.nqn, err)
+	}
+	if err := sys.Disconnect(made); err != nil {
+		return err
+	}
+	if err := sayDone(ctx, o.addr, o.svcID+1, o.hostNQN); err != nil {
+		return err
 	}
 	fmt.Fprintf(e.stdout, "{\"type\":\"nvmeof_verified\",\"blocks\":%d,\"block_size\":%d}\n", n, o.blockSize)
 	_, err = e.stdout.Write(report)

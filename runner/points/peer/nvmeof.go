@@ -17,10 +17,9 @@ package peer
 //	a sample of blocks checked against the pattern; a mismatch fails
 //	the row naming its offset
 //
-// node nvmet says ready when the target's port listens on its TCP port
-// (nvmet-tcp's socket, or node's own beside an nvmet-rdma port), and tears
-// the target down when it is stopped; node nvmeof-read disconnects before
-// it exits. Both record what they made on the host, for node
+// node nvmet says ready when it listens on the next TCP port (4421),
+// where node nvmeof-read says it is done once it has disconnected; then,
+// or when it is stopped, node nvmet tears the target down and exits. Both record what they made on the host, for node
 // nvmeof-clean after a kill.
 
 import (
@@ -107,24 +106,31 @@ func buildNVMeOF(p Params) Commands {
 	if p.Warmup > 0 {
 		client = append(client, "--warmup", p.Warmup.String())
 	}
-	return Commands{Server: server, Client: client, ClientHost: "client", ReadyPort: port}
+	return Commands{Server: server, Client: client, ClientHost: "client", ReadyPort: port + 1}
 }
 
-// parseNVMeOF reads node nvmeof-read's output: its verified line, then
-// fio's JSON.
+// parseNVMeOF reads node nvmeof-read's output: node's event lines (a
+// warning such as the modules it loaded), its verified line, then fio's
+// JSON.
 func parseNVMeOF(b []byte) (Result, error) {
-	line, rest, _ := bytes.Cut(b, []byte("\n"))
-	var v struct {
-		Type   string `json:"type"`
-		Blocks int    `json:"blocks"`
+	for {
+		line, rest, _ := bytes.Cut(b, []byte("\n"))
+		var v struct {
+			Type   string `json:"type"`
+			Blocks int    `json:"blocks"`
+		}
+		if err := json.Unmarshal(line, &v); err != nil || v.Type == "" {
+			return Result{}, fmt.Errorf("want node nvmeof-read's verified line before fio's report, got %.80q", line)
+		}
+		if v.Type != "nvmeof_verified" {
+			b = rest // one of node's events
+			continue
+		}
+		r, err := parseFio(rest)
+		if err != nil {
+			return Result{}, err
+		}
+		r.Verified = v.Blocks > 0
+		return r, nil
 	}
-	if err := json.Unmarshal(line, &v); err != nil || v.Type != "nvmeof_verified" {
-		return Result{}, fmt.Errorf("want node nvmeof-read's verified line first, got %.80q", line)
-	}
-	r, err := parseFio(rest)
-	if err != nil {
-		return Result{}, err
-	}
-	r.Verified = v.Blocks > 0
-	return r, nil
 }
