@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"rdmasweep/results"
 )
 
 // Sys holds the paths of the kernel's interfaces; tests point them at a
@@ -37,7 +39,7 @@ type Sys struct {
 
 // Host is the running kernel's Sys.
 var Host = Sys{Configfs: "/sys/kernel/config", Module: "/sys/module", Class: "/sys/class/nvme",
-	Block: "/sys/block", Fabrics: "/dev/nvme-fabrics", Records: "/run/rdmasweep/nvmeof"}
+	Block: "/sys/block", Fabrics: "/dev/nvme-fabrics", Records: results.NVMeOFRecords}
 
 func (s Sys) nvmet() string { return filepath.Join(s.Configfs, "nvmet") }
 
