@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -61,6 +62,92 @@ func TestGuestNVMeoF(t *testing.T) {
 	lab.setUp(t)
 	t.Run("Rows", lab.nvmeofRows)
 	t.Run("Corrupt", lab.nvmeofCorrupt)
+	t.Run("Kill", lab.nvmeofKill)
+	t.Run("NoModule", lab.nvmeofNoModule)
+}
+
+// nvmeofNoModule: with nvmet-rdma unloaded and its file moved out of the
+// server's module tree, runner check fails the server's NVMEOF cell
+// naming the module, and runner exec refuses before any point: no row,
+// no subsystem. The module is put back after.
+func (l *wireLab) nvmeofNoModule(t *testing.T) {
+	ko := strings.TrimSpace(l.server.sh(t, "modinfo -n nvmet-rdma"))
+	l.server.sh(t, "rmmod nvmet_rdma 2>/dev/null || true; mv "+ko+" /tmp/nvmet-rdma.ko && depmod -a")
+	defer l.server.sh(t, "mv /tmp/nvmet-rdma.ko "+ko+" && depmod -a")
+	plan := l.plan(t, "wire-nvmeof-nomod", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: warm}
+client: {block_size: 64KiB, queue_depth: 8, total: 1MiB}
+sweep:
+  matrix:
+    workload: [nvmeof]
+`, nvmeofFile, nvmeofSize>>20))
+	out, errOut, err := runRunner(l.ctx, l.runner, l.dir, l.env, "check", plan)
+	t.Logf("runner check: %v\n%s%s", err, out, errOut)
+	if err == nil || !strings.Contains(out, "NVMEOF") || !strings.Contains(out+errOut, "missing module nvmet-rdma") {
+		t.Errorf("runner check: %v; want it failed, with an NVMEOF column saying missing module nvmet-rdma", err)
+	}
+	out, errOut, err = runRunner(l.ctx, l.runner, l.dir, l.env, "exec", plan)
+	t.Logf("runner exec: %v\n%s%s", err, out, errOut)
+	if err == nil || !strings.Contains(errOut, "kernel module nvmet-rdma") {
+		t.Errorf("runner exec: %v; want it refused, naming the kernel module nvmet-rdma", err)
+	}
+	if rows, _ := csvfile.Read(filepath.Join(l.dir, "out", "wire-nvmeof-nomod.csv")); len(rows) > 0 {
+		t.Errorf("runner exec wrote %d rows; want it refused before any point", len(rows))
+	}
+	l.noneLeft(t)
+}
+
+// handNQN is a subsystem made by hand on the server before a run, which
+// no teardown or clean may touch.
+const handNQN = "nqn.2014-08.org.example:by-hand"
+
+// nvmeofKill: in the middle of a time-based nvmeof point, both node
+// commands (the pids their records name) and then the runner are
+// SIGKILLed, so the target, the controller and their records stay; runner
+// clean then leaves neither guest any of them, and a subsystem made by
+// hand before the run is still there.
+func (l *wireLab) nvmeofKill(t *testing.T) {
+	hand := "/sys/kernel/config/nvmet/subsystems/" + handNQN
+	l.server.sh(t, "mkdir "+hand)
+	defer l.server.sh(t, "rmdir "+hand)
+	plan := l.plan(t, "wire-nvmeof-kill", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: warm}
+client: {block_size: 64KiB, queue_depth: 8, duration: 60s}
+sweep:
+  matrix:
+    workload: [nvmeof]
+`, nvmeofFile, nvmeofSize>>20))
+	cmd := exec.CommandContext(l.ctx, l.runner, "exec", plan)
+	cmd.Dir, cmd.Env = l.dir, l.env
+	var stderr consoleLog
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// Both sides made what they record, and fio reads.
+	const pids = `cat /run/rdmasweep/nvmeof/*.json 2>/dev/null | sed -n 's/.*"pid":\([0-9]*\).*/\1/p'`
+	var srv, cli string
+	for start := time.Now(); srv == "" || cli == "" || !strings.Contains(l.client.sh(t, "ps -o comm"), "fio"); {
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("no target and controller recorded after 2 minutes (server %q, client %q)\n%s", srv, cli, stderr.String())
+		}
+		time.Sleep(time.Second)
+		srv, cli = strings.TrimSpace(l.server.sh(t, pids)), strings.TrimSpace(l.client.sh(t, pids))
+	}
+	l.server.sh(t, "kill -9 "+strings.Join(strings.Fields(srv), " "))
+	l.client.sh(t, "kill -9 "+strings.Join(strings.Fields(cli), " "))
+	cmd.Process.Kill()
+	cmd.Wait()
+	left := "ls /sys/kernel/config/nvmet/subsystems /run/rdmasweep/nvmeof; grep -L '^pcie$' /sys/class/nvme/*/transport 2>/dev/null; true"
+	t.Logf("after the kills: server %q; client %q", l.server.sh(t, left), l.client.sh(t, left))
+	out, errOut, err := runRunner(l.ctx, l.runner, l.dir, l.env, "clean", "--yes", plan)
+	t.Logf("runner clean: %v\n%s%s", err, out, errOut)
+	if err != nil {
+		t.Fatalf("runner clean: %v", err)
+	}
+	l.noneLeft(t)
+	if strings.TrimSpace(l.server.sh(t, "test -d "+hand+" && echo kept || true")) != "kept" {
+		t.Errorf("the hand-made subsystem %s is gone after runner clean", handNQN)
+	}
 }
 
 // nvmeofCorrupt: a byte of the server's file changed (in the page cache
@@ -161,7 +248,7 @@ func summaryRatio(out, bs string) float64 {
 func (l *wireLab) noneLeft(t *testing.T) {
 	t.Helper()
 	// A fabric controller is one whose transport is not pcie.
-	left := "find /sys/kernel/config/nvmet/subsystems /sys/kernel/config/nvmet/ports /sys/kernel/config/nvmet/hosts /run/rdmasweep/nvmeof -mindepth 1 -maxdepth 1 2>/dev/null; grep -L '^pcie$' /sys/class/nvme/*/transport 2>/dev/null; true"
+	left := "find /sys/kernel/config/nvmet/subsystems /sys/kernel/config/nvmet/ports /sys/kernel/config/nvmet/hosts /run/rdmasweep/nvmeof -mindepth 1 -maxdepth 1 2>/dev/null | grep -v " + handNQN + "; grep -L '^pcie$' /sys/class/nvme/*/transport 2>/dev/null; true"
 	s, c := strings.TrimSpace(l.server.sh(t, left)), strings.TrimSpace(l.client.sh(t, left))
 	if s != "" || c != "" {
 		t.Errorf("left after the runs: server %q, client %q", s, c)
