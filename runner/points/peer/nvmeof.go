@@ -37,8 +37,20 @@ import (
 const NVMeOF = "nvmeof"
 
 var nvmeof = Tool{Name: NVMeOF, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
-	Roles: []string{"client"}, HasServer: true, Map: nvmeofMap,
+	Roles: []string{"client"}, HasServer: true, Map: nvmeofMap, Modules: nvmeofModules,
 	build: buildNVMeOF, parse: parseNVMeOF}
+
+// nvmeofModules: the target's on the server, the initiator's on the
+// client (node/nvmeof's TargetModules and HostModules).
+func nvmeofModules(role, transport string) []string {
+	if transport == "" {
+		transport = results.TransportRDMA
+	}
+	if role == "server" {
+		return []string{"nvmet", "nvmet-" + transport}
+	}
+	return []string{"nvme-fabrics", "nvme-" + transport}
+}
 
 // nvmeofMap is how nvmeof takes the plan's parameters.
 var nvmeofMap = []Mapping{

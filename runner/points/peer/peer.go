@@ -161,6 +161,9 @@ type Tool struct {
 	// Map is how the peer takes each parameter it takes, refuses or
 	// ignores, beside the peer (ibreadbw.go, iperf3.go, fio.go).
 	Map []Mapping
+	// Modules, when set, are the kernel modules role's host needs for a
+	// point over transport (loaded, or loadable by modprobe).
+	Modules func(role, transport string) []string
 	// OnServerHost: the peer measures on the server's host alone, after
 	// node prepare has made the server's file (fio reads that file).
 	OnServerHost bool
