@@ -8,7 +8,9 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results/param"
+	"rdmasweep/runner/hosts/hostset"
 	"rdmasweep/runner/hosts/remote"
+	"rdmasweep/runner/hosts/role"
 	"rdmasweep/runner/points/peer"
 )
 
@@ -36,11 +38,20 @@ func ModulesFor(pts []plan.Point, roleName string) []Module {
 	return out
 }
 
-// modulesScript prints each module of "$@" that is neither loaded
-// (/sys/module, with - as _) nor found by modprobe -n.
-const modulesScript = `for m in "$@"; do
-  u=$(printf %s "$m" | tr - _)
-  [ -d "/sys/module/$u" ] || modprobe -n -q "$m" 2>/dev/null || /sbin/modprobe -n -q "$m" 2>/dev/null || echo "$m"
+// modulesScript prints the name of each "name:dir" of "$@" that is
+// neither loaded (/sys/module/dir, the name with _ for -) nor built in
+// nor a file the running kernel's modules.dep lists, under either
+// spelling. modprobe -n is not asked: busybox's has no -n, and kmod's
+// trusts an index that may name a file that is gone.
+const modulesScript = `k=/lib/modules/$(uname -r)
+for a in "$@"; do
+  m=${a%%:*} u=${a#*:} found=
+  [ -d "/sys/module/$u" ] && continue
+  for n in "$m" "$u"; do
+    grep -q -e "/$n\.ko" "$k/modules.builtin" 2>/dev/null && found=1
+    p=$(grep -m1 -e "/$n\.ko[.a-z]*:" "$k/modules.dep" 2>/dev/null) && [ -e "$k/${p%%:*}" ] && found=1
+  done
+  [ -n "$found" ] || echo "$m"
 done
 `
 
@@ -52,7 +63,7 @@ func MissingModules(ctx context.Context, h remote.Host, mods []Module) ([]Module
 	}
 	args := []string{"sh", "-c", modulesScript, "sh"}
 	for _, m := range mods {
-		args = append(args, m.Name)
+		args = append(args, m.Name+":"+strings.ReplaceAll(m.Name, "-", "_"))
 	}
 	out, err := h.Run(ctx, args)
 	if err != nil {
@@ -70,4 +81,36 @@ func MissingModules(ctx context.Context, h remote.Host, mods []Module) ([]Module
 // ModuleHint is what to do about a missing module.
 func ModuleHint(m Module) string {
 	return fmt.Sprintf("load it as root (modprobe %s), or install the kernel's extra modules (Ubuntu: linux-modules-extra-$(uname -r))", m.Name)
+}
+
+// CleanPeers runs each peer workload's Clean argv of pts on every role's
+// host, as its node (peer.NodeProgram), saying what each removed: what a
+// killed run of the peer left there, before an exec's first point.
+func CleanPeers(ctx context.Context, s *hostset.Set, pts []plan.Point, info func(string)) error {
+	var argvs [][]string
+	for _, w := range PeerWorkloads(pts) {
+		if t, err := peer.Lookup(w); err == nil && len(t.Clean) > 0 {
+			argvs = append(argvs, t.Clean)
+		}
+	}
+	if len(argvs) == 0 {
+		return nil
+	}
+	return s.EachRole(func(_ int, t role.Target) error {
+		for _, argv := range argvs {
+			if argv[0] == peer.NodeProgram {
+				argv = append([]string{t.NodePath}, argv[1:]...)
+			}
+			out, err := t.Host.Run(ctx, argv)
+			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				if strings.HasPrefix(l, "removed ") {
+					info(t.Label + ": " + l + " (a killed run's)")
+				}
+			}
+			if err != nil {
+				return t.Wrap(role.Facts, fmt.Errorf("%s: %w", strings.Join(argv, " "), err))
+			}
+		}
+		return nil
+	})
 }

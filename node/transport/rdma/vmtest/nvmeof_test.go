@@ -71,7 +71,7 @@ func TestGuestNVMeoF(t *testing.T) {
 // naming the module, and runner exec refuses before any point: no row,
 // no subsystem. The module is put back after.
 func (l *wireLab) nvmeofNoModule(t *testing.T) {
-	ko := strings.TrimSpace(l.server.sh(t, "modinfo -n nvmet-rdma"))
+	ko := strings.TrimSpace(l.server.sh(t, "find /lib/modules -name 'nvmet-rdma.ko*'"))
 	l.server.sh(t, "rmmod nvmet_rdma 2>/dev/null || true; mv "+ko+" /tmp/nvmet-rdma.ko && depmod -a")
 	defer l.server.sh(t, "mv /tmp/nvmet-rdma.ko "+ko+" && depmod -a")
 	plan := l.plan(t, "wire-nvmeof-nomod", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: warm}
