@@ -164,6 +164,10 @@ type Tool struct {
 	// Modules, when set, are the kernel modules role's host needs for a
 	// point over transport (loaded, or loadable by modprobe).
 	Modules func(role, transport string) []string
+	// Clean, when set, is an argv (starting with NodeProgram) run on every
+	// host before an exec's first point, after its leftover nodes are
+	// stopped: it removes what a killed run of the peer left on the host.
+	Clean []string
 	// OnServerHost: the peer measures on the server's host alone, after
 	// node prepare has made the server's file (fio reads that file).
 	OnServerHost bool
@@ -215,7 +219,7 @@ func Lookup(name string) (Tool, error) {
 					t.Ignored = append(t.Ignored, results.ParamOf(m.Param).Path())
 				}
 			}
-			t.Map = slices.Clone(t.Map)
+			t.Map, t.Clean = slices.Clone(t.Map), slices.Clone(t.Clean)
 			return t, nil
 		}
 	}
