@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func TestGuestNVMeoF(t *testing.T) {
 // no subsystem. The module is put back after.
 func (l *wireLab) nvmeofNoModule(t *testing.T) {
 	ko := strings.TrimSpace(l.server.sh(t, "find /lib/modules -name 'nvmet-rdma.ko*'"))
-	l.server.sh(t, "rmmod nvmet_rdma 2>/dev/null || true; mv "+ko+" /tmp/nvmet-rdma.ko && depmod -a")
+	l.server.sh(t, "set -e; if [ -d /sys/module/nvmet_rdma ]; then rmmod nvmet_rdma; fi; mv "+ko+" /tmp/nvmet-rdma.ko; depmod -a")
 	defer l.server.sh(t, "mv /tmp/nvmet-rdma.ko "+ko+" && depmod -a")
 	plan := l.plan(t, "wire-nvmeof-nomod", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: warm}
 client: {block_size: 64KiB, queue_depth: 8, total: 1MiB}
@@ -100,14 +101,14 @@ sweep:
 // no teardown or clean may touch.
 const handNQN = "nqn.2014-08.org.example:by-hand"
 
-// nvmeofKill: in the middle of a time-based nvmeof point, both node
-// commands (the pids their records name) and then the runner are
-// SIGKILLed, so the target, the controller and their records stay; runner
+// nvmeofKill: in the middle of a time-based nvmeof point, the runner is
+// stopped, both node commands (the pids their records name) and then the
+// runner are SIGKILLed, so the target, the controller and their records stay; runner
 // clean then leaves neither guest any of them, and a subsystem made by
 // hand before the run is still there.
 func (l *wireLab) nvmeofKill(t *testing.T) {
 	hand := "/sys/kernel/config/nvmet/subsystems/" + handNQN
-	l.server.sh(t, "mkdir "+hand)
+	l.server.sh(t, "modprobe nvmet && mkdir "+hand)
 	defer l.server.sh(t, "rmdir "+hand)
 	plan := l.plan(t, "wire-nvmeof-kill", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: warm}
 client: {block_size: 64KiB, queue_depth: 8, duration: 60s}
@@ -133,6 +134,9 @@ sweep:
 		time.Sleep(time.Second)
 		srv, cli = strings.TrimSpace(l.server.sh(t, pids)), strings.TrimSpace(l.client.sh(t, pids))
 	}
+	// The runner is stopped first, so it cannot tear the other side down
+	// cleanly when it sees the first one die.
+	cmd.Process.Signal(syscall.SIGSTOP)
 	l.server.sh(t, "kill -9 "+strings.Join(strings.Fields(srv), " "))
 	l.client.sh(t, "kill -9 "+strings.Join(strings.Fields(cli), " "))
 	cmd.Process.Kill()
@@ -156,6 +160,9 @@ sweep:
 func (l *wireLab) nvmeofCorrupt(t *testing.T) {
 	const at = 5 // in the first block, which the sample always checks
 	flip := fmt.Sprintf(`b=$(od -An -tu1 -j%d -N1 %s); printf "\\$(printf %%o $(( (b+1)%%256 )))" | dd of=%s bs=1 seek=%d conv=notrunc 2>/dev/null; echo $b`, at, nvmeofFile, nvmeofFile, at)
+	if strings.TrimSpace(l.server.sh(t, "test -f "+nvmeofFile+results.SidecarSuffix+" && echo made || true")) != "made" {
+		t.Fatalf("%s is not there as node made it: Corrupt needs Rows before it", nvmeofFile)
+	}
 	orig := strings.TrimSpace(l.server.sh(t, flip))
 	defer l.server.sh(t, fmt.Sprintf(`printf "\\$(printf %%o %s)" | dd of=%s bs=1 seek=%d conv=notrunc 2>/dev/null`, orig, nvmeofFile, at))
 	_, stderr, err := runRunner(l.ctx, l.runner, l.dir, l.env, "exec", l.nvmeofPlan(t), "--out", "out/wire-nvmeof-bad.csv",
@@ -186,12 +193,14 @@ sweep:
 `, nvmeofFile, nvmeofSize>>20))
 }
 
-// nvmeofRows runs the plan over rdma, then its nvmeof points over tcp,
-// into one CSV, and holds the rows and the summary's ratios.
+// nvmeofRows runs the plan over rdma, then its nvmeof points over tcp
+// from the cold file, into one CSV, and holds the rows and the summary's
+// ratios.
 func (l *wireLab) nvmeofRows(t *testing.T) {
 	plan := l.nvmeofPlan(t)
 	rows := l.exec(t, plan, "wire-nvmeof")
-	rows = l.exec(t, plan, "wire-nvmeof", "--set", "transport="+results.TransportTCP, "--only", "workload=nvmeof")
+	// Cold: nvmet reads the file with O_DIRECT (buffered_io 0).
+	rows = l.exec(t, plan, "wire-nvmeof", "--set", "transport="+results.TransportTCP, "--set", "cache=cold", "--only", "workload=nvmeof")
 	seen := map[string]bool{}
 	for _, r := range rows {
 		key := r.Param("workload") + "/" + r.Transport() + "/" + r.Param("block_size")
