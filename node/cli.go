@@ -35,7 +35,7 @@ type command func(ctx context.Context, env *env, args []string) error
 func commands() []namedCommand {
 	return []namedCommand{
 		{"serve", runServe}, {"read", runRead}, {"prepare", runPrepare}, {"attach", runAttach},
-		{"run", runRun}, {"devices", runDevices}, {"host", runHost}, {"version", runVersion},
+		{"run", runRun}, {"nvmet", runNVMet}, {"nvmeof-read", runNVMeOFRead}, {"nvmeof-clean", runNVMeOFClean}, {"devices", runDevices}, {"host", runHost}, {"version", runVersion},
 	}
 }
 

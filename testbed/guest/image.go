@@ -132,9 +132,11 @@ var modules = []string{"virtio_pci", "virtio_net", "rdma_rxe", "rdma_ucm"}
 // optionalModules are copied when the kernel has them as modules. 6.1's
 // rxe needs the crc32 crypto algorithm without declaring it, and siw the
 // crc32c one; newer kernels build crc32 in. /init loads what is there.
-// sch_netem (loss on a wire), nvme and ext4 (a file on an NVMe drive) are
-// loaded by the tests that use them.
-var optionalModules = []string{"crc32_generic", "crc32-pclmul", "crc32c_generic", "crc32c-intel", "siw", "sch_netem", "nvme", "ext4"}
+// sch_netem (loss on a wire), nvme and ext4 (a file on an NVMe drive), and
+// NVMe over Fabrics' target (nvmet, over rdma and tcp) and initiator
+// (nvme-rdma, nvme-tcp) are loaded by the tests that use them.
+var optionalModules = []string{"crc32_generic", "crc32-pclmul", "crc32c_generic", "crc32c-intel", "siw", "sch_netem", "nvme", "ext4",
+	"nvmet", "nvmet-rdma", "nvmet-tcp", "nvme-fabrics", "nvme-rdma", "nvme-tcp"}
 
 //go:embed init.sh
 var initScript []byte
@@ -181,6 +183,7 @@ func EnsureImage(ctx context.Context, k Kernel, log io.Writer) (*Image, error) {
 		fmt.Fprintln(h, p)
 	}
 	h.Write(initScript)
+	fmt.Fprintf(h, "modules %v %v\n", modules, optionalModules) // a module added rebuilds
 	key := hex.EncodeToString(h.Sum(nil))[:16]
 	im := &Image{Kernel: k, Dir: filepath.Join(CacheDir, k.Name+"-"+key)}
 	im.Vmlinuz = filepath.Join(im.Dir, "vmlinuz")

@@ -28,10 +28,12 @@ const (
 	Sidecar                // FILE.rdmasweep: node made the file
 	NodeBinary             // node.remote_path (and -linux-GOARCH) on a remote host
 	Leftovers              // the CSV's leftover record, after its nodes are stopped
+	NVMeOF                 // what node nvmet and nvmeof-read recorded making, and a kill left
 )
 
 func (w Kind) String() string {
-	return [...]string{"data file", "sidecar", "node binary", "state (its leftover nodes are stopped first)"}[w]
+	return [...]string{"data file", "sidecar", "node binary", "state (its leftover nodes are stopped first)",
+		"NVMe-oF records (node nvmeof-clean removes what they list)"}[w]
 }
 
 // Removal is one file clean would remove.
@@ -40,6 +42,8 @@ type Removal struct {
 	Path   string
 	Size   int64 // bytes; -1 when unknown
 	What   Kind
+	// Node is the node that removes an NVMeOF removal (nvmeof-clean).
+	Node string
 }
 
 // Find lists what each host of set holds of what plan p may have put
@@ -72,7 +76,10 @@ func Find(ctx context.Context, p *plan.Plan, set *hostset.Set, info func(msg str
 			}
 		}
 		var err error
-		found[i], err = present(ctx, t, wanted, file+results.SidecarSuffix, info)
+		if found[i], err = present(ctx, t, wanted, file+results.SidecarSuffix, info); err != nil {
+			return err
+		}
+		found[i], err = withNVMeOF(ctx, t, found[i], info)
 		return err
 	})
 	if err != nil {
@@ -144,4 +151,26 @@ func SizeText(n int64) string {
 		return "-"
 	}
 	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// withNVMeOF puts first in found (before node goes) the NVMe-oF records on
+// t's host that a killed node nvmet or nvmeof-read left, to be removed by
+// the host's node (nvmeof-clean), which removes only what they list.
+func withNVMeOF(ctx context.Context, t role.Target, found []Removal, info func(string)) ([]Removal, error) {
+	const script = `n=0; for f in "$1"/*.json; do [ -e "$f" ] && n=$((n+1)); done; echo $n`
+	out, err := t.Host.Run(ctx, []string{"sh", "-c", script, "sh", results.NVMeOFRecords})
+	if err != nil {
+		return nil, fmt.Errorf("%s: list NVMe-oF records: %w", t.Label, err)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(out))); n == 0 {
+		return found, nil
+	}
+	for _, f := range found {
+		if f.What == NodeBinary {
+			r := Removal{Target: t, Path: results.NVMeOFRecords, Size: -1, What: NVMeOF, Node: f.Path}
+			return append([]Removal{r}, found...), nil
+		}
+	}
+	info(fmt.Sprintf("%s: %s holds NVMe-oF records, and no deployed node is there to remove what they list (run node nvmeof-clean as root)", t.Label, results.NVMeOFRecords))
+	return found, nil
 }

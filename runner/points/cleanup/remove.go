@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/runner/files/leftover"
@@ -72,6 +73,19 @@ func Remove(ctx context.Context, set *hostset.Set, todo []Removal, info func(msg
 			if _, err := os.Stat(x.Path); err == nil {
 				done.Kept = append(done.Kept, x.Path)
 				continue
+			}
+			done.Files++
+			continue
+		}
+		if x.What == NVMeOF {
+			out, err := x.Target.Host.Run(ctx, []string{x.Node, "nvmeof-clean"})
+			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				if strings.HasPrefix(l, "removed ") {
+					info(x.Target.Label + ": " + l)
+				}
+			}
+			if err != nil {
+				return done, fmt.Errorf("%s: %s nvmeof-clean: %w", x.Target.Label, x.Node, err)
 			}
 			done.Files++
 			continue

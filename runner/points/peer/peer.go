@@ -70,6 +70,10 @@ type Params struct {
 	ReportTag string
 }
 
+// NodeProgram, as an argv's first word, runs the node the runner
+// deployed on that host: a peer whose side is one of node's commands.
+const NodeProgram = "{node}"
+
 // Commands is what to run for one point. The runner starts Server (when
 // there is one) on the server host, waits until ReadyPort is listening
 // there (see Listening), then runs Client on the host ClientHost names,
@@ -101,6 +105,9 @@ type Result struct {
 	// Latency per operation, issue to completion, in microseconds (fio
 	// only: ib_read_bw and iperf3 report no per-operation latency).
 	Latency *Latency
+	// Verified: the peer checked a sample of what it read against the
+	// server's file (nvmeof), and it matched.
+	Verified bool
 	// Reported are the report's own CPU figures, under its own names:
 	// ib_read_bw's CPU_util, iperf3's host_total and remote_total, fio's
 	// usr_cpu and sys_cpu. A row's CPU cells come from node run
@@ -154,6 +161,13 @@ type Tool struct {
 	// Map is how the peer takes each parameter it takes, refuses or
 	// ignores, beside the peer (ibreadbw.go, iperf3.go, fio.go).
 	Map []Mapping
+	// Modules, when set, are the kernel modules role's host needs for a
+	// point over transport (loaded, or loadable by modprobe).
+	Modules func(role, transport string) []string
+	// Clean, when set, is an argv (starting with NodeProgram) run on every
+	// host before an exec's first point, after its leftover nodes are
+	// stopped: it removes what a killed run of the peer left on the host.
+	Clean []string
 	// OnServerHost: the peer measures on the server's host alone, after
 	// node prepare has made the server's file (fio reads that file).
 	OnServerHost bool
@@ -184,6 +198,7 @@ var tools = []Tool{
 	ibReadBW,
 	iperf3,
 	fio,
+	nvmeof,
 }
 
 // Names lists the peer workloads.
@@ -204,7 +219,7 @@ func Lookup(name string) (Tool, error) {
 					t.Ignored = append(t.Ignored, results.ParamOf(m.Param).Path())
 				}
 			}
-			t.Map = slices.Clone(t.Map)
+			t.Map, t.Clean = slices.Clone(t.Map), slices.Clone(t.Clean)
 			return t, nil
 		}
 	}

@@ -25,7 +25,7 @@ func TestFromValuesMapping(t *testing.T) {
 			t.Errorf("%s, %s: %v", tc.peer, tc.id, err)
 			continue
 		}
-		argv := " " + strings.Join(c.Client, " ") + " "
+		argv := " " + strings.Join(append(c.Server, c.Client...), " ") + " "
 		if !strings.Contains(argv, tc.want) || tc.never != "" && strings.Contains(argv, tc.never) {
 			t.Errorf("%s, %s: argv %s\nwant %q in it, and not %q", tc.peer, tc.id, argv, tc.want, tc.never)
 		}
@@ -55,13 +55,26 @@ type mappingCase struct {
 	peer  string
 	v     plan.Values
 	id    param.ID // the parameter the case is about
-	want  string   // in the client's argv, joined by spaces
+	want  string   // in the server's argv then the client's, joined by spaces
 	never string   // not in it
 }
 
 var mappingCases = func() []mappingCase {
 	rdma, tcp, file := rdmaValues, tcpValues, fileValues
 	return []mappingCase{
+		{NVMeOF, file, param.File, " nvmet --transport tcp ", ""},
+		{NVMeOF, file, param.File, " --file /data/f ", ""},
+		{NVMeOF, file, param.FileSize, " --file-size 1073741824 --create ", ""},
+		{NVMeOF, file.With(param.BlockSize, 4096), param.BlockSize, " --block-size 4096 ", ""},
+		{NVMeOF, file.With(param.QueueDepth, 8), param.QueueDepth, " --queue-depth 8 ", ""},
+		{NVMeOF, file.With(param.Pattern, "random"), param.Pattern, " --pattern random ", ""},
+		{NVMeOF, file.With(param.Duration, 3*time.Second), param.Duration, " --duration 3s ", " --total "},
+		{NVMeOF, file.With(param.Total, 1<<20), param.Total, " --total 1048576 ", " --duration "},
+		{NVMeOF, file.With(param.Warmup, time.Second), param.Warmup, " --warmup 1s ", ""},
+		{NVMeOF, file.With(param.Cache, "warm"), param.Cache, " --cache warm ", ""},
+		{NVMeOF, file, param.Port, " --svcid 4420 ", ""},
+		{NVMeOF, file.With(param.Port, 4421), param.Port, " --svcid 4421 ", ""},
+		{NVMeOF, rdmaValues.With(param.File, "/f").With(param.FileSize, 1<<20), param.Transport, " nvmet --transport rdma ", ""},
 		{IBReadBW, rdma, param.MaxRdAtomic, "", " -o "}, // auto: the device's maximum
 		{IBReadBW, rdma.With(param.MaxRdAtomic, 4), param.MaxRdAtomic, " -o 4 ", ""},
 		{IBReadBW, rdma.With(param.CQModeration, 8), param.CQModeration, " -Q 8 ", ""},
@@ -123,7 +136,7 @@ func TestBenchRDMADepthPerQP(t *testing.T) {
 		}
 		per := results.DepthPerQP(v.QueueDepth, v.QPs)
 		mod := results.CQModeration(v.RDMACQMod, v.QueueDepth, v.QPs, false)
-		argv := " " + strings.Join(c.Client, " ") + " "
+		argv := " " + strings.Join(append(c.Server, c.Client...), " ") + " "
 		if want := fmt.Sprintf(" -q 2 -t %d ", per); !strings.Contains(argv, want) || per != 8 {
 			t.Errorf("point %s: argv %s, want %q (queue_depth %d over 2 QPs)", pt.Key, argv, want, v.QueueDepth)
 		}

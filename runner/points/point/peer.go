@@ -82,6 +82,9 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 // server's from a tool's server role (fio, after node prepare, has none).
 func setPeerResult(row *results.Row, res peer.Result, roles []Role, reports []*Report) {
 	row.Bytes, row.Seconds, row.BandwidthMBs, row.IOPS = &res.Bytes, &res.Seconds, &res.BandwidthMBs, res.IOPS
+	if res.Verified {
+		row.Verified = &res.Verified
+	}
 	if l := res.Latency; l != nil {
 		row.LatAvgUs, row.LatP50Us, row.LatP99Us, row.LatP999Us, row.LatMaxUs = &l.AvgUs, &l.P50Us, &l.P99Us, &l.P999Us, &l.MaxUs
 	}
@@ -184,6 +187,9 @@ func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string
 // same CPUs.
 func (r *Runner) toolArgv(t role.Target, cpus string, argv []string) []string {
 	run := []string{t.NodePath, "run", "--deadline", r.deadline(), "--stop-on-eof", "--"}
+	if len(argv) > 0 && argv[0] == peer.NodeProgram {
+		argv = append([]string{t.NodePath}, argv[1:]...)
+	}
 	return pinned(cpus, append(run, argv...))
 }
 

@@ -53,6 +53,14 @@ func ProgramsFor(pts []plan.Point, roleName string) []Program {
 // program its peer workloads need.
 func CheckPrograms(ctx context.Context, s *hostset.Set, pts []plan.Point) error {
 	return s.EachRole(func(_ int, t role.Target) error {
+		missing, err := MissingModules(ctx, t.Host, ModulesFor(pts, t.Role))
+		if err != nil {
+			return t.Wrap(role.Facts, err)
+		}
+		if len(missing) > 0 {
+			m := missing[0]
+			return hint.Wrap(t.Errorf(role.Facts, "workload %s needs the kernel module %s, which the host has neither loaded nor can load", m.Workload, m.Name), ModuleHint(m))
+		}
 		progs := ProgramsFor(pts, t.Role)
 		if len(progs) == 0 {
 			return nil
@@ -73,15 +81,15 @@ func CheckPrograms(ctx context.Context, s *hostset.Set, pts []plan.Point) error 
 // not run; and a problem per missing program.
 func ProgramCells(ctx context.Context, t role.Target, pts []plan.Point) (map[string]string, []Problem) {
 	cells := map[string]string{}
+	mods, problems := moduleCells(ctx, t, pts, cells)
 	progs := ProgramsFor(pts, t.Role)
 	if len(progs) == 0 {
-		return cells, nil
+		return cells, problems
 	}
 	facts, err := Programs(ctx, t.Host, progs)
 	if err != nil {
-		return cells, []Problem{{Check: "programs", Msg: err.Error(), Hint: "check the host has a POSIX sh"}}
+		return cells, append(problems, Problem{Check: "programs", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
 	}
-	var problems []Problem
 	for _, p := range progs {
 		f := facts[p.Binary]
 		if f.Path == "" {
@@ -91,6 +99,8 @@ func ProgramCells(ctx context.Context, t role.Target, pts []plan.Point) (map[str
 			continue
 		}
 		switch {
+		case mods[p.Workload] != "":
+			// the missing module, said already
 		case f.Path == "":
 			cells[p.Workload] = fmt.Sprintf("missing (Debian %s, RHEL %s)", p.Debian, p.RHEL)
 		case f.Version == "":
@@ -105,4 +115,24 @@ func ProgramCells(ctx context.Context, t role.Target, pts []plan.Point) (map[str
 		}
 	}
 	return cells, problems
+}
+
+// moduleCells sets the cell of each peer workload whose kernel modules t's
+// host lacks to "missing module M", and returns those cells and a
+// problem for each.
+func moduleCells(ctx context.Context, t role.Target, pts []plan.Point, cells map[string]string) (map[string]string, []Problem) {
+	missing, err := MissingModules(ctx, t.Host, ModulesFor(pts, t.Role))
+	if err != nil {
+		return nil, []Problem{{Check: "modules", Msg: err.Error(), Hint: "check the host has a POSIX sh"}}
+	}
+	set := map[string]string{}
+	var problems []Problem
+	for _, m := range missing {
+		if set[m.Workload] == "" {
+			set[m.Workload] = "missing module " + m.Name
+			cells[m.Workload] = set[m.Workload]
+		}
+		problems = append(problems, Problem{Check: m.Workload, Msg: fmt.Sprintf("kernel module %s is neither loaded nor loadable", m.Name), Hint: ModuleHint(m)})
+	}
+	return set, problems
 }

@@ -158,6 +158,9 @@ func (e *Exec) run(ctx context.Context, csv Appender, w Watch, sweep func(*Sweep
 		return Outcome{}, err
 	}
 	defer left.Flush()
+	if err := preflight.CleanPeers(ctx, e.Hosts, e.Points, e.Info); err != nil {
+		return Outcome{}, err
+	}
 	ts := series.New(series.PathFor(e.CSVPath, e.RunID))
 	defer ts.Close()
 	cs := manifest.NewCounters(manifest.CountersPathFor(e.CSVPath, e.RunID))

@@ -1,0 +1,140 @@
+package nvmeof
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Conn is what a host connects to: the subsystem NQN at Addr:SvcID over
+// Transport, as HostNQN.
+type Conn struct {
+	NQN, HostNQN string
+	Transport    string
+	Addr         string
+	SvcID        int
+}
+
+// Connect makes a controller for c through /dev/nvme-fabrics (no
+// nvme-cli), recording it first. The kernel answers the write with
+// "instance=N,cntlid=M": the controller is nvmeN.
+func (s Sys) Connect(ctx context.Context, c Conn) (*Made, error) {
+	if c.SvcID == 0 {
+		c.SvcID = DefaultSvcID
+	}
+	m := &Made{Target: Target{NQN: c.NQN, HostNQN: c.HostNQN, Transport: c.Transport, Addr: c.Addr, SvcID: c.SvcID}, PID: os.Getpid()}
+	if err := s.record(m); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.Fabrics, os.O_RDWR, 0)
+	if err != nil {
+		os.Remove(m.record)
+		return nil, fmt.Errorf("open %s: %w (load nvme-fabrics and nvme-%s)", s.Fabrics, err, c.Transport)
+	}
+	defer f.Close()
+	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s", c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN)
+	if _, err := f.Write([]byte(opts)); err != nil {
+		os.Remove(m.record)
+		return nil, fmt.Errorf("connect to %s at %s:%d over %s: %w", c.NQN, c.Addr, c.SvcID, c.Transport, err)
+	}
+	b := make([]byte, 256)
+	n, err := f.Read(b)
+	if err != nil {
+		return m, fmt.Errorf("read the new controller from %s: %w", s.Fabrics, err)
+	}
+	inst, ok := instanceRE.FindStringSubmatch(string(b[:n])), true
+	if inst == nil {
+		ok = false
+	}
+	if !ok {
+		return m, fmt.Errorf("read the new controller from %s: %q", s.Fabrics, b[:n])
+	}
+	m.Controller = "nvme" + inst[1]
+	return m, s.save(m)
+}
+
+var instanceRE = regexp.MustCompile(`instance=(\d+)`)
+
+// Controller checks that m's controller is the subsystem it connected to
+// (by its NQN in sysfs) and returns its serial number, the target's
+// attr_serial.
+func (s Sys) Controller(m *Made) (serial string, err error) {
+	dir := filepath.Join(s.Class, m.Controller)
+	nqn, err := readTrim(filepath.Join(dir, "subsysnqn"))
+	if err != nil {
+		return "", fmt.Errorf("controller %s: %w", m.Controller, err)
+	}
+	if nqn != m.Target.NQN {
+		return "", fmt.Errorf("controller %s is of %s, not %s", m.Controller, nqn, m.Target.NQN)
+	}
+	return readTrim(filepath.Join(dir, "serial"))
+}
+
+// Namespace waits up to wait for the block device of the namespace nsid
+// the subsystem m connected to exports, found by the subsystem's NQN in
+// sysfs (with native multipath the device is nvmeXnNSID of the subsystem,
+// not of the controller), and returns its /dev path.
+func (s Sys) Namespace(ctx context.Context, m *Made, nsid int, wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ents, _ := os.ReadDir(s.Block)
+		for _, e := range ents {
+			mm := nsRE.FindStringSubmatch(e.Name())
+			if mm == nil || mm[1] != strconv.Itoa(nsid) {
+				continue
+			}
+			if nqn, err := readTrim(filepath.Join(s.Block, e.Name(), "device", "subsysnqn")); err == nil && nqn == m.Target.NQN {
+				return "/dev/" + e.Name(), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no block device of %s's namespace %d after %s", m.Target.NQN, nsid, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// nsRE is a namespace's block device, nvmeXnY (not a path's nvmeXcZnY).
+var nsRE = regexp.MustCompile(`^nvme\d+n(\d+)$`)
+
+// Disconnect deletes m's controller, when it is still m's subsystem's, and
+// the record.
+func (s Sys) Disconnect(m *Made) error {
+	if m.Controller != "" {
+		dir := filepath.Join(s.Class, m.Controller)
+		nqn, err := readTrim(filepath.Join(dir, "subsysnqn"))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			// gone already
+		case err != nil:
+			return fmt.Errorf("disconnect %s: %w", m.Controller, err)
+		case nqn != m.Target.NQN:
+			// the instance was reused by another subsystem's controller
+		default:
+			if err := os.WriteFile(filepath.Join(dir, "delete_controller"), []byte("1"), 0o200); err != nil {
+				return fmt.Errorf("disconnect %s from %s: %w", m.Controller, m.Target.NQN, err)
+			}
+		}
+	}
+	if m.record != "" {
+		if err := os.Remove(m.record); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func readTrim(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	return strings.TrimSpace(string(b)), err
+}

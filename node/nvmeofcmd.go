@@ -1,0 +1,327 @@
+package main
+
+// node nvmet and node nvmeof-read: NVMe over Fabrics as a peer of node
+// serve and node read (runner/points/peer's nvmeof). nvmet makes the
+// target for one point and tears it down when it ends; nvmeof-read
+// connects, runs fio on the namespace, checks a sample of blocks against
+// the file's pattern and disconnects. The configfs and sysfs work is
+// node/nvmeof's.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rdmasweep/node/nvmeof"
+	"rdmasweep/node/pattern"
+	"rdmasweep/results"
+)
+
+// fabricFlags are what both sides name: the subsystem, the host, where.
+type fabricFlags struct {
+	transport, addr, nqn, hostNQN string
+	svcID                         int
+}
+
+func (o *fabricFlags) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.transport, "transport", results.TransportRDMA, "nvmet-rdma or nvmet-tcp: rdma or tcp")
+	fs.StringVar(&o.addr, "addr", "", "the target's address (the server's data address)")
+	fs.IntVar(&o.svcID, "svcid", nvmeof.DefaultSvcID, "the target's port")
+	fs.StringVar(&o.nqn, "nqn", "", "the subsystem's NQN, one of its own for the run")
+	fs.StringVar(&o.hostNQN, "hostnqn", "", "the one host NQN the subsystem admits")
+}
+
+func (o *fabricFlags) check() error {
+	switch {
+	case o.transport != results.TransportRDMA && o.transport != results.TransportTCP:
+		return usagef("--transport must be %s or %s (got %q)", results.TransportRDMA, results.TransportTCP, o.transport)
+	case o.addr == "" || o.nqn == "" || o.hostNQN == "":
+		return usagef("--addr, --nqn and --hostnqn are needed")
+	case net.ParseIP(o.addr).To4() == nil:
+		return usagef("--addr must be an IPv4 address (got %q)", o.addr)
+	}
+	return nil
+}
+
+// runNVMet is node nvmet: load nvmet, make the target over the file (made
+// and cached as node serve would), say ready, and tear it all down when
+// the client says it is done or ctx ends (SIGTERM, SIGINT).
+func runNVMet(ctx context.Context, e *env, args []string) error {
+	var o fabricFlags
+	var file, cache string
+	var size sizeValue
+	var create bool
+	fs := flag.NewFlagSet("nvmet", flag.ContinueOnError)
+	o.addFlags(fs)
+	fs.StringVar(&file, "file", "", "the file the namespace reads")
+	fs.Var(&size, "file-size", "its bytes, e.g. 64MiB")
+	fs.BoolVar(&create, "create", false, "create or reuse a patterned file")
+	fs.StringVar(&cache, "cache", "cold", "cold: the target reads the file directly (buffered_io 0); warm: through the warmed page cache")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	sys := nvmeof.Host
+	if err := loadSay(ctx, e, sys, nvmeof.TargetModules(o.transport)); err != nil {
+		return err
+	}
+	if mounted, err := sys.MountConfigfs(); err != nil {
+		return err
+	} else if mounted {
+		e.out.warn("mounted configfs on " + sys.Configfs)
+	}
+	so := &serveOptions{file: file, fileSize: size, create: create, cache: cache}
+	f, _, err := prepareRegion(ctx, e.out, so)
+	if err != nil {
+		return err
+	}
+	seed, patterned := f.Seed, f.Patterned
+	f.Close()
+	if !patterned {
+		return fmt.Errorf("%s holds no pattern node made (its sidecar is missing), so the reads could not be checked; use server.create", file)
+	}
+	made, err := sys.Setup(ctx, nvmeof.Target{NQN: o.nqn, HostNQN: o.hostNQN, Transport: o.transport, Addr: o.addr, SvcID: o.svcID,
+		Path: file, Buffered: cache == "warm", Serial: fmt.Sprintf("%016x", seed)})
+	if err != nil {
+		return fmt.Errorf("make the target: %w", err)
+	}
+	defer func() {
+		if err := sys.Teardown(made); err != nil {
+			e.out.warn("tear the target down: " + err.Error())
+		}
+	}()
+	// node listens on the next TCP port, accepting the client's word that
+	// it is done: the runner waits for this role to exit, and the kernel's
+	// target would never end by itself. The port listening is its ready.
+	l, err := net.Listen("tcp", net.JoinHostPort(o.addr, strconv.Itoa(o.svcID+1)))
+	if err != nil {
+		return fmt.Errorf("listen on tcp port %d for the client's done: %w", o.svcID+1, err)
+	}
+	defer l.Close()
+	e.out.event(results.Ready{Type: results.TypeReady})
+	fmt.Fprintf(e.stderr, "node: nvmet: subsystem %s on %s %s:%d (port %d), namespace %s, buffered_io %v\n",
+		o.nqn, o.transport, o.addr, o.svcID, made.PortID, file, cache == "warm")
+	return awaitDone(ctx, l, o.hostNQN)
+}
+
+// awaitDone returns nil once a connection on l says "done HOSTNQN", or
+// ctx.Err() when ctx ends first (SIGTERM: node run stops its tool so when
+// the runner's connection ends; stdin is not watched, since node run
+// gives its tool none).
+func awaitDone(ctx context.Context, l net.Listener, hostNQN string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { <-ctx.Done(); l.Close() }()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("await the client's done: %w", err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 512)
+		n, _ := io.ReadAtLeast(c, b, len("done ")+len(hostNQN))
+		c.Close()
+		if string(b[:n]) == "done "+hostNQN {
+			return nil
+		}
+	}
+}
+
+// sayDone tells node nvmet at addr that this host is done.
+func sayDone(ctx context.Context, addr string, port int, hostNQN string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("tell the target's node it is done: %w", err)
+	}
+	defer c.Close()
+	_, err = c.Write([]byte("done " + hostNQN))
+	return err
+}
+
+// loadSay loads mods and says which it loaded.
+func loadSay(ctx context.Context, e *env, sys nvmeof.Sys, mods []string) error {
+	loaded, err := sys.Load(ctx, mods)
+	if len(loaded) > 0 {
+		e.out.warn("loaded kernel modules " + strings.Join(loaded, ", "))
+	}
+	return err
+}
+
+// nvmeofReadOptions are node nvmeof-read's flags.
+type nvmeofReadOptions struct {
+	fabricFlags
+	blockSize, size, total sizeValue
+	depth                  int
+	pattern                string
+	duration, warmup       durationFlag
+	sample                 int
+}
+
+// runNVMeOFRead is node nvmeof-read: connect, find the namespace, run fio
+// on it (io_uring, O_DIRECT), check a sample of blocks, disconnect. It
+// prints a line {"type":"nvmeof_verified",...} and then fio's JSON.
+func runNVMeOFRead(ctx context.Context, e *env, args []string) error {
+	var o nvmeofReadOptions
+	fs := flag.NewFlagSet("nvmeof-read", flag.ContinueOnError)
+	o.addFlags(fs)
+	fs.Var(&o.blockSize, "block-size", "fio's --bs")
+	fs.Var(&o.size, "size", "bytes of the namespace read (the plan's file_size)")
+	fs.Var(&o.total, "total", "bytes to read (0: --size) when no --duration")
+	fs.IntVar(&o.depth, "queue-depth", 1, "fio's --iodepth")
+	fs.StringVar(&o.pattern, "pattern", "sequential", "sequential or random")
+	fs.Var(&o.duration, "duration", "time-based: how long fio reads")
+	fs.Var(&o.warmup, "warmup", "fio's --ramp_time")
+	fs.IntVar(&o.sample, "verify-sample", 64, "blocks checked against the file's pattern after fio")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	if o.blockSize <= 0 || o.size < o.blockSize {
+		return usagef("--block-size must be positive and fit in --size")
+	}
+	sys := nvmeof.Host
+	if err := loadSay(ctx, e, sys, nvmeof.HostModules(o.transport)); err != nil {
+		return err
+	}
+	made, err := sys.Connect(ctx, nvmeof.Conn{NQN: o.nqn, HostNQN: o.hostNQN, Transport: o.transport, Addr: o.addr, SvcID: o.svcID})
+	if made != nil {
+		defer func() {
+			if err := sys.Disconnect(made); err != nil {
+				e.out.warn(err.Error())
+			}
+		}()
+	}
+	if err != nil {
+		return err
+	}
+	serial, err := sys.Controller(made)
+	if err != nil {
+		return err
+	}
+	seed, err := strconv.ParseUint(serial, 16, 64)
+	if err != nil {
+		return fmt.Errorf("controller %s: serial %q is not the target's pattern seed", made.Controller, serial)
+	}
+	dev, err := sys.Namespace(ctx, made, 1, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	report, err := runFio(ctx, o, dev)
+	if err != nil {
+		return err
+	}
+	n, err := verifySample(dev, int64(o.blockSize), int64(o.size), o.sample, seed)
+	if err != nil {
+		return fmt.Errorf("%s (%s of %s): %w", dev, made.Controller, o.nqn, err)
+	}
+	if err := sys.Disconnect(made); err != nil {
+		return err
+	}
+	if err := sayDone(ctx, o.addr, o.svcID+1, o.hostNQN); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "{\"type\":\"nvmeof_verified\",\"blocks\":%d,\"block_size\":%d}\n", n, o.blockSize)
+	_, err = e.stdout.Write(report)
+	return err
+}
+
+// runFio runs fio on dev and returns its JSON report.
+func runFio(ctx context.Context, o nvmeofReadOptions, dev string) ([]byte, error) {
+	rw := "read"
+	if o.pattern == "random" {
+		rw = "randread"
+	}
+	args := []string{"--name=rdmasweep", "--filename=" + dev, "--readonly", "--direct=1", "--ioengine=io_uring", "--rw=" + rw,
+		"--bs=" + o.blockSize.String(), "--iodepth=" + strconv.Itoa(max(o.depth, 1)), "--size=" + o.size.String()}
+	if d := o.duration.d(); d > 0 {
+		args = append(args, fmt.Sprintf("--runtime=%dms", d.Milliseconds()), "--time_based")
+	} else if o.total > 0 {
+		args = append(args, "--io_size="+o.total.String())
+	}
+	if w := o.warmup.d(); w > 0 {
+		args = append(args, fmt.Sprintf("--ramp_time=%dms", w.Milliseconds()))
+	}
+	args = append(args, "--lat_percentiles=1", "--output-format=json")
+	cmd := exec.CommandContext(ctx, "fio", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("fio on %s: %w: %s", dev, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// verifySample reads n blocks of dev, the first, the last and the rest at
+// random, with O_DIRECT (past any cache on this host), and checks each
+// against the pattern for seed. A mismatch names its offset.
+func verifySample(dev string, block, size int64, n int, seed uint64) (int, error) {
+	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return 0, fmt.Errorf("open to check a sample: %w", err)
+	}
+	defer f.Close()
+	blocks := size / block
+	buf, err := unix.Mmap(-1, 0, int(block), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE) // page-aligned
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Munmap(buf)
+	n = int(min(int64(n), blocks))
+	for i := range n {
+		b := rand.Int64N(blocks)
+		switch i {
+		case 0:
+			b = 0
+		case 1:
+			b = blocks - 1
+		}
+		off := b * block
+		if _, err := f.ReadAt(buf, off); err != nil {
+			return i, fmt.Errorf("read the block at offset %d to check it: %w", off, err)
+		}
+		if bad, ok := pattern.Check(buf, off, seed); !ok {
+			return i, fmt.Errorf("%w: the block at offset %d differs from the file's pattern at byte offset %d", errVerify, off, bad)
+		}
+	}
+	return n, nil
+}
+
+var errVerify = errors.New("data mismatch")
+
+// runNVMeOFClean is node nvmeof-clean: remove what node nvmet and node
+// nvmeof-read recorded making on this host and left behind when they were
+// killed (their process is gone), and nothing else. It prints one line
+// per subsystem or controller removed.
+func runNVMeOFClean(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("nvmeof-clean", flag.ContinueOnError)
+	nqn := fs.String("nqn", "", "only this subsystem's records")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	done, err := nvmeof.Host.Clean(ctx, *nqn)
+	for _, d := range done {
+		fmt.Fprintln(e.stdout, "removed "+d)
+	}
+	return err
+}

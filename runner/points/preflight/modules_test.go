@@ -1,0 +1,67 @@
+package preflight
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"rdmasweep/plan"
+	"rdmasweep/runner/hosts/remote"
+)
+
+// nvmeofPoints expands a plan of node and nvmeof points over transport.
+func nvmeofPoints(t *testing.T, transport string) []plan.Point {
+	t.Helper()
+	p, err := plan.Parse("t.yaml", []byte(`name: t
+hosts: {server: {address: local}, client: {address: local}}
+transport: `+transport+`
+server: {file: /tmp/t.dat, file_size: 1MiB}
+sweep: {matrix: {workload: [node, nvmeof]}}
+`), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := plan.Expand(p, plan.ExpandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pts
+}
+
+// TestModulesFor: nvmeof's points need the target's modules on the
+// server and the initiator's on the client, for their transport; node's
+// need none.
+func TestModulesFor(t *testing.T) {
+	for _, tc := range []struct{ transport, role, want string }{
+		{"rdma", "server", "nvmet nvmet-rdma"}, {"rdma", "client", "nvme-fabrics nvme-rdma"},
+		{"tcp", "server", "nvmet nvmet-tcp"}, {"tcp", "client", "nvme-fabrics nvme-tcp"},
+	} {
+		var got []string
+		for _, m := range ModulesFor(nvmeofPoints(t, tc.transport), tc.role) {
+			got = append(got, m.Name)
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s %s: %v, want %s", tc.transport, tc.role, got, tc.want)
+		}
+	}
+}
+
+// TestMissingModules: a module no kernel has is missing, and a loaded one
+// is not (any in /sys/module, its - for _ as node loads it); what this
+// host says of nvmet-rdma is logged.
+func TestMissingModules(t *testing.T) {
+	ents, _ := os.ReadDir("/sys/module")
+	loaded := "no-module-loaded"
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "_") {
+			loaded = strings.ReplaceAll(e.Name(), "_", "-")
+			break
+		}
+	}
+	m, err := MissingModules(context.Background(), remote.Local{}, []Module{{"nvmeof", "no-such-module-rdmasweep"}, {"nvmeof", loaded}, {"nvmeof", "nvmet-rdma"}})
+	t.Logf("missing %v, %v", m, err)
+	if err != nil || len(m) == 0 || m[0].Name != "no-such-module-rdmasweep" || (len(m) > 1 && m[1].Name == loaded) {
+		t.Errorf("missing %v, %v; want no-such-module-rdmasweep first, and not %s (loaded)", m, err, loaded)
+	}
+}
