@@ -1,24 +1,18 @@
 package vmtest
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"rdmasweep/results"
 	"rdmasweep/runner/files/csvfile"
-	"rdmasweep/testbed/guest"
-	"rdmasweep/testbed/testenv"
 )
 
 // nvmeofFile is the server's file on the NVMe drive that both node and
@@ -27,45 +21,6 @@ const (
 	nvmeofFile = "/mnt/nvme/rdmasweep-nvmeof.dat"
 	nvmeofSize = 8 << 20
 )
-
-// TestGuestNVMeoF is issue 35 across two bookworm guests on the wire:
-// the nvmeof peer (nvmet-rdma over rxe, then nvmet-tcp) beside node's
-// rdma rows in one CSV, at 4 KiB, 64 KiB and 1 MiB, on the server's file
-// on its NVMe drive, each nvmeof row ok with its sample verified, and
-// runner summary's nvmeof/node ratio for each block size.
-func TestGuestNVMeoF(t *testing.T) {
-	needHost(t)
-	testenv.NeedTool(t, "mkfs.ext4", "e2fsprogs")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	lab := &wireLab{ctx: ctx, dir: t.TempDir(), runner: filepath.Join(t.TempDir(), "runner"), node: os.Getenv("RDMASWEEP_NODE")}
-	disk := filepath.Join(t.TempDir(), "nvme.img")
-	steps := []func() error{
-		func() error { _, err := guest.EnsureImage(ctx, guest.Bookworm, testLog{t}); return err },
-		func() error { return buildRunner(ctx, lab.runner) },
-		func() error { return guest.NewExt4Image(ctx, disk, 64<<20) },
-	}
-	if lab.node == "" {
-		lab.node = filepath.Join(t.TempDir(), "node")
-		steps = append(steps, func() error { return guest.BuildNode(ctx, lab.node) })
-	}
-	errs := make([]error, len(steps))
-	var wg sync.WaitGroup
-	for i, f := range steps {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = f() }()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	lab.server, lab.client = bootWire(t, ctx, disk)
-	lab.setUp(t)
-	t.Run("Rows", lab.nvmeofRows)
-	t.Run("Corrupt", lab.nvmeofCorrupt)
-	t.Run("Kill", lab.nvmeofKill)
-	t.Run("NoModule", lab.nvmeofNoModule)
-}
 
 // nvmeofNoModule: with nvmet-rdma unloaded and its file moved out of the
 // server's module tree, runner check fails the server's NVMEOF cell

@@ -97,8 +97,9 @@ type wireLab struct {
 // 24), retransmits under netem loss on the server's NIC, and cold and
 // warm points from the NVMe's ext4 (issue 22), what bound a row (issue
 // 34: the throttled drive, then the wire slowed), and the pipeline from
-// the drive to the client's memory, whole and interrupted. Each guest has
-// one vCPU.
+// the drive to the client's memory, whole and interrupted; and the nvmeof
+// peer beside node (issue 35: its rows over rdma and tcp, a corrupted
+// block, a killed runner, a missing module). Each guest has one vCPU.
 func TestGuestWire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -107,7 +108,8 @@ func TestGuestWire(t *testing.T) {
 	for _, sub := range []struct {
 		name string
 		f    func(*testing.T)
-	}{{"ToS", lab.tos}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByLink", lab.boundByLink}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted}} {
+	}{{"ToS", lab.tos}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByLink", lab.boundByLink}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted},
+		{"NVMeoFRows", lab.nvmeofRows}, {"NVMeoFCorrupt", lab.nvmeofCorrupt}, {"NVMeoFKill", lab.nvmeofKill}, {"NVMeoFNoModule", lab.nvmeofNoModule}} {
 		t.Run(sub.name, func(t *testing.T) {
 			s := time.Now()
 			sub.f(t)
