@@ -107,7 +107,7 @@ func runNVMet(ctx context.Context, e *env, args []string) error {
 	// node listens on the next TCP port, accepting the client's word that
 	// it is done: the runner waits for this role to exit, and the kernel's
 	// target would never end by itself. The port listening is its ready.
-	l, err := net.Listen("tcp", net.JoinHostPort(o.addr, strconv.Itoa(o.svcID+1)))
+	l, err := net.Listen(results.Network, net.JoinHostPort(o.addr, strconv.Itoa(o.svcID+1)))
 	if err != nil {
 		return fmt.Errorf("listen on tcp port %d for the client's done: %w", o.svcID+1, err)
 	}
@@ -147,7 +147,7 @@ func awaitDone(ctx context.Context, l net.Listener, hostNQN string) error {
 // sayDone tells node nvmet at addr that this host is done.
 func sayDone(ctx context.Context, addr string, port int, hostNQN string) error {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	c, err := d.DialContext(ctx, results.Network, net.JoinHostPort(addr, strconv.Itoa(port)))
 	if err != nil {
 		return fmt.Errorf("tell the target's node it is done: %w", err)
 	}
