@@ -11,12 +11,13 @@ import (
 	"time"
 )
 
-// TestBenchSSDWire is docs/ssd.md's figure: across the two guests on the
+// TestBenchSSDWire is docs/ssd.md's figures: across the two guests on the
 // wire, the server's file on its NVMe drive (throttled to wireDiskBPS),
 // node reads the cold file serially and pipelined at three block sizes,
-// three times each, beside fio's cold read of the same file on the
-// server; the CSV and `runner plot -y end_to_end_mb_s` of it go to
-// $RDMASWEEP_BENCH_OUT.
+// three times each, beside NVMe over Fabrics (nvmet-rdma) reading the
+// same file and fio's cold read of it on the server. The CSV, `runner
+// plot -y end_to_end_mb_s` of it (node, serial against pipelined) and
+// `runner plot` of every workload's bandwidth go to $RDMASWEEP_BENCH_OUT.
 //
 //	RDMASWEEP_BENCH_OUT=out/ssd go test -tags bench -run TestBenchSSDWire -v ./node/transport/rdma/vmtest
 func TestBenchSSDWire(t *testing.T) {
@@ -34,10 +35,10 @@ sweep:
   matrix:
     block_size: [64KiB, 256KiB, 1MiB]
     pipeline: [false, true]
-    workload: [node, fio]
+    workload: [node, nvmeof, fio]
 `, wirePipeFile, wirePipeSize>>20))
 	lab.exec(t, plan, "ssd-wire", "--only", "workload=node")
-	lab.exec(t, plan, "ssd-wire", "--only", "workload=fio", "--only", "pipeline=false")
+	lab.exec(t, plan, "ssd-wire", "--only", "workload=nvmeof,fio", "--only", "pipeline=false")
 	csv := filepath.Join(lab.dir, "out", "ssd-wire.csv")
 	b, err := os.ReadFile(csv)
 	if err != nil {
@@ -48,7 +49,8 @@ sweep:
 	}
 	for _, args := range [][]string{
 		{"plot", "-y", "end_to_end_mb_s", "-o", filepath.Join(out, "ssd-pipeline.png"), csv},
-		{"summary", csv},
+		{"plot", "-o", filepath.Join(out, "ssd-nvmeof.png"), csv},
+		{"summary", "--baseline", "workload=node", csv},
 	} {
 		stdout, stderr, err := runRunner(ctx, lab.runner, lab.dir, lab.env, args...)
 		if err != nil {
