@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"rdmasweep/testbed/testenv"
 	"testing"
 )
 
@@ -52,6 +53,10 @@ func TestSetupLeavesOthersAlone(t *testing.T) {
 // (its paths, then the record) and keeps one whose maker runs, and a path
 // a record names outside nvmet's directory is never removed.
 func TestCleanOnlyDeadMakers(t *testing.T) {
+	if emu := os.Getenv("RDMASWEEP_NODE_EXEC"); emu != "" {
+		// make test-arm64 leaves it out (-skip); make test runs it natively.
+		testenv.Skip(t, "under "+emu+", whose made-up /proc/PID/stat gives the start time of the thread that reads it, so a live maker read from another Go thread looks gone")
+	}
 	s := fakeSys(t)
 	os.MkdirAll(s.Records, 0o700)
 	mk := func(name string, pid int, start string, paths ...string) {
