@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -142,37 +141,23 @@ func (s *server) pipelineFailed(ctx context.Context, c net.Conn, err error) erro
 // mappings, remapping the file, when the kernel refuses to pin it
 // through the one mapForPipeline chose, as register does.
 func (s *server) registerSpan(i int) (*C.struct_ibv_mr, error) {
-	sp := s.spans[i]
 	access := C.int(C.IBV_ACCESS_REMOTE_READ)
+	if i == 0 {
+		r, err := s.mapAndRegister(s.mem, s.spans[:1], access)
+		if err != nil {
+			s.mem = nil // unmapped by the tries
+			return nil, err
+		}
+		s.mem, s.ready.Mapping = r.mem, r.name
+		return r.mrs[0], nil
+	}
+	sp := s.spans[i]
 	var mr *C.struct_ibv_mr
 	st := C.rs_reg_mr(s.dev.pd, unsafe.Pointer(&s.mem[sp.off]), C.size_t(sp.len), access, &mr)
-	if st.verb == nil {
-		return mr, nil
-	}
-	if i > 0 {
+	if st.verb != nil {
 		return nil, fmt.Errorf("register memory region %d of %d (%d bytes at %d): %w", i+1, len(s.spans), sp.len, sp.off, verbErr(st, memlockHint(uint64(s.cfg.Region.Size))))
 	}
-	tried := []string{fmt.Sprintf("%s: %v", s.ready.Mapping, verbErr(st, ""))}
-	for _, m := range mappings(s.cfg.Region.Writable)[1:] {
-		if syscall.Errno(st.err) == syscall.ENOMEM {
-			break // no other mapping needs less memory
-		}
-		unix.Munmap(s.mem)
-		s.mem = nil
-		mem, err := unix.Mmap(int(s.cfg.Region.File.Fd()), 0, int(s.cfg.Region.Size), m.prot, m.flags)
-		if err != nil {
-			tried = append(tried, fmt.Sprintf("%s: mmap: %v", m.name, err))
-			continue
-		}
-		s.mem = mem
-		st = C.rs_reg_mr(s.dev.pd, unsafe.Pointer(&s.mem[sp.off]), C.size_t(sp.len), access, &mr)
-		if st.verb == nil {
-			s.ready.Mapping = m.name
-			return mr, nil
-		}
-		tried = append(tried, fmt.Sprintf("%s: %v", m.name, verbErr(st, "")))
-	}
-	return nil, s.registerFailed(tried)
+	return mr, nil
 }
 
 // gate is a pipelined client's side: the rs_gate the C loop reads, in C

@@ -270,39 +270,62 @@ func (s *server) register() error {
 			s.warn(fmt.Sprintf("odp_prefetch on %s (rxe): the region is registered with local write access too, which rxe's advise_mr requires of the MR it prefetches; odp pins nothing, and reads and the prefetch fault pages in read-only", s.dev.name))
 		}
 	}
-	size := int(s.cfg.Region.Size)
 	spans, err := s.memoryRegions()
 	if err != nil {
 		return err
 	}
+	r, err := s.mapAndRegister(nil, spans, access)
+	if err != nil {
+		return err
+	}
+	s.mem, s.mrs, s.mrSize = r.mem, r.mrs, spans[0].len
+	s.ready.Mapping = r.name
+	s.ready.RegistrationS = &r.secs
+	s.ready.Regions = len(r.mrs)
+	if len(r.tried) > 0 {
+		s.warn(fmt.Sprintf("registered the region through a %s mapping after: %s", r.name, strings.Join(r.tried, "; ")))
+	}
+	return s.prefetchAll(r.secs)
+}
+
+// mapped is the file mapped by one mapping with spans of it registered.
+type mapped struct {
+	mem   []byte
+	mrs   []*C.struct_ibv_mr
+	name  string   // the mapping's
+	secs  float64  // how long registering took
+	tried []string // the mappings that failed before it, and why
+}
+
+// mapAndRegister maps the file by the first mapping (see mappings) under
+// which spans register, each as a memory region: all of the file's, or a
+// pipeline's first. first, when set, is the file already mapped by the
+// first mapping, tried as it is. A mapping that fails is unmapped (first
+// too). ENOMEM ends the tries: no other mapping needs less memory.
+func (s *server) mapAndRegister(first []byte, spans []prefetchSegment, access C.int) (mapped, error) {
 	var tried []string
-	for _, m := range mappings(s.cfg.Region.Writable) {
-		mem, err := unix.Mmap(int(s.cfg.Region.File.Fd()), 0, size, m.prot, m.flags)
-		if err != nil {
-			tried = append(tried, fmt.Sprintf("%s: mmap: %v", m.name, err))
-			continue
+	for i, m := range mappings(s.cfg.Region.Writable) {
+		mem := first
+		if i > 0 || mem == nil {
+			var err error
+			if mem, err = unix.Mmap(int(s.cfg.Region.File.Fd()), 0, int(s.cfg.Region.Size), m.prot, m.flags); err != nil {
+				tried = append(tried, fmt.Sprintf("%s: mmap: %v", m.name, err))
+				continue
+			}
 		}
 		start := time.Now()
 		mrs, st := regMRs(s.dev.pd, mem, spans, access)
 		secs := time.Since(start).Seconds()
-		if st.verb != nil {
-			unix.Munmap(mem)
-			tried = append(tried, fmt.Sprintf("%s: %v", m.name, verbErr(st, "")))
-			if syscall.Errno(st.err) == syscall.ENOMEM {
-				break // no other mapping needs less memory
-			}
-			continue
+		if st.verb == nil {
+			return mapped{mem: mem, mrs: mrs, name: m.name, secs: secs, tried: tried}, nil
 		}
-		s.mem, s.mrs, s.mrSize = mem, mrs, spans[0].len
-		s.ready.Mapping = m.name
-		s.ready.RegistrationS = &secs
-		s.ready.Regions = len(mrs)
-		if len(tried) > 0 {
-			s.warn(fmt.Sprintf("registered the region through a %s mapping after: %s", m.name, strings.Join(tried, "; ")))
+		unix.Munmap(mem)
+		tried = append(tried, fmt.Sprintf("%s: %v", m.name, verbErr(st, "")))
+		if syscall.Errno(st.err) == syscall.ENOMEM {
+			break
 		}
-		return s.prefetchAll(secs)
 	}
-	return s.registerFailed(tried)
+	return mapped{}, s.registerFailed(tried)
 }
 
 // memoryRegions returns the spans the region is registered as, having
