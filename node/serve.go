@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rdmasweep/node/counters"
+	"rdmasweep/node/procstat"
 	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
@@ -321,13 +321,6 @@ func started(role string) results.Started {
 	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 		st.BootID = strings.TrimSpace(string(b))
 	}
-	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
-		// comm (field 2) may hold spaces; the fields after it follow ") ".
-		if i := bytes.LastIndex(b, []byte(") ")); i >= 0 {
-			if f := strings.Fields(string(b[i+2:])); len(f) > 19 {
-				st.StartTime = f[19] // field 22 overall
-			}
-		}
-	}
+	st.StartTime = procstat.StartTime(st.PID)
 	return st
 }

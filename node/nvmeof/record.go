@@ -1,15 +1,15 @@
 package nvmeof
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"rdmasweep/node/procstat"
 )
 
 // A record is Records/NAME.json, one per Made, written before each step
@@ -26,7 +26,7 @@ func (s Sys) record(m *Made) error {
 		side = "host"
 	}
 	m.record = filepath.Join(s.Records, side+"-"+safeName(m.Target.NQN)+".json")
-	m.Start = startTime(m.PID)
+	m.Start = procstat.StartTime(m.PID)
 	return s.save(m)
 }
 
@@ -75,7 +75,7 @@ func (s Sys) Clean(ctx context.Context, nqn string) ([]string, error) {
 			continue
 		}
 		m.record = p
-		if (nqn != "" && m.Target.NQN != nqn) || (m.Start != "" && startTime(m.PID) == m.Start) {
+		if (nqn != "" && m.Target.NQN != nqn) || (m.Start != "" && procstat.StartTime(m.PID) == m.Start) {
 			continue // another run's, or its maker still runs
 		}
 		what := fmt.Sprintf("subsystem %s, port %d (%d configfs entries)", m.Target.NQN, m.PortID, len(m.Paths))
@@ -92,21 +92,6 @@ func (s Sys) Clean(ctx context.Context, nqn string) ([]string, error) {
 		done = append(done, what)
 	}
 	return done, errors.Join(errs...)
-}
-
-// startTime is field 22 of /proc/PID/stat, "" when there is no such
-// process.
-func startTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 {
-		if f := strings.Fields(string(b[i+1:])); len(f) > 19 {
-			return f[19]
-		}
-	}
-	return ""
 }
 
 // safeName keeps the letters, digits and .-_ of an NQN for a file name.

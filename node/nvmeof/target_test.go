@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"rdmasweep/node/procstat"
 	"rdmasweep/testbed/testenv"
 	"testing"
 )
@@ -70,7 +71,7 @@ func TestCleanOnlyDeadMakers(t *testing.T) {
 	live := filepath.Join(s.nvmet(), "subsystems", "live")
 	outside := filepath.Join(filepath.Dir(s.Configfs), "outside")
 	mk("dead", 1<<22, "1", dead, outside) // no such pid
-	mk("live", os.Getpid(), startTime(os.Getpid()), live)
+	mk("live", os.Getpid(), procstat.StartTime(os.Getpid()), live)
 	done, err := s.Clean(context.Background(), "")
 	if _, e := os.Stat(dead); !errors.Is(e, os.ErrNotExist) {
 		t.Errorf("the dead maker's subsystem is still there (%v)", e)
