@@ -1,12 +1,13 @@
 package remote
 
-// A deployed node is run only from a path no other user can change. On a
-// shared host other local users are untrusted: a file they own, or one in
-// a directory they can write, can be swapped for any program between the
+// A deployed node is run only from a path no other user can change, and
+// only when the file is the one the runner uploaded. On a shared host
+// other local users are untrusted: a file they own, or one in a
+// directory they can write, can be swapped for any program between the
 // upload and an exec, and the swap would run as the runner's user. So
 // before every exec of a deployed file, and around every upload, one
-// shell script (guardScript) checks, by lstat of the file and its
-// directory and stat of every directory above them:
+// shell script (guardScript) checks, first by path, by lstat of the file
+// and its directory and stat of every directory above them:
 //
 //   - the file is a regular file owned by the login user, and not
 //     writable by group or others;
@@ -17,12 +18,31 @@ package remote
 //     /var/tmp): there no one else may rename or remove our entry.
 //
 // These are OpenSSH's StrictModes rules for authorized_keys, with sticky
-// root directories allowed. Once they hold, only the login user and root
-// can change the file, so checking then exec'ing has no window another
-// user can use. The script then exports the file's expected sha256 as
-// NodeSHA256Env, which node checks against its own executable before it
-// does anything (node/selfcheck.go): that catches the login user's own
-// replacement of the file, which these rules cannot.
+// root directories allowed. They are a first filter, which names what is
+// wrong: a path is resolved again at every test, so another user who
+// owns an entry on it (one made in /var/tmp before ours, and followed as
+// a symlink where fs.protected_symlinks is 0) can flip it between two
+// tests and the exec. What decides is done once, on a descriptor: the
+// script opens the directory as fd 4, and checks that what it opened is
+// a directory of the login user's that group and others may not write,
+// and that "$d" still names it (same device and inode, and no link).
+// From there every look at the file goes through /proc/self/fd/4, which
+// no rename elsewhere changes, and in that directory only the login user
+// or root can change an entry: the file is checked again there (a
+// regular file, the user's, not group- or other-writable) and hashed,
+// and refused unless its sha256 is the one the runner uploaded. The
+// command then runs it as /proc/self/fd/4/NAME (every argument that
+// names the file is replaced by that path), so what is executed is what
+// was hashed, and no byte of any other file runs. The script also
+// exports the sha256 as NodeSHA256Env, which node checks against its own
+// executable before it does anything (node/selfcheck.go): a second
+// check, for a guard that did not run.
+//
+// A shell cannot open a file without following a link (sh has no
+// O_NOFOLLOW): hence the directory's descriptor and the test that its
+// entry is no link. A host without /proc cannot run a guarded node at
+// all (the exec of /proc/self/fd/4/NAME fails); there is no fallback to
+// the path.
 
 import (
 	"errors"
@@ -44,25 +64,37 @@ const guardName = "rdmasweep-guard"
 // refuseMarker starts the line on stderr by which the guard refuses.
 const refuseMarker = "rdmasweep-refuse"
 
-// guardScript checks $2 as said above. $1 is "file": check $2 and its
-// directory, then export $3 as the sha256 and exec the rest; or "sum":
-// make $2's directory (0700) if it is missing, check it, and print $2's
-// sha256sum line, or "-" when there is no file or one the checks refuse
-// (an upload will replace it: the directory is ours). A refusal is one
-// line on stderr: the marker, the path, its owner, its mode and why,
-// tab-separated, and exit 126 ("cannot execute", as a shell gives for a
-// file it may not run). Only stat (once) and sha256sum fork.
+// guardScript checks $2 as said above. $1 is what to do:
+//
+//   - "file": check $2 and its directory, refuse unless $2's sha256 is
+//     $3 (when $3 is not empty), then export $3 and exec the rest, every
+//     argument that is $2 replaced by $2's path through fd 4;
+//   - "sum": make $2's directory (0700) if it is missing, check it, and
+//     print $2's sha256, or "-" when there is no file or one the checks
+//     refuse (an upload will replace it: the directory is ours);
+//   - "look": as "sum", but a missing directory is "-" (nothing is
+//     made), and a file the checks refuse is refused;
+//   - "rm": as "look", then remove the file through fd 4.
+//
+// A refusal is one line on stderr: the marker, the path, its owner, its
+// mode and why, tab-separated, and exit 126 ("cannot execute", as a
+// shell gives for a file it may not run). Only stat (twice) and
+// sha256sum fork.
 const guardScript = `what=$1 f=$2 sum=$3; shift 3
 refuse() { printf '` + refuseMarker + `\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >&2; exit 126; }
 d=${f%/*}; [ -n "$d" ] || d=/
-if [ "$what" = sum ] && [ ! -e "$d" ] && [ ! -h "$d" ]; then
-  mkdir -p -m 0700 -- "$d" 2>/dev/null
+b=${f##*/}
+if [ ! -e "$d" ] && [ ! -h "$d" ]; then
+  case $what in
+  sum) mkdir -p -m 0700 -- "$d" 2>/dev/null ;;
+  look|rm) echo -; exit 0 ;;
+  esac
 fi
 [ -h "$d" ] && refuse "$d" "" "" "it is a symbolic link"
 bad=
 if [ -h "$f" ]; then bad="it is a symbolic link"
 elif [ ! -e "$f" ]; then
-  [ "$what" = sum ] || refuse "$f" "" "" "it is missing"
+  [ "$what" = file ] && refuse "$f" "" "" "it is missing"
   bad="it is missing"
 fi
 paths() {
@@ -100,12 +132,38 @@ while read -r u a user mode n; do
 done <<EOF
 $out
 EOF
-if [ "$what" = sum ]; then
-  if [ -n "$bad" ]; then echo -; else sha256sum < "$f"; fi
-  exit
+if [ -n "$bad" ]; then
+  case $what in
+  sum) echo -; exit 0 ;;
+  look) [ "$bad" = "it is missing" ] && { echo -; exit 0; } ;;
+  rm) [ "$bad" = "it is missing" ] && exit 0 ;;
+  esac
+  refuse "$f" "$fu" "$fm" "$bad"
 fi
-[ -z "$bad" ] || refuse "$f" "$fu" "$fm" "$bad"
+# Once: the directory as fd 4, and from now on nothing by its path.
+{ command exec 4<"$d"; } 2>/dev/null || refuse "$d" "" "" "it cannot be opened"
+p=/proc/self/fd/4
+out=$(LC_ALL=C stat -c '%d:%i %u %a %U %A' -- "$p/." "$d" "$p/$b" 2>/dev/null) || refuse "$f" "" "" "it changed while it was checked"
+{ read -r di x a user mode; read -r ei x x x em; read -r x x fa fuser fm; } <<EOF
+$out
+EOF
+case $em in d*) [ "$di" = "$ei" ] ;; *) false ;; esac || refuse "$d" "$user" "$mode" "it changed while it was checked"
+[ -O "$p/." ] || refuse "$d" "$user" "$mode" "another user owns it"
+[ $((0$a & 18)) -eq 0 ] || refuse "$d" "$user" "$mode" "group or others may write it"
+case $fm in -*) ;; *) refuse "$f" "$fuser" "$fm" "it is not a regular file" ;; esac
+[ -O "$p/$b" ] || refuse "$f" "$fuser" "$fm" "another user owns it"
+[ $((0$fa & 18)) -eq 0 ] || refuse "$f" "$fuser" "$fm" "group or others may write it"
+[ "$what" = rm ] && exec rm -f -- "$p/$b"
+h=$(sha256sum < "$p/$b") || refuse "$f" "$fuser" "$fm" "sha256sum cannot read it"
+h=${h%% *}
+case $what in sum|look) echo "$h"; exit 0 ;; esac
+[ -z "$sum" ] || [ "$h" = "$sum" ] || refuse "$f" "$fuser" "$fm" "it is not the node the runner deployed (its sha256 is $h, the runner's $sum)"
 [ -z "$sum" ] || export ` + NodeSHA256Env + `="$sum"
+for a do
+  shift
+  [ "$a" = "$f" ] && a=$p/$b
+  set -- "$@" "$a"
+done
 exec "$@"`
 
 // guardArgv wraps argv, which runs (or names) the deployed file at
@@ -120,6 +178,32 @@ func guardArgv(file, sum string, argv []string) []string {
 // refuses (see ParseRefusal).
 func GuardSumArgv(file string) []string {
 	return []string{"/bin/sh", "-c", guardScript, guardName, "sum", file, ""}
+}
+
+// GuardLookArgv is a command that checks file, and its directory, as a
+// deployed file's and prints its sha256, or "-" when file or its
+// directory is missing; or it refuses (see ParseRefusal). It makes
+// nothing.
+func GuardLookArgv(file string) []string {
+	return []string{"/bin/sh", "-c", guardScript, guardName, "look", file, ""}
+}
+
+// GuardRemoveArgv is a command that checks file as GuardLookArgv does
+// and removes it through the directory it checked, or refuses. A missing
+// file or directory is nothing to remove.
+func GuardRemoveArgv(file string) []string {
+	return []string{"/bin/sh", "-c", guardScript, guardName, "rm", file, ""}
+}
+
+// GuardExecArgv is argv, which runs (or names) file, as the guard runs
+// it: file and its directory checked, its sha256 compared with sum
+// before any of it runs, and every argument that is file replaced by the
+// checked file's path through the guard's descriptor. A Host given it
+// runs it as it is (Guard leaves a guarded argv alone), so a caller that
+// knows a file's sha256 without having uploaded it (clean, which deploys
+// nothing) runs it guarded all the same.
+func GuardExecArgv(file, sum string, argv []string) []string {
+	return guardArgv(file, sum, argv)
 }
 
 // Guard wraps argv so that, when it names a file in deployed (a path and
