@@ -18,15 +18,20 @@ import (
 const selfExe = "/proc/self/exe"
 
 // selfCheck runs before any command when the runner's guard set
-// results.NodeSHA256Env: the guard has already checked, before the exec,
-// that the file and its directory are the login user's and not writable
-// by group or others, so no other user's program gets this far. This
-// check catches what the guard cannot: the same user's replacement of the
-// file (another build renamed over it) between the runner's upload and
-// this exec. It checks the running file itself (/proc/self/exe): its
-// sha256 is the expected one, it and its directory belong to this uid
-// and are not writable by group or others. It then unsets the variable,
-// so an agent's children, exec'd from the same file, do not hash again.
+// results.NodeSHA256Env. The guard has already checked, before the exec,
+// the file it executes, through its descriptor of the file's directory:
+// the file and its directory are the login user's, group and others may
+// not write them, and the file's sha256 is the one the runner uploaded
+// (runner/hosts/remote/deploypath.go). So no other user's program gets
+// this far, and no byte of one runs: a check here, after the exec, comes
+// too late for that. This one is the second of two: it holds even where
+// a command ran node without the guard, by path or by another launcher,
+// as long as the variable was set, and catches the same user's
+// replacement of the file (another build renamed over it). It checks the
+// running file itself (/proc/self/exe): its sha256 is the expected one,
+// it and its directory belong to this uid and are not writable by group
+// or others. It then unsets the variable, so an agent's children,
+// exec'd from the same file, do not hash again.
 func selfCheck() error {
 	want := os.Getenv(results.NodeSHA256Env)
 	if want == "" {
@@ -37,7 +42,14 @@ func selfCheck() error {
 	if err != nil {
 		return fmt.Errorf("self-check: %w", err)
 	}
-	f, err := os.Open(selfExe)
+	return checkExe(selfExe, strings.TrimSuffix(path, " (deleted)"), want)
+}
+
+// checkExe opens exe, the executable as the process runs it, whose path
+// is path, and refuses it unless it and path's directory are this uid's
+// and not writable by group or others, and its sha256 is want.
+func checkExe(exe, path, want string) error {
+	f, err := os.Open(exe)
 	if err != nil {
 		return fmt.Errorf("self-check: open %s: %w", path, err)
 	}
@@ -49,7 +61,7 @@ func selfCheck() error {
 	if err := ownedSafe(path, fi); err != nil {
 		return err
 	}
-	dir := filepath.Dir(strings.TrimSuffix(path, " (deleted)"))
+	dir := filepath.Dir(path)
 	di, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("self-check: %w", err)

@@ -202,4 +202,16 @@ func TestCreateRefusesAnotherUsersFile(t *testing.T) {
 	if _, err := Open(ctx, path, Options{Size: 4096, Create: true}); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("create over another user's data file: %v, want ErrNotOwner", err)
 	}
+	// An extend (create growing the file, as a plan's larger file_size
+	// does), the sidecar ours and vouching for 4096 bytes: the data file
+	// is still theirs, and not a byte of it is written.
+	if _, err := Open(ctx, path, Options{Size: 8192, Create: true}); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("extend of another user's data file: %v, want ErrNotOwner", err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() != 4096 {
+		t.Fatalf("another user's data file after the extend: %v, %v bytes; want 4096 bytes as it was", err, st.Size())
+	}
+	if got := content(t, path, 4096); string(got) != string(before) {
+		t.Fatal("another user's data file was written by the extend")
+	}
 }
