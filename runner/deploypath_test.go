@@ -218,3 +218,92 @@ func TestTwoUsersDeployAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Issue 42: runner clean deploys nothing, and ran the node it found at
+// the deploy path as it was. A hostile local user (testhosts.PeerUser)
+// makes root's default deploy directory, /var/tmp/rdmasweep-0, first,
+// with its own program as node, and plants a sidecar beside root's own
+// data file in the shared directory; NVMe-oF records on the host are what
+// makes clean run node. clean --yes refuses the path, naming it, its
+// owner and a hint, and runs and removes nothing. Once the directory is
+// gone, clean keeps the data file: a sidecar of another user's vouches
+// for nothing.
+func TestCleanRunsNothingAnotherUserPlanted(t *testing.T) {
+	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
+	a, b := n.Hosts["a"], n.Hosts["b"]
+	env := clitest.SSHEnv(t)
+	const victim = "root"
+	attacker := testhosts.PeerUser
+	dir := t.TempDir()
+	plan, _ := userPlan(t, dir, n, a, b, victim, "")
+	own := testhosts.VarTmp + "/rdmasweep-0"
+	data := fmt.Sprintf("%s/%s.dat", testhosts.DeployDir, filepath.Base(dir))
+	marker := testhosts.DeployDir + "/attacker-ran"
+	records := testhosts.RunDir + "/nvmeof"
+	a.Run(t, "sh", "-c", `printf precious > "$1"`, "sh", data)
+	asUser(t, a, attacker, `mkdir -m 755 "$1" && printf '#!/bin/sh\ntouch %s\n' "$3" > "$1/node" && chmod 755 "$1/node" && printf '{"seed":1,"size":8}\n' > "$2.rdmasweep"`, own, data, marker)
+	a.Run(t, "sh", "-c", `mkdir -p -m 700 "$1" && echo '{}' > "$1/planted.json"`, "sh", records)
+	untouched := func(what string) {
+		t.Helper()
+		if _, err := a.Output("test", "-e", marker); err == nil {
+			t.Fatalf("%s: the attacker's program ran as root", what)
+		}
+		for _, f := range []string{data, data + ".rdmasweep"} {
+			if _, err := a.Output("test", "-f", f); err != nil {
+				t.Errorf("%s: %s was removed", what, f)
+			}
+		}
+		if got := a.Run(t, "cat", data); got != "precious" {
+			t.Errorf("%s: the data file holds %q", what, got)
+		}
+	}
+
+	for _, args := range [][]string{{"--yes"}, {"--dry-run"}} {
+		r := runnerEnv(t, dir, env, append([]string{"clean", plan}, args...)...)
+		untouched("clean " + args[0])
+		if r.Code == 0 {
+			t.Fatalf("clean %s with another user's deploy directory passed:\n%s", args[0], r.Stderr)
+		}
+		for _, want := range []string{own, "owner " + attacker, "another user owns it", "runner: hint:"} {
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("clean %s: stderr does not say %q:\n%s", args[0], want, r.Stderr)
+			}
+		}
+		for _, f := range []string{own + "/node", records + "/planted.json"} {
+			if _, err := a.Output("test", "-e", f); err != nil {
+				t.Errorf("clean %s removed %s", args[0], f)
+			}
+		}
+	}
+
+	// The directory gone (and the records, which clean would now remove
+	// with the build's node), only the planted sidecar is left.
+	a.Run(t, "rm", "-rf", own, records)
+	r := runnerEnv(t, dir, env, "clean", plan, "--yes")
+	untouched("clean --yes after the directory went")
+	if r.Code != 0 || !strings.Contains(r.Stderr, "keeping "+data+": its sidecar is not a regular file of yours (owner "+attacker+")") {
+		t.Errorf("clean with a planted sidecar: exit %d; want it to keep %s, saying why\n%s", r.Code, data, r.Stderr)
+	}
+
+	// With no node there, NVMe-oF records are removed by the build's
+	// node, deployed for it through the guarded upload and run through
+	// the guard, then removed. This record's maker (this test) still
+	// runs, so nvmeof-clean keeps it and touches nothing of the kernel's.
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))[19]
+	a.Run(t, "sh", "-c", `mkdir -p -m 700 "$1" && printf '{"pid":%s,"start_time":"%s"}\n' "$2" "$3" > "$1/live.json"`, "sh", records, fmt.Sprint(os.Getpid()), start)
+	r = runnerEnv(t, dir, env, "clean", plan, "--yes")
+	untouched("clean --yes of NVMe-oF records")
+	if r.Code != 0 || !strings.Contains(r.Stderr, "deployed node to "+own+"/node to remove NVMe-oF records") {
+		t.Errorf("clean of NVMe-oF records: exit %d; want the build's node deployed to %s and run\n%s", r.Code, own, r.Stderr)
+	}
+	if _, err := a.Output("test", "-e", own+"/node"); err == nil {
+		t.Errorf("clean left the node it deployed at %s/node", own)
+	}
+	if _, err := a.Output("test", "-e", records+"/live.json"); err != nil {
+		t.Errorf("nvmeof-clean removed the record of a live maker: %v", err)
+	}
+}

@@ -12,6 +12,7 @@
 //     the package registries' route.
 //   - Each sshd runs in its own mount namespace with a tmpfs on
 //     /var/tmp (mode 1777, as the real one) holding DeployDir (1777 too),
+//     and one on RunDir (/run/rdmasweep, node's NVMe-oF records),
 //     so hosts never share what the runner deploys there, at the default
 //     per-user node.remote_path or under DeployDir, and with /etc/passwd and /etc/group bind-mounted to copies
 //     that add the test accounts (User, PeerUser, NoisyUser, NoShellUser), so the
@@ -62,6 +63,9 @@ const (
 	// DeployDir is a shared, sticky directory (mode 1777, root's) in
 	// VarTmp, as /tmp is: tests deploy to a directory of their own in it.
 	DeployDir = VarTmp + "/rdmasweep"
+	// RunDir is private to each host too (a tmpfs over the machine's
+	// /run/rdmasweep): node's NVMe-oF records live in it.
+	RunDir = "/run/rdmasweep"
 
 	sftpServer = "/usr/lib/openssh/sftp-server"
 	sshd       = "/usr/sbin/sshd"
@@ -858,8 +862,11 @@ func nsRun(t testing.TB, ns string, args ...string) {
 	mustRun(t, "ip", append([]string{"netns", "exec", ns}, args...)...)
 }
 
-// privateVarTmp gives a host its own /var/tmp, holding DeployDir.
-const privateVarTmp = "mount -t tmpfs -o mode=1777 tmpfs " + VarTmp + " && install -d -m 1777 " + DeployDir
+// privateVarTmp gives a host its own /var/tmp, holding DeployDir, and its
+// own RunDir, where node keeps its NVMe-oF records (so a test may plant
+// them on a host without the machine or other hosts seeing them).
+const privateVarTmp = "mount -t tmpfs -o mode=1777 tmpfs " + VarTmp + " && install -d -m 1777 " + DeployDir +
+	" && mkdir -p " + RunDir + " && mount -t tmpfs -o mode=755 tmpfs " + RunDir
 
 // startIn runs a host's server: script, through sh, in the host's network
 // namespace and in a mount namespace of its own. Mount namespaces cost
