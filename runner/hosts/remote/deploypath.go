@@ -29,14 +29,15 @@ package remote
 // From there every look at the file goes through /proc/self/fd/4, which
 // no rename elsewhere changes, and in that directory only the login user
 // or root can change an entry: the file is checked again there (a
-// regular file, the user's, not group- or other-writable) and hashed,
-// and refused unless its sha256 is the one the runner uploaded. The
-// command then runs it as /proc/self/fd/4/NAME (every argument that
-// names the file is replaced by that path), so what is executed is what
-// was hashed, and no byte of any other file runs. The script also
-// exports the sha256 as NodeSHA256Env, which node checks against its own
-// executable before it does anything (node/selfcheck.go): a second
-// check, for a guard that did not run.
+// regular file, the user's, not group- or other-writable) and hashed
+// (unless it is the inode the upload's check hashed, unchanged since:
+// see Deployed), and refused unless its sha256 is the one the runner
+// uploaded. The command then runs it as /proc/self/fd/4/NAME (every
+// argument that names the file is replaced by that path), so what is
+// executed is what was hashed, and no byte of any other file runs. The
+// script also exports the sha256 as NodeSHA256Env, which node checks
+// against its own executable before it does anything
+// (node/selfcheck.go): a second check, for a guard that did not run.
 //
 // A shell cannot open a file without following a link (sh has no
 // O_NOFOLLOW): hence the directory's descriptor and the test that its
@@ -67,10 +68,13 @@ const refuseMarker = "rdmasweep-refuse"
 // guardScript checks $2 as said above. $1 is what to do:
 //
 //   - "file": check $2 and its directory, refuse unless $2's sha256 is
-//     $3 (when $3 is not empty), then export $3 and exec the rest, every
-//     argument that is $2 replaced by $2's path through fd 4;
+//     $3 (when $3 is not empty), then export it and exec the rest, every
+//     argument that is $2 replaced by $2's path through fd 4. $3 may be
+//     "SHA256 SIG", SIG what "sum" printed beside the sha256: when the
+//     file's SIG is still that, it is not hashed again (see Deployed);
 //   - "sum": make $2's directory (0700) if it is missing, check it, and
-//     print $2's sha256, or "-" when there is no file or one the checks
+//     print $2's sha256 and its SIG (device:inode:size:ctime, taken
+//     before the hash), or "-" when there is no file or one the checks
 //     refuse (an upload will replace it: the directory is ours);
 //   - "look": as "sum", but a missing directory is "-" (nothing is
 //     made), and a file the checks refuse is refused;
@@ -80,7 +84,8 @@ const refuseMarker = "rdmasweep-refuse"
 // mode and why, tab-separated, and exit 126 ("cannot execute", as a
 // shell gives for a file it may not run). Only stat (twice) and
 // sha256sum fork.
-const guardScript = `what=$1 f=$2 sum=$3; shift 3
+const guardScript = `what=$1 f=$2 sum=$3 sig=; shift 3
+case $sum in *" "*) sig=${sum#* } sum=${sum%% *} ;; esac
 refuse() { printf '` + refuseMarker + `\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >&2; exit 126; }
 d=${f%/*}; [ -n "$d" ] || d=/
 b=${f##*/}
@@ -143,8 +148,8 @@ fi
 # Once: the directory as fd 4, and from now on nothing by its path.
 { command exec 4<"$d"; } 2>/dev/null || refuse "$d" "" "" "it cannot be opened"
 p=/proc/self/fd/4
-out=$(LC_ALL=C stat -c '%d:%i %u %a %U %A' -- "$p/." "$d" "$p/$b" 2>/dev/null) || refuse "$f" "" "" "it changed while it was checked"
-{ read -r di x a user mode; read -r ei x x x em; read -r x x fa fuser fm; } <<EOF
+out=$(LC_ALL=C stat -c '%d:%i %u %a %U %A %d:%i:%s:%.9Z' -- "$p/." "$d" "$p/$b" 2>/dev/null) || refuse "$f" "" "" "it changed while it was checked"
+{ read -r di x a user mode x; read -r ei x x x em x; read -r x x fa fuser fm fsig; } <<EOF
 $out
 EOF
 case $em in d*) [ "$di" = "$ei" ] ;; *) false ;; esac || refuse "$d" "$user" "$mode" "it changed while it was checked"
@@ -154,9 +159,13 @@ case $fm in -*) ;; *) refuse "$f" "$fuser" "$fm" "it is not a regular file" ;; e
 [ -O "$p/$b" ] || refuse "$f" "$fuser" "$fm" "another user owns it"
 [ $((0$fa & 18)) -eq 0 ] || refuse "$f" "$fuser" "$fm" "group or others may write it"
 [ "$what" = rm ] && exec rm -f -- "$p/$b"
-h=$(sha256sum < "$p/$b") || refuse "$f" "$fuser" "$fm" "sha256sum cannot read it"
-h=${h%% *}
-case $what in sum|look) echo "$h"; exit 0 ;; esac
+if [ -n "$sig" ] && [ "$sig" = "$fsig" ]; then
+  h=$sum
+else
+  h=$(sha256sum < "$p/$b") || refuse "$f" "$fuser" "$fm" "sha256sum cannot read it"
+  h=${h%% *}
+fi
+case $what in sum|look) echo "$h $fsig"; exit 0 ;; esac
 [ -z "$sum" ] || [ "$h" = "$sum" ] || refuse "$f" "$fuser" "$fm" "it is not the node the runner deployed (its sha256 is $h, the runner's $sum)"
 [ -z "$sum" ] || export ` + NodeSHA256Env + `="$sum"
 for a do
@@ -173,9 +182,9 @@ func guardArgv(file, sum string, argv []string) []string {
 }
 
 // GuardSumArgv is a command that makes file's directory 0700 when it is
-// missing, checks it as a deployed file's, and prints file's sha256sum
-// line, or "-" when file is missing or one that may not be run; or it
-// refuses (see ParseRefusal).
+// missing, checks it as a deployed file's, and prints file's sha256 and
+// signature (see Deployed), or "-" when file is missing or one that may
+// not be run; or it refuses (see ParseRefusal).
 func GuardSumArgv(file string) []string {
 	return []string{"/bin/sh", "-c", guardScript, guardName, "sum", file, ""}
 }
@@ -283,19 +292,33 @@ func refusal(err error) error {
 	return err
 }
 
-// Deployed are the files a Host uploaded, by path, with their
-// sha256. The zero value is ready to use.
+// Deployed are the files a Host uploaded, by path, with their sha256
+// and, when one host's file, its signature: device, inode, size and
+// ctime (to the nanosecond) as the guard saw them before it hashed the
+// file. While a start finds the same signature the guard does not hash
+// the file again (sha256sum of node costs some 20 ms of CPU a start): the
+// same inode whose ctime has not moved holds the same bytes, since any
+// write or rename onto it moves the ctime, and in a directory only the
+// login user and root can change. Any other inode, in another directory
+// too, is hashed. The zero value is ready to use.
 type Deployed struct {
 	mu sync.Mutex
 	m  map[string]string
 }
 
 // Add records path's sha256 after an upload.
-func (d *Deployed) Add(path, sum string) {
+func (d *Deployed) Add(path, sum string) { d.AddChecked(path, sum, "") }
+
+// AddChecked records path's sha256 and its signature as the guard's sum
+// printed them after an upload; sig "" is none (every start hashes).
+func (d *Deployed) AddChecked(path, sum, sig string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.m == nil {
 		d.m = map[string]string{}
+	}
+	if sig != "" && !strings.ContainsAny(sig, " \t\n") {
+		sum += " " + sig
 	}
 	d.m[path] = sum
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"rdmasweep/runner/hosts/remote"
 	"rdmasweep/testbed/testenv"
@@ -235,4 +236,68 @@ func mkdir(t *testing.T, path string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 	chmod(t, path, mode)
+}
+
+// The guard skips its hash while the file's signature (device, inode,
+// size, ctime) is the one it printed when it hashed it at the upload:
+// the unchanged file runs; the same file rewritten in place (same size,
+// other bytes) or another file renamed over it, is hashed again and
+// refused.
+func TestGuardSignature(t *testing.T) {
+	ctx := context.Background()
+	other := strings.Replace(nodeScript, "ran", "RAN", 1) // same size
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T, file string)
+	}{
+		{"unchanged", func(t *testing.T, file string) {}},
+		{"rewritten in place", func(t *testing.T, file string) {
+			f, err := os.OpenFile(file, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte(other), 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"renamed over", func(t *testing.T, file string) {
+			if err := os.WriteFile(file+".new", []byte(other), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(file+".new", file); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			file := filepath.Join(dir, "node")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, []byte(nodeScript), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			out, err := remote.Local{}.Run(ctx, remote.GuardSumArgv(file))
+			f := strings.Fields(string(out))
+			if err != nil || len(f) != 2 || f[0] != nodeScriptSum {
+				t.Fatalf("the guard's sum = %q, %v; want the sha256 and a signature", out, err)
+			}
+			var d remote.Deployed
+			d.AddChecked(file, f[0], f[1])
+			// ctime moves by the kernel's clock tick: a change must come
+			// after one, or it leaves the ctime the stat saw.
+			time.Sleep(50 * time.Millisecond)
+			c.change(t, file)
+			out, err = remote.Local{}.Run(ctx, d.Guard([]string{file}))
+			var unsafe *remote.UnsafePathError
+			switch {
+			case c.name == "unchanged" && (err != nil || string(out) != "ran "+nodeScriptSum+"\n"):
+				t.Errorf("= %q, %v; want it run", out, err)
+			case c.name != "unchanged" && (!errors.As(remote.Refusal(err), &unsafe) || !strings.HasPrefix(unsafe.Why, "it is not the node the runner deployed")):
+				t.Errorf("= %q, %v; want it hashed and refused", out, err)
+			}
+		})
+	}
 }

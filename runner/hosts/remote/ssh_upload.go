@@ -48,12 +48,12 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 	// One command makes the directory if need be, checks it, and hashes
 	// the file there if it is one that may be run: sha256sum on the host
 	// is far cheaper than reading the file back.
-	have, err := s.guardedSum(ctx, remote)
+	have, sig, err := s.guardedSum(ctx, remote)
 	if err != nil {
 		return UploadResult{}, err
 	}
 	if have == sum {
-		s.deployed.Add(remote, sum)
+		s.deployed.AddChecked(remote, sum, sig)
 		return UploadResult{UpToDate: true}, nil
 	}
 
@@ -90,33 +90,37 @@ func (s *SSH) Upload(ctx context.Context, local, remote string) (UploadResult, e
 		return UploadResult{}, s.uploadError(err)
 	}
 	// The file as every exec will find it.
-	have, err = s.guardedSum(ctx, remote)
+	have, sig, err = s.guardedSum(ctx, remote)
 	if err != nil {
 		return UploadResult{}, err
 	}
 	if have != sum {
 		return UploadResult{}, fmt.Errorf("check %s after the upload: its sha256 is %s, not %s", remote, have, sum)
 	}
-	s.deployed.Add(remote, sum)
+	s.deployed.AddChecked(remote, sum, sig)
 	return UploadResult{BytesSent: n}, nil
 }
 
-// guardedSum runs GuardSumArgv for remote: its sha256, "-" when there is
-// no file that may be run there, or an *UnsafePathError.
-func (s *SSH) guardedSum(ctx context.Context, remote string) (string, error) {
+// guardedSum runs GuardSumArgv for remote: its sha256 and signature (see
+// Deployed), "-" when there is no file that may be run there, or an
+// *UnsafePathError.
+func (s *SSH) guardedSum(ctx context.Context, remote string) (sum, sig string, err error) {
 	out, err := s.Run(ctx, GuardSumArgv(remote))
 	if err != nil {
 		var ee *ExitError
 		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
 			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
 		}
-		return "", s.uploadError(fmt.Errorf("check %s: %w", path.Dir(remote), err))
+		return "", "", s.uploadError(fmt.Errorf("check %s: %w", path.Dir(remote), err))
 	}
 	fields := strings.Fields(string(out))
 	if len(fields) == 0 {
-		return "", fmt.Errorf("check %s: no answer", remote)
+		return "", "", fmt.Errorf("check %s: no answer", remote)
 	}
-	return fields[0], nil
+	if len(fields) > 1 {
+		sig = fields[1]
+	}
+	return fields[0], sig, nil
 }
 
 func (s *SSH) writeFile(c *sftp.Client, tmp string, src *os.File) (int64, error) {
