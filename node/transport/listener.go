@@ -200,7 +200,14 @@ func (l *Listener[S]) stopIfIdle() {
 // handshake for each that its address's cap lets in.
 func (l *Listener[S]) acceptLoop() {
 	defer l.running.Done()
-	l.ln.SetDeadline(time.Time{})
+	l.mu.Lock()
+	if l.closed || len(l.waiters) == 0 { // every Accept left before the loop began
+		l.accepting = false
+		l.mu.Unlock()
+		return
+	}
+	l.ln.SetDeadline(time.Time{}) // a stop stopIfIdle asked of an earlier loop
+	l.mu.Unlock()
 	for {
 		c, err := l.ln.AcceptTCP()
 		if err != nil && l.acceptFailed(err) {
