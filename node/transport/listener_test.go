@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,18 +15,20 @@ import (
 	"rdmasweep/node/transport"
 )
 
-func listen(t *testing.T) *transport.Listener {
+// listen listens on 127.0.0.1 with the hello handshake; refused, when
+// not nil, is told of each refusal.
+func listen(t *testing.T, refused func(net.Addr, error)) *transport.Listener[string] {
 	t.Helper()
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := transport.NewListener(ln)
+	l := transport.NewListener(ln, transport.Admission[string]{Handshake: hello, Timeout: time.Minute, Refused: refused})
 	t.Cleanup(func() { l.Close() })
 	return l
 }
 
-func dial(t *testing.T, l *transport.Listener, hello string) net.Conn {
+func dial(t *testing.T, l *transport.Listener[string], hello string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port())))
 	if err != nil {
@@ -36,40 +39,41 @@ func dial(t *testing.T, l *transport.Listener, hello string) net.Conn {
 	return c
 }
 
-// hello accepts a connection whose first 5 bytes are "hello".
-func hello(c *net.TCPConn, _ time.Time) error {
-	c.SetDeadline(time.Now().Add(2 * time.Second))
+// hello accepts a connection whose first 5 bytes are "hello", and keeps
+// its peer's address as the session.
+func hello(_ context.Context, c *net.TCPConn) (string, error) {
 	b := make([]byte, 5)
 	if _, err := io.ReadFull(c, b); err != nil {
-		return err
+		return "", err
 	}
 	if string(b) != "hello" {
-		return errors.New("bad hello " + string(b))
+		return "", errors.New("bad hello " + string(b))
 	}
-	return c.SetDeadline(time.Time{})
+	return c.RemoteAddr().String(), nil
 }
 
 func TestAcceptSkipsRefusedConnections(t *testing.T) {
-	l := listen(t)
+	refused := make(chan string, 1)
+	l := listen(t, func(_ net.Addr, err error) { refused <- err.Error() })
 	dial(t, l, "HELLO")
-	dial(t, l, "hello")
-	var refused []string
-	c, release, err := l.Accept(context.Background(), 10*time.Second, hello, func(_ net.Addr, err error) {
-		refused = append(refused, err.Error())
-	})
+	d := dial(t, l, "hello")
+	c, from, release, err := l.Accept(context.Background(), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	release()
-	if c == nil || len(refused) != 1 || refused[0] != "bad hello HELLO" {
-		t.Fatalf("accepted %v after refusing %q; want one refused", c, refused)
+	if c == nil || from != d.LocalAddr().String() {
+		t.Fatalf("accepted %v with session %q, want the good client's %s", c, from, d.LocalAddr())
+	}
+	if r := <-refused; r != "bad hello HELLO" {
+		t.Fatalf("refused %q, want the bad hello", r)
 	}
 }
 
 func TestAcceptTimeoutAndCancel(t *testing.T) {
-	l := listen(t)
+	l := listen(t, nil)
 	begun := time.Now()
-	_, _, err := l.Accept(context.Background(), 200*time.Millisecond, hello, nil)
+	_, _, _, err := l.Accept(context.Background(), 200*time.Millisecond)
 	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "no client within the accept timeout of 200ms") {
 		t.Fatalf("Accept with no client = %v", err)
 	}
@@ -77,17 +81,17 @@ func TestAcceptTimeoutAndCancel(t *testing.T) {
 		t.Fatalf("gave up after %v", el)
 	}
 
-	// Cancelling interrupts a handshake stuck in a read, and a later one
-	// on the accepted connection.
+	// Cancelling ends an Accept whose only connection is stuck in its
+	// handshake, and interrupts a read on an accepted connection.
 	ctx, cancel := context.WithCancel(context.Background())
 	dial(t, l, "hel") // stops mid-hello
 	time.AfterFunc(100*time.Millisecond, cancel)
-	if _, _, err := l.Accept(ctx, 0, hello, nil); !errors.Is(err, context.Canceled) {
+	if _, _, _, err := l.Accept(ctx, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Accept cancelled mid-handshake = %v", err)
 	}
 	ctx, cancel = context.WithCancel(context.Background())
 	dial(t, l, "hello")
-	c, release, err := l.Accept(ctx, 0, hello, nil)
+	c, _, release, err := l.Accept(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +105,9 @@ func TestAcceptTimeoutAndCancel(t *testing.T) {
 // Close interrupts the served connection and waits for release, so a
 // server may free its region right after Close returns.
 func TestCloseWaitsForRelease(t *testing.T) {
-	l := listen(t)
+	l := listen(t, nil)
 	dial(t, l, "hello")
-	c, release, err := l.Accept(context.Background(), 0, hello, nil)
+	c, _, release, err := l.Accept(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +129,94 @@ func TestCloseWaitsForRelease(t *testing.T) {
 	if r := <-releasedAt; closedAt.Before(r) {
 		t.Fatalf("Close returned %v before the connection was released", r.Sub(closedAt))
 	}
-	if _, _, err := l.Accept(context.Background(), 0, hello, nil); !errors.Is(err, net.ErrClosed) {
+	if _, _, _, err := l.Accept(context.Background(), 0); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Accept after Close = %v", err)
+	}
+}
+
+// dialFrom connects to l from the local address ip and sends hello.
+func dialFrom(t *testing.T, l *transport.Listener[string], ip net.IP, hello string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+	c, err := d.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	io.WriteString(c, hello)
+	return c
+}
+
+// TestIdleConnectionsHoldNoSlot: connections that say nothing, each
+// allowed a minute for its handshake, do not keep out the client behind
+// them: every handshake runs on its own.
+func TestIdleConnectionsHoldNoSlot(t *testing.T) {
+	l := listen(t, nil)
+	for range 4 {
+		dial(t, l, "")
+	}
+	d := dial(t, l, "hello")
+	c, from, release, err := l.Accept(context.Background(), 20*time.Second)
+	if err != nil {
+		t.Fatalf("Accept behind 4 idle connections: %v", err)
+	}
+	release()
+	if c == nil || from != d.LocalAddr().String() {
+		t.Fatalf("accepted %q, want the client behind the idle ones, %s", from, d.LocalAddr())
+	}
+}
+
+// TestPeerHandshakeCap: one address may hold only PeerHandshakes
+// handshakes beyond the Accepts waiting; a connection past that is
+// refused at once, and another address still gets in.
+func TestPeerHandshakeCap(t *testing.T) {
+	busy := make(chan net.Addr, 16)
+	l := listen(t, func(from net.Addr, err error) {
+		if errors.Is(err, transport.ErrBusy) {
+			busy <- from
+		}
+	})
+	type accepted struct {
+		from string
+		err  error
+	}
+	got := make(chan accepted, 1)
+	go func() { // one Accept waiting: the cap is PeerHandshakes+1
+		_, from, release, err := l.Accept(context.Background(), 60*time.Second)
+		if err == nil {
+			release()
+		}
+		got <- accepted{from, err}
+	}()
+	a, b := net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2)
+	const extra = 3
+	for range transport.PeerHandshakes + 1 + extra {
+		dialFrom(t, l, a, "")
+	}
+	waitBusy := func(what string) net.Addr {
+		select {
+		case from := <-busy:
+			return from
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no refusal for %s within 20s", what)
+			return nil
+		}
+	}
+	for i := range extra {
+		if from := waitBusy(fmt.Sprintf("idle connection %d past the cap", i+1)); !from.(*net.TCPAddr).IP.Equal(a) {
+			t.Fatalf("refused %s, want only %s's connections past its cap", from, a)
+		}
+	}
+	dialFrom(t, l, a, "hello") // a's cap is full even for a good client
+	waitBusy("a good client from a full address")
+	good := dialFrom(t, l, b, "hello")
+	r := <-got
+	if r.err != nil || r.from != good.LocalAddr().String() {
+		t.Fatalf("Accept = %q, %v; want %s, whose address has no handshake in flight", r.from, r.err, good.LocalAddr())
+	}
+	select {
+	case from := <-busy:
+		t.Fatalf("also refused %s", from)
+	default:
 	}
 }

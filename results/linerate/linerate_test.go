@@ -23,6 +23,7 @@ func TestParseIBRate(t *testing.T) {
 		"56 Gb/sec (4X FDR)":     6820,
 		"200 Gb/sec (4X HDR)":    25000,
 		"100 Gb/sec (2X HDR)":    12500,
+		"400 Gb/sec (8X HDR)":    50000,
 		"400 Gb/sec (4X NDR)":    50000,
 		"300 Gb/sec (12X EDR)":   37500,
 		"10 Gb/sec (1X FDR10)\n": 1250,
@@ -50,6 +51,7 @@ func TestLinkOf(t *testing.T) {
 		{32, 2, "4x EDR", 12500, 103.125},
 		{256, 1, "1x XDR", 25000, 212.5},
 		{64, 16, "2x HDR", 12500, 106.25},
+		{64, 4, "8x HDR", 50000, 425},
 		{1, 8, "12x SDR", 3000, 30},
 	} {
 		l, err := LinkOf(c.speed, c.width)

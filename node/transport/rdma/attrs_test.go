@@ -83,7 +83,7 @@ func TestAddressRoCE(t *testing.T) {
 // as XDR; the verbs' figures serve only where the file cannot be read.
 func TestPortLink(t *testing.T) {
 	root := t.TempDir()
-	for dev, rate := range map[string]string{"mlx5_0": "200 Gb/sec (1X XDR)\n", "mlx5_1": "40 Gb/sec (4X QDR)\n", "mlx5_2": "garbled\n"} {
+	for dev, rate := range map[string]string{"mlx5_0": "200 Gb/sec (1X XDR)\n", "mlx5_1": "40 Gb/sec (4X QDR)\n", "mlx5_2": "garbled\n", "mlx5_3": "400 Gb/sec (8X HDR)\n"} {
 		dir := filepath.Join(root, "sys/class/infiniband", dev, "ports/1")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -102,6 +102,8 @@ func TestPortLink(t *testing.T) {
 		{"mlx5_1", 4, 2, "4x QDR", 4000, 40},
 		{"mlx5_2", 32, 2, "4x EDR", 12500, 103.125}, // the file unreadable as a rate
 		{"mlx5_9", 128, 1, "1x NDR", 12500, 106.25}, // no file
+		{"mlx5_3", 64, 4, "8x HDR", 50000, 425},     // 8X is active_width 4
+		{"mlx5_8", 64, 4, "8x HDR", 50000, 425},     // no file: from the verbs
 	} {
 		l, err := portLink(root, c.dev, 1, c.speed, c.width)
 		if got := l.Width() + " " + l.Speed.Name; err != nil || got != c.want || l.DataMBs() != c.mbs || l.SignalGbps() != c.gbps {

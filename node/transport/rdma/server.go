@@ -68,8 +68,8 @@ type server struct {
 	mrs    []*C.struct_ibv_mr // the region's memory regions, in order (cfg.MRSize)
 	mrSize uint64             // the length of each but the last
 	odp    bool
-	l      *transport.Listener // nil until Listen has opened it
-	cml    *cmListener         // connect cm: the rdma_cm listener
+	l      *transport.Listener[serverSession] // nil until Listen has opened it
+	cml    *cmListener                        // connect cm: the rdma_cm listener
 	ready  transport.ReadyInfo
 	watch  asyncWatch
 	// prefetchBy is who carried out odp_prefetch (see device.prefetch).
@@ -188,7 +188,13 @@ func (s *server) listenTCP(ctx context.Context) (net.IP, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.l = transport.NewListener(ln.(*net.TCPListener))
+	s.l = transport.NewListener(ln.(*net.TCPListener), transport.Admission[serverSession]{
+		Handshake: s.handshake, Timeout: handshakeTimeout,
+		Refused: func(from net.Addr, err error) {
+			s.warn(fmt.Sprintf("refused connection from %s: %v", from, err))
+		},
+		Discard: func(sess serverSession) { sess.close() },
+	})
 	ip := ln.Addr().(*net.TCPAddr).IP
 	if ip.IsUnspecified() && (s.cm || s.cfg.RDMA.Device == "") {
 		why := "the region is registered on one device before any client connects, so the address must say which"
@@ -491,24 +497,7 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	if s.l == nil {
 		return st, fmt.Errorf("serve: %w", net.ErrClosed)
 	}
-	var sess serverSession
-	c, release, err := s.l.Accept(ctx, s.cfg.AcceptTimeout, func(c *net.TCPConn, _ time.Time) error {
-		// Inside Accept, Close waits for us: the region is still there
-		// (after Close, Accept fails before it gets here).
-		region := regionRecord{
-			Addr: uint64(uintptr(unsafe.Pointer(&s.mem[0]))), Length: uint64(s.cfg.Region.Size),
-			MRSize: s.mrSize, RKeys: s.rkeys(),
-			Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned, ODP: s.odp,
-		}
-		if s.cfg.Pipeline {
-			region.Pipelined, region.RKeys = true, make([]uint32, len(s.spans))
-		}
-		var err error
-		sess, err = serverHandshakeMode(ctx, c, s.cfg.Secret, region, s.cm, s.prepare)
-		return err
-	}, func(from net.Addr, err error) {
-		s.warn(fmt.Sprintf("refused connection from %s: %v", from, err))
-	})
+	c, sess, release, err := s.l.Accept(ctx, s.cfg.AcceptTimeout)
 	if err != nil {
 		return st, err
 	}
@@ -594,6 +583,20 @@ func (s *server) rkeys() []uint32 {
 		keys[i] = uint32(mr.rkey)
 	}
 	return keys
+}
+
+// handshake admits one client, in a goroutine of the Listener's; ctx ends
+// when the Listener closes. Close waits for it: the region is still there.
+func (s *server) handshake(ctx context.Context, c *net.TCPConn) (serverSession, error) {
+	region := regionRecord{
+		Addr: uint64(uintptr(unsafe.Pointer(&s.mem[0]))), Length: uint64(s.cfg.Region.Size),
+		MRSize: s.mrSize, RKeys: s.rkeys(),
+		Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned, ODP: s.odp,
+	}
+	if s.cfg.Pipeline {
+		region.Pipelined, region.RKeys = true, make([]uint32, len(s.spans))
+	}
+	return serverHandshakeMode(ctx, c, s.cfg.Secret, region, s.cm, s.prepare)
 }
 
 // Close deregisters the region and releases everything; it is idempotent.

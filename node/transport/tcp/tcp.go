@@ -46,8 +46,8 @@ import (
 	"rdmasweep/results/linerate"
 )
 
-// DefaultHandshakeTimeout bounds one connection's handshake, so a silent
-// connection cannot keep the real client out.
+// DefaultHandshakeTimeout bounds one connection's handshake: a silent
+// connection holds only itself (transport.Listener), and only so long.
 const DefaultHandshakeTimeout = 5 * time.Second
 
 // Transport makes tcp servers and clients.
@@ -181,11 +181,16 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 		region.Unmap(m)
 		return nil, fmt.Errorf("tcp listen: %w", err)
 	}
-	l := transport.NewListener(ln.(*net.TCPListener))
-	return &server{
-		t: t, cfg: cfg, warn: warn, l: l, mem: m, fd: fd,
-		ready: transport.ReadyInfo{Address: host, Port: l.Port(), Mapping: "shared-ro"},
-	}, nil
+	s := &server{t: t, cfg: cfg, warn: warn, mem: m, fd: fd}
+	s.l = transport.NewListener(ln.(*net.TCPListener), transport.Admission[struct{}]{
+		Handshake: func(_ context.Context, c *net.TCPConn) (struct{}, error) { return struct{}{}, s.handshake(c) },
+		Timeout:   t.handshakeTimeout(),
+		Refused: func(from net.Addr, err error) {
+			warn(fmt.Sprintf("refused connection from %s: %v", from, err))
+		},
+	})
+	s.ready = transport.ReadyInfo{Address: host, Port: s.l.Port(), Mapping: "shared-ro"}
+	return s, nil
 }
 
 // dupFile returns a new descriptor (close-on-exec) for f's open file.
@@ -211,7 +216,7 @@ type server struct {
 	t     *Transport
 	cfg   transport.ServerConfig
 	warn  func(string)
-	l     *transport.Listener
+	l     *transport.Listener[struct{}]
 	mem   []byte
 	fd    int // the region's file, for sendfile; -1 when there is none
 	ready transport.ReadyInfo
@@ -226,19 +231,7 @@ func (s *server) Ready() transport.ReadyInfo { return s.ready }
 // passes, then serves that client until it disconnects.
 func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	var st transport.ServeStats
-	c, release, err := s.l.Accept(ctx, s.cfg.AcceptTimeout, func(c *net.TCPConn, deadline time.Time) error {
-		hsDeadline := time.Now().Add(s.t.handshakeTimeout())
-		if !deadline.IsZero() && deadline.Before(hsDeadline) {
-			hsDeadline = deadline
-		}
-		c.SetDeadline(hsDeadline)
-		if err := s.handshake(c); err != nil {
-			return err
-		}
-		return c.SetDeadline(time.Time{})
-	}, func(from net.Addr, err error) {
-		s.warn(fmt.Sprintf("refused connection from %s: %v", from, err))
-	})
+	c, _, release, err := s.l.Accept(ctx, s.cfg.AcceptTimeout)
 	if err != nil {
 		return st, err
 	}

@@ -229,7 +229,8 @@ func TestBadHandshakesKeepWaiting(t *testing.T) {
 	send(good(), false)                            // zero mac: no secret
 	send(good()[:20], true)                        // truncated
 	send(bytes.Repeat([]byte{0xAB}, 1<<16), false) // oversized garbage
-	// A silent connection holds the server only for the handshake timeout.
+	// A silent connection holds nothing: the real client's handshake runs
+	// beside it (transport.Listener).
 	silent, err := net.Dial("tcp", ts.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +255,8 @@ func TestBadHandshakesKeepWaiting(t *testing.T) {
 		t.Fatalf("serve: %v", ts.err)
 	}
 	w := ts.warnings()
-	if len(w) < 6 {
-		t.Errorf("%d warnings for 6 refused connections: %q", len(w), w)
+	if len(w) < 5 {
+		t.Errorf("%d warnings for 5 refused connections: %q", len(w), w)
 	}
 	for _, m := range w {
 		if !strings.HasPrefix(m, "refused connection from ") {

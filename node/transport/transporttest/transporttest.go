@@ -53,6 +53,7 @@ func Run(t *testing.T, tr transport.Transport, opts ...Option) {
 	t.Run("RegionBounds", s.regionBounds)
 	t.Run("Unpatterned", s.unpatterned)
 	t.Run("Secret", s.secret)
+	t.Run("IdleConnections", s.idleConnections)
 	t.Run("AcceptTimeout", s.acceptTimeout)
 	t.Run("CancelServe", s.cancelServe)
 	t.Run("CancelRead", s.cancelRead)
@@ -361,6 +362,34 @@ func (s *suite) secret(t *testing.T) {
 	}
 	if w := srv.warnings(); len(w) < 2 {
 		t.Errorf("refused handshakes reported %d warnings, want 2: %q", len(w), w)
+	}
+}
+
+// idleConnections: connections to the data port that never say a word
+// (anyone who can reach it can open them) do not fail the point: the real
+// client behind them is admitted and served.
+func (s *suite) idleConnections(t *testing.T) {
+	ctx := testCtx(t)
+	f := file(t, 8*block)
+	srv := s.serve(t, ctx, regionOf(f), secretA, 50*time.Second)
+	for range 4 {
+		c, err := net.Dial("tcp", srv.addr)
+		if err != nil {
+			t.Fatalf("idle connection: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	cl, err := s.dial(ctx, srv.addr, secretA, block, 1)
+	if err != nil {
+		t.Fatalf("the real client, behind 4 idle connections: %v", err)
+	}
+	m, err := cl.Read(ctx, transport.Workload{BlockSize: block, QueueDepth: 1, Pattern: "sequential", Total: f.Size, Verify: true})
+	if err != nil || !m.Verified {
+		t.Fatalf("read by the real client: %v", err)
+	}
+	cl.Close()
+	if _, err := srv.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("serve: %v", err)
 	}
 }
 

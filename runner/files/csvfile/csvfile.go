@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/files/outdir"
 )
 
 // ErrForeignHeader means an existing CSV's header is not one rdmasweep
@@ -65,10 +66,12 @@ type File struct {
 // the header into an empty file or checks an existing one, and cuts off a
 // partial last line left by a crash.
 func Open(path string) (*File, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir, err := outdir.Make(filepath.Dir(path))
+	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := dir.OpenFile(filepath.Base(path), os.O_RDWR|os.O_CREATE, 0o644)
+	dir.Close()
 	if err != nil {
 		return nil, err
 	}

@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 
-	"rdmasweep/internal/atomicfile"
 	"rdmasweep/results"
+	"rdmasweep/runner/files/outdir"
 )
 
 // Upgrade rewrites a CSV written by an older rdmasweep with today's
@@ -53,7 +53,7 @@ func Upgrade(path string) (backup string, err error) {
 	if err != nil {
 		return "", err
 	}
-	if err := atomicfile.Write(path, st.Mode().Perm(), func(w io.Writer) error { return writeRecords(w, records[1:]) }); err != nil {
+	if err := outdir.Write(path, st.Mode().Perm(), func(w io.Writer) error { return writeRecords(w, records[1:]) }); err != nil {
 		os.Remove(backup)
 		return "", fmt.Errorf("rewrite: %w", err)
 	}

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"rdmasweep/internal/atomicfile"
 	"rdmasweep/results"
+	"rdmasweep/runner/files/outdir"
 	"rdmasweep/runner/hosts/remote"
 	"rdmasweep/runner/hosts/role"
 )
@@ -273,7 +273,7 @@ func (s *Record) save() (map[Entry]bool, error) {
 	// A full disk must not leave a partial file beside the CSV. No sync:
 	// the entries name processes of this boot (boot_id), which a crash of
 	// the machine ends, and a runner's crash leaves the page cache.
-	err = atomicfile.Replace(s.path, 0o644, func(w io.Writer) error {
+	err = outdir.Replace(s.path, 0o644, func(w io.Writer) error {
 		_, err := w.Write(append(data, '\n'))
 		return err
 	})

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/files/outdir"
 )
 
 // The counters sidecar: RUN_ID.counters.jsonl beside the CSV, one JSON
@@ -58,7 +59,7 @@ func (c *Counters) Add(l CounterLine) {
 		return
 	}
 	if c.f == nil {
-		if c.f, c.err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); c.err != nil {
+		if c.f, c.err = outdir.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); c.err != nil {
 			return
 		}
 	}

@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
-	"rdmasweep/internal/atomicfile"
 	"rdmasweep/results"
+	"rdmasweep/runner/files/outdir"
 )
 
 // Manifest is one exec's provenance. Field names are snake_case and
@@ -197,7 +197,7 @@ func Write(path string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	err = atomicfile.Write(path, 0o644, func(w io.Writer) error {
+	err = outdir.Write(path, 0o644, func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})

@@ -14,6 +14,7 @@ import (
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/runner/files/outdir"
 	"rdmasweep/runner/hosts/role"
 )
 
@@ -51,7 +52,7 @@ func (s *File) Add(pt plan.Point, rep int, t role.Target, iv *results.Interval) 
 		return
 	}
 	if s.f == nil {
-		if s.f, s.err = os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); s.err != nil {
+		if s.f, s.err = outdir.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); s.err != nil {
 			return
 		}
 	}

@@ -15,7 +15,8 @@ import (
 // TestProxyCommandUnsafeName: a name that would reach a ProxyCommand's
 // shell line holding shell syntax is refused before any shell runs,
 // whether it came as ssh_config's HostName or User or as the address a
-// caller passed without the plan loader's check (issue 31). The payload
+// caller passed without the plan loader's check (issue 31), or as the
+// alias behind a clean HostName (%n is the alias, issue 42). The payload
 // would create a marker file; it must not exist afterwards. A name the
 // command does not use does not stop it.
 func TestProxyCommandUnsafeName(t *testing.T) {
@@ -31,6 +32,8 @@ func TestProxyCommandUnsafeName(t *testing.T) {
 		{"HostName", "lab", "Host lab\n  HostName h" + payload + "\n  ProxyCommand false %h %p\n", "%h", "'$' at byte 2"},
 		{"User", "lab", "Host lab\n  User u" + payload + "\n  ProxyCommand false %h %p %r\n", "%r", "'(' at byte 3"},
 		{"alias", "a" + payload, "Host *\n  ProxyCommand false %n %p\n", "%n", "'$' at byte 2"},
+		// %n is the alias even where a clean HostName stands in for it.
+		{"alias behind a clean HostName", "a" + payload, "Host *\n  HostName clean.example\n  ProxyCommand false %n %p\n", "%n", "'$' at byte 2"},
 		{"jump host", "lab", "Host lab\n  ProxyJump hop\nHost hop\n  HostName j" + payload + "\n  ProxyCommand false %h %p\n", "%h", "'$' at byte 2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -106,6 +106,16 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 	if l := rec.leftover(); l != "" {
 		t.Errorf("nodes recorded as started and never as exited: %s", l)
 	}
+	// The logs hold the roles' command lines: their user's alone.
+	logs, _ := filepath.Glob(filepath.Join(r.LogDir, "*.log"))
+	if len(logs) < 2*len(pts) {
+		t.Fatalf("%d logs for %d points of two roles: %q", len(logs), len(pts), logs)
+	}
+	for _, l := range logs {
+		if st, err := os.Stat(l); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v (%v), want 0600", l, st.Mode().Perm(), err)
+		}
+	}
 }
 
 // A server that fails before ready fails the point under its own name; the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/files/outdir"
 	"rdmasweep/runner/hosts/remote"
 	"rdmasweep/runner/hosts/role"
 )
@@ -67,7 +68,7 @@ const maxToolStdout = 16 << 20
 // kept whole (and logged) for its report instead of decoded.
 func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []string, tool string, control results.Control, logPath string,
 	idx int, updates chan<- update, abandon <-chan struct{}, started func(*results.Started)) (*proc, error) {
-	log, err := os.Create(logPath)
+	log, err := outdir.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, outdir.Private)
 	if err != nil {
 		return nil, fmt.Errorf("create log: %w", err)
 	}

@@ -6,12 +6,12 @@ package point
 import (
 	"context"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/runner/files/outdir"
 	"rdmasweep/runner/hosts/role"
 	"rdmasweep/runner/points/peer"
 )
@@ -102,7 +102,7 @@ func (x *execution) collect() error {
 		}
 		x.reports[i].Output = b
 		// Kept beside the role's log: the host's copy is gone.
-		_ = os.WriteFile(fmt.Sprintf("%s.%s.report%s", x.logBase, rl.Target.Role, path.Ext(rl.Report)), b, 0o644)
+		_ = outdir.WriteFile(fmt.Sprintf("%s.%s.report%s", x.logBase, rl.Target.Role, path.Ext(rl.Report)), b, outdir.Private)
 	}
 	return nil
 }

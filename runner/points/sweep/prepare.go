@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/runner/files/leftover"
 	"rdmasweep/runner/files/manifest"
+	"rdmasweep/runner/files/outdir"
 	"rdmasweep/runner/files/resume"
 	"rdmasweep/runner/files/series"
 	"rdmasweep/runner/hosts/hostset"
@@ -50,7 +50,15 @@ type Exec struct {
 // Exec.
 func Prepare(ctx context.Context, s Setup, todo []resume.Job) (*Exec, error) {
 	e := &Exec{Setup: s, LogDir: filepath.Join(s.Plan.Output.Logs, s.RunID)}
-	if err := os.MkdirAll(e.LogDir, 0o755); err != nil {
+	logs, err := outdir.Make(s.Plan.Output.Logs)
+	if err == nil {
+		var run *outdir.Dir
+		if run, err = logs.Mkdir(s.RunID, 0o700); err == nil {
+			run.Close()
+		}
+		logs.Close()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
 	// A pool sweep goes on without the hosts it cannot reach: their pairs
