@@ -259,14 +259,23 @@ func (k *keptShell) run(ctx context.Context, s *SSH, argv []string) (out []byte,
 }
 
 // kill ends the shell with its command: its process group, over a
-// session of its own (sshd drops session signals for root), then the
-// session.
+// session of its own (sshd drops session signals for root), then by a
+// session signal, then the session. The command comes first: once the
+// shell is dead, its children are init's and cannot be told apart.
 func (k *keptShell) kill(s *SSH) {
-	k.sess.Signal(ssh.SIGKILL)
 	kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	s.runSession(kctx, killGroup(syscall.SIGKILL, k.pid))
+	s.runSession(kctx, killShell(k.pid))
 	cancel()
+	k.sess.Signal(ssh.SIGKILL)
 	k.sess.Close()
+}
+
+// killShell is the remote command that kills the process group a kept
+// shell leads, or, where the server made it no group leader (Dropbear),
+// the shell and its children, one of which is the command it runs.
+func killShell(pid int) []string {
+	p := strconv.Itoa(pid)
+	return []string{"sh", "-c", "kill -9 -" + p + " 2>/dev/null || kill -9 $(cat /proc/" + p + "/task/" + p + "/children 2>/dev/null) " + p + " 2>/dev/null"}
 }
 
 // shellLost is the error of a command whose shell went away under it.
