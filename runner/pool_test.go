@@ -37,7 +37,10 @@ type pool struct {
 
 func startPool(t *testing.T) *pool {
 	t.Helper()
-	n := testhosts.Start(t, testhosts.Options{Hosts: poolHosts})
+	// The account's ~/.bashrc takes half a second, as real ones that run
+	// pyenv, conda or modules do: what an exec costs beyond its points
+	// then depends on how many sessions it opens (sessionsPerHost).
+	n := testhosts.Start(t, testhosts.Options{Hosts: poolHosts, SlowShell: 500 * time.Millisecond})
 	p := &pool{n: n, dir: t.TempDir(), env: clitest.SSHEnv(t)}
 	// The plan names the hosts by their ssh_config aliases, p1…p6, as a
 	// cluster's users do, and the rows name them so.
@@ -202,12 +205,14 @@ const repeated = "repeat: 3\n"
 func poolPairwise(t *testing.T, p *pool) {
 	plan := p.plan(t, "pairwise", "{block_size: 64KiB, queue_depth: 4, duration: 1s, verify: true}", "")
 	logins := p.logins(t)
+	sessions := p.sessions(t)
 	start := time.Now()
 	rows, r := p.exec(t, plan, "pairwise")
 	wall := time.Since(start)
 	if r.Code != 0 {
 		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
 	}
+	p.fewSessions(t, sessions, r)
 	// One SSH connection and one deploy per host, for all ten rounds.
 	after := p.logins(t)
 	for _, h := range poolHosts {
@@ -305,10 +310,12 @@ func poolUnshaped(t *testing.T, p *pool) {
 	runs := 0
 	for i := range 5 {
 		name := fmt.Sprintf("unshaped%d", i+1)
+		sessions := p.sessions(t)
 		_, r := p.exec(t, p.plan(t, name, shortClient, repeated), name)
 		if r.Code != 0 {
 			t.Fatalf("%s: exit %d\n%s", name, r.Code, r.Stderr)
 		}
+		p.fewSessions(t, sessions, r)
 		j, _ := p.summary(t, name)
 		t.Logf("%s: median %.1f MB/s, threshold %.1f, slow links %v, suspects %v; %s", name, j.MedianMBs, j.Threshold, j.slowLinks(), j.suspects(), loadavg())
 		if len(j.Unreachable) > 0 {
@@ -573,6 +580,44 @@ func (p *pool) logins(t *testing.T) map[string]int {
 		out[h] = strings.Count(string(b), "Accepted publickey for ")
 	}
 	return out
+}
+
+// sessions counts, by host, the sessions each host's sshd has started
+// (its log at LogLevel VERBOSE says "Starting session: command …" for
+// each command and "Starting session: subsystem 'sftp' …" for an upload).
+func (p *pool) sessions(t *testing.T) map[string][2]int {
+	t.Helper()
+	out := map[string][2]int{}
+	for _, h := range poolHosts {
+		b, err := os.ReadFile(p.n.Hosts[h].Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h] = [2]int{strings.Count(string(b), "Starting session: command "), strings.Count(string(b), "Starting session: subsystem 'sftp' ")}
+	}
+	return out
+}
+
+// fewSessions fails t for a host where the exec r opened more than two
+// sessions: its kept shell, which ran every command before the agent
+// (facts, the deploy check, the clock, the socket table), and its agent,
+// whatever the number of rounds. A host node was uploaded to also had
+// the upload's sftp session. Each session costs the login shell's
+// start-up, half a second on these hosts.
+func (p *pool) fewSessions(t *testing.T, before map[string][2]int, r clitest.Result) {
+	t.Helper()
+	after := p.sessions(t)
+	for _, h := range poolHosts {
+		cmds, sftp := after[h][0]-before[h][0], after[h][1]-before[h][1]
+		deployed := strings.Contains(r.Stderr, fmt.Sprintf("(rsw@%s:22): deployed node", h))
+		switch {
+		case cmds > 2:
+			t.Errorf("%s: %d command sessions during the exec, want at most 2 (one shell, one agent)", h, cmds)
+		case deployed && sftp != 1, !deployed && sftp != 0:
+			t.Errorf("%s: %d sftp sessions during the exec (node deployed: %v)", h, sftp, deployed)
+		}
+		t.Logf("%s: %d command sessions, %d sftp", h, cmds, sftp)
+	}
 }
 
 // readSpans are when each row's read ran, from the time series beside

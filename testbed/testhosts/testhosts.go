@@ -139,6 +139,13 @@ type Options struct {
 	// SSH command). Where that starts pyenv it costs seconds a login,
 	// which a benchmark of the runner must not count.
 	EmptyRootHome bool
+	// SlowShell, when not 0, makes User's login shell bash, with a home
+	// directory whose ~/.bashrc sleeps that long, as one that runs
+	// `pyenv init`, conda's hook or environment modules does: bash reads
+	// ~/.bashrc for every SSH command, so each session costs that much
+	// more. Tests of how many sessions the runner opens use it; the
+	// others leave it 0, which keeps the suite's time.
+	SlowShell time.Duration
 }
 
 // Net is a running set of hosts. Everything is torn down by t.Cleanup.
@@ -208,8 +215,12 @@ const NoisyGreeting = "Welcome to the test cluster\nno newline here"
 // writeAccounts writes copies of /etc/passwd and /etc/group with User,
 // NoisyUser and NoShellUser added, for the hosts to bind-mount, and the
 // login shells of the last two.
-func writeAccounts(t testing.TB, dir string, emptyRootHome bool) {
+func writeAccounts(t testing.TB, dir string, emptyRootHome bool, slowShell time.Duration) {
 	t.Helper()
+	userHome, userShell := "/", "/bin/sh"
+	if slowShell > 0 {
+		userHome, userShell = slowHome(t, dir, slowShell), "/bin/bash"
+	}
 	noisy := filepath.Join(dir, "noisy-sh")
 	script := fmt.Sprintf("#!/bin/sh\nprintf '%%s' '%s'\nexec /bin/sh \"$@\"\n", NoisyGreeting)
 	if err := os.WriteFile(noisy, []byte(script), 0o755); err != nil {
@@ -220,8 +231,8 @@ func writeAccounts(t testing.TB, dir string, emptyRootHome bool) {
 		t.Fatal(err)
 	}
 	for _, f := range []struct{ name, line string }{
-		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:/:/bin/sh\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n%s:x:%d:%d:rdmasweep cert test:/:/bin/sh\n%s:x:%d:%d:rdmasweep peer test:/:/bin/sh\n",
-			User, UserUID, UserUID, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell, CertUser, CertUID, CertUID, PeerUser, PeerUID, PeerUID)},
+		{"passwd", fmt.Sprintf("%s:x:%d:%d:rdmasweep test:%s:%s\n%s:x:%d:%d:rdmasweep noisy test:/:%s\n%s:x:%d:%d:rdmasweep no shell test:/:%s\n%s:x:%d:%d:rdmasweep cert test:/:/bin/sh\n%s:x:%d:%d:rdmasweep peer test:/:/bin/sh\n",
+			User, UserUID, UserUID, userHome, userShell, NoisyUser, NoisyUID, NoisyUID, noisy, NoShellUser, NoShellUID, NoShellUID, noShell, CertUser, CertUID, CertUID, PeerUser, PeerUID, PeerUID)},
 		{"group", fmt.Sprintf("%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n%s:x:%d:\n", User, UserUID, NoisyUser, NoisyUID, NoShellUser, NoShellUID, CertUser, CertUID, PeerUser, PeerUID)},
 	} {
 		b, err := os.ReadFile("/etc/" + f.name)
@@ -238,6 +249,21 @@ func writeAccounts(t testing.TB, dir string, emptyRootHome bool) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// slowHome makes User's home under dir, with a ~/.bashrc that sleeps d,
+// and returns its path.
+func slowHome(t testing.TB, dir string, d time.Duration) string {
+	t.Helper()
+	home := filepath.Join(dir, "home-"+User)
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rc := fmt.Sprintf("# what pyenv init, conda or modules cost a login\nsleep %.3f\n", d.Seconds())
+	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte(rc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return home
 }
 
 // rootHome makes home, empty, and returns passwd with it as root's home.
@@ -287,7 +313,7 @@ func Start(t testing.TB, opts Options) *Net {
 	cleanStale(t)
 	netns.CheckSubnetFree(t, "testhosts", subnet)
 
-	n := newNet(t, opts.EmptyRootHome)
+	n := newNet(t, opts.EmptyRootHome, opts.SlowShell)
 	pub := n.writeKeys(t)
 	authorized := filepath.Join(n.Dir, "authorized_keys")
 	if err := os.WriteFile(authorized, pub, 0o644); err != nil {
@@ -388,7 +414,7 @@ func needTools(t testing.TB, opts Options) {
 
 // newNet makes the harness's directory with the account files, torn
 // down with the test.
-func newNet(t testing.TB, emptyRootHome bool) *Net {
+func newNet(t testing.TB, emptyRootHome bool, slowShell time.Duration) *Net {
 	t.Helper()
 	// Not t.TempDir: its parent is 0700, and the unprivileged user's
 	// sshd reads authorized_keys itself.
@@ -401,7 +427,7 @@ func newNet(t testing.TB, emptyRootHome bool) *Net {
 		t.Fatal(err)
 	}
 	n := &Net{Dir: dir, Hosts: map[string]*Host{}, User: User, NoisyUser: NoisyUser, NoShellUser: NoShellUser, CertUser: CertUser}
-	writeAccounts(t, n.Dir, emptyRootHome)
+	writeAccounts(t, n.Dir, emptyRootHome, slowShell)
 	t.Cleanup(func() { n.teardown(t) })
 	return n
 }

@@ -101,6 +101,8 @@ type SSH struct {
 	// deployed are the files Upload put on the host, by path, with
 	// their sha256: every command that names one is guarded (Guard).
 	deployed Deployed
+	// shells run Run's commands (ssh_shell.go).
+	shells shells
 }
 
 var _ Host = (*SSH)(nil)
@@ -126,6 +128,7 @@ func (s *SSH) Machine() string { return s.machine }
 // Close ends the connections to the host and those to jump hosts.
 func (s *SSH) Close() error {
 	s.closed.Store(true)
+	s.shells.shutDown()
 	s.mu.Lock()
 	for _, c := range s.extras {
 		c.Close()
@@ -147,11 +150,25 @@ func (s *SSH) Close() error {
 // group and returns ctx's error. The shell first prints its pid (which exec
 // hands to the command), so the kill works for root logins too, where
 // OpenSSH ignores session signals; that line is not part of the output.
+//
+// Run goes through one of the connection's shells (ssh_shell.go): a
+// /bin/sh started once through the login shell, which then runs command
+// after command, so a slow login shell (~/.bashrc running pyenv, conda
+// or modules) is paid once per connection, not once per command. Where
+// no such shell starts, each command gets a session of its own.
 func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	argv = s.deployed.Guard(argv)
+	if out, err, ok := s.shells.run(ctx, s, argv); ok {
+		return out, err
+	}
+	return s.runSession(ctx, argv)
+}
+
+// runSession runs argv, guarded already, in a session of its own.
+func (s *SSH) runSession(ctx context.Context, argv []string) ([]byte, error) {
 	sess, err := s.newSession(ctx)
 	if err != nil {
 		return nil, err
@@ -171,7 +188,7 @@ func (s *SSH) Run(ctx context.Context, argv []string) ([]byte, error) {
 		sess.Signal(ssh.SIGKILL)
 		if pid := stdout.pid(); pid > 0 {
 			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.Run(kctx, killGroup(syscall.SIGKILL, pid))
+			s.runSession(kctx, killGroup(syscall.SIGKILL, pid))
 			cancel()
 		}
 		sess.Close()

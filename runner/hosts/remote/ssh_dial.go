@@ -497,6 +497,12 @@ func (s *SSH) newSession(ctx context.Context) (*ssh.Session, error) {
 	if sess, err = try(); sess != nil || !refused(err) {
 		return sess, err
 	}
+	// The idle kept shells (ssh_shell.go) hold sessions: free them
+	// before another connection is opened.
+	s.shells.closeIdle()
+	if sess, err = try(); sess != nil || !refused(err) {
+		return sess, err
+	}
 	s.mu.Lock()
 	n := 1 + len(s.extras)
 	s.mu.Unlock()

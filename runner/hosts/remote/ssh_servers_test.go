@@ -649,6 +649,22 @@ func testDropbear(t *testing.T, n *testhosts.Net) {
 	if _, err := s.Run(ctx, []string{"sh", "-c", "exit 3"}); err == nil {
 		t.Errorf("exit 3 on dropbear gave no error")
 	}
+	// A cancelled Run's command is killed, though Dropbear does not make
+	// the shell that runs it (ssh_shell.go) lead a process group.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	s.Run(cctx, []string{"sh", "-c", "echo $$ > /var/tmp/dropbear-cancel.pid; exec sleep 60"})
+	cancel()
+	pid := strings.TrimSpace(h.Run(t, "cat", "/var/tmp/dropbear-cancel.pid"))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st := strings.TrimSpace(h.Run(t, "sh", "-c", `cut -d' ' -f3 /proc/$1/stat 2>/dev/null; :`, "sh", pid))
+		if st == "" || st == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("cancelled Run's command (pid %s) on dropbear still there, state %s", pid, st)
+			break
+		}
+	}
 	data := make([]byte, 1<<20)
 	rand.Read(data)
 	src := filepath.Join(t.TempDir(), "node")

@@ -41,8 +41,12 @@ func TestBenchOverheadClients(t *testing.T) {
 		t.Fatalf("build node: %v\n%s", err, out)
 	}
 	counts := []int{1, 2, 4, 8}
+	before := load()
 	ssh := map[int]time.Duration{}
-	{
+	// RDMASWEEP_BENCH_ONLY=slurm (or ssh) measures one launcher, for an
+	// A/B of two commits alternated at the same load.
+	only := os.Getenv("RDMASWEEP_BENCH_ONLY")
+	if only != "slurm" {
 		n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b", "c", "d", "e"}})
 		t.Setenv("HOME", t.TempDir())
 		t.Setenv("SSH_AUTH_SOCK", "")
@@ -71,7 +75,7 @@ func TestBenchOverheadClients(t *testing.T) {
 			fmt.Sprintf("ssh: {known_hosts: %s, host_key_policy: strict}\n", n.KnownHosts), dial)
 	}
 	slurmed := map[int]time.Duration{}
-	{
+	if only != "ssh" {
 		c := slurmlab.Start(t)
 		// Whole nodes, as docs/slurm.md's sbatch script asks. The lab's
 		// three nodes are one machine: a job of one CPU a node pins every
@@ -104,7 +108,7 @@ func TestBenchOverheadClients(t *testing.T) {
 		slurmed = overheads(t, dir, node, slurmlab.LocalDir, "n1", clients, counts,
 			fmt.Sprintf("hosts_data: %s\n", addr("n1")), dial)
 	}
-	fmt.Printf("BENCH runner overhead per point (wall − slowest client's measured time), median, fan-in over tcp:\n")
+	fmt.Printf("BENCH runner overhead per point (wall − slowest client's measured time), median, fan-in over tcp; load %s → %s:\n", before, load())
 	fmt.Printf("BENCH %8s %12s %12s %12s\n", "clients", "ssh", "slurm", "goal")
 	for _, k := range counts {
 		fmt.Printf("BENCH %8d %9.1f ms %9.1f ms %9.1f ms\n", k, ms(ssh[k]), ms(slurmed[k]), float64(50+5*k))
@@ -192,4 +196,11 @@ repeat: 7
 			ms(out[pt.Clients()]-median(ready)-median(client)-median(stop)), ms(median(skew)))
 	}
 	return out
+}
+
+// load is the 1-, 5- and 15-minute load averages: an overhead on this
+// 2-core machine moves with them.
+func load() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
