@@ -77,6 +77,11 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if len(argv) == 0 {
 		return usagef("run: no command (%s)", runUsage)
 	}
+	if e.attached {
+		if err := attachedProgram(argv); err != nil {
+			return err
+		}
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

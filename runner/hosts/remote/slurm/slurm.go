@@ -97,6 +97,10 @@ type Allocation struct {
 	listeners map[string]net.Listener
 	localAddr map[string]string
 	tokens    agent.Tokens
+
+	// The munged socket the tokens' credentials are made with (attach.go).
+	mungeSocket string
+	mungeKnown  bool
 }
 
 // FromEnv returns the allocation that env (an os.Environ()-style list)

@@ -779,7 +779,7 @@ func testAttachSecurity(t *testing.T, l *lab) {
 		}
 		defer c.Close()
 		bufio.NewReader(c).ReadBytes('\n')
-		b, _ := json.Marshal(results.AttachCommand{Argv: []string{"serve", "--transport", "tcp", "--file", key,
+		b, _ := json.Marshal(map[string]any{"argv": []string{"serve", "--transport", "tcp", "--file", key,
 			"--file-size", "4KiB", "--create", "--cache", "warm", "--listen", "0.0.0.0", "--port", "0", "--accept-timeout", "30s"}})
 		c.Write(append(b, '\n'))
 		io.Copy(io.Discard, c)
