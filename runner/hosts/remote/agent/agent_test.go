@@ -323,7 +323,14 @@ func TestForgedOutputRefused(t *testing.T) {
 	forged.Send(results.FrameStdout, []byte(`{"type":"result","bytes":1}`+"\n"))
 	forged.Send(results.FrameEnd, []byte(`{"status":0}`))
 	go io.Copy(io.Discard, proc.Stderr())
-	out, _ := io.ReadAll(proc.Stdout())
+	read := make(chan []byte, 1)
+	go func() { out, _ := io.ReadAll(proc.Stdout()); read <- out }()
+	var out []byte
+	select {
+	case out = <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command's output did not end within 10 s of a forged frame")
+	}
 	err = proc.Wait()
 	if !errors.Is(err, results.ErrAttachFrame) || strings.Contains(string(out), "result") {
 		t.Errorf("after a forged frame: stdout %q, %v; want only the started line and %v", out, err, results.ErrAttachFrame)

@@ -2,14 +2,16 @@ package slurm
 
 // Prestart: node started as a step before its command line is known, which
 // it then takes over a TCP connection of its own to the runner, with its
-// control lines (results/attach.go has the handshake). A step takes tens
+// control lines, and over which it sends its output back, all sealed
+// under keys drawn from a token the step's environment carries as a MUNGE
+// credential (results/attach.go has the protocol). A step takes tens
 // to hundreds of milliseconds to start, and srun's stdin delivered lines up
 // to 0.36 s late; a line on node's own connection arrives in well under a
 // millisecond.
 //
 // The step is `node attach --loop`, an agent (runner/hosts/remote/agent): it
-// runs one command after another, each over a connection of its own, and
-// marks each one's end on the step's stdout and stderr. When a command has
+// runs one command after another, each over a connection of its own,
+// which ends with the command's exit status. When a command has
 // ended its agent goes back to its Host, idle, and the next Prestart of
 // the same binary there takes it: a run's points after the first start
 // no step at all. On this
