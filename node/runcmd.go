@@ -15,6 +15,8 @@ package main
 //     (Pdeathsig); and it gets SIGTERM, then SIGKILL after runStopGrace,
 //     when node is told to stop (SIGINT, SIGTERM), at --deadline, and
 //     under --stop-on-eof when stdin ends (the runner's connection).
+//   - Under node attach it runs only the peers' programs and node itself
+//     (attachedProgram): the runner asks for nothing else.
 
 import (
 	"context"

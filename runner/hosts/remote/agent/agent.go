@@ -389,15 +389,14 @@ func (ag *agent) strayMessage() string {
 // command is one command of an agent, as a remote.Process: its stdin,
 // stdout, stderr and end are sealed frames on its own connection.
 type command struct {
-	ag         *agent
-	conn       net.Conn
-	ch         *results.AttachChannel
-	stdin      stdinWriter
-	outR, errR *io.PipeReader
-	outW, errW *io.PipeWriter
-	once       sync.Once
-	done       chan struct{}
-	err        error
+	ag        *agent
+	conn      net.Conn
+	ch        *results.AttachChannel
+	stdin     stdinWriter
+	out, errs *stream
+	once      sync.Once
+	done      chan struct{}
+	err       error
 }
 
 // lostWait bounds how long a command whose connection broke before its
@@ -427,16 +426,16 @@ func (c *command) receive() {
 		}
 		switch kind {
 		case results.FrameStdout:
-			c.outW.Write(b) // the reader gone: dropped
+			c.out.write(b)
 		case results.FrameStderr:
-			c.errW.Write(b)
+			c.errs.write(b)
 		case results.FrameEnd:
 			var end results.AttachEnd
 			if json.Unmarshal(b, &end) != nil {
 				end = results.AttachEnd{Status: -1, Signal: "?"}
 			}
-			c.outW.Close()
-			c.errW.Close()
+			c.out.close()
+			c.errs.close()
 			c.ag.mu.Lock()
 			c.ag.cmds = slices.DeleteFunc(c.ag.cmds, func(x *command) bool { return x == c })
 			c.ag.mu.Unlock()
@@ -453,16 +452,67 @@ func (c *command) receive() {
 // finish ends the command with err, once.
 func (c *command) finish(err error) {
 	c.once.Do(func() {
-		c.outW.Close()
-		c.errW.Close()
+		c.out.close()
+		c.errs.close()
 		c.err = err
 		close(c.done)
 	})
 }
 
 func (c *command) Stdin() io.WriteCloser { return &c.stdin }
-func (c *command) Stdout() io.Reader     { return c.outR }
-func (c *command) Stderr() io.Reader     { return c.errR }
+func (c *command) Stdout() io.Reader     { return c.out }
+func (c *command) Stderr() io.Reader     { return c.errs }
+
+// maxUnread bounds what a command's stream holds for a reader that does
+// not keep up; past it, what comes is dropped.
+const maxUnread = 4 << 20
+
+// stream is one of a command's output streams: the frames of one
+// connection feed both, so a write never waits for its reader (one who
+// reads stdout to its end before stderr must not stall stdout).
+type stream struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte
+	closed bool
+}
+
+func newStream() *stream {
+	s := &stream{}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *stream) write(b []byte) {
+	s.mu.Lock()
+	if !s.closed && len(s.buf)+len(b) <= maxUnread {
+		s.buf = append(s.buf, b...)
+	}
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+func (s *stream) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+// Read blocks until there is something to read, or the stream has ended.
+func (s *stream) Read(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.buf) == 0 && !s.closed {
+		s.cond.Wait()
+	}
+	if len(s.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, s.buf)
+	s.buf = s.buf[n:]
+	return n, nil
+}
 
 // stdinWriter is a command's stdin: its bytes sealed as stdin frames,
 // its Close the stdin's end frame, once.
@@ -586,8 +636,7 @@ func (pd *pending) Start(ctx context.Context, argv []string) (remote.Process, er
 	conn := at.conn
 	ch := ag.key.RunnerChannel(at.r, conn, at.nonce)
 	c := &command{ag: ag, conn: conn, ch: ch, stdin: stdinWriter{ch: ch}, done: make(chan struct{})}
-	c.outR, c.outW = io.Pipe()
-	c.errR, c.errW = io.Pipe()
+	c.out, c.errs = newStream(), newStream()
 	ag.mu.Lock()
 	ended := ag.ended
 	if !ended {

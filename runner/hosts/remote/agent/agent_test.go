@@ -360,3 +360,38 @@ func TestOtherVersionRefused(t *testing.T) {
 		t.Errorf("Start with a version-1 node: %v", err)
 	}
 }
+
+// A command's stdout and stderr share one connection, yet a caller that
+// reads stdout to its end before it reads stderr gets both: what the
+// agent wrote on stderr meanwhile waits for its reader without holding
+// stdout.
+func TestStdoutNotHeldByStderr(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var tokens Tokens
+	ln := listen(t, &tokens)
+	addr := ln.Addr().String()
+	f := &fakeAgent{addr: addr, tokens: make(chan string, 1), proc: newFakeProc()}
+	p := NewPool(f, &tokens)
+	defer p.Close(time.Second, nil)
+
+	pd := p.Prestart(ctx, "node")
+	key := results.AttachKey(<-f.tokens)
+	c, _, nonce := hello(t, addr, key)
+	proc, err := pd.Start(ctx, []string{"node", "version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := readCommand(c, key, nonce, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ch.Send(results.FrameStderr, bytes.Repeat([]byte("e"), 256<<10))
+	n.ch.Send(results.FrameStdout, []byte("node v\n"))
+	n.end()
+	out, _ := io.ReadAll(proc.Stdout())
+	errOut, _ := io.ReadAll(proc.Stderr())
+	if string(out) != "node v\n" || len(errOut) != 256<<10 || proc.Wait() != nil {
+		t.Errorf("stdout %q, %d bytes of stderr, %v", out, len(errOut), proc.Wait())
+	}
+}
