@@ -49,6 +49,9 @@ func runAttach(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *addr == "" {
+		return usagef("attach: --runner is required")
+	}
 	token, err := attachToken(ctx, e, *tokenStdin, *mungeSocket)
 	if err != nil {
 		return err
@@ -61,9 +64,6 @@ func runAttach(ctx context.Context, e *env, args []string) error {
 			io.Copy(io.Discard, e.stdin)
 			cancel(errStdinClosed)
 		}()
-	}
-	if *addr == "" {
-		return usagef("attach: --runner is required")
 	}
 	key := results.AttachKey(token)
 	if *loop {

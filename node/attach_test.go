@@ -3,13 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -745,6 +748,98 @@ func TestAttachedRunRefusesOtherPrograms(t *testing.T) {
 			}
 			if _, err := os.Stat(planted); !os.IsNotExist(err) {
 				t.Errorf("%q ran: %s exists (%v)", c.argv, planted, err)
+			}
+		})
+	}
+}
+
+// startMunged runs a private munged (its own key and socket) for the
+// test, as a Slurm cluster's is, and returns its socket.
+func startMunged(t *testing.T) string {
+	t.Helper()
+	testenv.NeedRoot(t)
+	munged := "/usr/sbin/munged"
+	if _, err := os.Stat(munged); err != nil {
+		testenv.Skip(t, munged+" not found (apt-get install munge)")
+	}
+	testenv.NeedTool(t, "munge", "munge")
+	testenv.NeedTool(t, "unmunge", "munge")
+	// munged wants every directory above its socket searchable by all,
+	// and a key only root owns and reads.
+	dir, err := os.MkdirTemp("", "node-munge-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	key := make([]byte, 1024)
+	rand.Read(key)
+	if err := os.WriteFile(filepath.Join(dir, "key"), key, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "socket")
+	cmd := exec.Command(munged, "--foreground", "--socket="+socket, "--key-file="+filepath.Join(dir, "key"),
+		"--pid-file="+filepath.Join(dir, "pid"), "--log-file="+filepath.Join(dir, "log"), "--seed-file="+filepath.Join(dir, "seed"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(socket); err == nil {
+			return socket
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Fatalf("munged did not start: %s", log)
+		}
+	}
+}
+
+// credential is token as munge makes it with args.
+func credential(t *testing.T, socket, token string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("munge", append([]string{"--socket=" + socket}, args...)...)
+	cmd.Stdin = strings.NewReader(token)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("munge %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Under Slurm node attach's token is a MUNGE credential in its
+// environment. node decodes it with unmunge and attaches with the token
+// inside; it refuses the same credential a second time (a replay), one
+// not encrypted, one another UID made, and one restricted to another UID,
+// and says why before it dials.
+func TestAttachMungeCredential(t *testing.T) {
+	socket := startMunged(t)
+	ln, accept := attachListener(t)
+	uid := strconv.Itoa(os.Getuid())
+	good := credential(t, socket, "t0ken-munged", "--restrict-uid="+uid, "--cipher=aes128")
+	t.Setenv(results.AttachTokenEnv, "")
+	t.Run("Decoded", func(t *testing.T) {
+		t.Setenv(results.AttachCredEnv, good)
+		p := start(t, "", "attach", "--runner", ln.Addr().String(), "--munge-socket", socket)
+		c := accept()
+		if c.hello.ID != results.AttachKey("t0ken-munged").ID() {
+			t.Errorf("hello %+v: want the ID of the token in the credential", c.hello)
+		}
+		c.conn.Close()
+		p.wait(10 * time.Second)
+	})
+	for _, c := range []struct{ name, cred, want string }{
+		{"Replayed", good, "decode the token's MUNGE credential"},
+		{"NotEncrypted", credential(t, socket, "t0ken", "--restrict-uid="+uid, "--cipher=none"), "not encrypted"},
+		{"AnotherUIDs", credential(t, socket, "t0ken", "--restrict-uid="+uid, "--uid=65534"), "made by UID 65534"},
+		{"ForAnotherUID", credential(t, socket, "t0ken", "--restrict-uid=65534"), "decode the token's MUNGE credential"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(results.AttachCredEnv, c.cred)
+			p := start(t, "", "attach", "--runner", ln.Addr().String(), "--munge-socket", socket)
+			code, last := p.wait(10 * time.Second)
+			if e, ok := last.(*results.Error); code != 1 || !ok || !strings.Contains(e.Message, c.want) {
+				t.Errorf("exit %d, last event %#v; want 1 and %q", code, last, c.want)
 			}
 		})
 	}
