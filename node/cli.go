@@ -109,6 +109,9 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		return usagef("usage: node %s [flags]", strings.Join(commandNames(), "|"))
 	}
+	if e.attached && args[0] == "attach" {
+		return usagef("attach: the runner's command is attach again")
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, e, args[1:])

@@ -15,6 +15,8 @@ package main
 //     (Pdeathsig); and it gets SIGTERM, then SIGKILL after runStopGrace,
 //     when node is told to stop (SIGINT, SIGTERM), at --deadline, and
 //     under --stop-on-eof when stdin ends (the runner's connection).
+//   - Under node attach it runs only the peers' programs and node itself
+//     (attachedProgram): the runner asks for nothing else.
 
 import (
 	"context"
@@ -76,6 +78,11 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	argv := fs.Args()
 	if len(argv) == 0 {
 		return usagef("run: no command (%s)", runUsage)
+	}
+	if e.attached {
+		if err := attachedProgram(argv); err != nil {
+			return err
+		}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = e.stdout, e.stderr

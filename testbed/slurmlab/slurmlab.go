@@ -62,13 +62,17 @@ const (
 	// LocalDir is a sticky directory of root's in VarTmp, as /tmp is:
 	// tests deploy to a directory of their own in it.
 	LocalDir = VarTmp + "/rdmasweep"
+	// Bridge is the bridge every node's veth is on, in the root
+	// namespace: what crosses it is what a host on the cluster's network
+	// sees.
+	Bridge = "rswslbr"
 	// LockFile serialises clusters across test processes.
 	LockFile = "/run/rdmasweep-slurmlab.lock"
 
 	netPrefix  = "198.19.0."
 	subnet     = netPrefix + "0/24"
 	bridgeAddr = netPrefix + "254"
-	bridge     = "rswslbr"
+	bridge     = Bridge
 	nsPrefix   = "rswslurm-" // node namespaces
 	vethPrefix = "rswslv"    // root-side veth names
 	dirPrefix  = "rdmasweep-slurmlab-"

@@ -3,8 +3,11 @@ package peer
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"rdmasweep/results"
 )
 
 // TestRegistry: every registered peer has a name of its own, not node's,
@@ -34,5 +37,20 @@ func TestRegistry(t *testing.T) {
 	}
 	if _, err := Lookup("ib_readbw"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), strings.Join(Names(), ", ")) {
 		t.Errorf("Lookup of an unknown peer: %v, want ErrUnknown listing the peers", err)
+	}
+}
+
+// Every peer's binary is one an attached node may run (node run refuses
+// any other program under node attach, results.PeerPrograms): a peer
+// added here without it there would fail under Slurm and in pools.
+func TestBinariesAreAttachable(t *testing.T) {
+	for _, name := range Names() {
+		tool, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(results.PeerPrograms, tool.Binary) {
+			t.Errorf("peer %s runs %q, which results.PeerPrograms (%v) does not list: an attached node refuses it", name, tool.Binary, results.PeerPrograms)
+		}
 	}
 }

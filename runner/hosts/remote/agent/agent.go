@@ -1,10 +1,11 @@
 // Package agent runs node commands through long-lived `node attach
 // --loop` agents, one per host and busy command, instead of starting node
 // for each: a Pool hands out an idle agent, or launches one, and each
-// command goes to it over a connection of its own, which is also that
-// command's control channel (results/attach.go has the handshake). The
-// agent marks each command's end on its stdout and stderr, and the Pool
-// gives each command its own part of them.
+// command goes to it over a connection of its own, sealed after the
+// hello, which carries that command's stdin (its control lines), its
+// stdout and stderr, and how it ended (results/attach.go has the
+// protocol). The agent's own stdout and stderr carry only its own
+// messages, kept for an error.
 //
 // Slurm launches agents as job steps (runner/hosts/remote/slurm), since a step
 // costs tens to hundreds of milliseconds; SSH launches them in a session
@@ -15,7 +16,6 @@ package agent
 
 import (
 	"bufio"
-	"bytes"
 	"container/list"
 	"context"
 	"crypto/rand"
@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"rdmasweep/results"
@@ -76,11 +77,14 @@ type Tokens struct {
 	pending list.List                  // of net.Conn: accepted, no hello yet, oldest first
 }
 
-// attachment is an agent's connection, and the nonce of its hello, which
-// the command line sent on it must answer.
+// attachment is an agent's connection, the reader of what follows its
+// hello, and the hello's nonce, under which the connection is sealed; or
+// why the agent cannot take a command (err).
 type attachment struct {
 	conn  net.Conn
+	r     *bufio.Reader
 	nonce []byte
+	err   error
 }
 
 // Serve takes the connections of ln until it is closed, and closes any
@@ -109,12 +113,12 @@ func (t *Tokens) Serve(ln net.Listener) {
 // hello reads c's hello, and hands c to the agent it names, or closes it.
 func (t *Tokens) hello(c net.Conn, e *list.Element) {
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
-	line, err := bufio.NewReader(io.LimitReader(c, results.MaxAttachLine)).ReadBytes('\n')
+	br := bufio.NewReader(c)
+	hello, err := results.ReadHello(br)
 	t.mu.Lock()
 	t.pending.Remove(e) // a no-op if Serve closed it
 	t.mu.Unlock()
-	var hello results.AttachHello
-	if err != nil || json.Unmarshal(line, &hello) != nil {
+	if err != nil {
 		c.Close()
 		return
 	}
@@ -124,11 +128,15 @@ func (t *Tokens) hello(c net.Conn, e *list.Element) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
+	at := attachment{conn: c, r: br, nonce: nonce}
+	if hello.V != results.AttachVersion {
+		at.err = fmt.Errorf("node attach speaks attach protocol version %d, this runner %d: it is another build's node (deploy the runner's own)", max(hello.V, 1), results.AttachVersion)
+	}
 	t.mu.Lock()
 	ch, ok := t.waiting[hello.ID]
 	if ok {
 		select {
-		case ch <- attachment{c, nonce}: // buffered: one connection waits
+		case ch <- at: // buffered: one connection waits
 		default:
 			ok = false
 		}
@@ -244,7 +252,7 @@ type agent struct {
 	exit     error
 
 	mu    sync.Mutex
-	cmds  []*command // given their command line, end not yet seen on both streams; oldest first
+	cmds  []*command // given their command line, end not yet seen; oldest first
 	ended bool
 	stray []byte // the last of what it wrote with no command to take it
 }
@@ -280,8 +288,8 @@ func (ag *agent) launch(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); ag.demux(ag.p.Stdout(), false) }()
-	go func() { defer wg.Done(); ag.demux(ag.p.Stderr(), true) }()
+	go func() { defer wg.Done(); ag.keepStray(ag.p.Stdout()) }()
+	go func() { defer wg.Done(); ag.keepStray(ag.p.Stderr()) }()
 	go func() {
 		wg.Wait()
 		ag.exit = ag.p.Wait()
@@ -292,67 +300,24 @@ func (ag *agent) launch(ctx context.Context) {
 // ErrClosed is a Prestart on a closed Pool.
 var ErrClosed = errors.New("the host is closed")
 
-// demux hands each line of one of the agent's streams to the command it
-// belongs to: the oldest whose end has not yet been seen on that stream.
-func (ag *agent) demux(r io.Reader, stderr bool) {
-	br := bufio.NewReaderSize(r, 64<<10)
+// keepStray keeps the last of one of the agent's streams: its own
+// messages, such as why it could not attach, for an error. Commands'
+// output comes over their connections, never here.
+func (ag *agent) keepStray(r io.Reader) {
+	buf := make([]byte, 4096)
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			ag.route(line, stderr)
+		n, err := r.Read(buf)
+		if n > 0 {
+			ag.mu.Lock()
+			ag.stray = append(ag.stray, buf[:n]...)
+			if l := len(ag.stray); l > maxStray {
+				ag.stray = ag.stray[l-maxStray:]
+			}
+			ag.mu.Unlock()
 		}
 		if err != nil {
 			return
 		}
-	}
-}
-
-func (ag *agent) route(line []byte, stderr bool) {
-	ag.mu.Lock()
-	i := slices.IndexFunc(ag.cmds, func(c *command) bool { return !c.ended(stderr) })
-	var c *command
-	if i >= 0 {
-		c = ag.cmds[i]
-	}
-	ag.mu.Unlock()
-	body, tail, isEnd := bytes.Cut(line, []byte(results.AttachEndMarker))
-	if len(body) > 0 {
-		if c != nil {
-			c.w(stderr).Write(body) // the reader gone: dropped
-		} else {
-			ag.mu.Lock()
-			ag.stray = append(ag.stray, body...)
-			if n := len(ag.stray); n > maxStray {
-				ag.stray = ag.stray[n-maxStray:]
-			}
-			ag.mu.Unlock()
-		}
-	}
-	if !isEnd || c == nil {
-		return
-	}
-	var end results.AttachEnd
-	if json.Unmarshal(bytes.TrimSpace(tail), &end) != nil {
-		end = results.AttachEnd{Status: -1, Signal: "?"}
-	}
-	c.w(stderr).Close()
-	ag.mu.Lock()
-	if stderr {
-		c.errEnd = true
-	} else {
-		c.outEnd = true
-	}
-	done := c.outEnd && c.errEnd
-	if done {
-		ag.cmds = slices.DeleteFunc(ag.cmds, func(x *command) bool { return x == c })
-	}
-	ag.mu.Unlock()
-	if done {
-		// Back to the Pool before Wait returns: the caller's next
-		// Prestart, as soon as Wait has returned, must find it idle, or it
-		// starts another agent.
-		ag.release()
-		c.finish(endError(end))
 	}
 }
 
@@ -386,8 +351,6 @@ func (ag *agent) end() {
 		err = fmt.Errorf("%w: node attach on %s ended before its command did", remote.ErrConnectionLost, p.l.Name())
 	}
 	for _, c := range cmds {
-		c.outW.Close()
-		c.errW.Close()
 		c.finish(err)
 	}
 	close(ag.gone)
@@ -423,40 +386,153 @@ func (ag *agent) strayMessage() string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-// command is one command of an agent, as a remote.Process.
+// command is one command of an agent, as a remote.Process: its stdin,
+// stdout, stderr and end are sealed frames on its own connection.
 type command struct {
-	ag         *agent
-	conn       net.Conn
-	outR, errR *io.PipeReader
-	outW, errW *io.PipeWriter
-	outEnd     bool // its end seen on stdout (ag.mu)
-	errEnd     bool // and on stderr
-	done       chan struct{}
-	err        error
+	ag        *agent
+	conn      net.Conn
+	ch        *results.AttachChannel
+	stdin     stdinWriter
+	out, errs *stream
+	once      sync.Once
+	done      chan struct{}
+	err       error
 }
 
-func (c *command) ended(stderr bool) bool {
-	if stderr {
-		return c.errEnd
+// lostWait bounds how long a command whose connection broke before its
+// end waits for its agent's end, whose exit then says why.
+const lostWait = 10 * time.Second
+
+// receive hands the command's stdout and stderr frames to its readers
+// until its end frame; a connection that ends or breaks first waits for
+// the agent's end (a killed agent), and is otherwise a lost connection.
+func (c *command) receive() {
+	defer c.conn.Close()
+	for {
+		kind, b, err := c.ch.Recv()
+		if errors.Is(err, results.ErrAttachFrame) {
+			// Someone on the path: nothing more of this agent is believed.
+			c.finish(fmt.Errorf("node attach on %s: %w", c.ag.pool.l.Name(), err))
+			c.ag.p.Signal(syscall.SIGKILL)
+			return
+		}
+		if err != nil {
+			select {
+			case <-c.done: // the agent's end finished it
+			case <-time.After(lostWait):
+				c.finish(fmt.Errorf("%w: node attach on %s: %v", remote.ErrConnectionLost, c.ag.pool.l.Name(), err))
+			}
+			return
+		}
+		switch kind {
+		case results.FrameStdout:
+			c.out.write(b)
+		case results.FrameStderr:
+			c.errs.write(b)
+		case results.FrameEnd:
+			var end results.AttachEnd
+			if json.Unmarshal(b, &end) != nil {
+				end = results.AttachEnd{Status: -1, Signal: "?"}
+			}
+			c.out.close()
+			c.errs.close()
+			c.ag.mu.Lock()
+			c.ag.cmds = slices.DeleteFunc(c.ag.cmds, func(x *command) bool { return x == c })
+			c.ag.mu.Unlock()
+			// Back to the Pool before Wait returns: the caller's next
+			// Prestart, as soon as Wait has returned, must find it idle,
+			// or it starts another agent.
+			c.ag.release()
+			c.finish(endError(end))
+			return
+		}
 	}
-	return c.outEnd
 }
 
-func (c *command) w(stderr bool) *io.PipeWriter {
-	if stderr {
-		return c.errW
-	}
-	return c.outW
-}
-
+// finish ends the command with err, once.
 func (c *command) finish(err error) {
-	c.err = err
-	close(c.done)
+	c.once.Do(func() {
+		c.out.close()
+		c.errs.close()
+		c.err = err
+		close(c.done)
+	})
 }
 
-func (c *command) Stdin() io.WriteCloser { return c.conn }
-func (c *command) Stdout() io.Reader     { return c.outR }
-func (c *command) Stderr() io.Reader     { return c.errR }
+func (c *command) Stdin() io.WriteCloser { return &c.stdin }
+func (c *command) Stdout() io.Reader     { return c.out }
+func (c *command) Stderr() io.Reader     { return c.errs }
+
+// maxUnread bounds what a command's stream holds for a reader that does
+// not keep up; past it, what comes is dropped.
+const maxUnread = 4 << 20
+
+// stream is one of a command's output streams: the frames of one
+// connection feed both, so a write never waits for its reader (one who
+// reads stdout to its end before stderr must not stall stdout).
+type stream struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte
+	closed bool
+}
+
+func newStream() *stream {
+	s := &stream{}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *stream) write(b []byte) {
+	s.mu.Lock()
+	if !s.closed && len(s.buf)+len(b) <= maxUnread {
+		s.buf = append(s.buf, b...)
+	}
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+func (s *stream) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+// Read blocks until there is something to read, or the stream has ended.
+func (s *stream) Read(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.buf) == 0 && !s.closed {
+		s.cond.Wait()
+	}
+	if len(s.buf) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, s.buf)
+	s.buf = s.buf[n:]
+	return n, nil
+}
+
+// stdinWriter is a command's stdin: its bytes sealed as stdin frames,
+// its Close the stdin's end frame, once.
+type stdinWriter struct {
+	ch   *results.AttachChannel
+	once sync.Once
+}
+
+func (w *stdinWriter) Write(b []byte) (int, error) {
+	if err := w.ch.Send(results.FrameStdin, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (w *stdinWriter) Close() error {
+	var err error
+	w.once.Do(func() { err = w.ch.Send(results.FrameStdinEnd, nil) })
+	return err
+}
 
 // Signal delivers sig to the agent that runs the command (its step, or
 // its process group): the agent ends with it and is not used again.
@@ -553,10 +629,14 @@ func (pd *pending) Start(ctx context.Context, argv []string) (remote.Process, er
 		return nil, ctx.Err()
 	}
 	pd.cancel() // the launch is over: release its context
+	if at.err != nil {
+		at.conn.Close()
+		return nil, fmt.Errorf("start node on %s: %w", ag.pool.l.Name(), at.err)
+	}
 	conn := at.conn
-	c := &command{ag: ag, conn: conn, done: make(chan struct{})}
-	c.outR, c.outW = io.Pipe()
-	c.errR, c.errW = io.Pipe()
+	ch := ag.key.RunnerChannel(at.r, conn, at.nonce)
+	c := &command{ag: ag, conn: conn, ch: ch, stdin: stdinWriter{ch: ch}, done: make(chan struct{})}
+	c.out, c.errs = newStream(), newStream()
 	ag.mu.Lock()
 	ended := ag.ended
 	if !ended {
@@ -570,17 +650,16 @@ func (pd *pending) Start(ctx context.Context, argv []string) (remote.Process, er
 		}
 		return nil, fmt.Errorf("%w: node attach on %s ended", remote.ErrConnectionLost, ag.pool.l.Name())
 	}
-	// The answer to the hello's challenge goes with the command it
-	// authorizes, and both sides move to the next key: the agent's next
-	// hello, which it may send as soon as it has this line, names it.
-	cmd := results.AttachCommand{Argv: argv[1:], MAC: ag.key.MAC(at.nonce, argv[1:])}
+	// The command is the first sealed frame, and both sides move to the
+	// next key: the agent's next hello, which it may send as soon as it
+	// has opened this frame, names it.
 	ag.key = ag.key.Next(at.nonce)
 	if !ag.pool.tokens.rekey(ag.conns, ag.key) {
 		conn.Close() // withdrawn: the agent has ended or its Pool closed; its end says why
 	}
-	line, _ := json.Marshal(cmd)
-	// A failed write means node is gone; its end says why.
-	_, _ = conn.Write(append(line, '\n'))
+	// A failed send means node is gone; its end says why.
+	_ = ch.SendCommand(argv[1:])
+	go c.receive()
 	return c, nil
 }
 

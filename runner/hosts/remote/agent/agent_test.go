@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -177,14 +178,6 @@ func (p *fakeProc) Stderr() io.Reader           { return p.errR }
 func (p *fakeProc) Signal(os.Signal) error      { p.end(); return nil }
 func (p *fakeProc) Wait() error                 { <-p.done; return nil }
 
-// commandEnded writes the end line of a command on both of its streams.
-func (p *fakeProc) commandEnded() {
-	b, _ := json.Marshal(results.AttachEnd{})
-	line := results.AttachEndMarker + string(b) + "\n"
-	io.WriteString(p.outW, line)
-	io.WriteString(p.errW, line)
-}
-
 // hello dials addr and says hello under key; it returns the connection,
 // the line sent and its nonce.
 func hello(t *testing.T, addr string, key results.AttachKey) (net.Conn, []byte, []byte) {
@@ -210,22 +203,32 @@ func sendHello(t *testing.T, addr string, line []byte) net.Conn {
 	return c
 }
 
-// readCommand reads the runner's command line on c, or fails if c closes
-// first or nothing comes within d.
-func readCommand(c net.Conn, d time.Duration) (results.AttachCommand, error) {
+// nodeSide is the fake agent's side of one connection.
+type nodeSide struct {
+	c  net.Conn
+	ch *results.AttachChannel
+}
+
+// readCommand opens the runner's command on c under key and nonce, or
+// fails if c closes first or nothing comes within d.
+func readCommand(c net.Conn, key results.AttachKey, nonce []byte, d time.Duration) (*nodeSide, []string, error) {
 	c.SetReadDeadline(time.Now().Add(d))
-	line, err := bufio.NewReader(c).ReadBytes('\n')
-	var cmd results.AttachCommand
-	if err != nil {
-		return cmd, err
-	}
-	return cmd, json.Unmarshal(line, &cmd)
+	ch := key.NodeChannel(bufio.NewReader(c), c, nonce)
+	argv, err := ch.RecvCommand()
+	c.SetReadDeadline(time.Time{})
+	return &nodeSide{c, ch}, argv, err
+}
+
+// end sends the command's end, status 0.
+func (n *nodeSide) end() {
+	b, _ := json.Marshal(results.AttachEnd{})
+	n.ch.Send(results.FrameEnd, b)
 }
 
 // An agent's key is good for one connection. After its first command, a
 // copy of its first hello (an eavesdropper's replay) is refused: the
-// runner's next command goes only to a connection under the next key, and
-// its answer proves that key for the new nonce.
+// runner's next command goes only to a connection under the next key,
+// sealed under it and the new nonce.
 func TestReplayedHelloRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -243,11 +246,11 @@ func TestReplayedHelloRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, err := readCommand(c1, 5*time.Second)
-	if err != nil || !key.Admit(nonce1, cmd) {
-		t.Fatalf("first command %+v (%v): want one whose MAC proves the token", cmd, err)
+	n1, argv, err := readCommand(c1, key, nonce1, 5*time.Second)
+	if err != nil || argv[0] != "version" {
+		t.Fatalf("first command %q (%v): want version, sealed under the token", argv, err)
 	}
-	f.proc.commandEnded()
+	n1.end()
 	go io.Copy(io.Discard, proc.Stdout())
 	go io.Copy(io.Discard, proc.Stderr())
 	if err := proc.Wait(); err != nil {
@@ -264,21 +267,131 @@ func TestReplayedHelloRefused(t *testing.T) {
 		started <- err
 	}()
 	replay := sendHello(t, addr, hello1)
-	if cmd, err := readCommand(replay, 2*time.Second); err == nil {
-		t.Fatalf("the first hello, replayed, got a command: %+v", cmd)
+	if _, argv, err := readCommand(replay, key, nonce1, 2*time.Second); err == nil {
+		t.Fatalf("the first hello, replayed, got a command: %q", argv)
 	} else if !errors.Is(err, io.EOF) {
 		t.Errorf("the first hello, replayed: %v, want the runner to close it at once", err)
 	}
 	next := key.Next(nonce1)
 	c2, _, nonce2 := hello(t, addr, next)
-	cmd, err = readCommand(c2, 5*time.Second)
-	if err != nil || !next.Admit(nonce2, cmd) || cmd.Argv[0] != "read" {
-		t.Fatalf("second command %+v (%v): want read, with a MAC that proves the next key", cmd, err)
+	raw := bufio.NewReader(c2)
+	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := raw.Peek(5); err != nil {
+		t.Fatal(err)
 	}
-	if key.Admit(nonce2, cmd) {
-		t.Errorf("the second command's MAC proves the first key too")
+	c2.SetReadDeadline(time.Time{})
+	sealed, _ := raw.Peek(raw.Buffered())
+	if _, err := key.NodeChannel(bytes.NewReader(sealed), io.Discard, nonce2).RecvCommand(); err == nil {
+		t.Errorf("the second command opens under the first key too")
+	}
+	if argv, err := next.NodeChannel(raw, c2, nonce2).RecvCommand(); err != nil || argv[0] != "read" {
+		t.Fatalf("second command %q (%v): want read, sealed under the next key", argv, err)
 	}
 	if err := <-started; err != nil {
 		t.Errorf("second Start: %v", err)
+	}
+}
+
+// What the runner takes from an agent is sealed too: a frame on the
+// agent's connection that does not open (someone on the path writing
+// rows of their own) fails the command, whose output so far is all it
+// gets, and the agent is not used again.
+func TestForgedOutputRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var tokens Tokens
+	ln := listen(t, &tokens)
+	addr := ln.Addr().String()
+	f := &fakeAgent{addr: addr, tokens: make(chan string, 1), proc: newFakeProc()}
+	p := NewPool(f, &tokens)
+	defer p.Close(time.Second, nil)
+
+	pd := p.Prestart(ctx, "node")
+	key := results.AttachKey(<-f.tokens)
+	c, _, nonce := hello(t, addr, key)
+	proc, err := pd.Start(ctx, []string{"node", "read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := readCommand(c, key, nonce, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ch.Send(results.FrameStdout, []byte(`{"type":"started","role":"read"}`+"\n"))
+	// A row of an on-path host's own, sealed under a key it guessed.
+	forged := results.AttachKey("guess").NodeChannel(nil, c, nonce)
+	forged.Send(results.FrameStdout, []byte(`{"type":"result","bytes":1}`+"\n"))
+	forged.Send(results.FrameEnd, []byte(`{"status":0}`))
+	go io.Copy(io.Discard, proc.Stderr())
+	read := make(chan []byte, 1)
+	go func() { out, _ := io.ReadAll(proc.Stdout()); read <- out }()
+	var out []byte
+	select {
+	case out = <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command's output did not end within 10 s of a forged frame")
+	}
+	err = proc.Wait()
+	if !errors.Is(err, results.ErrAttachFrame) || strings.Contains(string(out), "result") {
+		t.Errorf("after a forged frame: stdout %q, %v; want only the started line and %v", out, err, results.ErrAttachFrame)
+	}
+}
+
+// A node of another build, whose hello names another protocol version,
+// fails its command with a message that says so.
+func TestOtherVersionRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var tokens Tokens
+	ln := listen(t, &tokens)
+	addr := ln.Addr().String()
+	f := &fakeAgent{addr: addr, tokens: make(chan string, 1), proc: newFakeProc()}
+	p := NewPool(f, &tokens)
+	defer p.Close(time.Second, nil)
+
+	pd := p.Prestart(ctx, "node")
+	key := results.AttachKey(<-f.tokens)
+	h, _, _ := results.NewAttachHello(key, 1)
+	h.V = 0 // version 1 sent none
+	line, _ := json.Marshal(h)
+	sendHello(t, addr, line)
+	_, err := pd.Start(ctx, []string{"node", "version"})
+	if err == nil || !strings.Contains(err.Error(), "attach protocol version 1, this runner 2") {
+		t.Errorf("Start with a version-1 node: %v", err)
+	}
+}
+
+// A command's stdout and stderr share one connection, yet a caller that
+// reads stdout to its end before it reads stderr gets both: what the
+// agent wrote on stderr meanwhile waits for its reader without holding
+// stdout.
+func TestStdoutNotHeldByStderr(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var tokens Tokens
+	ln := listen(t, &tokens)
+	addr := ln.Addr().String()
+	f := &fakeAgent{addr: addr, tokens: make(chan string, 1), proc: newFakeProc()}
+	p := NewPool(f, &tokens)
+	defer p.Close(time.Second, nil)
+
+	pd := p.Prestart(ctx, "node")
+	key := results.AttachKey(<-f.tokens)
+	c, _, nonce := hello(t, addr, key)
+	proc, err := pd.Start(ctx, []string{"node", "version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := readCommand(c, key, nonce, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ch.Send(results.FrameStderr, bytes.Repeat([]byte("e"), 256<<10))
+	n.ch.Send(results.FrameStdout, []byte("node v\n"))
+	n.end()
+	out, _ := io.ReadAll(proc.Stdout())
+	errOut, _ := io.ReadAll(proc.Stderr())
+	if string(out) != "node v\n" || len(errOut) != 256<<10 || proc.Wait() != nil {
+		t.Errorf("stdout %q, %d bytes of stderr, %v", out, len(errOut), proc.Wait())
 	}
 }

@@ -15,12 +15,12 @@
 //     each step all of the job's CPUs on its node, as the command would
 //     have on an SSH host.
 //   - Prestart (remote.Prestarter): `NODE attach --runner ADDR` started as
-//     such a step at once, with a fresh token in its environment; node
-//     dials the runner's listener, and its command line, given later to
-//     Pending.Start, and then its control lines go over that connection,
-//     which stands in for stdin (attach.go). A step takes tens of ms to
-//     start and srun's stdin delivered lines up to 0.36 s late; a line on
-//     that connection arrives in well under one.
+//     such a step at once, with a fresh token in its environment as a
+//     MUNGE credential; node dials the runner's listener, and its command
+//     line, given later to Pending.Start, its control lines, and its
+//     output and end go over that connection, sealed (attach.go). A step
+//     takes tens of ms to start and srun's stdin delivered lines up to
+//     0.36 s late; a line on that connection arrives in well under one.
 //   - Signal: `scancel --signal=NAME JOBID.STEPID`. slurmstepd sends it to
 //     every process of the step (the task leads its process group, and
 //     Slurm's process tracking also finds what left the group).
@@ -97,6 +97,10 @@ type Allocation struct {
 	listeners map[string]net.Listener
 	localAddr map[string]string
 	tokens    agent.Tokens
+
+	// The munged socket the tokens' credentials are made with (attach.go).
+	mungeSocket string
+	mungeKnown  bool
 }
 
 // FromEnv returns the allocation that env (an os.Environ()-style list)

@@ -2,6 +2,7 @@ package slurm_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +33,7 @@ import (
 	"rdmasweep/runner/hosts/remote/slurm"
 	"rdmasweep/testbed/slurmlab"
 	"rdmasweep/testbed/testenv"
+	"rdmasweep/testbed/wiretap"
 )
 
 // helperEnv makes the test binary a runner stand-in that starts a step and
@@ -140,6 +143,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("DeployForeignDir", func(t *testing.T) { testDeployForeignDir(t, l) })
 	t.Run("Prestart", func(t *testing.T) { testPrestart(t, l) })
 	t.Run("AttachSecurity", func(t *testing.T) { testAttachSecurity(t, l) })
+	t.Run("Sniffed", func(t *testing.T) { testSniffed(t, l) })
 	t.Run("CPUBind", func(t *testing.T) { testCPUBind(t, l) })
 	t.Run("LaunchFailure", func(t *testing.T) { testLaunchFailure(t, l) })
 	t.Run("StartCancelled", func(t *testing.T) { testStartCancelled(t, l) })
@@ -779,7 +783,7 @@ func testAttachSecurity(t *testing.T, l *lab) {
 		}
 		defer c.Close()
 		bufio.NewReader(c).ReadBytes('\n')
-		b, _ := json.Marshal(results.AttachCommand{Argv: []string{"serve", "--transport", "tcp", "--file", key,
+		b, _ := json.Marshal(map[string]any{"argv": []string{"serve", "--transport", "tcp", "--file", key,
 			"--file-size", "4KiB", "--create", "--cache", "warm", "--listen", "0.0.0.0", "--port", "0", "--accept-timeout", "30s"}})
 		c.Write(append(b, '\n'))
 		io.Copy(io.Discard, c)
@@ -801,4 +805,160 @@ func testAttachSecurity(t *testing.T, l *lab) {
 	if out, err := h.Run(ctx, []string{"sh", "-c", "ls " + key + "* 2>&1; true"}); err != nil || !strings.Contains(string(out), "No such file") {
 		t.Errorf("the impostor's serve ran: %s (%v)", out, err)
 	}
+}
+
+// What a host on the cluster's network sees while the runner drives a node
+// through its agent (the issue's reproduction: a sniffer on the bridge):
+// srun's launch carries the agent's token only as a MUNGE credential,
+// and neither the token, the point's secret, the command line nor node's
+// events appear anywhere on the wire. Then the sniffer does what the
+// reproduction did: it walks the key chain from every value it saw, seals
+// a command under the best key it has, and injects it into the agent's
+// idle connection with the sequence numbers it saw. The agent drops the
+// connection and nothing runs.
+func testSniffed(t *testing.T, l *lab) {
+	ctx := ctxFor(t)
+	node := slurmlab.LocalDir + "/bin/node"
+	tap := wiretap.Start(t, slurmlab.Bridge)
+	h, err := l.a.Host("n1", slurm.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	tag, secret := randHex(6), randHex(32)
+	p, err := h.Prestart(ctx, node).Start(ctx, []string{node, "serve", "--transport", "tcp", "--file", slurmlab.LocalDir + "/sniffme-" + tag + ".dat",
+		"--file-size", "1MiB", "--create", "--cache", "warm", "--listen", "127.0.0.1", "--port", "0", "--accept-timeout", "30s", "--control-stdin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stderr())
+	io.WriteString(p.Stdin(), `{"secret":"`+secret+`"}`+"\n")
+	sc := bufio.NewScanner(p.Stdout())
+	for sc.Scan() && !strings.Contains(sc.Text(), `"type":"ready"`) {
+	}
+	p.Stdin().Close()
+	for sc.Scan() {
+	}
+	p.Wait()
+
+	// The agent attaches again at once, and waits for its next command.
+	var attach string
+	for _, a := range l.a.AttachAddrs() {
+		attach = a.String()
+	}
+	var idle *wiretap.Flow
+	for deadline := time.Now().Add(10 * time.Second); idle == nil && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		idle = idleAgent(tap.Flows(), attach)
+	}
+	if idle == nil {
+		t.Fatalf("the tap saw no idle agent connection to %s", attach)
+	}
+	wire := tap.All()
+	if !bytes.Contains(wire, []byte(results.AttachCredEnv+"=MUNGE:")) || !bytes.Contains(wire, []byte(`"nonce":`)) {
+		t.Fatalf("the tap saw no launch with a credential, or no hello: it is not on the path (%d bytes)", len(wire))
+	}
+	token := decodeSniffedCred(t, l, wire)
+	for what, s := range map[string]string{"token": token, "secret": secret, "command's file": "sniffme-" + tag,
+		"command's flags": "--control-stdin", "events": `"type":"ready"`, "clear token": results.AttachTokenEnv} {
+		raw, _ := hex.DecodeString(s)
+		if bytes.Contains(wire, []byte(s)) || len(raw) >= 16 && bytes.Contains(wire, raw) {
+			t.Errorf("the wire holds the %s (%q)", what, s)
+		}
+	}
+
+	// The sniffer's attack on the idle connection.
+	planted := slurmlab.LocalDir + "/planted-" + tag
+	var injected bytes.Buffer
+	nonce, key := sniffedKey(tap.Flows(), wire, attach, idle)
+	key.RunnerChannel(nil, &injected, nonce).SendCommand([]string{"prepare", "--transport", "tcp", "--file", planted, "--file-size", "4KiB", "--create", "--cache", "warm"})
+	tap.Inject(t, attach, idle.Src, injected.Bytes())
+	var closed bool
+	for deadline := time.Now().Add(5 * time.Second); !closed && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, sg := range tap.Segments() {
+			from := net.JoinHostPort(sg.Src.String(), strconv.Itoa(int(sg.SrcPort)))
+			closed = closed || from == idle.Src && sg.Flags&(wiretap.FIN|wiretap.RST) != 0
+		}
+	}
+	if !closed {
+		t.Errorf("the agent did not drop its connection after the injection: it did not reach it")
+	}
+	if out, err := h.Run(ctx, []string{"sh", "-c", "ls " + planted + " 2>&1; true"}); err != nil || !strings.Contains(string(out), "No such file") {
+		t.Errorf("the injected command ran: %s (%v)", out, err)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// idleAgent is the last connection to the runner's attach address whose
+// hello the tap saw, and the runner acknowledged, and to which the runner
+// has sent nothing.
+func idleAgent(flows map[[2]string]*wiretap.Flow, attach string) *wiretap.Flow {
+	var idle *wiretap.Flow
+	for k, f := range flows {
+		back := flows[[2]string{k[1], k[0]}]
+		if k[1] == attach && f.SawSYN && bytes.HasSuffix(f.Data, []byte("}\n")) && back != nil && back.SawSYN && len(back.Data) == 0 && back.Last.Ack == f.Next {
+			idle = f
+		}
+	}
+	return idle
+}
+
+// decodeSniffedCred decodes the credential the tap saw with the lab's
+// munged, as the runner's own user: its payload, the token (a replayed
+// credential still shows its payload).
+func decodeSniffedCred(t *testing.T, l *lab, wire []byte) string {
+	_, rest, _ := bytes.Cut(wire, []byte(results.AttachCredEnv+"="))
+	end := bytes.IndexByte(rest[len("MUNGE:"):], ':')
+	cred := rest[:len("MUNGE:")+end+1]
+	cmd := exec.Command("unmunge", "--socket="+filepath.Join(l.c.Dir, "munge", "munge.socket"))
+	cmd.Stdin = bytes.NewReader(cred)
+	out, _ := cmd.Output()
+	_, payload, ok := bytes.Cut(out, []byte("\n\n"))
+	if !ok || len(bytes.TrimSpace(payload)) != 64 {
+		t.Fatalf("unmunge of the sniffed credential %q: %q", cred, out)
+	}
+	return string(bytes.TrimSpace(payload))
+}
+
+// sniffedKey is the attacker's best key for the idle connection: each
+// value it saw (an environment variable of ours in srun's launch, a hex
+// run) walked along the hellos it saw, as the key chain moves; the one
+// whose walk ends at the idle hello's ID, else the last tried.
+func sniffedKey(flows map[[2]string]*wiretap.Flow, wire []byte, attach string, idle *wiretap.Flow) ([]byte, results.AttachKey) {
+	var hellos []results.AttachHello
+	for k, f := range flows {
+		if k[1] == attach && f.SawSYN {
+			if h, err := results.ReadHello(bufio.NewReader(bytes.NewReader(f.Data))); err == nil {
+				hellos = append(hellos, h)
+			}
+		}
+	}
+	last, _ := results.ReadHello(bufio.NewReader(bytes.NewReader(idle.Data)))
+	nonce, _ := last.HelloNonce()
+	var candidates [][]byte
+	for _, m := range regexp.MustCompile(`RDMASWEEP_ATTACH_[A-Z]+=([^\x00\s]+)`).FindAllSubmatch(wire, -1) {
+		candidates = append(candidates, m[1])
+	}
+	candidates = append(candidates, regexp.MustCompile(`[0-9a-f]{32,}`).FindAll(wire, -1)...)
+	var key results.AttachKey
+	for _, c := range candidates {
+		key = results.AttachKey(c)
+		for moved := true; moved && key.ID() != last.ID; {
+			moved = false
+			for _, h := range hellos {
+				if h.ID == key.ID() {
+					n, _ := h.HelloNonce()
+					key, moved = key.Next(n), true
+				}
+			}
+		}
+		if key.ID() == last.ID {
+			break
+		}
+	}
+	return nonce, key
 }

@@ -4,12 +4,12 @@ package guest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,29 +46,25 @@ func TestAttachLoopRDMA(t *testing.T) {
 		if err != nil {
 			t.Fatalf("point %d: node attach did not attach: %v", i, err)
 		}
-		line, err := bufio.NewReader(c).ReadBytes('\n')
+		br := bufio.NewReader(c)
+		hello, err := results.ReadHello(br)
 		if err != nil {
 			t.Fatalf("point %d: hello: %v", i, err)
 		}
-		var hello results.AttachHello
-		json.Unmarshal(line, &hello)
 		nonce, err := hello.HelloNonce()
 		if err != nil || hello.ID != key.ID() {
-			t.Fatalf("point %d: hello %s: want the ID %s and a nonce (%v)", i, line, key.ID(), err)
+			t.Fatalf("point %d: hello %+v: want the ID %s and a nonce (%v)", i, hello, key.ID(), err)
 		}
 		argv := readArgs(ready.Address, ready.Port, "--block-size", "1MiB", "--queue-depth", "16", "--total", "16MiB", "--verify", "--control-stdin")
-		cmd := results.AttachCommand{Argv: argv, MAC: key.MAC(nonce, argv)}
+		ch := key.RunnerChannel(br, c, nonce)
 		key = key.Next(nonce)
-		for _, v := range []any{cmd, results.Control{Secret: secret}} {
-			b, _ := json.Marshal(v)
-			c.Write(append(b, '\n'))
-		}
-		st := until[results.Started](t, agent, "started")
-		res := until[results.Result](t, agent, "result")
+		ch.SendCommand(argv)
+		b, _ := json.Marshal(results.Control{Secret: secret})
+		ch.Send(results.FrameStdin, append(b, '\n'))
+		st, res := attachedRead(t, ch, i)
 		if st.PID != pid || !res.Verified || res.Bytes != 16<<20 {
 			t.Fatalf("point %d: started pid %d (agent %d), result %d bytes verified %v", i, st.PID, pid, res.Bytes, res.Verified)
 		}
-		endLine(t, agent, i)
 		c.Close()
 		until[results.Done](t, srv, "done")
 		finish(t, srv)
@@ -83,28 +79,44 @@ func TestAttachLoopRDMA(t *testing.T) {
 	}
 }
 
-// endLine waits for the agent's end line for a command that exited 0.
-func endLine(t *testing.T, agent *proc, point int) {
+// attachedRead reads an attached read's events from its channel: its
+// started and result events, then its end, which must be status 0.
+func attachedRead(t *testing.T, ch *results.AttachChannel, point int) (*results.Started, *results.Result) {
 	t.Helper()
-	b, _ := json.Marshal(results.AttachEnd{Status: 0})
-	want := results.AttachEndMarker + string(b)
+	var st *results.Started
+	var res *results.Result
+	var out []byte
 	for {
-		select {
-		case ev, ok := <-agent.events:
-			if !ok {
-				t.Fatalf("point %d: node attach exited; stderr:\n%s", point, agent.stderr.String())
-			}
-			if e, isErr := ev.(error); isErr {
-				if q := strconv.Quote(want); !strings.Contains(e.Error(), q[1:len(q)-1]) {
-					t.Fatalf("point %d: %v, want the end line %q", point, e, want)
+		kind, b, err := ch.Recv()
+		if err != nil {
+			t.Fatalf("point %d: the agent's connection: %v", point, err)
+		}
+		switch kind {
+		case results.FrameStdout:
+			out = append(out, b...)
+			for {
+				i := bytes.IndexByte(out, '\n')
+				if i < 0 {
+					break
 				}
-				return
+				ev, _ := results.Decode(out[:i])
+				out = out[i+1:]
+				switch ev := ev.(type) {
+				case *results.Started:
+					st = ev
+				case *results.Result:
+					res = ev
+				case *results.Error:
+					t.Fatalf("point %d: error event %s", point, ev.Message)
+				}
 			}
-			if e, isErr := ev.(*results.Error); isErr {
-				t.Fatalf("point %d: error event %s", point, e.Message)
+		case results.FrameEnd:
+			var end results.AttachEnd
+			json.Unmarshal(b, &end)
+			if end.Status != 0 || st == nil || res == nil {
+				t.Fatalf("point %d: end %+v, started %v, result %v", point, end, st, res)
 			}
-		case <-time.After(time.Minute):
-			t.Fatalf("point %d: no end line", point)
+			return st, res
 		}
 	}
 }
