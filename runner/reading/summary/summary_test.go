@@ -124,6 +124,27 @@ func TestRatiosMatchEveryOtherParameter(t *testing.T) {
 	}
 }
 
+// TestRatiosMatchAPeerOverWhatItDoesNotUse: a peer's row leaves empty a
+// parameter it does not use (the plan expanded it once), and stands for
+// node's points at every value of it; the other parameters still match.
+func TestRatiosMatchAPeerOverWhatItDoesNotUse(t *testing.T) {
+	with := func(r results.Row, wl, pipeline string) results.Row {
+		r.Params["workload"], r.Params["pipeline"] = wl, pipeline
+		return r
+	}
+	rows := []results.Row{
+		with(row("a", 1, 65536, 100, 10, "ok"), "node", "false"),
+		with(row("b", 1, 65536, 150, 10, "ok"), "node", "true"),
+		with(row("c", 1, 65536, 50, 10, "ok"), "nvmeof", ""),
+		with(row("d", 1, 4096, 20, 10, "ok"), "node", "true"),
+		with(row("e", 1, 8192, 20, 10, "ok"), "nvmeof", ""), // another block size
+	}
+	got := Match(Build(rows), Baseline{"workload", "nvmeof"})
+	if len(got) != 3 || got[0].Base == nil || got[0].Base.Key != "c" || got[1].Base == nil || got[1].Base.Key != "c" || got[2].Base != nil {
+		t.Fatalf("matches %+v", got)
+	}
+}
+
 // Beside a fio baseline, node's reads of the file are shown against
 // fio's bandwidth: the pinned registration (REG) and the populate (POP),
 // each only when some row has it.
