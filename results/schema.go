@@ -205,7 +205,7 @@ var schema = []Field{
 			n := CQModeration(int(v.Int(param.CQModeration)), int(v.Int(param.QueueDepth)), int(v.Int(param.QPs)), v.Str(param.Rate) != "")
 			return formatInt(int64(n))
 		},
-		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto is min(100, queue_depth per QP); 1 times every READ, N > 1 only the signalled ones"}},
+		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto is max(1, queue_depth per QP ÷ 4), so a QP signals while most of its READs are in flight; 1 times every READ, N > 1 only the signalled ones"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
 		Name: "relaxed_ordering", Section: SectionRDMA, Kind: KindBool, Default: "true",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,

@@ -79,7 +79,7 @@ var mappingCases = func() []mappingCase {
 		{IBReadBW, rdma.With(param.MaxRdAtomic, 4), param.MaxRdAtomic, " -o 4 ", ""},
 		{IBReadBW, rdma.With(param.CQModeration, 8), param.CQModeration, " -Q 8 ", ""},
 		{IBReadBW, rdma.With(param.CQModeration, 1), param.CQModeration, " -Q 1 ", ""},
-		{IBReadBW, rdma, param.CQModeration, " -t 16 -Q 16 ", ""},                        // auto: node's rule, min(100, the depth per QP), given explicitly
+		{IBReadBW, rdma, param.CQModeration, " -t 16 -Q 4 ", ""},                         // auto: node's rule, max(1, the depth per QP / 4), given explicitly
 		{IBReadBW, rdma.With(param.CQModeration, 64), param.CQModeration, " -Q 16 ", ""}, // capped at the depth per QP, as node's
 		// -t is the depth per QP, as perftest's tx depth is: qps 2 at
 		// queue_depth 16 is 8 a QP, as node posts.
