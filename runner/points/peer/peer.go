@@ -198,6 +198,7 @@ var tools = []Tool{
 	ibReadBW,
 	iperf3,
 	fio,
+	fioMatched,
 	nvmeof,
 }
 

@@ -100,6 +100,7 @@ func TestCheckRefuses(t *testing.T) {
 		{Fio, "file", func(p *Params) { p.File = "" }},
 		{Fio, "block_size", func(p *Params) { p.BlockSize = 2 << 30 }},
 		{Fio, "registration", func(p *Params) { p.Registration = "odp" }},
+		{FioMatched, "block_size", func(p *Params) { p.FileSize = 4 << 20 }}, // 8 jobs' ranges of 512KiB hold no 1MiB block
 		{IBReadBW, "transport", func(p *Params) { p.Transport = "tcp" }},
 		{Iperf3, "transport", func(p *Params) { p.Transport = "rdma" }},
 	} {

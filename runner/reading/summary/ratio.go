@@ -194,11 +194,11 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 		}
 	}
 	// Pinned registration and populate read the file: they compare with
-	// a baseline that reads the file too (fio), not with one that reads
-	// memory.
+	// a baseline that reads the file too (fio, fio_matched), not with
+	// one that reads memory.
 	var reads []fileRead
 	for _, fr := range fileReads {
-		if b.Param == param.Workload.String() && b.Value == "fio" &&
+		if b.Param == param.Workload.String() && (b.Value == "fio" || b.Value == "fio_matched") &&
 			slices.ContainsFunc(ratios, func(r Ratio) bool { return !math.IsNaN(meanOf(r.Group, fr.rate)) }) {
 			reads = append(reads, fr)
 		}

@@ -190,6 +190,17 @@ func TestRatiosShowFileReadsBesideFio(t *testing.T) {
 			}
 		}
 	}
+	// fio_matched reads the file too; its row leaves populate, which it
+	// does not use, empty, and stands for node's populate: parallel.
+	rows := []results.Row{node("n", "parallel", nil, rate(90)), fio("m", "")}
+	rows[1].Params["workload"] = "fio_matched"
+	var out bytes.Buffer
+	if err := WriteRatios(&out, Build(rows), Baseline{"workload", "fio_matched"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "POP/FIO_MATCHED") || !strings.Contains(out.String(), " 0.45\n") {
+		t.Errorf("beside fio_matched, ratios lack POP/FIO_MATCHED 0.45:\n%s", out.String())
+	}
 }
 
 // summary shows BOUND_BY when rows have it: the one value a point's runs
