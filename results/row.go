@@ -123,6 +123,8 @@ type Row struct {
 	// point did not read the file once from its start.
 	FirstReadMs *float64 `csv:"first_read_ms"`
 	EndToEndMBs *float64 `csv:"end_to_end_mb_s"`
+	// ColdReadFraction proves a cold row cold (SetColdReadFraction).
+	ColdReadFraction *float64 `csv:"cold_read_fraction"`
 }
 
 // Scope values.

@@ -328,6 +328,8 @@ var schema = []Field{
 		Doc: "populate and register the file one `mr_size` region at a time after the client connects, announcing each as it is ready; the client reads each as soon as it is announced ([rdma.md](rdma.md#pipeline))"}},
 	{Column: "first_read_ms", Unit: "ms", Doc: "rdma, a point that reads the file once without warmup: from the start of the server's preparation to the first READ's completion, the wait for the client left out"},
 	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last READ's completion"},
+	// Version 8: the SSD measured honestly (issue 40, docs/ssd.md).
+	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or the bytes read when fewer); below 0.95, or cached_fraction above 0.02, the row is not proven cold and its verdict is `cold` ([verdicts.md](verdicts.md#cold))"},
 }
 
 // MaxRegions is the most memory regions node registers one file as
