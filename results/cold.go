@@ -30,6 +30,16 @@ func (r *Row) SetColdReadFraction() {
 	r.ColdReadFraction = ref(float64(*r.DiskReadBytes) / float64(need))
 }
 
+// SetDiskCeiling sets disk_ceiling_mb_s on an ok cold row from the
+// ceilings measured in its run, by the server host the CSV names (the
+// manifest's disk_ceilings); a host without one leaves it empty.
+func (r *Row) SetDiskCeiling(byHost map[string]float64) {
+	r.DiskCeilingMBs = nil
+	if mbs, ok := byHost[r.ServerHost]; ok && r.Status == StatusOK && r.Param("cache") == "cold" && mbs > 0 {
+		r.DiskCeilingMBs = ref(mbs)
+	}
+}
+
 // NotCold says why an ok cold row of node is not proven cold, or "" when
 // it is or the rule does not apply: cold_read_fraction below ColdReadMin,
 // or cached_fraction above ColdCachedMax. A row with neither figure

@@ -54,3 +54,24 @@ func TestColdIsProven(t *testing.T) {
 		t.Errorf("a failed row: NotCold() = %q; its failure says enough", why)
 	}
 }
+
+// TestDiskCeilingOnColdRows: a run's ceiling goes on its ok cold rows of
+// the host it was measured on, and nowhere else.
+func TestDiskCeilingOnColdRows(t *testing.T) {
+	byHost := map[string]float64{"a": 1450}
+	for _, c := range []struct {
+		host, cache, status string
+		want                bool
+	}{
+		{"a", "cold", StatusOK, true},
+		{"a", "warm", StatusOK, false},
+		{"a", "cold", StatusFailed, false},
+		{"b", "cold", StatusOK, false},
+	} {
+		r := Row{ServerHost: c.host, Status: c.status, Params: map[string]string{"cache": c.cache}, DiskCeilingMBs: ref(1.0)}
+		r.SetDiskCeiling(byHost)
+		if got := r.DiskCeilingMBs != nil && *r.DiskCeilingMBs == byHost["a"]; got != c.want || !c.want && r.DiskCeilingMBs != nil {
+			t.Errorf("%s %s %s: disk_ceiling_mb_s %v, want it set %v", c.host, c.cache, c.status, r.DiskCeilingMBs, c.want)
+		}
+	}
+}
