@@ -48,7 +48,7 @@ func (o *readOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.arrivals, "arrivals", "fixed", "with --rate: when reads are due, fixed or poisson")
 	fs.DurationVar(&o.interval, "interval", 0, "print what was read in each interval of the measured phase (0: none)")
 	fs.IntVar(&o.rdma.MaxRdAtomic, "max-rd-atomic", 0, "RDMA READs in flight per QP on the wire (0: the most both sides allow); --queue-depth may be deeper")
-	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 0, "signal every Nth RDMA READ per QP (0: min(100, the queue depth per QP), as perftest); latency is then timed on the signalled ones. With --rate every READ is signalled")
+	fs.IntVar(&o.rdma.CQModeration, "cq-moderation", 0, "signal every Nth RDMA READ per QP (0: max(1, the queue depth per QP / 4)); latency is then timed on the signalled ones. With --rate every READ is signalled")
 	fs.BoolVar(&o.relaxedOrdering, "relaxed-ordering", true, "register the RDMA read buffer with IBV_ACCESS_RELAXED_ORDERING (--relaxed-ordering=false: without)")
 }
 

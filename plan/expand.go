@@ -44,6 +44,11 @@ type ExpandOptions struct {
 	// workload), however many points share it. The runner checks the peer workloads
 	// with it; the rules live with the peers (runner/points/peer).
 	Check func(pt Point) []Refusal
+	// Unused, when set, names the parameters the point's workload does
+	// not use (pipeline for a peer). A swept one does not multiply the
+	// point: it is expanded once, at the parameter's default, and the
+	// points it would have repeated are left out. Its cell is empty.
+	Unused func(pt Point) []string
 }
 
 // Refusal is one parameter of a point that a Check refuses, and why. Param
@@ -58,6 +63,10 @@ type Point struct {
 	Hosts  Hosts   // with the server's DataAddress resolved
 	Values Values  // every parameter; per-host ones at the plan's value (see For)
 	Swept  []Param // this point's swept parameters, in the order the plan's sweep section lists them
+	// Unused are the parameters the point's workload does not use
+	// (ExpandOptions.Unused), by name: each is at its default, whatever
+	// the sweep, and its cell is empty.
+	Unused []string
 
 	plan string // the plan's name, for a pair's key (Pair)
 }
@@ -91,6 +100,9 @@ func (pt Point) Clients() int {
 // Cell is the point's CSV cell for parameter p (see results.Param.Cell),
 // with clients, when auto, as how many take part.
 func (pt Point) Cell(p *results.Param) string {
+	if slices.Contains(pt.Unused, p.Name) {
+		return ""
+	}
 	if p.ID() == param.Clients {
 		return strconv.Itoa(pt.Clients())
 	}
@@ -119,6 +131,10 @@ func (pt Point) ExpectedReads() int64 {
 // port, data_address, resolved rdma and cpus, and every server: and
 // client: parameter. The same plan always gives the same keys; the
 // repetition is not part of it. --only does not change a point's key.
+//
+// A point whose workload does not use a swept parameter (ExpandOptions.Unused)
+// takes it at its default, and is left out when an earlier point is the
+// same: the sweep does not multiply it. Indexes count the points kept.
 //
 // Errors are an ErrorList: an --only filter with an unknown parameter, a
 // bad value or no matching point (File "--only"); more points than
@@ -160,15 +176,19 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 	}
 
 	l.origin = p.origin
-	x := &expansion{p: p, l: l, axes: axes, hosts: hosts, check: opts.Check, refused: map[refusedAt]bool{}}
+	x := &expansion{p: p, l: l, axes: axes, hosts: hosts, check: opts.Check, unused: opts.Unused, refused: map[refusedAt]bool{}}
 	points := make([]Point, 0, count)
 	pos := make([]int, len(axes)) // odometer over axes, last fastest
+	keys := map[string]bool{}
 	for n := 0; n < count; n++ {
-		pt, ok := x.point(n, pos)
+		pt, collapsed, ok := x.point(n, len(points), pos)
 		if !ok {
 			return nil, l.errs.sorted()
 		}
-		points = append(points, pt)
+		if !collapsed || !keys[pt.Key] {
+			keys[pt.Key] = true
+			points = append(points, pt)
+		}
 		for ai := len(pos) - 1; ai >= 0; ai-- {
 			if pos[ai]++; pos[ai] < len(axes[ai]) {
 				break
@@ -221,6 +241,7 @@ type expansion struct {
 	axes    [][]int // per axis, the kept positions
 	hosts   Hosts
 	check   func(Point) []Refusal
+	unused  func(Point) []string
 	refused map[refusedAt]bool // each refusal once where it was written
 }
 
@@ -229,16 +250,27 @@ type refusedAt struct {
 	param, workload string
 }
 
-// point is point n, at pos on the odometer, with its key. It records the
-// refusals of the check; ok is false when the point breaks a per-point
-// rule, which ends the expansion.
-func (x *expansion) point(n int, pos []int) (pt Point, ok bool) {
+// point is point n of the odometer, at pos on it, with its key; index
+// is its place among the points kept. It records the refusals of the
+// check; ok is false when the point breaks a per-point rule, which ends
+// the expansion. collapsed says a swept parameter its workload does not
+// use was put back to its default, so the point may repeat an earlier one.
+func (x *expansion) point(n, index int, pos []int) (pt Point, collapsed, ok bool) {
 	p, l := x.p, x.l
-	pt = Point{Index: n, Hosts: x.hosts, Values: p.Base.clone(), plan: p.Name}
+	pt = Point{Index: index, Hosts: x.hosts, Values: p.Base.clone(), plan: p.Name}
 	for ai, a := range p.sweep.axes {
 		j := x.axes[ai][pos[ai]]
 		for _, e := range a.entries {
 			pt.Values.set(e.p.Name, e.values[j])
+		}
+	}
+	if x.unused != nil {
+		pt.Unused = x.unused(pt)
+		for _, name := range pt.Unused {
+			if def := p.Base.get(name); pt.Values.get(name) != def {
+				pt.Values.set(name, def) // a swept one: Base holds its default
+				collapsed = true
+			}
 		}
 	}
 	for _, sp := range p.sweep.order {
@@ -257,7 +289,7 @@ func (x *expansion) point(n int, pos []int) (pt Point, ok bool) {
 		}
 	}
 	if len(l.errs) > before {
-		return pt, false
+		return pt, collapsed, false
 	}
 	if x.check != nil {
 		for _, r := range x.check(pt) {
@@ -273,7 +305,7 @@ func (x *expansion) point(n int, pos []int) (pt Point, ok bool) {
 		}
 	}
 	pt.Key = pointKey(p.Name, pt)
-	return pt, true
+	return pt, collapsed, true
 }
 
 // writtenAt is where the point at pos (the odometer over the kept axes)

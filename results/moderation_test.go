@@ -20,7 +20,8 @@ func (v fakeValues) Str(id param.ID) string {
 func (v fakeValues) Bool(param.ID) bool { return false }
 
 // TestCQModerationCell: cq_moderation's cell is the value node will use:
-// for auto min(100, queue_depth per QP), for an N asked for N up to the
+// for auto max(1, queue_depth per QP ÷ 4), so a QP signals while three
+// quarters of its READs are in flight, for an N asked for N up to the
 // depth per QP (node cannot leave more READs of a QP unsignalled).
 func TestCQModerationCell(t *testing.T) {
 	p := ParamByName("cq_moderation")
@@ -28,9 +29,11 @@ func TestCQModerationCell(t *testing.T) {
 		v    fakeValues
 		want string
 	}{
-		{fakeValues{param.CQModeration: -1, param.QueueDepth: 16, param.QPs: 1}, "16"},
-		{fakeValues{param.CQModeration: -1, param.QueueDepth: 128, param.QPs: 1}, "100"},
-		{fakeValues{param.CQModeration: -1, param.QueueDepth: 32, param.QPs: 2}, "16"},
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 16, param.QPs: 1}, "4"},
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 8, param.QPs: 1}, "2"},
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 7, param.QPs: 1}, "1"}, // rounds down: never a whole window
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 1024, param.QPs: 1}, "256"},
+		{fakeValues{param.CQModeration: -1, param.QueueDepth: 32, param.QPs: 2}, "4"},
 		{fakeValues{param.CQModeration: -1, param.QueueDepth: 1, param.QPs: 4}, "1"},
 		{fakeValues{param.CQModeration: 1, param.QueueDepth: 128, param.QPs: 1}, "1"},
 		{fakeValues{param.CQModeration: 8, param.QueueDepth: 4, param.QPs: 1}, "4"},

@@ -16,15 +16,18 @@ func DepthPerQP(queueDepth, qps int) int {
 // the one rule for cq_moderation: an open loop signals every READ, to
 // time each from its due time; an N asked for (> 0) is at most the depth
 // per QP, since a QP must signal at least once in the READs it holds;
-// auto (0 or less) is min(100, the depth per QP), perftest's bandwidth
-// default with its per-QP tx depth.
+// auto (0 or less) is max(1, the depth per QP ÷ 4): a QP signals while
+// three quarters of its READs are still in flight, so its slots are
+// refilled before the ring runs dry. (perftest's bandwidth default,
+// min(100, its tx depth), signals once per full window: the ring
+// refills only after it has emptied.)
 func CQModeration(asked, queueDepth, qps int, openLoop bool) int {
 	if openLoop {
 		return 1
 	}
 	per := DepthPerQP(queueDepth, qps)
 	if asked <= 0 {
-		return min(100, per)
+		return max(1, per/4)
 	}
 	return min(asked, per)
 }

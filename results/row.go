@@ -123,6 +123,11 @@ type Row struct {
 	// point did not read the file once from its start.
 	FirstReadMs *float64 `csv:"first_read_ms"`
 	EndToEndMBs *float64 `csv:"end_to_end_mb_s"`
+	// ColdReadFraction proves a cold row cold (SetColdReadFraction).
+	ColdReadFraction *float64 `csv:"cold_read_fraction"`
+	// DiskCeilingMBs is the disk's ceiling under a cold row's file
+	// (SetDiskCeiling).
+	DiskCeilingMBs *float64 `csv:"disk_ceiling_mb_s"`
 }
 
 // Scope values.

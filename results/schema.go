@@ -205,7 +205,7 @@ var schema = []Field{
 			n := CQModeration(int(v.Int(param.CQModeration)), int(v.Int(param.QueueDepth)), int(v.Int(param.QPs)), v.Str(param.Rate) != "")
 			return formatInt(int64(n))
 		},
-		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto is min(100, queue_depth per QP); 1 times every READ, N > 1 only the signalled ones"}},
+		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto is max(1, queue_depth per QP ÷ 4), so a QP signals while most of its READs are in flight; 1 times every READ, N > 1 only the signalled ones"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
 		Name: "relaxed_ordering", Section: SectionRDMA, Kind: KindBool, Default: "true",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
@@ -328,6 +328,9 @@ var schema = []Field{
 		Doc: "populate and register the file one `mr_size` region at a time after the client connects, announcing each as it is ready; the client reads each as soon as it is announced ([rdma.md](rdma.md#pipeline))"}},
 	{Column: "first_read_ms", Unit: "ms", Doc: "rdma, a point that reads the file once without warmup: from the start of the server's preparation to the first READ's completion, the wait for the client left out"},
 	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last READ's completion"},
+	// Version 8: the SSD measured honestly (issue 40, docs/ssd.md).
+	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or the bytes read when fewer); below 0.95, or cached_fraction above 0.02, the row is not proven cold and its verdict is `cold` ([verdicts.md](verdicts.md#cold))"},
+	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file, measured once per run and host before the first cold point ([ssd.md](ssd.md#the-disks-ceiling)); empty for now: exec does not measure it yet"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

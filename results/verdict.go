@@ -5,6 +5,9 @@ const (
 	VerdictPass    = "pass"
 	VerdictFail    = "fail"
 	VerdictUnknown = "unknown"
+	// VerdictCold: a cold row that is not proven cold (Row.NotCold),
+	// whatever its expectations say.
+	VerdictCold = "cold"
 )
 
 // Search values: a row of a knee search.

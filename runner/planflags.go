@@ -4,10 +4,12 @@ import (
 	"context"
 	"flag"
 	"os"
+	"slices"
 	"strings"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hosts/deploy"
 	"rdmasweep/runner/hosts/hostset"
 	"rdmasweep/runner/points/planload"
@@ -79,6 +81,49 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 	if c.InsecureKeys {
 		ui.warnf("ssh.host_key_policy is insecure: host keys are not checked, so anyone on the path can pose as the hosts")
 	}
+	for _, u := range unusedSweeps(pts) {
+		ui.infof("%s: %s not use it, so the plan expands each of their points once (shown as -)", u.param, andList(u.workloads, "does", "do"))
+	}
+}
+
+// unusedSweep is a swept parameter that some workloads do not use.
+type unusedSweep struct {
+	param     string
+	workloads []string
+}
+
+// unusedSweeps are the swept parameters that some points' workloads do
+// not use (plan.Point.Unused), in the sweep's order, each with those
+// workloads in plan order.
+func unusedSweeps(pts []plan.Point) []unusedSweep {
+	var out []unusedSweep
+	for _, pt := range pts {
+		for _, sp := range pt.Swept {
+			if !slices.Contains(pt.Unused, sp.Name) {
+				continue
+			}
+			i := slices.IndexFunc(out, func(u unusedSweep) bool { return u.param == sp.Name })
+			if i < 0 {
+				out = append(out, unusedSweep{param: sp.Name})
+				i = len(out) - 1
+			}
+			if w := pt.Values.Str(param.Workload); !slices.Contains(out[i].workloads, w) {
+				out[i].workloads = append(out[i].workloads, w)
+			}
+		}
+	}
+	return out
+}
+
+// andList is "a does", "a and b do", "a, b and c do".
+func andList(xs []string, one, many string) string {
+	switch len(xs) {
+	case 0:
+		return many
+	case 1:
+		return xs[0] + " " + one
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1] + " " + many
 }
 
 // warnNoRDMA warns, once per file, that an rdma plan gives hosts node n

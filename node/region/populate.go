@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"rdmasweep/results"
 )
 
-// PopulateReaders is how many readers Populate runs at once. Each faults
-// its range in with the kernel's sequential readahead, so about this many
-// readahead windows are in flight: on the 6.1 test guest's NVMe, 8
-// readers over a 256 MiB file carried 1.7 to 2 times what one did, and 16
-// no more than 8 (docs/rdma.md#populate).
-const PopulateReaders = 8
+// PopulateReaders is how many readers Populate runs at once
+// (results.PopulateReaders, which says why 8).
+const PopulateReaders = results.PopulateReaders
 
 // madvPopulateRead is MADV_POPULATE_READ (Linux 5.14): fault a range of
 // a mapping in, readable, without touching it page by page.

@@ -60,8 +60,8 @@ type RDMA struct {
 	// the HCA holds the rest back, as perftest's tx depth does.
 	MaxRdAtomic int
 	// CQModeration (client) signals every Nth READ per QP, as perftest's
-	// --cq-mod; 0 is auto, min(100, queue depth per QP), as perftest's
-	// bandwidth tests. Latency is then timed on the signalled READs only.
+	// --cq-mod; 0 is auto, max(1, queue depth per QP / 4)
+	// (results.CQModeration). Latency is then timed on the signalled READs only.
 	CQModeration int
 	// NoRelaxedOrdering (client) registers the read buffer without
 	// IBV_ACCESS_RELAXED_ORDERING, as perftest's --disable_pcie_relaxed.

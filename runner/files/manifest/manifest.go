@@ -37,6 +37,35 @@ type Manifest struct {
 	// ODPProbes are exec's verified ODP reads, one per server, when the
 	// exec ran odp points.
 	ODPProbes []ODPProbe `json:"odp_probes,omitempty"`
+	// DiskCeilings are the disk's ceiling under each server's file, one
+	// per host, measured before the run's first cold point
+	// (docs/ssd.md#the-disks-ceiling). exec does not measure it yet.
+	DiskCeilings []DiskCeiling `json:"disk_ceilings,omitempty"`
+}
+
+// DiskCeiling is the best of a server file's ceiling runs
+// (peer.CeilingRuns), with every run beside it.
+type DiskCeiling struct {
+	Host string       `json:"host"` // as the CSV's server_host names it
+	File string       `json:"file"`
+	MBs  float64      `json:"mb_s"` // the fastest run's
+	Runs []CeilingRun `json:"runs"`
+}
+
+// CeilingRun is one fio run of the ceiling: its argv and MB/s.
+type CeilingRun struct {
+	Argv []string `json:"argv"`
+	MBs  float64  `json:"mb_s"`
+}
+
+// Ceilings are the manifest's disk ceilings by host, for
+// results.Row.SetDiskCeiling.
+func (m *Manifest) Ceilings() map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range m.DiskCeilings {
+		out[c.Host] = c.MBs
+	}
+	return out
 }
 
 // ODPProbe is one verified read of an odp-registered region, before any

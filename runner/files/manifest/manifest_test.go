@@ -182,3 +182,24 @@ func TestAddPathComparesByValue(t *testing.T) {
 		t.Fatalf("a path with another default ToS recorded %d paths in all, want 2", n)
 	}
 }
+
+// TestDiskCeilingsJSON pins the keys of the disk ceilings (a contract
+// for scripts, as the hosts' keys are), left out when there are none, and
+// Ceilings gives each host's for the rows.
+func TestDiskCeilingsJSON(t *testing.T) {
+	m := &Manifest{RunID: "r1"}
+	b, _ := json.Marshal(m)
+	if strings.Contains(string(b), "disk_ceilings") {
+		t.Errorf("no ceilings measured, yet the manifest has the key: %s", b)
+	}
+	m.DiskCeilings = []DiskCeiling{{Host: "server (a)", File: "/srv/f", MBs: 1450, Runs: []CeilingRun{{Argv: []string{"fio", "--direct=1"}, MBs: 1450}}}}
+	b, _ = json.Marshal(m)
+	for _, key := range []string{`"disk_ceilings":[{"host":"server (a)","file":"/srv/f","mb_s":1450,"runs":[{"argv":["fio","--direct=1"],"mb_s":1450}]}]`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("manifest JSON lacks %s:\n%s", key, b)
+		}
+	}
+	if got := m.Ceilings(); len(got) != 1 || got["server (a)"] != 1450 {
+		t.Errorf("Ceilings() = %v", got)
+	}
+}

@@ -1,7 +1,8 @@
 package peer
 
 // fio (3.33), run on the server's host against the server's own file: one
-// job, no server process. The mapping is fioMap, below. Beside it:
+// job (fio), or node's populate readers as jobs over disjoint ranges
+// (fio_matched), no server process. The mapping is fioMap, below. Beside it:
 //
 //	file -> --filename, with --readonly
 //	pattern sequential|random -> --rw=read|randread
@@ -23,19 +24,57 @@ package peer
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
+	"rdmasweep/results"
 	"rdmasweep/results/param"
 )
 
 // Fio reads the server's own file on its host, as a plan's workload
-// names it.
+// names it: one job.
 const Fio = "fio"
+
+// FioMatched reads it as node's populate does: results.PopulateReaders
+// jobs, each over its own range of the file.
+const FioMatched = "fio_matched"
 
 var fio = Tool{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
 	Roles: []string{"server"}, Map: fioMap, OnServerHost: true,
-	build: buildFio, parse: parseFio}
+	build: func(p Params) Commands { return buildFio(p, 1) }, parse: parseFio}
+
+var fioMatched = Tool{Name: FioMatched, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
+	Roles: []string{"server"}, Map: fioMatchedMap(), OnServerHost: true,
+	build: func(p Params) Commands { return buildFio(p, results.PopulateReaders) }, parse: parseFio}
+
+// fioMatchedMap is fioMap, with each job's range holding a block.
+func fioMatchedMap() []Mapping {
+	m := slices.Clone(fioMap)
+	for i := range m {
+		if m[i].Param != param.BlockSize {
+			continue
+		}
+		whole := m[i].Refuse
+		m[i].Refuse = func(p Params) string {
+			if why := whole(p); why != "" {
+				return why
+			}
+			return refuseIf(p.FileSize > 0 && jobRange(p.FileSize, results.PopulateReaders, p.BlockSize) == 0,
+				"%d jobs each read their own range of file_size %d, and a block of %d bytes does not fit in one", results.PopulateReaders, p.FileSize, p.BlockSize)
+		}
+	}
+	return m
+}
+
+// jobRange is each of jobs' range of a file of size bytes: an equal
+// share, in whole blocks of bs; 0 when a share holds no block.
+func jobRange(size int64, jobs int, bs int64) int64 {
+	if jobs < 1 || bs < 1 {
+		return 0
+	}
+	return size / int64(jobs) / bs * bs
+}
 
 // fioMap is how fio takes the plan's parameters.
 var fioMap = []Mapping{
@@ -72,20 +111,31 @@ var fioMap = []Mapping{
 	{Param: param.MaxRdAtomic, Ignored: true},
 }
 
-func buildFio(p Params) Commands {
+// buildFio is fio's argv for p with jobs jobs: one reads the whole file;
+// more each read their own range of it (--offset_increment), totals
+// shared alike, and report as one (--group_reporting).
+func buildFio(p Params, jobs int) Commands {
 	rw := "read"
 	if p.Pattern == "random" {
 		rw = "randread"
+	}
+	size, total := p.FileSize, p.total()
+	if jobs > 1 {
+		size = jobRange(p.FileSize, jobs, p.BlockSize)
+		total = max(total/int64(jobs)/p.BlockSize, 1) * p.BlockSize
 	}
 	args := []string{"fio", "--name=rdmasweep", "--filename=" + p.File, "--readonly",
 		"--ioengine=io_uring", "--rw=" + rw,
 		"--bs=" + strconv.FormatInt(p.BlockSize, 10),
 		"--iodepth=" + strconv.Itoa(max(p.QueueDepth, 1)),
-		"--size=" + strconv.FormatInt(p.FileSize, 10)}
+		"--size=" + strconv.FormatInt(size, 10)}
+	if jobs > 1 {
+		args = append(args, "--numjobs="+strconv.Itoa(jobs), "--offset_increment="+strconv.FormatInt(size, 10), "--group_reporting")
+	}
 	if p.Duration > 0 {
 		args = append(args, fmt.Sprintf("--runtime=%dms", p.Duration.Milliseconds()), "--time_based")
 	} else {
-		args = append(args, "--io_size="+strconv.FormatInt(p.total(), 10))
+		args = append(args, "--io_size="+strconv.FormatInt(total, 10))
 	}
 	if p.Warmup > 0 {
 		args = append(args, fmt.Sprintf("--ramp_time=%dms", p.Warmup.Milliseconds()))
@@ -129,7 +179,7 @@ func parseFio(b []byte) (Result, error) {
 		return Result{}, err
 	}
 	if len(rep.Jobs) != 1 {
-		return Result{}, fmt.Errorf("%d jobs, want the one job rdmasweep runs", len(rep.Jobs))
+		return Result{}, fmt.Errorf("%d jobs, want the one job (or group) rdmasweep runs", len(rep.Jobs))
 	}
 	j := rep.Jobs[0]
 	if j.Error != 0 {

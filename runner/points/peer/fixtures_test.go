@@ -8,7 +8,8 @@ package peer
 //
 //	go test -tags peerfixtures -run TestFixtures -v ./runner/points/peer/
 //
-// TestFixturesLocal runs iperf3 and fio here; TestFixturesGuest boots the
+// TestFixturesLocal runs iperf3 and fio here, TestFixturesCeiling the
+// disk ceiling's fio runs (on /var/tmp); TestFixturesGuest boots the
 // soft-RoCE guest (testbed/guest; set RDMASWEEP_VM_CACHE) and
 // runs ib_read_bw's server and client in it over ssh, awaiting the server
 // with ss -ltn and Listening. Each fixture NAME.json has a NAME.cmd beside
@@ -48,7 +49,11 @@ func writeFixture(t *testing.T, peer, name string, report []byte, version string
 	if err := os.WriteFile(filepath.Join(dir, name+".cmd"), []byte(how.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Parse(peer, report)
+	parser := peer
+	if peer == "fio-ceiling" {
+		parser = Fio // the ceiling's runs are fio's
+	}
+	r, err := Parse(parser, report)
 	if err != nil {
 		t.Fatalf("%s/%s does not parse: %v", peer, name, err)
 	}
@@ -245,4 +250,46 @@ func TestFixturesCorpus(t *testing.T) {
 		write(target, "empty", nil)
 		write(target, "brace", []byte("{}"))
 	}
+}
+
+// TestFixturesCeiling runs two of the ceiling's fio runs here, on a file
+// of a disk (not tmpfs, which refuses O_DIRECT), into testdata/fio-ceiling.
+func TestFixturesCeiling(t *testing.T) {
+	testenv.NeedTool(t, "fio", "fio")
+	fioVersion, _ := exec.Command("fio", "--version").Output()
+	dir, err := os.MkdirTemp("/var/tmp", "rdmasweep-ceiling-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "region.dat")
+	data := make([]byte, 16<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := CeilingRuns(file, int64(len(data)))
+	for _, i := range []int{0, len(runs) - 1} { // 1 MiB, one job, depth 32; 128 KiB, 4 jobs, depth 128
+		argv := runs[i]
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+		out = bytes.ReplaceAll(out, []byte(dir), []byte("/srv/rdmasweep"))
+		argv = strings.Fields(strings.ReplaceAll(strings.Join(argv, " "), dir, "/srv/rdmasweep"))
+		name := fmt.Sprintf("bs%s-qd%s-jobs%s", opt(argv, "--bs="), opt(argv, "--iodepth="), opt(argv, "--numjobs="))
+		writeFixture(t, "fio-ceiling", name, out, string(fioVersion), argv)
+	}
+}
+
+// opt is the value of argv's option prefix ("--bs=").
+func opt(argv []string, prefix string) string {
+	for _, a := range argv {
+		if v, ok := strings.CutPrefix(a, prefix); ok {
+			return v
+		}
+	}
+	return ""
 }

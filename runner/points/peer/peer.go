@@ -198,6 +198,7 @@ var tools = []Tool{
 	ibReadBW,
 	iperf3,
 	fio,
+	fioMatched,
 	nvmeof,
 }
 
@@ -224,6 +225,27 @@ func Lookup(name string) (Tool, error) {
 		}
 	}
 	return Tool{}, fmt.Errorf("%w %q (want one of %s)", ErrUnknown, name, strings.Join(Names(), ", "))
+}
+
+// nodeOnly are the parameters only node uses: how node makes the file
+// servable and serves it (populate, pipeline, mr_size, odp_prefetch) and
+// its QP's PCIe ordering (relaxed_ordering). No peer's table names them.
+var nodeOnly = []param.ID{param.Populate, param.Pipeline, param.MRSize, param.ODPPrefetch, param.RelaxedOrdering}
+
+// Unused names the parameters the peer does not use, by plan name:
+// node's own (nodeOnly). A plan expands a peer's point once over a sweep
+// of them (plan.ExpandOptions.Unused), since every value would run the
+// same peer command. (The Ignored ones still have a cell: cache and file
+// say what node prepared, and the rows are read by them.)
+func Unused(name string) ([]string, error) {
+	if _, err := Lookup(name); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range nodeOnly {
+		out = append(out, id.String())
+	}
+	return out, nil
 }
 
 // Check returns every parameter of p that the peer cannot take, so a

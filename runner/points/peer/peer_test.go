@@ -29,8 +29,8 @@ func TestBuildArgv(t *testing.T) {
 		// total-based: -n per QP, rounded up; -t the depth per QP, -Q
 		// node's auto at it; no gid index (-1), no -o.
 		{IBReadBW, Params{BlockSize: 65536, QueueDepth: 8, QPs: 3, Total: 1 << 30, RDMAGIDIndex: -1, ServerAddr: "h", Port: 19000},
-			"ib_read_bw -s 65536 -q 3 -t 3 -Q 3 -p 19000 -n 5462 --out_json --out_json_file=ib_read_bw.server.json",
-			"ib_read_bw -s 65536 -q 3 -t 3 -Q 3 -p 19000 -n 5462 --out_json --out_json_file=ib_read_bw.client.json h",
+			"ib_read_bw -s 65536 -q 3 -t 3 -Q 1 -p 19000 -n 5462 --out_json --out_json_file=ib_read_bw.server.json",
+			"ib_read_bw -s 65536 -q 3 -t 3 -Q 1 -p 19000 -n 5462 --out_json --out_json_file=ib_read_bw.client.json h",
 			"client", "ib_read_bw.client.json", 19000},
 		// total 0 reads file_size.
 		{IBReadBW, Params{BlockSize: 4096, QueueDepth: 1, FileSize: 4 << 20, RDMAGIDIndex: -1, ServerAddr: "h"},
@@ -100,6 +100,7 @@ func TestCheckRefuses(t *testing.T) {
 		{Fio, "file", func(p *Params) { p.File = "" }},
 		{Fio, "block_size", func(p *Params) { p.BlockSize = 2 << 30 }},
 		{Fio, "registration", func(p *Params) { p.Registration = "odp" }},
+		{FioMatched, "block_size", func(p *Params) { p.FileSize = 4 << 20 }}, // 8 jobs' ranges of 512KiB hold no 1MiB block
 		{IBReadBW, "transport", func(p *Params) { p.Transport = "tcp" }},
 		{Iperf3, "transport", func(p *Params) { p.Transport = "rdma" }},
 	} {

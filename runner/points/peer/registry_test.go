@@ -54,3 +54,28 @@ func TestBinariesAreAttachable(t *testing.T) {
 		}
 	}
 }
+
+// TestUnusedAreNodesOwn: what a peer does not use (so a plan expands its
+// points once over a sweep of it) is node's own, and no peer's table
+// takes, refuses or ignores one of them: a peer that did would have its
+// value dropped by the plan.
+func TestUnusedAreNodesOwn(t *testing.T) {
+	for _, name := range Names() {
+		unused, err := Unused(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(unused, "pipeline") || !slices.Contains(unused, "populate") {
+			t.Errorf("%s: unused %v lacks node's pipeline and populate", name, unused)
+		}
+		tool, _ := Lookup(name)
+		for _, m := range tool.Map {
+			if slices.Contains(unused, m.Param.String()) {
+				t.Errorf("%s: its table names %s, which Unused drops", name, m.Param)
+			}
+		}
+	}
+	if _, err := Unused("node"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("Unused(node): %v, want ErrUnknown", err)
+	}
+}

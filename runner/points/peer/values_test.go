@@ -79,7 +79,7 @@ var mappingCases = func() []mappingCase {
 		{IBReadBW, rdma.With(param.MaxRdAtomic, 4), param.MaxRdAtomic, " -o 4 ", ""},
 		{IBReadBW, rdma.With(param.CQModeration, 8), param.CQModeration, " -Q 8 ", ""},
 		{IBReadBW, rdma.With(param.CQModeration, 1), param.CQModeration, " -Q 1 ", ""},
-		{IBReadBW, rdma, param.CQModeration, " -t 16 -Q 16 ", ""},                        // auto: node's rule, min(100, the depth per QP), given explicitly
+		{IBReadBW, rdma, param.CQModeration, " -t 16 -Q 4 ", ""},                         // auto: node's rule, max(1, the depth per QP / 4), given explicitly
 		{IBReadBW, rdma.With(param.CQModeration, 64), param.CQModeration, " -Q 16 ", ""}, // capped at the depth per QP, as node's
 		// -t is the depth per QP, as perftest's tx depth is: qps 2 at
 		// queue_depth 16 is 8 a QP, as node posts.
@@ -112,6 +112,17 @@ var mappingCases = func() []mappingCase {
 		{Fio, file.With(param.Warmup, time.Second), param.Warmup, " --ramp_time=1000ms ", ""},
 		{Fio, file.With(param.Cache, "warm"), param.Cache, " --invalidate=0 ", ""},
 		{Fio, file, param.Cache, "", "--invalidate"}, // cold: fio's own default
+		// fio_matched: populate's 8 readers as 8 jobs, each over its own
+		// eighth of the file, the total shared alike.
+		{FioMatched, file, param.File, " --filename=/data/f ", ""},
+		{FioMatched, file, param.FileSize, " --size=134217728 --numjobs=8 --offset_increment=134217728 --group_reporting ", " --size=1073741824 "},
+		{FioMatched, file.With(param.BlockSize, 4096), param.BlockSize, " --bs=4096 ", ""},
+		{FioMatched, file.With(param.QueueDepth, 32), param.QueueDepth, " --iodepth=32 ", ""},
+		{FioMatched, file.With(param.Pattern, "random"), param.Pattern, " --rw=randread ", ""},
+		{FioMatched, file.With(param.Duration, 2500*time.Millisecond), param.Duration, " --runtime=2500ms --time_based ", " --io_size"},
+		{FioMatched, file.With(param.Total, 1<<28), param.Total, " --io_size=33554432 ", ""},
+		{FioMatched, file.With(param.Warmup, time.Second), param.Warmup, " --ramp_time=1000ms ", ""},
+		{FioMatched, file.With(param.Cache, "warm"), param.Cache, " --invalidate=0 ", ""},
 	}
 }()
 

@@ -68,11 +68,23 @@ func Load(ctx context.Context, path string, o Options) (*plan.Plan, []plan.Point
 		// A node is dialled at the address Slurm knows it by.
 		hostName = func(node string) string { return alloc.NodeAddr(ctx, node) }
 	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{Only: o.Only, MaxPoints: o.MaxPoints, HostName: hostName, Check: checkWorkload})
+	pts, err := plan.Expand(p, plan.ExpandOptions{Only: o.Only, MaxPoints: o.MaxPoints, HostName: hostName, Check: checkWorkload, Unused: unusedByWorkload})
 	if err != nil {
 		return nil, nil, err
 	}
 	return p, pts, nil
+}
+
+// unusedByWorkload names the parameters a point's peer workload does not
+// use (peer.Unused); node uses them all. An unknown workload uses them
+// all too: checkWorkload refuses it.
+func unusedByWorkload(pt plan.Point) []string {
+	w := pt.Values.Str(param.Workload)
+	if w == "node" {
+		return nil
+	}
+	unused, _ := peer.Unused(w)
+	return unused
 }
 
 // checkWorkload refuses what a point's peer workload cannot take: the

@@ -68,6 +68,7 @@ type Need struct {
 	Create   bool
 	Pinned   bool // some point registers with registration: pinned
 	ODP      bool // some point registers with registration: odp
+	Cold     bool // some point reads the file with cache: cold
 }
 
 // Verdict is one role's cells and problems, and warnings that do not
@@ -107,6 +108,9 @@ func Judge(f Facts, n Need) Verdict {
 	v.RDMA = judgeRDMA(f, n, noRDMA, add)
 	if n.Role == "server" {
 		v.File = judgeFile(f.File, n, add)
+		if w := coldWarning(f.File, n); w != "" {
+			v.Warnings = append(v.Warnings, w)
+		}
 	} else {
 		v.File = "-"
 	}
@@ -298,6 +302,16 @@ func pickGID(p *Port, n Need) (*GID, string) {
 	}
 	g := &p.GIDs[best]
 	return g, fmt.Sprintf("%d %s (%s, auto)", g.Index, g.GID, g.Type)
+}
+
+// coldWarning says when the plan's cold points cannot be made cold: the
+// server's file is on a filesystem that keeps every page in memory, so
+// their rows would get the cold verdict (results.Row.NotCold).
+func coldWarning(ff *hostfacts.File, n Need) string {
+	if !n.Cold || ff == nil || ff.FSType != "tmpfs" && ff.FSType != "ramfs" {
+		return ""
+	}
+	return fmt.Sprintf("cold: %s is on %s, which keeps every page in memory, so a cold point cannot be made cold and its rows get the cold verdict; put server.file on a disk", ff.Path, ff.FSType)
 }
 
 func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, args ...any)) string {

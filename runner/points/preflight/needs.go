@@ -82,4 +82,5 @@ func (n *Need) addPoint(pt plan.Point, server string) {
 	n.FileSize = max(n.FileSize, v.Int(param.FileSize))
 	n.Pinned = n.Pinned || v.Str(param.Registration) == "pinned"
 	n.ODP = n.ODP || v.Str(param.Registration) == "odp"
+	n.Cold = n.Cold || v.Str(param.Cache) == "cold"
 }

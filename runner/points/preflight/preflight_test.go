@@ -1,9 +1,11 @@
 package preflight
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/runner/hosts/hostfacts"
 )
@@ -223,3 +225,51 @@ func TestNUMAWarning(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestColdWarning: a plan with cold points whose server file is on tmpfs
+// (or ramfs) is warned that they cannot be made cold; a file on a disk,
+// or a plan without cold points, is not.
+func TestColdWarning(t *testing.T) {
+	f := roce()
+	f.Memlock = "unlimited"
+	n := server("rdma")
+	n.Cold = true
+	for _, c := range []struct {
+		fs   string
+		cold bool
+		want bool
+	}{{"tmpfs", true, true}, {"ramfs", true, true}, {"ext4", true, false}, {"tmpfs", false, false}} {
+		f.File.FSType, n.Cold = c.fs, c.cold
+		v := Judge(f, n)
+		got := slices.ContainsFunc(v.Warnings, func(w string) bool {
+			return strings.HasPrefix(w, "cold: ") && strings.Contains(w, "on "+c.fs+", which keeps every page in memory")
+		})
+		if got != c.want || len(v.Problems) != 0 {
+			t.Errorf("file on %s, cold points %v: warnings %q problems %+v, want a cold warning %v", c.fs, c.cold, v.Warnings, v.Problems, c.want)
+		}
+	}
+}
+
+// TestNeedsColdFromThePoints: the server needs a file that can be made
+// cold when some point reads it cold, and only then.
+func TestNeedsColdFromThePoints(t *testing.T) {
+	for _, cache := range []string{"cold", "warm"} {
+		p, err := plan.Parse("t.yaml", []byte(`name: t
+hosts: {server: {address: local}, client: {address: local}}
+transport: tcp
+server: {file: /tmp/t.dat, file_size: 1MiB, cache: `+cache+`}
+`), plan.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pts, err := plan.Expand(p, plan.ExpandOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range Needs(p, pts, nil) {
+			if want := cache == "cold" && n.Role == "server"; n.Cold != want {
+				t.Errorf("cache %s, %s: Need.Cold %v, want %v", cache, n.Role, n.Cold, want)
+			}
+		}
+	}
+}

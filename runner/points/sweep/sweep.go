@@ -29,6 +29,8 @@ type Sweep struct {
 	// Down holds, by role name, the pool hosts the exec could not reach
 	// (hostset.Set.Down): a pool sweep fails their pairs with the reason.
 	Down map[string]error
+	// Warn, when set, is told of each cold row that is not proven cold.
+	Warn func(msg string)
 	Watch
 }
 
@@ -114,8 +116,14 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 	}
 	for i := range rows {
 		rows[i].SetBoundBy()
+		rows[i].SetColdReadFraction()
 	}
 	verdict.JudgeRows(rows, s.Plan.Expect)
+	for _, r := range rows {
+		if why := r.NotCold(); why != "" && s.Warn != nil {
+			s.Warn(fmt.Sprintf("point %d, repetition %d (%s): %s", j.Point.Index+1, j.Rep, r.Scope, why))
+		}
+	}
 	return rows, tm, nil
 }
 

@@ -59,17 +59,38 @@ func matchKey(r results.Row, param string) string {
 	return strings.Join(parts, " ")
 }
 
+// covers reports whether baseline row b stands for row r: every
+// parameter column but param equal, or empty in b. An empty cell is a
+// parameter b's workload does not use (a peer's pipeline), which the plan
+// expanded once for every value r may have.
+func covers(b, r results.Row, param string) bool {
+	for _, col := range results.Columns {
+		p := results.ColumnParam(col)
+		if p == nil || p.Name == param {
+			continue
+		}
+		if c := cell(b, p.Name); c != "" && c != cell(r, p.Name) {
+			return false
+		}
+	}
+	return true
+}
+
 // Ratio is one group beside its baseline group.
 type Ratio struct {
 	Group, Base *Group // Base is nil when no baseline group matches
 }
 
 // Match pairs every group that is not the baseline with the baseline
-// group of the same other parameters, in the groups' order.
+// group of the same other parameters, in the groups' order; failing that,
+// with the first baseline group that covers it (a parameter the baseline
+// does not use left empty).
 func Match(groups []Group, b Baseline) []Ratio {
 	base := map[string]*Group{}
+	var bases []*Group
 	for i := range groups {
 		if g := &groups[i]; cell(g.First, b.Param) == b.Value && len(g.OK) > 0 {
+			bases = append(bases, g)
 			if _, seen := base[matchKey(g.First, b.Param)]; !seen {
 				base[matchKey(g.First, b.Param)] = g
 			}
@@ -81,7 +102,16 @@ func Match(groups []Group, b Baseline) []Ratio {
 		if cell(g.First, b.Param) == b.Value || len(g.OK) == 0 {
 			continue
 		}
-		out = append(out, Ratio{Group: g, Base: base[matchKey(g.First, b.Param)]})
+		r := Ratio{Group: g, Base: base[matchKey(g.First, b.Param)]}
+		for _, bg := range bases {
+			if r.Base != nil {
+				break
+			}
+			if covers(bg.First, g.First, b.Param) {
+				r.Base = bg
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -164,11 +194,11 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 		}
 	}
 	// Pinned registration and populate read the file: they compare with
-	// a baseline that reads the file too (fio), not with one that reads
-	// memory.
+	// a baseline that reads the file too (fio, fio_matched), not with
+	// one that reads memory.
 	var reads []fileRead
 	for _, fr := range fileReads {
-		if b.Param == param.Workload.String() && b.Value == "fio" &&
+		if b.Param == param.Workload.String() && (b.Value == "fio" || b.Value == "fio_matched") &&
 			slices.ContainsFunc(ratios, func(r Ratio) bool { return !math.IsNaN(meanOf(r.Group, fr.rate)) }) {
 			reads = append(reads, fr)
 		}

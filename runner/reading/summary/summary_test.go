@@ -124,6 +124,27 @@ func TestRatiosMatchEveryOtherParameter(t *testing.T) {
 	}
 }
 
+// TestRatiosMatchAPeerOverWhatItDoesNotUse: a peer's row leaves empty a
+// parameter it does not use (the plan expanded it once), and stands for
+// node's points at every value of it; the other parameters still match.
+func TestRatiosMatchAPeerOverWhatItDoesNotUse(t *testing.T) {
+	with := func(r results.Row, wl, pipeline string) results.Row {
+		r.Params["workload"], r.Params["pipeline"] = wl, pipeline
+		return r
+	}
+	rows := []results.Row{
+		with(row("a", 1, 65536, 100, 10, "ok"), "node", "false"),
+		with(row("b", 1, 65536, 150, 10, "ok"), "node", "true"),
+		with(row("c", 1, 65536, 50, 10, "ok"), "nvmeof", ""),
+		with(row("d", 1, 4096, 20, 10, "ok"), "node", "true"),
+		with(row("e", 1, 8192, 20, 10, "ok"), "nvmeof", ""), // another block size
+	}
+	got := Match(Build(rows), Baseline{"workload", "nvmeof"})
+	if len(got) != 3 || got[0].Base == nil || got[0].Base.Key != "c" || got[1].Base == nil || got[1].Base.Key != "c" || got[2].Base != nil {
+		t.Fatalf("matches %+v", got)
+	}
+}
+
 // Beside a fio baseline, node's reads of the file are shown against
 // fio's bandwidth: the pinned registration (REG) and the populate (POP),
 // each only when some row has it.
@@ -168,6 +189,17 @@ func TestRatiosShowFileReadsBesideFio(t *testing.T) {
 				t.Errorf("%s: ratios show %q:\n%s", c.name, l, out.String())
 			}
 		}
+	}
+	// fio_matched reads the file too; its row leaves populate, which it
+	// does not use, empty, and stands for node's populate: parallel.
+	rows := []results.Row{node("n", "parallel", nil, rate(90)), fio("m", "")}
+	rows[1].Params["workload"] = "fio_matched"
+	var out bytes.Buffer
+	if err := WriteRatios(&out, Build(rows), Baseline{"workload", "fio_matched"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "POP/FIO_MATCHED") || !strings.Contains(out.String(), " 0.45\n") {
+		t.Errorf("beside fio_matched, ratios lack POP/FIO_MATCHED 0.45:\n%s", out.String())
 	}
 }
 

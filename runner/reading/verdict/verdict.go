@@ -44,6 +44,21 @@ func Judge(r *results.Row, exps []plan.Expectation) {
 	default:
 		r.Verdict = results.VerdictPass
 	}
+	judgeCold(r)
+}
+
+// judgeCold makes the verdict of a cold row that is not proven cold
+// (results.Row.NotCold) cold, with the reason first in the detail; a
+// failed one stays failed, the reason added.
+func judgeCold(r *results.Row) {
+	why := r.NotCold()
+	if why == "" {
+		return
+	}
+	if r.Verdict != results.VerdictFail {
+		r.Verdict = results.VerdictCold
+	}
+	r.VerdictDetail = strings.TrimSuffix(why+"; "+r.VerdictDetail, "; ")
 }
 
 // judgeOne is "" when e holds; otherwise a clause saying why, with
@@ -80,11 +95,9 @@ func judgeOne(r *results.Row, e plan.Expectation) (unknown bool, clause string) 
 
 func num(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
 
-// JudgeRows judges each row of one run of a point.
+// JudgeRows judges each row of one run of a point. Without expectations
+// only a cold row that is not proven cold gets a verdict (cold).
 func JudgeRows(rows []results.Row, exps []plan.Expectation) {
-	if len(exps) == 0 {
-		return
-	}
 	for i := range rows {
 		Judge(&rows[i], exps)
 	}
@@ -107,11 +120,12 @@ func Failed(rows []results.Row) int {
 // when no row was.
 func WriteSummary(w io.Writer, rows []results.Row) error {
 	type tally struct {
-		first         results.Row
-		pass, n       int
-		fail, unknown int
-		detail        string
+		first               results.Row
+		pass, n             int
+		fail, unknown, cold int
+		detail              string
 	}
+	anyCold := false
 	var order []string
 	ts := map[string]*tally{}
 	for _, r := range rows {
@@ -131,6 +145,9 @@ func WriteSummary(w io.Writer, rows []results.Row) error {
 			t.pass++
 		case results.VerdictFail:
 			t.fail++
+		case results.VerdictCold:
+			t.cold++
+			anyCold = true
 		default:
 			t.unknown++
 		}
@@ -148,10 +165,15 @@ func WriteSummary(w io.Writer, rows []results.Row) error {
 	}
 	vary := varying(firsts)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POINT\tPASS\tFAIL\tUNKNOWN\tDETAIL")
+	// COLD, only when a row has it: cold rows not proven cold.
+	coldHead, coldCell := "", func(*tally) string { return "" }
+	if anyCold {
+		coldHead, coldCell = "COLD\t", func(t *tally) string { return strconv.Itoa(t.cold) + "\t" }
+	}
+	fmt.Fprintln(tw, "POINT\tPASS\tFAIL\tUNKNOWN\t"+coldHead+"DETAIL")
 	for _, k := range order {
 		t := ts[k]
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%d\t%s\n", label(t.first, vary), t.pass, t.n, t.fail, t.unknown, t.detail)
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%d\t%s%s\n", label(t.first, vary), t.pass, t.n, t.fail, t.unknown, coldCell(t), t.detail)
 	}
 	return tw.Flush()
 }

@@ -67,3 +67,49 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestColdVerdict: a cold row of node that the disk did not prove cold
+// gets the cold verdict, with or without expectations, and the reason
+// first in its detail; a failed expectation stays a fail, the reason
+// added. The summary counts such rows under COLD.
+func TestColdVerdict(t *testing.T) {
+	cold := func(disk int64, cached float64) results.Row {
+		r := row(1200, 4, f(1250), "")
+		r.Params["cache"], r.Params["file_size"] = "cold", "1048576"
+		r.Bytes, r.DiskReadBytes, r.CachedFraction = ptr(int64(1048576)), ptr(disk), f(cached)
+		r.SetColdReadFraction()
+		return r
+	}
+	lineRate := plan.Expectation{Metric: "bandwidth_mb_s", AtLeast: true, Bound: 0.9, LineRate: true}
+	strict := plan.Expectation{Metric: "bandwidth_mb_s", AtLeast: true, Bound: 2000}
+	for _, tc := range []struct {
+		name          string
+		r             results.Row
+		exps          []plan.Expectation
+		verdict, want string
+	}{
+		{"proven, no expectations", cold(1048576, 0), nil, "", ""},
+		{"proven, passes", cold(1048576, 0), []plan.Expectation{lineRate}, "pass", ""},
+		{"warm from the cache, no expectations", cold(0, 1), nil, "cold", "not proven cold: 100.0 % of the file was cached"},
+		{"warm, passes otherwise", cold(1048576/2, 0), []plan.Expectation{lineRate}, "cold", "not proven cold: the disk read 0.50"},
+		{"warm, and fails", cold(1048576/2, 0), []plan.Expectation{strict}, "fail", "not proven cold: the disk read 0.50 of the bytes the point brought in (at least 0.95); bandwidth_mb_s 1200.0 < 2000.0"},
+	} {
+		rows := []results.Row{tc.r}
+		JudgeRows(rows, tc.exps)
+		if r := rows[0]; r.Verdict != tc.verdict || !strings.HasPrefix(r.VerdictDetail, tc.want) {
+			t.Errorf("%s: verdict %q %q, want %q %q", tc.name, r.Verdict, r.VerdictDetail, tc.verdict, tc.want)
+		}
+	}
+	rows := []results.Row{cold(1048576, 0), cold(0, 1)}
+	JudgeRows(rows, []plan.Expectation{lineRate})
+	var out bytes.Buffer
+	if err := WriteSummary(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "UNKNOWN  COLD  DETAIL") || !strings.Contains(lines[1], "1/2   0     0        1     not proven cold") {
+		t.Errorf("summary of a cold row not proven:\n%s", out.String())
+	}
+}
+
+func ptr[T any](x T) *T { return &x }

@@ -337,10 +337,10 @@ func TestServeRead(t *testing.T) {
 			if !(res.LatP50Us > 0 && res.LatP50Us <= res.LatP99Us && res.LatP99Us <= res.LatMaxUs) {
 				t.Errorf("latencies out of order: %+v", res)
 			}
-			// cq_moderation auto: every min(100, depth per QP)th READ.
+			// cq_moderation auto: every max(1, depth per QP / 4)th READ.
 			perQP := (c.qd + c.qps - 1) / c.qps
-			if res.RDMAPath == nil || res.CQModeration != min(100, perQP) || res.LatSamples != res.Reads/int64(res.CQModeration) || res.Device != "rxe0" || res.GID != "::ffff:"+guestIP || res.QueueDepthPerQP != perQP {
-				t.Errorf("result: %d latency samples of %d reads, path %+v; want every %dth read timed (cq_moderation auto), rxe0 with ::ffff:%s", res.LatSamples, res.Reads, res.RDMAPath, min(100, perQP), guestIP)
+			if res.RDMAPath == nil || res.CQModeration != max(1, perQP/4) || res.LatSamples != res.Reads/int64(res.CQModeration) || res.Device != "rxe0" || res.GID != "::ffff:"+guestIP || res.QueueDepthPerQP != perQP {
+				t.Errorf("result: %d latency samples of %d reads, path %+v; want every %dth read timed (cq_moderation auto), rxe0 with ::ffff:%s", res.LatSamples, res.Reads, res.RDMAPath, max(1, perQP/4), guestIP)
 			}
 			done := until[results.Done](t, srv, "done")
 			finish(t, srv)
