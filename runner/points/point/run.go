@@ -53,6 +53,15 @@ type Role struct {
 	Report string
 }
 
+// controlFor is the control line rl's process is written first: the
+// point's c, or nil for a tool that reads none.
+func (rl Role) controlFor(c *results.Control) *results.Control {
+	if rl.Tool != "" && !rl.Control {
+		return nil
+	}
+	return c
+}
+
 // Output kinds of a tool role (Role.Output), beside node's events.
 const (
 	// OutputExit: a clean exit is all it gives (iperf3's server).
@@ -241,11 +250,7 @@ func (x *execution) startStage(stage []int) error {
 					return
 				}
 			}
-			control := &x.control
-			if rl.Tool != "" && !rl.Control {
-				control = nil
-			}
-			pr, err := startProc(x.ctx, t, x.pending[i], rl.Argv(x.ready), rl.Tool, control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
+			pr, err := startProc(x.ctx, t, x.pending[i], rl.Argv(x.ready), rl.Tool, rl.controlFor(&x.control), fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
 				x.updates, x.abandon, func(st *results.Started) { x.r.markStarted(t, st) })
 			if err != nil {
 				errs[n] = t.Wrap(role.Start, err)
