@@ -308,7 +308,8 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 		return err
 	}
 	nqn, hostNQN := nvmeof.Names(secret)
-	made, err := sys.Connect(ctx, nvmeof.Conn{NQN: nqn, HostNQN: hostNQN, Transport: o.transport, Addr: o.addr, SvcID: o.svcID, Key: nvmeof.Key(secret)})
+	made, err := sys.Connect(ctx, nvmeof.Conn{NQN: nqn, HostNQN: hostNQN, HostID: nvmeof.HostID(secret), Transport: o.transport, Addr: o.addr, SvcID: o.svcID,
+		Key: nvmeof.Key(secret)})
 	if made != nil {
 		defer func() {
 			if err := sys.Disconnect(made); err != nil {

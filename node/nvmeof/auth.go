@@ -6,6 +6,9 @@ package nvmeof
 //   - Names: the subsystem's NQN and the one host NQN it admits, new for
 //     each point. They are names, not credentials: configfs and sysfs show
 //     them to every local user.
+//   - HostID: the host's UUID for the point, which the initiator sends
+//     beside its NQN (kernels since 6.x refuse a host NQN new to a host
+//     ID they already know, and the default ID is the machine's own).
 //   - Key: the host's DH-HMAC-CHAP secret (nvmet's dhchap_key, the
 //     initiator's dhchap_secret=), in the DHHC-1 form the kernel takes,
 //     which is the credential where the kernel has in-band authentication.
@@ -35,6 +38,15 @@ func derive(secret []byte, label string) []byte {
 func Names(secret []byte) (nqn, hostNQN string) {
 	tag := hex.EncodeToString(derive(secret, "rdmasweep nvmeof nqn")[:8])
 	return "nqn.2014-08.org.rdmasweep:nvmeof-" + tag, "nqn.2014-08.org.rdmasweep:host-" + tag
+}
+
+// HostID is the host's UUID (hostid=) for a point's secret, a version 4
+// UUID in its usual form.
+func HostID(secret []byte) string {
+	u := derive(secret, "rdmasweep nvmeof hostid")[:16]
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // Key is the host's DH-HMAC-CHAP secret for a point's secret:

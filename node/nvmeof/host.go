@@ -15,10 +15,11 @@ import (
 )
 
 // Conn is what a host connects to: the subsystem NQN at Addr:SvcID over
-// Transport, as HostNQN, proving Key (DH-HMAC-CHAP, DHHC-1 form; "" none)
-// where the target asks for it.
+// Transport, as HostNQN with HostID ("" the kernel's default), proving Key
+// (DH-HMAC-CHAP, DHHC-1 form; "" none) where the target asks for it.
 type Conn struct {
 	NQN, HostNQN string
+	HostID       string
 	Transport    string
 	Addr         string
 	SvcID        int
@@ -47,6 +48,9 @@ func (s Sys) Connect(ctx context.Context, c Conn) (*Made, error) {
 	}
 	defer f.Close()
 	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s", c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN)
+	if c.HostID != "" {
+		opts += ",hostid=" + c.HostID
+	}
 	if c.Key != "" {
 		// A kernel without host authentication takes the option and
 		// ignores it; a target that asks for the key then refuses us.

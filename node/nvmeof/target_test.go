@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -154,8 +155,11 @@ func TestNamesAndKey(t *testing.T) {
 	a, b := []byte("point a's secret"), []byte("point b's secret")
 	na, ha := Names(a)
 	nb, hb := Names(b)
-	if na == nb || ha == hb || na == ha || Key(a) == Key(b) {
-		t.Errorf("names %s %s / %s %s, keys %s / %s; want each its own", na, ha, nb, hb, Key(a), Key(b))
+	if na == nb || ha == hb || na == ha || Key(a) == Key(b) || HostID(a) == HostID(b) {
+		t.Errorf("names %s %s / %s %s, keys %s / %s, host IDs %s / %s; want each its own", na, ha, nb, hb, Key(a), Key(b), HostID(a), HostID(b))
+	}
+	if id := HostID(a); !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(id) {
+		t.Errorf("host ID %q: want a version 4 UUID", id)
 	}
 	k := Key(a)
 	f := strings.Split(k, ":")
