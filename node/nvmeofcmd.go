@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -310,16 +311,30 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	nqn, hostNQN := nvmeof.Names(secret)
 	made, err := sys.Connect(ctx, nvmeof.Conn{NQN: nqn, HostNQN: hostNQN, HostID: nvmeof.HostID(secret), Transport: o.transport, Addr: o.addr, SvcID: o.svcID,
 		Key: nvmeof.Key(secret)})
-	if made != nil {
-		defer func() {
-			if err := sys.Disconnect(made); err != nil {
-				e.out.warn(err.Error())
-			}
-		}()
+	if made == nil {
+		return err
 	}
+	// The controller goes once, whoever asks first; a later caller waits
+	// for it, so node never exits halfway through.
+	var once sync.Once
+	var discErr error
+	disconnect := func() error {
+		once.Do(func() { discErr = sys.Disconnect(made) })
+		return discErr
+	}
+	defer func() {
+		if err := disconnect(); err != nil {
+			e.out.warn(err.Error())
+		}
+	}()
 	if err != nil {
 		return err
 	}
+	// When the lifetime ends the controller goes at once: a killed fio
+	// cannot exit while its reads wait on a target that went first (the
+	// kernel retries them for ctrl_loss_tmo, 600 s), and deleting the
+	// controller fails them.
+	defer context.AfterFunc(ctx, func() { disconnect() })()
 	serial, err := sys.Controller(made)
 	if err != nil {
 		return err
@@ -343,7 +358,7 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	if err != nil {
 		return fmt.Errorf("%s (%s): %w", dev, made.Controller, err)
 	}
-	if err := sys.Disconnect(made); err != nil {
+	if err := disconnect(); err != nil {
 		return err
 	}
 	if err := sayDone(ctx, o.addr, o.svcID+1, secret); err != nil {
