@@ -18,8 +18,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -29,35 +32,64 @@ import (
 	"rdmasweep/results"
 )
 
-// fabricFlags are what both sides name: the subsystem, the host, where.
+// fabricFlags are what both sides name: the transport and where. The
+// subsystem's and the host's NQN and the host's DH-HMAC-CHAP key come
+// from the point's secret (nvmeof.Names, nvmeof.Key), which arrives on the
+// control line (--control-stdin), never in argv: ps shows argv to every
+// local user.
 type fabricFlags struct {
-	transport, addr, nqn, hostNQN string
-	svcID                         int
+	transport, addr string
+	svcID           int
+	lifetime
 }
 
 func (o *fabricFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.transport, "transport", results.TransportRDMA, "nvmet-rdma or nvmet-tcp: rdma or tcp")
 	fs.StringVar(&o.addr, "addr", "", "the target's address (the server's data address)")
 	fs.IntVar(&o.svcID, "svcid", nvmeof.DefaultSvcID, "the target's port")
-	fs.StringVar(&o.nqn, "nqn", "", "the subsystem's NQN, one of its own for the run")
-	fs.StringVar(&o.hostNQN, "hostnqn", "", "the one host NQN the subsystem admits")
+	o.lifetime.addFlags(fs)
 }
 
 func (o *fabricFlags) check() error {
+	ip := net.ParseIP(o.addr)
 	switch {
 	case o.transport != results.TransportRDMA && o.transport != results.TransportTCP:
 		return usagef("--transport must be %s or %s (got %q)", results.TransportRDMA, results.TransportTCP, o.transport)
-	case o.addr == "" || o.nqn == "" || o.hostNQN == "":
-		return usagef("--addr, --nqn and --hostnqn are needed")
-	case net.ParseIP(o.addr).To4() == nil:
+	case o.addr == "":
+		return usagef("--addr is needed")
+	case ip.To4() == nil:
 		return usagef("--addr must be an IPv4 address (got %q)", o.addr)
+	case ip.IsUnspecified():
+		return usagef("--addr must be the server's own data address, not the wildcard %s", o.addr)
+	case !o.controlStdin:
+		return usagef("--control-stdin is needed: the point's secret, which names the subsystem and keys its host, comes on the control line")
 	}
 	return nil
 }
 
+// start begins the command's lifetime: it reads the control line, and
+// the returned context ends when stdin does (the runner's session gone,
+// whatever killed it), at --deadline, or on SIGTERM; what the command set
+// up is torn down then. SIGPIPE is ignored from here, so a teardown after
+// the session is gone is not cut short by a write to its closed stdout.
+func (o *fabricFlags) start(ctx context.Context, stdin io.Reader) (context.Context, func(), []byte, error) {
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop, secret, err := o.lifetime.start(ctx, stdin)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(secret) == 0 {
+		stop()
+		return nil, nil, nil, errors.New("the control line carries no secret: the point's secret names the subsystem and keys its host")
+	}
+	return ctx, stop, secret, nil
+}
+
 // runNVMet is node nvmet: load nvmet, make the target over the file (made
-// and cached as node serve would), say ready, and tear it all down when
-// the client says it is done or ctx ends (SIGTERM, SIGINT).
+// and cached as node serve would, and held open: nvmet opens it through
+// /proc/PID/fd, so what it exports is the file node checked), say ready,
+// and tear it all down when the client proves it is done, or when the
+// lifetime ends (see fabricFlags.start).
 func runNVMet(ctx context.Context, e *env, args []string) error {
 	var o fabricFlags
 	var file, cache string
@@ -75,6 +107,16 @@ func runNVMet(ctx context.Context, e *env, args []string) error {
 	if err := o.check(); err != nil {
 		return err
 	}
+	ctx, stop, secret, err := o.start(ctx, e.stdin)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return stopReason(ctx, serveNVMet(ctx, e, &o, secret, &serveOptions{file: file, fileSize: size, create: create, cache: cache}))
+}
+
+// serveNVMet is node nvmet once its lifetime has begun.
+func serveNVMet(ctx context.Context, e *env, o *fabricFlags, secret []byte, so *serveOptions) error {
 	sys := nvmeof.Host
 	if err := loadSay(ctx, e, sys, nvmeof.TargetModules(o.transport)); err != nil {
 		return err
@@ -84,18 +126,17 @@ func runNVMet(ctx context.Context, e *env, args []string) error {
 	} else if mounted {
 		e.out.warn("mounted configfs on " + sys.Configfs)
 	}
-	so := &serveOptions{file: file, fileSize: size, create: create, cache: cache}
 	f, _, err := prepareRegion(ctx, e.out, so)
 	if err != nil {
 		return err
 	}
-	seed, patterned := f.Seed, f.Patterned
-	f.Close()
-	if !patterned {
-		return fmt.Errorf("%s holds no pattern node made (its sidecar is missing), so the reads could not be checked; use server.create", file)
+	defer f.Close() // after the teardown: the namespace holds the file till then
+	if !f.Patterned {
+		return fmt.Errorf("%s holds no pattern node made (its sidecar is missing), so the reads could not be checked; use server.create", so.file)
 	}
-	made, err := sys.Setup(ctx, nvmeof.Target{NQN: o.nqn, HostNQN: o.hostNQN, Transport: o.transport, Addr: o.addr, SvcID: o.svcID,
-		Path: file, Buffered: cache == "warm", Serial: fmt.Sprintf("%016x", seed)})
+	nqn, hostNQN := nvmeof.Names(secret)
+	made, err := sys.Setup(ctx, nvmeof.Target{NQN: nqn, HostNQN: hostNQN, Transport: o.transport, Addr: o.addr, SvcID: o.svcID,
+		Path: heldPath(f.File), Key: nvmeof.Key(secret), Buffered: so.cache == "warm", Serial: fmt.Sprintf("%016x", f.Seed)})
 	if err != nil {
 		return fmt.Errorf("make the target: %w", err)
 	}
@@ -104,56 +145,106 @@ func runNVMet(ctx context.Context, e *env, args []string) error {
 			e.out.warn("tear the target down: " + err.Error())
 		}
 	}()
-	// node listens on the next TCP port, accepting the client's word that
-	// it is done: the runner waits for this role to exit, and the kernel's
-	// target would never end by itself. The port listening is its ready.
+	if !made.Auth {
+		e.out.warn("this kernel's nvmet has no in-band authentication (CONFIG_NVME_TARGET_AUTH): the subsystem admits its one host NQN without a DH-HMAC-CHAP key")
+	}
+	// node listens on the next TCP port, accepting the client's proof
+	// that it is done: the runner waits for this role to exit, and the
+	// kernel's target would never end by itself. The port listening is
+	// its ready.
 	l, err := net.Listen(results.Network, net.JoinHostPort(o.addr, strconv.Itoa(o.svcID+1)))
 	if err != nil {
 		return fmt.Errorf("listen on tcp port %d for the client's done: %w", o.svcID+1, err)
 	}
 	defer l.Close()
 	e.out.event(results.Ready{Type: results.TypeReady})
-	fmt.Fprintf(e.stderr, "node: nvmet: subsystem %s on %s %s:%d (port %d), namespace %s, buffered_io %v\n",
-		o.nqn, o.transport, o.addr, o.svcID, made.PortID, file, cache == "warm")
-	return awaitDone(ctx, l, o.hostNQN)
+	fmt.Fprintf(e.stderr, "node: nvmet: a subsystem on %s %s:%d (port %d), namespace %s, buffered_io %v, DH-HMAC-CHAP %v\n",
+		o.transport, o.addr, o.svcID, made.PortID, so.file, so.cache == "warm", made.Auth)
+	return awaitDone(ctx, l, secret)
 }
 
-// awaitDone returns nil once a connection on l says "done HOSTNQN", or
-// ctx.Err() when ctx ends first (SIGTERM: node run stops its tool so when
-// the runner's connection ends; stdin is not watched, since node run
-// gives its tool none).
-func awaitDone(ctx context.Context, l net.Listener, hostNQN string) error {
+// heldPath is the path by which the kernel reaches the file f holds open:
+// /proc/PID/fd/N names that very file whatever is done to its own path
+// since node checked it.
+func heldPath(f *os.File) string {
+	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd())
+}
+
+// doneTimeout bounds each connection to the done listener.
+const doneTimeout = 5 * time.Second
+
+// awaitDone returns nil once a connection on l proves the point's secret
+// for DoneRecord (results' challenge: a fresh nonce to each connection,
+// the MAC back), or ctx.Err() when ctx ends first. Each connection is
+// handled on its own, under doneTimeout, so a stranger's idle or wrong
+// connection neither ends the point nor holds up the client's.
+func awaitDone(ctx context.Context, l net.Listener, secret []byte) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { <-ctx.Done(); l.Close() }()
+	done := make(chan struct{}, 1)
 	for {
 		c, err := l.Accept()
 		if err != nil {
+			select {
+			case <-done:
+				return nil
+			default:
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("await the client's done: %w", err)
 		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		b := make([]byte, 512)
-		n, _ := io.ReadAtLeast(c, b, len("done ")+len(hostNQN))
-		c.Close()
-		if string(b[:n]) == "done "+hostNQN {
-			return nil
-		}
+		go func() {
+			defer c.Close()
+			if checkDone(c, secret) {
+				select {
+				case done <- struct{}{}:
+				default:
+				}
+				l.Close()
+			}
+		}()
 	}
 }
 
-// sayDone tells node nvmet at addr that this host is done.
-func sayDone(ctx context.Context, addr string, port int, hostNQN string) error {
+// checkDone challenges c and reports whether its answer proves secret.
+func checkDone(c net.Conn, secret []byte) bool {
+	c.SetDeadline(time.Now().Add(doneTimeout))
+	nonce := make([]byte, results.NonceSize)
+	if results.NewNonce(nonce) != nil {
+		return false
+	}
+	if _, err := c.Write(nonce); err != nil {
+		return false
+	}
+	mac := make([]byte, results.MACSize)
+	if _, err := io.ReadFull(c, mac); err != nil {
+		return false
+	}
+	return results.Admit(secret, nonce, nvmeof.DoneRecord, mac)
+}
+
+// sayDone proves to node nvmet at addr that this host is done.
+func sayDone(ctx context.Context, addr string, port int, secret []byte) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, results.Network, net.JoinHostPort(addr, strconv.Itoa(port)))
 	if err != nil {
 		return fmt.Errorf("tell the target's node it is done: %w", err)
 	}
 	defer c.Close()
-	_, err = c.Write([]byte("done " + hostNQN))
-	return err
+	c.SetDeadline(time.Now().Add(doneTimeout))
+	nonce := make([]byte, results.NonceSize)
+	if _, err := io.ReadFull(c, nonce); err != nil {
+		return fmt.Errorf("tell the target's node it is done: read its challenge: %w", err)
+	}
+	if _, err := c.Write(results.Answer(secret, nonce, nvmeof.DoneRecord)); err != nil {
+		return fmt.Errorf("tell the target's node it is done: %w", err)
+	}
+	// The target's node closes once it has checked the answer.
+	_, _ = c.Read(make([]byte, 1))
+	return nil
 }
 
 // loadSay loads mods and says which it loaded.
@@ -175,9 +266,13 @@ type nvmeofReadOptions struct {
 	sample                 int
 }
 
-// runNVMeOFRead is node nvmeof-read: connect, find the namespace, run fio
-// on it (io_uring, O_DIRECT), check a sample of blocks, disconnect. It
-// prints a line {"type":"nvmeof_verified",...} and then fio's JSON.
+// runNVMeOFRead is node nvmeof-read: connect (proving the point's
+// DH-HMAC-CHAP key), find the namespace and make it read-only here, run
+// fio on it (io_uring, O_DIRECT), check a sample of blocks, disconnect,
+// and prove to node nvmet that it is done. It prints a line
+// {"type":"nvmeof_verified",...} and then fio's JSON. When its lifetime
+// ends first (see fabricFlags.start), fio is killed and the controller
+// deleted.
 func runNVMeOFRead(ctx context.Context, e *env, args []string) error {
 	var o nvmeofReadOptions
 	fs := flag.NewFlagSet("nvmeof-read", flag.ContinueOnError)
@@ -199,21 +294,47 @@ func runNVMeOFRead(ctx context.Context, e *env, args []string) error {
 	if o.blockSize <= 0 || o.size < o.blockSize {
 		return usagef("--block-size must be positive and fit in --size")
 	}
+	ctx, stop, secret, err := o.start(ctx, e.stdin)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return stopReason(ctx, readNVMeOF(ctx, e, &o, secret))
+}
+
+// readNVMeOF is node nvmeof-read once its lifetime has begun.
+func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte) error {
 	sys := nvmeof.Host
 	if err := loadSay(ctx, e, sys, nvmeof.HostModules(o.transport)); err != nil {
 		return err
 	}
-	made, err := sys.Connect(ctx, nvmeof.Conn{NQN: o.nqn, HostNQN: o.hostNQN, Transport: o.transport, Addr: o.addr, SvcID: o.svcID})
-	if made != nil {
-		defer func() {
-			if err := sys.Disconnect(made); err != nil {
-				e.out.warn(err.Error())
-			}
-		}()
+	nqn, hostNQN := nvmeof.Names(secret)
+	made, err := sys.Connect(ctx, nvmeof.Conn{NQN: nqn, HostNQN: hostNQN, HostID: nvmeof.HostID(secret), Transport: o.transport, Addr: o.addr, SvcID: o.svcID,
+		Key: nvmeof.Key(secret)})
+	if made == nil {
+		return err
 	}
+	// The controller goes once, whoever asks first; a later caller waits
+	// for it, so node never exits halfway through.
+	var once sync.Once
+	var discErr error
+	disconnect := func() error {
+		once.Do(func() { discErr = sys.Disconnect(made) })
+		return discErr
+	}
+	defer func() {
+		if err := disconnect(); err != nil {
+			e.out.warn(err.Error())
+		}
+	}()
 	if err != nil {
 		return err
 	}
+	// When the lifetime ends the controller goes at once: a killed fio
+	// cannot exit while its reads wait on a target that went first (the
+	// kernel retries them for ctrl_loss_tmo, 600 s), and deleting the
+	// controller fails them.
+	defer context.AfterFunc(ctx, func() { disconnect() })()
 	serial, err := sys.Controller(made)
 	if err != nil {
 		return err
@@ -226,18 +347,21 @@ func runNVMeOFRead(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	report, err := runFio(ctx, o, dev)
+	if err := nvmeof.ReadOnly(dev); err != nil {
+		return err
+	}
+	report, err := runFio(ctx, *o, dev)
 	if err != nil {
 		return err
 	}
 	n, err := verifySample(dev, int64(o.blockSize), int64(o.size), o.sample, seed)
 	if err != nil {
-		return fmt.Errorf("%s (%s of %s): %w", dev, made.Controller, o.nqn, err)
+		return fmt.Errorf("%s (%s): %w", dev, made.Controller, err)
 	}
-	if err := sys.Disconnect(made); err != nil {
+	if err := disconnect(); err != nil {
 		return err
 	}
-	if err := sayDone(ctx, o.addr, o.svcID+1, o.hostNQN); err != nil {
+	if err := sayDone(ctx, o.addr, o.svcID+1, secret); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "{\"type\":\"nvmeof_verified\",\"blocks\":%d,\"block_size\":%d}\n", n, o.blockSize)
@@ -263,6 +387,9 @@ func runFio(ctx context.Context, o nvmeofReadOptions, dev string) ([]byte, error
 	}
 	args = append(args, "--lat_percentiles=1", "--output-format=json")
 	cmd := exec.CommandContext(ctx, "fio", args...)
+	// fio dies with node, however node dies: a fio left reading would
+	// hold the controller the teardown deletes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

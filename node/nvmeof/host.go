@@ -10,16 +10,25 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Conn is what a host connects to: the subsystem NQN at Addr:SvcID over
-// Transport, as HostNQN.
+// Transport, as HostNQN with HostID ("" the kernel's default), proving Key
+// (DH-HMAC-CHAP, DHHC-1 form; "" none) where the target asks for it.
 type Conn struct {
 	NQN, HostNQN string
+	HostID       string
 	Transport    string
 	Addr         string
 	SvcID        int
+	Key          string
 }
+
+// secretAttrs are the controller's sysfs files that show its DH-HMAC-CHAP
+// secrets, world-readable as the kernel makes them.
+var secretAttrs = []string{"dhchap_secret", "dhchap_ctrl_secret"}
 
 // Connect makes a controller for c through /dev/nvme-fabrics (no
 // nvme-cli), recording it first. The kernel answers the write with
@@ -39,6 +48,14 @@ func (s Sys) Connect(ctx context.Context, c Conn) (*Made, error) {
 	}
 	defer f.Close()
 	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s", c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN)
+	if c.HostID != "" {
+		opts += ",hostid=" + c.HostID
+	}
+	if c.Key != "" {
+		// A kernel without host authentication takes the option and
+		// ignores it; a target that asks for the key then refuses us.
+		opts += ",dhchap_secret=" + c.Key
+	}
 	if _, err := f.Write([]byte(opts)); err != nil {
 		os.Remove(m.record)
 		return nil, fmt.Errorf("connect to %s at %s:%d over %s: %w", c.NQN, c.Addr, c.SvcID, c.Transport, err)
@@ -56,7 +73,36 @@ func (s Sys) Connect(ctx context.Context, c Conn) (*Made, error) {
 		return m, fmt.Errorf("read the new controller from %s: %q", s.Fabrics, b[:n])
 	}
 	m.Controller = "nvme" + inst[1]
-	return m, s.save(m)
+	if err := s.save(m); err != nil {
+		return m, err
+	}
+	return m, s.hideSecrets(m)
+}
+
+// hideSecrets makes m's controller's secret files root's alone (the
+// kernel shows them to every local user).
+func (s Sys) hideSecrets(m *Made) error {
+	for _, a := range secretAttrs {
+		p := filepath.Join(s.Class, m.Controller, a)
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("hide %s from other users: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// ReadOnly marks the block device dev read-only (BLKROSET), so nothing on
+// this host writes through it to the target's file.
+func ReadOnly(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open %s to make it read-only: %w", dev, err)
+	}
+	defer f.Close()
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), unix.BLKROSET, 1); err != nil {
+		return fmt.Errorf("make %s read-only (BLKROSET): %w", dev, err)
+	}
+	return nil
 }
 
 var instanceRE = regexp.MustCompile(`instance=(\d+)`)

@@ -4,7 +4,12 @@
 // client. It runs no tool and measures nothing.
 //
 // The rules it keeps:
-//   - A subsystem admits one host NQN, never any host (attr_allow_any_host 0).
+//   - A subsystem admits one host NQN, never any host (attr_allow_any_host 0),
+//     and where the kernel has in-band authentication (CONFIG_NVME_TARGET_AUTH:
+//     the host entry has dhchap_key) only a host that proves the point's
+//     DH-HMAC-CHAP key. The host entry is made 0700 before the key is
+//     written, so no other local user reads the key back from configfs.
+//   - The port listens on one address, never the wildcard.
 //   - Everything is made by a mkdir or a symlink that fails when the name
 //     exists, so what Setup made is this run's alone, and teardown removes
 //     only what Made lists, in reverse order; nothing else is touched.
@@ -18,6 +23,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,7 +60,13 @@ type Target struct {
 	Transport    string
 	Addr         string
 	SvcID        int
-	Path         string // a regular file or a block device
+	// Path is what nvmet opens, by name, as root, following links: node
+	// passes /proc/PID/fd/N of the file it checked and holds open, never
+	// the file's own path, which another user might swap.
+	Path string
+	// Key is the host's DH-HMAC-CHAP secret (DHHC-1 form; "" none). It
+	// is never recorded.
+	Key string `json:"-"`
 	// Buffered has the kernel read a file through the page cache
 	// (buffered_io 1); a block device ignores it.
 	Buffered bool
@@ -73,9 +85,12 @@ type Made struct {
 	// Controller is the host side's controller (nvmeN), for a record of
 	// Connect.
 	Controller string `json:"controller,omitempty"`
-	PID        int    `json:"pid"`
-	Start      string `json:"start_time"` // /proc/PID/stat's field 22
-	record     string
+	// Auth reports that the host must prove Target.Key: the kernel has
+	// in-band authentication, and the key was set.
+	Auth   bool   `json:"auth,omitempty"`
+	PID    int    `json:"pid"`
+	Start  string `json:"start_time"` // /proc/PID/stat's field 22
+	record string
 }
 
 // ErrExists is wrapped when a name Setup would make is taken: another
@@ -87,6 +102,9 @@ var ErrExists = errors.New("already exists")
 func (s Sys) Setup(ctx context.Context, t Target) (*Made, error) {
 	if t.SvcID == 0 {
 		t.SvcID = DefaultSvcID
+	}
+	if ip := net.ParseIP(t.Addr); ip == nil || ip.IsUnspecified() {
+		return nil, fmt.Errorf("the target's address %q: want the server's own data address, not the wildcard", t.Addr)
 	}
 	root := s.nvmet()
 	if _, err := os.Stat(root); err != nil {
@@ -122,8 +140,9 @@ func (s Sys) make(ctx context.Context, m *Made) error {
 	steps := []struct {
 		path, link string // a mkdir, or a symlink to link
 		attrs      [][2]string
+		then       func(dir string) error // after the mkdir, before attrs
 	}{
-		{path: host},
+		{path: host, then: func(dir string) error { return s.hostKey(m, dir) }},
 		{path: sub, attrs: [][2]string{{"attr_allow_any_host", "0"}, {"attr_serial", t.Serial}}},
 		{path: filepath.Join(sub, "allowed_hosts", t.HostNQN), link: host},
 		{path: ns, attrs: [][2]string{{"device_path", t.Path}, {"buffered_io", buffered}, {"enable", "1"}}},
@@ -153,6 +172,11 @@ func (s Sys) make(ctx context.Context, m *Made) error {
 			m.Paths = m.Paths[:len(m.Paths)-1]
 			return fmt.Errorf("make %s: %w", st.path, err)
 		}
+		if st.then != nil {
+			if err := st.then(st.path); err != nil {
+				return err
+			}
+		}
 		for _, a := range st.attrs {
 			if a[1] == "" {
 				continue
@@ -162,6 +186,27 @@ func (s Sys) make(ctx context.Context, m *Made) error {
 			}
 		}
 	}
+	return nil
+}
+
+// hostKey closes the host entry dir to other users (configfs shows
+// dhchap_key to whoever can reach it) and sets m's key there, when the
+// kernel has the attribute; m.Auth says whether it did.
+func (s Sys) hostKey(m *Made, dir string) error {
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("close %s to other users: %w", dir, err)
+	}
+	if m.Target.Key == "" {
+		return nil
+	}
+	attr := filepath.Join(dir, "dhchap_key")
+	if _, err := os.Stat(attr); errors.Is(err, os.ErrNotExist) {
+		return nil // no CONFIG_NVME_TARGET_AUTH: the caller says so
+	}
+	if err := os.WriteFile(attr, []byte(m.Target.Key), 0o600); err != nil {
+		return fmt.Errorf("set the host's DH-HMAC-CHAP key in %s: %w", attr, err)
+	}
+	m.Auth = true
 	return nil
 }
 

@@ -2,13 +2,19 @@ package nvmeof
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
 	"rdmasweep/node/procstat"
 	"rdmasweep/testbed/testenv"
-	"testing"
 )
 
 // fakeSys is a Sys over a temporary directory with nvmet's three
@@ -83,4 +89,88 @@ func TestCleanOnlyDeadMakers(t *testing.T) {
 		t.Errorf("a recorded path outside nvmet: removed (%v), Clean's error %v; want kept and said", e, err)
 	}
 	t.Logf("cleaned %v; %v", done, err)
+}
+
+// TestTeardownLeavesSiblingsAlone: a recorded path in a sibling of
+// nvmet's directory whose name only begins the same ("nvmet-x") is not
+// nvmet's, and teardown leaves it, saying so.
+func TestTeardownLeavesSiblingsAlone(t *testing.T) {
+	s := fakeSys(t)
+	sibling := filepath.Join(s.Configfs, "nvmet-x", "subsystems", "theirs")
+	if err := os.MkdirAll(sibling, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Teardown(&Made{Paths: []string{sibling}})
+	if _, e := os.Stat(sibling); e != nil {
+		t.Errorf("%s, beside nvmet's directory, was removed", sibling)
+	}
+	if err == nil || !strings.Contains(err.Error(), "left alone") {
+		t.Errorf("teardown of a sibling's path: %v; want it refused, saying so", err)
+	}
+}
+
+// TestSetupTarget: the port is bound to the data address given, never
+// the wildcard (refused, with nothing made); the host entry is closed to
+// other users (0700) before its key is set, since the kernel shows
+// dhchap_key to all who reach it; a kernel without the attribute leaves
+// the target without authentication, and says so (Auth); the key is in
+// no record.
+func TestSetupTarget(t *testing.T) {
+	s := fakeSys(t)
+	tg := Target{NQN: "nqn.2014-08.org.example:s", HostNQN: "nqn.2014-08.org.example:h", Transport: "tcp", Addr: "0.0.0.0",
+		Path: "/proc/1/fd/3", Key: "DHHC-1:00:c2VjcmV0:", Serial: "00"}
+	if _, err := s.Setup(context.Background(), tg); err == nil || !strings.Contains(err.Error(), "wildcard") {
+		t.Errorf("Setup on 0.0.0.0: %v; want the wildcard refused", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.nvmet(), "hosts")); len(ents) != 0 {
+		t.Errorf("Setup on 0.0.0.0 made %v", ents)
+	}
+	tg.Addr = "10.9.0.1"
+	for _, auth := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "host")
+		os.Mkdir(dir, 0o755)
+		if auth { // as CONFIG_NVME_TARGET_AUTH's configfs has it
+			os.WriteFile(filepath.Join(dir, "dhchap_key"), nil, 0o644)
+		}
+		m := &Made{Target: tg}
+		if err := s.hostKey(m, dir); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := os.Stat(dir)
+		key, _ := os.ReadFile(filepath.Join(dir, "dhchap_key"))
+		if st.Mode().Perm() != 0o700 || m.Auth != auth || (auth && string(key) != tg.Key) {
+			t.Errorf("kernel with dhchap_key %v: host entry mode %v, Auth %v, key %q; want 0700, %v, the key where there is the attribute",
+				auth, st.Mode().Perm(), m.Auth, key, auth)
+		}
+		if b, _ := json.Marshal(m); strings.Contains(string(b), "DHHC") {
+			t.Errorf("the record holds the key: %s", b)
+		}
+	}
+}
+
+// TestNamesAndKey: each point's secret gives its own NQNs and key; the
+// key is in the DHHC-1 form the kernel parses: base64 of a 32-byte key
+// and its CRC-32, little-endian.
+func TestNamesAndKey(t *testing.T) {
+	a, b := []byte("point a's secret"), []byte("point b's secret")
+	na, ha := Names(a)
+	nb, hb := Names(b)
+	if na == nb || ha == hb || na == ha || Key(a) == Key(b) || HostID(a) == HostID(b) {
+		t.Errorf("names %s %s / %s %s, keys %s / %s, host IDs %s / %s; want each its own", na, ha, nb, hb, Key(a), Key(b), HostID(a), HostID(b))
+	}
+	if id := HostID(a); !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(id) {
+		t.Errorf("host ID %q: want a version 4 UUID", id)
+	}
+	k := Key(a)
+	f := strings.Split(k, ":")
+	if len(f) != 4 || f[0] != "DHHC-1" || f[1] != "00" || f[3] != "" {
+		t.Fatalf("key %q: want DHHC-1:00:BASE64:", k)
+	}
+	raw, err := base64.StdEncoding.DecodeString(f[2])
+	if err != nil || len(raw) != 36 {
+		t.Fatalf("key %q: %d bytes (%v); want 32 and a CRC", k, len(raw), err)
+	}
+	if got, want := binary.LittleEndian.Uint32(raw[32:]), crc32.ChecksumIEEE(raw[:32]); got != want {
+		t.Errorf("key's CRC %08x, want %08x", got, want)
+	}
 }

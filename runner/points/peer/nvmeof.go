@@ -7,8 +7,10 @@ package peer
 // argv starts with NodeProgram, which the runner replaces with the
 // deployed node. The mapping is nvmeofMap, below. Beside it:
 //
-//	the subsystem's NQN and the one host NQN it admits are new for each
-//	point (from ReportTag), never allow_any_host
+//	the subsystem's NQN, the one host NQN it admits and that host's
+//	DH-HMAC-CHAP key all come from the point's secret, which node reads
+//	on its control line (--control-stdin), never from argv; never
+//	allow_any_host; the port on the server's data address alone
 //	cache cold -> buffered_io 0 (the target reads the drive directly);
 //	      warm -> buffered_io 1, after node's warm step
 //	the file is made as node serve makes it (--create), and its pattern
@@ -18,9 +20,11 @@ package peer
 //	the row naming its offset
 //
 // node nvmet says ready when it listens on the next TCP port (4421),
-// where node nvmeof-read says it is done once it has disconnected; then,
-// or when it is stopped, node nvmet tears the target down and exits. Both record what they made on the host, for node
-// nvmeof-clean after a kill.
+// where node nvmeof-read proves it is done (the secret's challenge) once
+// it has disconnected; then, or when its stdin ends (the runner's session
+// gone, however), node nvmet tears the target down and exits, as
+// nvmeof-read kills fio and disconnects. Both record what they made on
+// the host, for node nvmeof-clean after a kill of node itself.
 
 import (
 	"bytes"
@@ -37,7 +41,7 @@ import (
 const NVMeOF = "nvmeof"
 
 var nvmeof = Tool{Name: NVMeOF, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
-	Roles: []string{"client"}, HasServer: true, Map: nvmeofMap, Modules: nvmeofModules,
+	Roles: []string{"client"}, HasServer: true, Map: nvmeofMap, Modules: nvmeofModules, Auth: nvmeofAuth,
 	Clean: []string{NodeProgram, "nvmeof-clean"},
 	build: buildNVMeOF, parse: parseNVMeOF}
 
@@ -51,6 +55,17 @@ func nvmeofModules(role, transport string) []string {
 		return []string{"nvmet", "nvmet-" + transport}
 	}
 	return []string{"nvme-fabrics", "nvme-" + transport}
+}
+
+// nvmeofAuth: DH-HMAC-CHAP is the kernel's nvme-auth, which nvmet
+// depends on when built with CONFIG_NVME_TARGET_AUTH and nvme-core with
+// CONFIG_NVME_HOST_AUTH (Debian's 6.1 has neither, its 7.x both).
+func nvmeofAuth(role string) KernelAuth {
+	m := "nvme-core"
+	if role == "server" {
+		m = "nvmet"
+	}
+	return KernelAuth{Name: "DH-HMAC-CHAP", Module: m, Needs: "nvme-auth"}
 }
 
 // nvmeofMap is how nvmeof takes the plan's parameters.
@@ -97,8 +112,7 @@ func buildNVMeOF(p Params) Commands {
 	if tr == "" {
 		tr = results.TransportRDMA
 	}
-	fabric := []string{"--transport", tr, "--addr", p.ServerAddr, "--svcid", strconv.Itoa(port),
-		"--nqn", "nqn.2014-08.org.rdmasweep:nvmeof-" + p.ReportTag, "--hostnqn", "nqn.2014-08.org.rdmasweep:host-" + p.ReportTag}
+	fabric := []string{"--transport", tr, "--addr", p.ServerAddr, "--svcid", strconv.Itoa(port), "--control-stdin"}
 	cache := p.Cache
 	if cache == "" {
 		cache = "cold"
@@ -119,7 +133,7 @@ func buildNVMeOF(p Params) Commands {
 	if p.Warmup > 0 {
 		client = append(client, "--warmup", p.Warmup.String())
 	}
-	return Commands{Server: server, Client: client, ClientHost: "client", ReadyPort: port + 1}
+	return Commands{Server: server, Client: client, ClientHost: "client", ReadyPort: port + 1, Control: true}
 }
 
 // parseNVMeOF reads node nvmeof-read's output: node's event lines (a

@@ -9,10 +9,12 @@ import (
 	"rdmasweep/results"
 )
 
-// TestNVMeOFCommands: both sides name the same subsystem and host NQNs,
-// new for each point's tag; the server listens for readiness on the port
-// after the target's; both run node's own commands; each side needs its
-// own modules for the point's transport.
+// TestNVMeOFCommands: both sides run node's own commands, name the same
+// target and read the point's control line; neither argv names the
+// subsystem, the host or a key (ps shows argv to every local user: they
+// come from the control line's secret); the server listens for readiness
+// on the port after the target's; each side needs its own modules for
+// the point's transport.
 func TestNVMeOFCommands(t *testing.T) {
 	p := Params{Transport: results.TransportRDMA, BlockSize: 4096, QueueDepth: 8, File: "/f", FileSize: 1 << 20, ServerAddr: "10.9.0.1", ReportTag: "aa"}
 	c, err := Build(NVMeOF, p)
@@ -28,18 +30,22 @@ func TestNVMeOFCommands(t *testing.T) {
 	if c.Server[0] != NodeProgram || c.Client[0] != NodeProgram || c.Server[1] != "nvmet" || c.Client[1] != "nvmeof-read" {
 		t.Errorf("server %v, client %v; want node nvmet and node nvmeof-read", c.Server[:2], c.Client[:2])
 	}
-	for _, f := range []string{"--nqn", "--hostnqn", "--addr", "--svcid", "--transport"} {
+	for _, f := range []string{"--addr", "--svcid", "--transport"} {
 		if s, cl := flag(c.Server, f), flag(c.Client, f); s == "" || s != cl {
 			t.Errorf("%s: server %q, client %q; want the same", f, s, cl)
 		}
 	}
-	if flag(c.Server, "--nqn") == flag(c.Server, "--hostnqn") || c.ReadyPort != 4421 {
-		t.Errorf("nqn %q, hostnqn %q, ready port %d; want two NQNs, and 4421", flag(c.Server, "--nqn"), flag(c.Server, "--hostnqn"), c.ReadyPort)
+	for _, argv := range [][]string{c.Server, c.Client} {
+		line := strings.Join(argv, " ")
+		if !c.Control || !slices.Contains(argv, "--control-stdin") {
+			t.Errorf("%s: Control %v; want the control line read (--control-stdin)", line, c.Control)
+		}
+		if strings.Contains(line, "nqn") || strings.Contains(line, "DHHC") || strings.Contains(line, "secret") {
+			t.Errorf("%s names an NQN or a key in argv", line)
+		}
 	}
-	p.ReportTag = "bb"
-	d, _ := Build(NVMeOF, p)
-	if flag(d.Server, "--nqn") == flag(c.Server, "--nqn") || flag(d.Server, "--hostnqn") == flag(c.Server, "--hostnqn") {
-		t.Errorf("two points' NQNs are the same: %s", flag(d.Server, "--nqn"))
+	if flag(c.Server, "--addr") != p.ServerAddr || c.ReadyPort != 4421 {
+		t.Errorf("addr %q, ready port %d; want the server's data address %s, and 4421", flag(c.Server, "--addr"), c.ReadyPort, p.ServerAddr)
 	}
 	tool, _ := Lookup(NVMeOF)
 	for _, tc := range []struct{ role, tr, want string }{
@@ -53,7 +59,8 @@ func TestNVMeOFCommands(t *testing.T) {
 }
 
 // TestParseNVMeOF: node's event lines, then the verified line, then fio's
-// report; no verified line is an error, naming what came instead.
+// report; a verified line with 0 blocks checked verifies nothing; no
+// verified line is an error, naming what came instead.
 func TestParseNVMeOF(t *testing.T) {
 	fioJSON, err := os.ReadFile("testdata/fio/cold-rand-4KiB-qd8-total.json")
 	if err != nil {
@@ -68,6 +75,10 @@ func TestParseNVMeOF(t *testing.T) {
 	f, _ := Parse(Fio, fioJSON)
 	if r.Bytes != f.Bytes || r.BandwidthMBs != f.BandwidthMBs {
 		t.Errorf("bytes %d, %.1f MB/s; want fio's %d, %.1f", r.Bytes, r.BandwidthMBs, f.Bytes, f.BandwidthMBs)
+	}
+	zero := `{"type":"nvmeof_verified","blocks":0,"block_size":4096}` + "\n"
+	if r, err := Parse(NVMeOF, []byte(zero+string(fioJSON))); err != nil || r.Verified {
+		t.Errorf("0 blocks checked: verified %v (%v); want not verified", r.Verified, err)
 	}
 	if _, err := Parse(NVMeOF, []byte(warn+string(fioJSON))); err == nil || !strings.Contains(err.Error(), "verified line") {
 		t.Errorf("no verified line: %v, want an error saying so", err)

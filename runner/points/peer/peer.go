@@ -93,7 +93,17 @@ type Commands struct {
 	// ServerReport is a report file the server writes too ("" = none).
 	// Parse does not need it; the runner may keep it in the logs.
 	ServerReport string
+	// Control says Server and Client are node's own commands that read
+	// the point's control line on stdin (its secret, results.Control) and
+	// stop when stdin ends: the runner writes them the line, and leaves
+	// their stdin open for the point's length.
+	Control bool
 }
+
+// KernelAuth is a peer's in-band authentication as a host's kernel has
+// it: Module depends on Needs (its modules.dep entry names Needs), or
+// Needs is built in. Name is what runner check calls it.
+type KernelAuth struct{ Name, Module, Needs string }
 
 // Result is a peer's report read into the figures a node row has. MB is
 // 10^6 bytes. Optional figures are nil when the peer does not give them.
@@ -164,6 +174,9 @@ type Tool struct {
 	// Modules, when set, are the kernel modules role's host needs for a
 	// point over transport (loaded, or loadable by modprobe).
 	Modules func(role, transport string) []string
+	// Auth, when set, is how a host's kernel shows it has the peer's
+	// in-band authentication for role, for runner check to say.
+	Auth func(role string) KernelAuth
 	// Clean, when set, is an argv (starting with NodeProgram) run on every
 	// host before an exec's first point, after its leftover nodes are
 	// stopped: it removes what a killed run of the peer left on the host.

@@ -47,7 +47,13 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 	if tool.OnServerHost {
 		row.ClientHost = srvT.Host.Name() // it measures on the server's host
 	}
-	reports, tm, err := r.run(ctx, roles, results.Control{}, r.logBase(pt, rep), nil)
+	// The point's secret, for a peer whose roles read a control line
+	// (nvmeof: it names the subsystem and keys its host); no other reads it.
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return fail(fmt.Errorf("make the point's secret: %w", err))
+	}
+	reports, tm, err := r.run(ctx, roles, results.Control{Secret: hex.EncodeToString(secret)}, r.logBase(pt, rep), nil)
 	if err != nil {
 		if ready := reports[0].Ready; ready != nil { // node prepare got this far
 			row.SetReady(ready)
@@ -124,7 +130,7 @@ func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 		return nil, srvT.Wrap(role.Start, err)
 	}
 	fixed := func(t role.Target, cpus string, argv []string) func(map[string]*results.Ready) []string {
-		return func(map[string]*results.Ready) []string { return r.toolArgv(t, cpus, argv) }
+		return func(map[string]*results.Ready) []string { return r.toolArgv(t, cpus, argv, srv.Control) }
 	}
 	tool, err := peer.Lookup(name)
 	if err != nil {
@@ -148,11 +154,11 @@ func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 	if err != nil {
 		return nil, cliT.Wrap(role.Start, err)
 	}
-	server := Role{Target: srvT, Tool: name, Argv: fixed(srvT, srvCPUs, srv.Server), Ready: OnListening, Port: srv.ReadyPort, Output: OutputExit}
+	server := Role{Target: srvT, Tool: name, Control: srv.Control, Argv: fixed(srvT, srvCPUs, srv.Server), Ready: OnListening, Port: srv.ReadyPort, Output: OutputExit}
 	if srv.ServerReport != "" {
 		server.Output, server.Report = OutputFile, srv.ServerReport
 	}
-	client := Role{Target: cliT, WaitsFor: []string{srvT.Role}, Tool: name, Argv: fixed(cliT, cliCPUs, cli.Client), Ready: OnStart, Output: OutputStdout}
+	client := Role{Target: cliT, WaitsFor: []string{srvT.Role}, Tool: name, Control: cli.Control, Argv: fixed(cliT, cliCPUs, cli.Client), Ready: OnStart, Output: OutputStdout}
 	if cli.ClientReport != "" {
 		client.Output, client.Report = OutputFile, cli.ClientReport
 	}
@@ -183,10 +189,15 @@ func (r *Runner) prepareArgv(pt plan.Point, t role.Target, cpus string) []string
 // host: node measures the tool's own CPU as it measures its own, and
 // stops the tool at node's deadline or when the runner's connection ends,
 // since a tool does not stop by itself (a tool's server left waiting
-// would hold its port). It is pinned as node would be, so both see the
-// same CPUs.
-func (r *Runner) toolArgv(t role.Target, cpus string, argv []string) []string {
+// would hold its port). A command that reads the control line (control)
+// gets node run's stdin instead, and stops on its end by itself, after
+// tearing down what it set up. It is pinned as node would be, so both
+// see the same CPUs.
+func (r *Runner) toolArgv(t role.Target, cpus string, argv []string, control bool) []string {
 	run := []string{t.NodePath, "run", "--deadline", r.deadline(), "--stop-on-eof", "--"}
+	if control {
+		run = []string{t.NodePath, "run", "--deadline", r.deadline(), "--"}
+	}
 	if len(argv) > 0 && argv[0] == peer.NodeProgram {
 		argv = append([]string{t.NodePath}, argv[1:]...)
 	}

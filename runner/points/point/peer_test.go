@@ -262,3 +262,45 @@ func TestReportSymlinkIsNotFollowed(t *testing.T) {
 		t.Errorf("the planted symlink is still there: %v", err)
 	}
 }
+
+// TestNVMeOFRolesTakeTheSecret: nvmeof's roles are node's own commands
+// that read the point's control line: each is written the line (the
+// secret), runs under node run without --stop-on-eof (it stops on stdin's
+// end itself, after its teardown), and no argv names an NQN; a tool that
+// reads none is written nothing.
+func TestNVMeOFRolesTakeTheSecret(t *testing.T) {
+	r, pts, _ := localRunner(t, `name: t
+hosts: {server: {address: local}, client: {address: local}}
+server: {file: %s/f.dat, file_size: 1MiB, create: true}
+sweep: {matrix: {workload: [nvmeof]}}
+`)
+	roles, err := r.PeerRoles(pts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rl := range roles {
+		argv := strings.Join(rl.Argv(nil), " ")
+		if !rl.Control || strings.Contains(argv, "--stop-on-eof") || !strings.Contains(argv, "--control-stdin") || strings.Contains(argv, "nqn") {
+			t.Errorf("%s: Control %v, argv %s; want the control line read, no --stop-on-eof, no NQN", rl.Target.Role, rl.Control, argv)
+		}
+	}
+	control := results.Control{Secret: "5ec2e7"}
+	iperf := Role{Tool: "iperf3"}
+	for _, tc := range []struct {
+		control *results.Control
+		want    string
+	}{{roles[0].controlFor(&control), `{"secret":"5ec2e7"}` + "\n"}, {roles[1].controlFor(&control), `{"secret":"5ec2e7"}` + "\n"}, {iperf.controlFor(&control), ""}} {
+		updates, abandon := make(chan update, 8), make(chan struct{})
+		pr, err := startProc(context.Background(), r.Targets[0], nil, []string{"sh", "-c", "head -n 1"}, "head", tc.control,
+			filepath.Join(t.TempDir(), "x.log"), 0, updates, abandon, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.p.Stdin().Close()
+		<-pr.gone
+		close(abandon)
+		if got := pr.stdout.String(); got != tc.want {
+			t.Errorf("control %v: the tool read %q, want %q", tc.control, got, tc.want)
+		}
+	}
+}

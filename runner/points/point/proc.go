@@ -36,10 +36,13 @@ type update struct {
 type proc struct {
 	target role.Target
 	tool   string // the program when it is not node, e.g. "iperf3"
-	p      remote.Process
-	log    *os.File
-	tail   *tail
-	gone   chan struct{} // closed once the process has exited and its output is drained
+	// control: it was written a control line, and stops when its stdin
+	// ends (node, or node's own command as a tool)
+	control bool
+	p       remote.Process
+	log     *os.File
+	tail    *tail
+	gone    chan struct{} // closed once the process has exited and its output is drained
 	// waitErr is Wait's result, and started node's started event (nil if
 	// it printed none); read them only after gone is closed.
 	waitErr error
@@ -64,9 +67,10 @@ const maxToolStdout = 16 << 20
 // updates are no longer forwarded.
 //
 // A tool (a peer such as iperf3, named by tool; "" is node) prints no
-// events and reads no control line: none is written, and its stdout is
-// kept whole (and logged) for its report instead of decoded.
-func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []string, tool string, control results.Control, logPath string,
+// events, and its stdout is kept whole (and logged) for its report
+// instead of decoded. control is the line written first (nil: none, for
+// a tool that reads none).
+func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []string, tool string, control *results.Control, logPath string,
 	idx int, updates chan<- update, abandon <-chan struct{}, started func(*results.Started)) (*proc, error) {
 	log, err := outdir.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, outdir.Private)
 	if err != nil {
@@ -82,8 +86,8 @@ func startProc(ctx context.Context, t role.Target, pd remote.Pending, argv []str
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", programName(tool), err)
 	}
-	pr := &proc{target: t, tool: tool, p: p, log: log, tail: newTail(4096), gone: make(chan struct{})}
-	if tool == "" {
+	pr := &proc{target: t, tool: tool, control: control != nil, p: p, log: log, tail: newTail(4096), gone: make(chan struct{})}
+	if control != nil {
 		line, _ := json.Marshal(control)
 		// A failed write means node is already gone; its exit tells why.
 		_, _ = p.Stdin().Write(append(line, '\n'))
@@ -179,8 +183,9 @@ func copyToolStderr(r io.Reader, log, tail io.Writer) *results.RunCPU {
 func (pr *proc) stop(grace time.Duration) {
 	pr.stopOnce.Do(func() {
 		_ = pr.p.Stdin().Close()
-		// A tool does not stop on stdin's end: signal it at once.
-		if pr.tool == "" && pr.waitGone(grace) {
+		// A tool does not stop on stdin's end: signal it at once. What
+		// reads a control line does, and tears down what it set up first.
+		if pr.control && pr.waitGone(grace) {
 			return
 		}
 		// An error here means the host is unreachable; the leftover

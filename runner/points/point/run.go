@@ -42,11 +42,24 @@ type Role struct {
 	// iperf3: it prints no events and takes no control line, and is
 	// stopped with signals, since stdin's end means nothing to it.
 	Tool string
+	// Control, for a tool, says it is node's own command (peer
+	// Commands.Control): it takes the control line, and stops when its
+	// stdin ends.
+	Control bool
 	// Port is what an OnListening role listens on.
 	Port int
 	// Report is the path, on the role's host, of the report file an
 	// OutputFile role writes.
 	Report string
+}
+
+// controlFor is the control line rl's process is written first: the
+// point's c, or nil for a tool that reads none.
+func (rl Role) controlFor(c *results.Control) *results.Control {
+	if rl.Tool != "" && !rl.Control {
+		return nil
+	}
+	return c
 }
 
 // Output kinds of a tool role (Role.Output), beside node's events.
@@ -237,7 +250,7 @@ func (x *execution) startStage(stage []int) error {
 					return
 				}
 			}
-			pr, err := startProc(x.ctx, t, x.pending[i], rl.Argv(x.ready), rl.Tool, x.control, fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
+			pr, err := startProc(x.ctx, t, x.pending[i], rl.Argv(x.ready), rl.Tool, rl.controlFor(&x.control), fmt.Sprintf("%s.%s.log", x.logBase, t.Role), i,
 				x.updates, x.abandon, func(st *results.Started) { x.r.markStarted(t, st) })
 			if err != nil {
 				errs[n] = t.Wrap(role.Start, err)

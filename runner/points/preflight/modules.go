@@ -78,6 +78,28 @@ func MissingModules(ctx context.Context, h remote.Host, mods []Module) ([]Module
 	return missing, nil
 }
 
+// authScript prints yes when module $2 of the module tree $1 (default:
+// the running kernel's) depends on $3, by its modules.dep entry, or $3 is
+// built in; else no.
+const authScript = `k=$1; [ -n "$k" ] || k=/lib/modules/$(uname -r)
+if grep -q -e "/$3\.ko" "$k/modules.builtin" 2>/dev/null || grep -q -e "/$2\.ko[.a-z]*:.*/$3\.ko" "$k/modules.dep" 2>/dev/null; then echo yes; else echo no; fi
+`
+
+// HasAuth reports whether h's kernel has the in-band authentication a.
+func HasAuth(ctx context.Context, h remote.Host, a peer.KernelAuth) (bool, error) {
+	return hasAuthIn(ctx, h, "", a)
+}
+
+// hasAuthIn is HasAuth over the module tree dir ("": the running
+// kernel's).
+func hasAuthIn(ctx context.Context, h remote.Host, dir string, a peer.KernelAuth) (bool, error) {
+	out, err := h.Run(ctx, []string{"sh", "-c", authScript, "sh", dir, a.Module, a.Needs})
+	if err != nil {
+		return false, fmt.Errorf("look for %s in the kernel: %w", a.Name, err)
+	}
+	return strings.TrimSpace(string(out)) == "yes", nil
+}
+
 // ModuleHint is what to do about a missing module.
 func ModuleHint(m Module) string {
 	return fmt.Sprintf("load it as root (modprobe %s), or install the kernel's extra modules (Ubuntu: linux-modules-extra-$(uname -r))", m.Name)

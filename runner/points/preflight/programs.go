@@ -78,17 +78,27 @@ func CheckPrograms(ctx context.Context, s *hostset.Set, pts []plan.Point) error 
 
 // ProgramCells are a check row's cells for each peer workload: the tool's
 // version where it runs, "missing" with the packages, "-" where it does
-// not run; and a problem per missing program.
+// not run, and whether the kernel has the workload's in-band
+// authentication where it has one; and a problem per missing program.
 func ProgramCells(ctx context.Context, t role.Target, pts []plan.Point) (map[string]string, []Problem) {
 	cells := map[string]string{}
 	mods, problems := moduleCells(ctx, t, pts, cells)
+	problems = append(problems, programCells(ctx, t, pts, mods, cells)...)
+	authCells(ctx, t, pts, mods, cells)
+	return cells, problems
+}
+
+// programCells sets the cells of ProgramCells's programs, and returns a
+// problem per missing program.
+func programCells(ctx context.Context, t role.Target, pts []plan.Point, mods, cells map[string]string) []Problem {
+	var problems []Problem
 	progs := ProgramsFor(pts, t.Role)
 	if len(progs) == 0 {
-		return cells, problems
+		return problems
 	}
 	facts, err := Programs(ctx, t.Host, progs)
 	if err != nil {
-		return cells, append(problems, Problem{Check: "programs", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
+		return append(problems, Problem{Check: "programs", Msg: err.Error(), Hint: "check the host has a POSIX sh"})
 	}
 	for _, p := range progs {
 		f := facts[p.Binary]
@@ -114,7 +124,33 @@ func ProgramCells(ctx context.Context, t role.Target, pts []plan.Point) (map[str
 			cells[p.Workload] += ", no " + p.Binary
 		}
 	}
-	return cells, problems
+	return problems
+}
+
+// authCells adds to the cell of each peer workload with in-band
+// authentication (peer.Tool.Auth) that runs on t's role whether t's
+// kernel has it ("DH-HMAC-CHAP", "no DH-HMAC-CHAP"), unless the cell
+// says a module is missing. Without it the workload still runs, less
+// guarded, as docs/security.md says.
+func authCells(ctx context.Context, t role.Target, pts []plan.Point, missing, cells map[string]string) {
+	for _, w := range PeerWorkloads(pts) {
+		tool, err := peer.Lookup(w)
+		if err != nil || tool.Auth == nil || missing[w] != "" || !(slices.Contains(tool.Roles, t.Role) || (tool.HasServer && t.Role == "server")) {
+			continue
+		}
+		a := tool.Auth(t.Role)
+		say := a.Name
+		if ok, err := HasAuth(ctx, t.Host, a); err != nil {
+			say = a.Name + " unknown"
+		} else if !ok {
+			say = "no " + a.Name
+		}
+		if cells[w] == "" {
+			cells[w] = say
+		} else {
+			cells[w] += ", " + say
+		}
+	}
 }
 
 // moduleCells sets the cell of each peer workload whose kernel modules t's

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"rdmasweep/testbed/guest"
 )
 
 // TestBenchSSDWire is docs/ssd.md's figures: across the two guests on the
@@ -27,7 +29,7 @@ func TestBenchSSDWire(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	lab := startWireLab(t, ctx)
+	lab := startWireLab(t, ctx, guest.Bookworm)
 	plan := lab.plan(t, "ssd-wire", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: cold, registration: pinned, mr_size: 1MiB}
 client: {queue_depth: 4}
 repeat: 3

@@ -104,7 +104,7 @@ func TestGuestWire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
-	lab := startWireLab(t, ctx)
+	lab := startWireLab(t, ctx, guest.Bookworm)
 	for _, sub := range []struct {
 		name string
 		f    func(*testing.T)
@@ -119,17 +119,17 @@ func TestGuestWire(t *testing.T) {
 	t.Logf("TestGuestWire: %s from the start of the image check to the end", time.Since(start).Round(time.Second))
 }
 
-// startWireLab builds what the wire needs (the image, the runner, node,
-// the NVMe drive's ext4), boots the two guests joined by it, and sets the
-// lab up.
-func startWireLab(t *testing.T, ctx context.Context) *wireLab {
+// startWireLab builds what the wire needs (kernel k's image, the runner,
+// node, the NVMe drive's ext4), boots the two guests joined by it, and
+// sets the lab up.
+func startWireLab(t *testing.T, ctx context.Context, k guest.Kernel) *wireLab {
 	needHost(t)
 	testenv.NeedTool(t, "mkfs.ext4", "e2fsprogs")
 	start := time.Now()
 	lab := &wireLab{ctx: ctx, dir: t.TempDir(), runner: filepath.Join(t.TempDir(), "runner"), node: os.Getenv("RDMASWEEP_NODE")}
 	disk := filepath.Join(t.TempDir(), "nvme.img")
 	steps := []func() error{
-		func() error { _, err := guest.EnsureImage(ctx, guest.Bookworm, testLog{t}); return err },
+		func() error { _, err := guest.EnsureImage(ctx, k, testLog{t}); return err },
 		func() error { return buildRunner(ctx, lab.runner) },
 		func() error { return guest.NewExt4Image(ctx, disk, 320<<20) },
 	}
@@ -150,7 +150,7 @@ func startWireLab(t *testing.T, ctx context.Context) *wireLab {
 	t.Logf("image, binaries and disk ready after %s", time.Since(start).Round(time.Second))
 
 	bootStart := time.Now()
-	lab.server, lab.client = bootWire(t, ctx, disk)
+	lab.server, lab.client = bootWire(t, ctx, k, disk)
 	t.Logf("both guests up %s after the first started", time.Since(bootStart).Round(100*time.Millisecond))
 	lab.setUp(t)
 	return lab
@@ -158,8 +158,9 @@ func startWireLab(t *testing.T, ctx context.Context) *wireLab {
 
 // bootWire boots the server guest (the wire's listening end, with the
 // NVMe drive) and, once its qemu listens, the client guest, which
-// connects; the two boot side by side. It returns both with SSH up.
-func bootWire(t *testing.T, ctx context.Context, disk string) (server, client *wireEnd) {
+// connects; the two boot side by side, on kernel k. It returns both with
+// SSH up.
+func bootWire(t *testing.T, ctx context.Context, k guest.Kernel, disk string) (server, client *wireEnd) {
 	port, err := freeHostPort()
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func bootWire(t *testing.T, ctx context.Context, disk string) (server, client *w
 	boot := func(w guest.Wire, nvme string) (*wireEnd, error) {
 		e := &wireEnd{console: &consoleLog{}}
 		var err error
-		o := guest.Options{OneNIC: true, CPUs: 1, MemoryMB: 1024, Wire: &w, NVMe: nvme, Console: e.console, Log: testLog{t}}
+		o := guest.Options{Kernel: k, OneNIC: true, CPUs: 1, MemoryMB: 1024, Wire: &w, NVMe: nvme, Console: e.console, Log: testLog{t}}
 		if nvme != "" {
 			o.NVMeReadBPS = wireDiskBPS
 		}

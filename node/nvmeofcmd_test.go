@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rdmasweep/node/pattern"
+)
+
+// TestVerifySampleFlippedByte: a sample of a patterned file checks out,
+// and one byte changed in a block the sample always reads (the first, the
+// last) fails it, naming the block's offset and the byte's.
+func TestVerifySampleFlippedByte(t *testing.T) {
+	const block, size, seed = 4096, 64 << 10, 0x5eed
+	path := filepath.Join(t.TempDir(), "ns")
+	buf := make([]byte, size)
+	pattern.Fill(buf, 0, seed)
+	if err := os.WriteFile(path, buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := verifySample(path, block, size, 8, seed); err != nil || n != 8 {
+		t.Fatalf("the file as made: %d blocks, %v; want 8 checked, no error", n, err)
+	}
+	for _, at := range []int64{5, size - 3} {
+		flipped := append([]byte{}, buf...)
+		flipped[at] ^= 0x01
+		if err := os.WriteFile(path, flipped, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := verifySample(path, block, size, 8, seed)
+		want := fmt.Sprintf("offset %d differs from the file's pattern at byte offset %d", at/block*block, at)
+		if !errors.Is(err, errVerify) || !strings.Contains(err.Error(), want) {
+			t.Errorf("byte %d flipped: %v; want a mismatch saying %q", at, err, want)
+		}
+	}
+}
+
+// TestAwaitDoneOnlyTheSecret: node nvmet's done listener ignores a
+// stranger who sends the old plain "done HOSTNQN", one who answers the
+// challenge with another secret, and one who connects and says nothing
+// (while that one waits, the client is still heard); it ends when the
+// client proves the point's secret.
+func TestAwaitDoneOnlyTheSecret(t *testing.T) {
+	secret, other := []byte("the point's secret, 32 bytes....."), []byte("another point's secret, 32 bytes")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ended := make(chan error, 1)
+	go func() { ended <- awaitDone(ctx, l, secret) }()
+	idle, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	plain, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.Write([]byte("done nqn.2014-08.org.rdmasweep:host-0123456789abcdef"))
+	plain.Close()
+	if err := sayDone(ctx, "127.0.0.1", port, other); err != nil {
+		t.Fatalf("a stranger's answer: %v", err)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("the listener ended on a stranger's done: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := sayDone(ctx, "127.0.0.1", port, secret); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("the client's done: %v, want nil", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the client's done was not heard while a stranger's connection stayed open")
+	}
+}

@@ -1,0 +1,282 @@
+package vmtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"rdmasweep/node/nvmeof"
+	"rdmasweep/testbed/guest"
+)
+
+// TestGuestWireAuth boots the wire's two guests on the 7.x kernel
+// (trixie-backports), whose nvmet and initiator have DH-HMAC-CHAP
+// (CONFIG_NVME_TARGET_AUTH, CONFIG_NVME_HOST_AUTH; Debian's 6.1 has
+// neither, so TestGuestWire's nvmeof points run without it), and holds an
+// nvmeof point to issue 42: runner check says both kernels have it; while
+// the point reads, nothing secret is in argv or readable by another user,
+// a host that claims the right host NQN without the key (or with another
+// key) is refused, a swap of the data file's path changes nothing the
+// kernel exports, and a stranger's "done" ends nothing; then the runner is
+// killed with SIGKILL, and within 10 s neither guest has anything of the
+// point left.
+func TestGuestWireAuth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	lab := startWireLab(t, ctx, guest.TrixieBackports)
+	plan := lab.plan(t, "wire-nvmeof-trust", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: warm}
+client: {block_size: 64KiB, queue_depth: 4, duration: 300s}
+sweep:
+  matrix:
+    workload: [nvmeof]
+`, nvmeofFile, nvmeofSize>>20))
+	slowGuests(t, plan)
+	t.Run("Check", func(t *testing.T) { lab.nvmeofCheckAuth(t, plan) })
+	t.Run("Point", func(t *testing.T) { lab.nvmeofTrust(t, plan) })
+	t.Logf("TestGuestWireAuth: %s from the start of the image check to the end", time.Since(start).Round(time.Second))
+}
+
+// slowGuests gives the plan's SSH a minute to connect, and its point 10
+// minutes (node's deadline is 30 s more), so the point outlasts the checks
+// made while it reads: the two guests under TCG on a busy machine are slow.
+func slowGuests(t *testing.T, plan string) {
+	b, err := os.ReadFile(plan)
+	if err == nil {
+		r := strings.NewReplacer("connect_timeout: 10s", "connect_timeout: 60s", "point: 3m}", "point: 10m}")
+		err = os.WriteFile(plan, []byte(r.Replace(string(b))), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nvmeofCheckAuth: runner check's NVMEOF cell says DH-HMAC-CHAP on both
+// rows of the 7.x guests.
+func (l *wireLab) nvmeofCheckAuth(t *testing.T, plan string) {
+	out, errOut, err := runRunner(l.ctx, l.runner, l.dir, l.env, "check", "--set", "transport=tcp", plan)
+	t.Logf("runner check: %v\n%s%s", err, out, errOut)
+	var rows int
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "server ") || strings.HasPrefix(line, "client ") {
+			rows++
+			if !strings.Contains(line, "DH-HMAC-CHAP") || strings.Contains(line, "no DH-HMAC-CHAP") {
+				t.Errorf("check row %q: want its NVMEOF cell to say DH-HMAC-CHAP", line)
+			}
+		}
+	}
+	if rows != 2 {
+		t.Errorf("runner check printed %d rows, want the server's and the client's", rows)
+	}
+}
+
+// trustPoint is what the test reads of a running nvmeof point: its NQNs
+// (from the server's configfs, where any local user sees them) and the
+// client's controller.
+type trustPoint struct {
+	nqn, hostNQN, ctrl string
+}
+
+// awaitPoint waits until the point's target is made, its controller
+// connected and fio reading, and returns what it found; a runner that
+// exits first fails the test.
+func (l *wireLab) awaitPoint(t *testing.T, exited <-chan error, stderr *consoleLog) trustPoint {
+	t.Helper()
+	var p trustPoint
+	for start := time.Now(); ; time.Sleep(time.Second) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the runner exited (%v) before the point read (%+v)\n%s", err, p, stderr.String())
+		default:
+		}
+		if time.Since(start) > 5*time.Minute {
+			t.Fatalf("no nvmeof point reading after 5 minutes (%+v)\n%s", p, stderr.String())
+		}
+		p.nqn = strings.TrimSpace(l.server.sh(t, "ls /sys/kernel/config/nvmet/subsystems 2>/dev/null | grep rdmasweep || true"))
+		p.hostNQN = strings.TrimSpace(l.server.sh(t, "ls /sys/kernel/config/nvmet/hosts 2>/dev/null | grep rdmasweep || true"))
+		if p.nqn == "" || p.hostNQN == "" {
+			continue
+		}
+		p.ctrl = strings.TrimSpace(l.client.sh(t, "for c in /sys/class/nvme/nvme*; do grep -qx '"+p.nqn+"' $c/subsysnqn 2>/dev/null && basename $c; done; true"))
+		if p.ctrl != "" && strings.Contains(l.client.sh(t, procComms), "fio\n") {
+			return p
+		}
+	}
+}
+
+// nvmeofTrust runs the point, holds it to each rule while fio reads, then
+// kills the runner.
+func (l *wireLab) nvmeofTrust(t *testing.T, plan string) {
+	cmd := exec.CommandContext(l.ctx, l.runner, "exec", "--set", "transport=tcp", plan)
+	cmd.Dir, cmd.Env = l.dir, l.env
+	var stderr consoleLog
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	p := l.awaitPoint(t, exited, &stderr)
+	t.Logf("point reading: subsystem %s, host %s, controller %s", p.nqn, p.hostNQN, p.ctrl)
+	t.Run("NothingSecretShown", func(t *testing.T) { l.nothingShown(t, p) })
+	t.Run("RefusedWithoutKey", func(t *testing.T) { l.refusedWithoutKey(t, p) })
+	t.Run("SwapChangesNothing", func(t *testing.T) { l.swapChangesNothing(t, p) })
+	t.Run("DoneFromAStranger", func(t *testing.T) { l.doneFromAStranger(t, p) })
+	t.Run("KillRunner", func(t *testing.T) { l.killRunner(t, cmd, exited, &stderr) })
+}
+
+// procComms and procArgs print every process's name, and its argv, a
+// line each, from /proc (busybox's ps and procps's differ).
+const (
+	procComms = "cat /proc/[0-9]*/comm 2>/dev/null; true"
+	procArgs  = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done; true"
+)
+
+// asNobody runs a shell command in a guest as uid and gid 65534 with no
+// capabilities, as another local user would, and returns its output.
+const asNobody = "capsh --drop=all --gid=65534 --uid=65534 --shell=/bin/sh -- -c "
+
+// nothingShown: neither guest's process list names an NQN or a key, and
+// another local user reads the key neither from the target's configfs nor
+// from the client's controller in sysfs (root can, and finds it there).
+func (l *wireLab) nothingShown(t *testing.T, p trustPoint) {
+	for _, e := range []*wireEnd{l.server, l.client} {
+		if ps := e.sh(t, procArgs); strings.Contains(ps, "nqn.") || strings.Contains(ps, "DHHC") {
+			t.Errorf("a process's argv names an NQN or a key:\n%s", ps)
+		}
+	}
+	for _, c := range []struct {
+		e    *wireEnd
+		file string
+	}{{l.server, "/sys/kernel/config/nvmet/hosts/" + p.hostNQN + "/dhchap_key"}, {l.client, "/sys/class/nvme/" + p.ctrl + "/dhchap_secret"}} {
+		if root := c.e.sh(t, "cat "+c.file); !strings.HasPrefix(root, "DHHC-1:") {
+			t.Errorf("root reads %s as %q; want the point's DHHC-1 key there", c.file, root)
+		}
+		out := c.e.sh(t, asNobody+"'cat "+c.file+" 2>&1; echo rc=$?'")
+		if !strings.Contains(out, "Permission denied") || strings.Contains(out, "DHHC") {
+			t.Errorf("another user reading %s: %q; want permission denied", c.file, out)
+		}
+	}
+}
+
+// refusedWithoutKey: the client guest, a host on the data network,
+// connects claiming the point's host NQN and host ID (from its sysfs)
+// with no key, then with another point's key: the kernel refuses both,
+// and the point's one controller is all that is connected to the
+// subsystem. The same connect with the point's key (root reads it on the
+// server) is admitted, so it is the key that was missing; that
+// controller is deleted again.
+func (l *wireLab) refusedWithoutKey(t *testing.T, p trustPoint) {
+	hostID := strings.TrimSpace(l.client.sh(t, "cat /sys/class/nvme/"+p.ctrl+"/hostid"))
+	base := fmt.Sprintf("transport=tcp,traddr=%s,trsvcid=4420,nqn=%s,hostnqn=%s,hostid=%s,duplicate_connect", wireServerIP, p.nqn, p.hostNQN, hostID)
+	connect := func(opts string) string {
+		return l.client.sh(t, "echo '"+opts+"' > /dev/nvme-fabrics 2>&1; echo rc=$?")
+	}
+	count := func() string {
+		return strings.TrimSpace(l.client.sh(t, "grep -lx '"+p.nqn+"' /sys/class/nvme/*/subsysnqn | wc -l"))
+	}
+	for _, opts := range []string{base, base + ",dhchap_secret=" + nvmeof.Key([]byte("not the point's secret"))} {
+		if out := connect(opts); strings.Contains(out, "rc=0") {
+			t.Errorf("connect %s: %q; want it refused", opts, out)
+		}
+	}
+	if n := count(); n != "1" {
+		t.Errorf("%s controllers of the subsystem on the client, want the point's 1", n)
+	}
+	key := strings.TrimSpace(l.server.sh(t, "cat /sys/kernel/config/nvmet/hosts/"+p.hostNQN+"/dhchap_key"))
+	if out := connect(base + ",dhchap_secret=" + key); !strings.Contains(out, "rc=0") || count() != "2" {
+		t.Errorf("connect with the point's key: %q, %s controllers; want it admitted beside the point's", out, count())
+	}
+	t.Logf("the server's kernel: %s", strings.TrimSpace(l.server.sh(t, "dmesg | grep -i nvmet | tail -5; true")))
+	l.client.sh(t, "for c in /sys/class/nvme/nvme*; do [ ${c##*/} = "+p.ctrl+" ] || ! grep -qx '"+p.nqn+"' $c/subsysnqn || echo 1 > $c/delete_controller; done; true")
+}
+
+// deviceRE is the only device_path node nvmet gives the kernel: the
+// descriptor of the file it checked and holds open.
+var deviceRE = regexp.MustCompile(`^/proc/\d+/fd/\d+$`)
+
+// swapChangesNothing: the data file's path is moved away and a link to
+// /etc/shadow put in its place, as another user who can write the data
+// directory could; the path the kernel opens the namespace by still
+// names the file node checked (same device and inode, same bytes), and
+// the client still reads the file's first block through the namespace.
+// The file is put back after.
+func (l *wireLab) swapChangesNothing(t *testing.T, p trustPoint) {
+	ns := "/sys/kernel/config/nvmet/subsystems/" + p.nqn + "/namespaces/1"
+	dp := strings.TrimSpace(l.server.sh(t, "cat "+ns+"/device_path"))
+	if !deviceRE.MatchString(dp) {
+		t.Fatalf("device_path %q; want /proc/PID/fd/N of node's descriptor", dp)
+	}
+	before := l.server.sh(t, "stat -L -c '%d:%i' "+dp+" "+nvmeofFile)
+	l.server.sh(t, fmt.Sprintf("mv %s %s.orig && ln -s /etc/shadow %s", nvmeofFile, nvmeofFile, nvmeofFile))
+	defer l.server.sh(t, fmt.Sprintf("rm -f %s && mv %s.orig %s", nvmeofFile, nvmeofFile, nvmeofFile))
+	after := l.server.sh(t, fmt.Sprintf("stat -L -c '%%d:%%i' %s %s.orig /etc/shadow; cmp %s %s.orig && echo same", dp, nvmeofFile, dp, nvmeofFile))
+	f, b := strings.Fields(after), strings.Fields(before)
+	t.Logf("device_path %s; before the swap %v (device_path, the file); after %v (device_path, the moved file, /etc/shadow)", dp, b, f)
+	if len(b) != 2 || b[0] != b[1] || len(f) != 4 || f[0] != b[0] || f[0] != f[1] || f[0] == f[2] || f[3] != "same" {
+		t.Errorf("after the swap device_path resolves to %v; want the file node checked (%v), not /etc/shadow", f, b)
+	}
+	// nvmeXnY, not a path's hidden nvmeXcZnY
+	dev := strings.TrimSpace(l.client.sh(t, "for d in /sys/block/nvme*n1; do case ${d##*/} in *c*) continue; esac; grep -qx '"+p.nqn+"' $d/device/subsysnqn 2>/dev/null && echo /dev/${d##*/}; done; true"))
+	got := l.client.sh(t, "dd if="+dev+" bs=65536 count=1 iflag=direct 2>/dev/null | md5sum")
+	want := l.server.sh(t, "head -c 65536 "+nvmeofFile+".orig | md5sum")
+	if dev == "" || got != want {
+		t.Errorf("the client reads %q from %q's first 64 KiB; want the checked file's %q", got, dev, want)
+	}
+	if ro := strings.TrimSpace(l.client.sh(t, "cat /sys/block/"+strings.TrimPrefix(dev, "/dev/")+"/ro")); ro != "1" {
+		t.Errorf("%s read-only: %q; want 1 (BLKROSET)", dev, ro)
+	}
+}
+
+// doneFromAStranger: the client guest, as a stranger, sends node nvmet's
+// done port the old plain "done HOSTNQN", then 32 bytes of garbage as an
+// answer; the target stays, and node nvmet runs on.
+func (l *wireLab) doneFromAStranger(t *testing.T, p trustPoint) {
+	out := l.client.sh(t, fmt.Sprintf("printf 'done %s' | busybox nc -w 2 %s 4421 | wc -c; head -c 32 /dev/urandom | busybox nc -w 2 %s 4421 | wc -c; true",
+		p.hostNQN, wireServerIP, wireServerIP))
+	t.Logf("bytes the done port sent each stranger (its challenge): %s", strings.Join(strings.Fields(out), ", "))
+	time.Sleep(2 * time.Second)
+	if left := l.server.sh(t, "ls /sys/kernel/config/nvmet/subsystems"); !strings.Contains(left, p.nqn) {
+		t.Errorf("after a stranger's done the subsystem is gone: %q", left)
+	}
+	if !strings.Contains(l.server.sh(t, procArgs), " nvmet ") {
+		t.Errorf("after a stranger's done node nvmet no longer runs")
+	}
+}
+
+// killRunner: the runner is killed (SIGKILL, so it tears nothing down
+// itself); within 10 s neither guest has a subsystem, namespace, port,
+// host entry or record of ours, nor a fabric controller, fio or node.
+func (l *wireLab) killRunner(t *testing.T, cmd *exec.Cmd, exited <-chan error, stderr *consoleLog) {
+	const left = `find /sys/kernel/config/nvmet/subsystems /sys/kernel/config/nvmet/ports /sys/kernel/config/nvmet/hosts /run/rdmasweep/nvmeof -mindepth 1 -maxdepth 1 2>/dev/null
+grep -L '^pcie$' /sys/class/nvme/*/transport 2>/dev/null
+grep -x fio /proc/[0-9]*/comm 2>/dev/null
+ls -l /proc/[0-9]*/exe 2>/dev/null | grep ` + remoteNode + `; true`
+	select {
+	case err := <-exited:
+		t.Fatalf("the runner exited (%v) before it was killed\n%s", err, stderr.String())
+	default:
+	}
+	cmd.Process.Kill()
+	<-exited
+	killed := time.Now()
+	var s, c string
+	for {
+		s, c = strings.TrimSpace(l.server.sh(t, left)), strings.TrimSpace(l.client.sh(t, left))
+		if s == "" && c == "" {
+			t.Logf("nothing left on either guest %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+			return
+		}
+		if time.Since(killed) > 10*time.Second {
+			t.Errorf("10 s after the runner's kill: server %q, client %q; want nothing\nrunner:\n%s", s, c, lastLines(stderr.String(), 20))
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
