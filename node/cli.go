@@ -80,6 +80,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func runEnv(ctx context.Context, e *env, args []string) error {
 	e.out = newPrinter(e.stdout, e.stderr, "json")
 	err := dispatch(ctx, e, args)
+	var help helpText
+	if errors.As(err, &help) { // asked for: data on stdout, not an error
+		_, err := io.WriteString(e.stdout, string(help))
+		return err
+	}
 	if err != nil && !errors.As(err, new(exitCode)) { // node run's command said why
 		e.out.error(err)
 	}
@@ -105,9 +110,19 @@ func exitStatus(ctx context.Context, err error) int {
 	return 1
 }
 
+// helpText is what -h asked for: run prints it once, on stdout, and
+// node exits 0.
+type helpText string
+
+func (h helpText) Error() string { return string(h) }
+
 func dispatch(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		return usagef("usage: node %s [flags]", strings.Join(commandNames(), "|"))
+	usage := fmt.Sprintf("usage: node %s [flags]", strings.Join(commandNames(), "|"))
+	if len(args) == 0 {
+		return usagef("%s", usage)
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		return helpText(usage + "\nRun \"node COMMAND -h\" for a command's flags and their defaults.\n")
 	}
 	if e.attached && args[0] == "attach" {
 		return usagef("attach: the runner's command is attach again")
@@ -134,7 +149,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return usagef("usage of node %s:\n%s", fs.Name(), flagUsage(fs))
+			return helpText(fmt.Sprintf("usage: node %s [flags]\n%s", fs.Name(), flagUsage(fs)))
 		}
 		return usagef("%s: %v", fs.Name(), err)
 	}
@@ -144,9 +159,24 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// flagUsage lists fs's flags as -h shows them: name, the kind of value,
+// what it does and, unless it is the zero value, its default.
 func flagUsage(fs *flag.FlagSet) string {
 	var b strings.Builder
-	fs.VisitAll(func(f *flag.Flag) { fmt.Fprintf(&b, "  --%s\t%s\n", f.Name, f.Usage) })
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		if kind != "" {
+			fmt.Fprintf(&b, " %s", kind)
+		}
+		fmt.Fprintf(&b, "\n    \t%s", usage)
+		switch f.DefValue {
+		case "", "0", "false", "0s":
+		default:
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteString("\n")
+	})
 	return b.String()
 }
 

@@ -451,6 +451,40 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestHelp checks -h as a person uses it: the help once, on stdout, with
+// the flags' defaults, nothing on stderr, exit 0. No args at all is still a
+// usage error (TestUsageErrors).
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // a line the help must hold
+	}{
+		{[]string{"-h"}, "usage: node serve|read|"},
+		{[]string{"--help"}, "usage: node serve|read|"},
+		{[]string{"help"}, "usage: node serve|read|"},
+		{[]string{"read", "-h"}, "(default -1)"}, // --gid-index
+		{[]string{"serve", "--help"}, "(default tcp)"},
+		{[]string{"run", "-h"}, "usage: node run "},
+		{[]string{"version", "-h"}, "  --json"},
+	} {
+		cmd := exec.Command(nodeBin, tc.args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		out := stdout.String()
+		switch {
+		case err != nil:
+			t.Errorf("node %q: %v (stderr %q)", tc.args, err, stderr.String())
+		case stderr.Len() > 0:
+			t.Errorf("node %q wrote to stderr: %q", tc.args, stderr.String())
+		case strings.Count(out, "usage: node") != 1 || strings.Contains(out, `"type"`):
+			t.Errorf("node %q: want the usage once and no event, got %q", tc.args, out)
+		case !strings.Contains(out, tc.want):
+			t.Errorf("node %q: help lacks %q:\n%s", tc.args, tc.want, out)
+		}
+	}
+}
+
 func TestVersionJSON(t *testing.T) {
 	out, err := exec.Command(nodeBin, "version", "--json").Output()
 	if err != nil {

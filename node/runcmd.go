@@ -71,7 +71,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	stopOnEOF := fs.Bool("stop-on-eof", false, "stop the command when stdin ends; the command's stdin is then /dev/null")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return usagef("%s\n%s", runUsage, flagUsage(fs))
+			return helpText(runUsage + "\n" + flagUsage(fs))
 		}
 		return usagef("run: %v (%s)", err, runUsage)
 	}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
@@ -129,7 +130,28 @@ func blockFileProblem(fileSize, blockSize int64) string {
 	case blockSize > fileSize:
 		return "block_size " + results.FormatSize(blockSize) + " is larger than file_size " + results.FormatSize(fileSize)
 	case fileSize%blockSize != 0:
-		return "file_size " + results.FormatSize(fileSize) + " is not a multiple of block_size " + results.FormatSize(blockSize)
+		return "file_size " + results.FormatSize(fileSize) + " is not a multiple of block_size " + results.FormatSize(blockSize) +
+			decimalHint(fileSize, blockSize)
+	}
+	return ""
+}
+
+// decimalHint is the likely slip behind a size that is not a multiple of
+// another: written in a decimal unit (10GB, powers of 1000) where the
+// binary one (10GiB) was meant. It is "" unless n is a whole number of a
+// decimal unit whose binary twin is a multiple of of.
+func decimalHint(n, of int64) string {
+	for _, u := range []struct {
+		dec, bin  int64
+		dname, bn string
+	}{{1e12, 1 << 40, "TB", "TiB"}, {1e9, 1 << 30, "GB", "GiB"}, {1e6, 1 << 20, "MB", "MiB"}, {1e3, 1 << 10, "KB", "KiB"}} {
+		if n%u.dec != 0 {
+			continue
+		}
+		if k := n / u.dec; of > 0 && k*u.bin%of == 0 {
+			return fmt.Sprintf(": %d%s is in powers of 1000 (did you mean %d%s?)", k, u.dname, k, u.bn)
+		}
+		return ""
 	}
 	return ""
 }

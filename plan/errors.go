@@ -9,7 +9,7 @@ import (
 
 // Error is one problem with a plan, in compiler form:
 //
-//	plans/x.yaml:14:7: sweep.zip.block_size.to: must be a size like 4KiB (got "4kb")
+//	plans/x.yaml:14:7: sweep.zip.block_size.to: must be a size like 4KiB (got "4kb") (did you mean 4KiB?)
 //
 // File is the plan's name as given to Load or Parse. Problems that come
 // from the command line rather than the file use File "--set" or "--only"

@@ -228,6 +228,9 @@ func (l *loader) mapping(n *yaml.Node, path string, known []string) (fields map[
 // suggest returns " (did you mean x?)" for a near miss, else the list of
 // what is allowed.
 func suggest(name string, known []string) string {
+	if s, ok := synonyms[strings.ToLower(name)]; ok && slices.Contains(known, s) {
+		return fmt.Sprintf(" (did you mean %s?)", s)
+	}
 	best, bestD := "", 3
 	for _, k := range known {
 		if d := editDistance(name, k); d < bestD {
@@ -358,7 +361,11 @@ func (l *loader) enum(f map[string]field, key, path string, allowed []string) (s
 
 func (l *loader) enumValue(n *yaml.Node, path string, allowed []string) (string, bool) {
 	if !slices.Contains(allowed, n.Value) {
-		l.errorf(n, path, "must be one of %s (got %s)", strings.Join(allowed, ", "), describe(n))
+		hint := ""
+		if s, ok := synonyms[strings.ToLower(n.Value)]; ok && slices.Contains(allowed, s) {
+			hint = fmt.Sprintf(" (did you mean %s?)", s)
+		}
+		l.errorf(n, path, "must be one of %s (got %s)%s", strings.Join(allowed, ", "), describe(n), hint)
 		return "", false
 	}
 	return n.Value, true

@@ -34,7 +34,7 @@ func ParseSize(s string) (int64, error) {
 	neg := strings.HasPrefix(num, "-")
 	digits := strings.TrimPrefix(num, "-")
 	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
-		return 0, fmt.Errorf("must be a size like 4KiB (got %q)", s)
+		return 0, fmt.Errorf("must be a size like 4KiB (got %q)%s", s, sizeHint(s))
 	}
 	n, err := strconv.ParseInt(digits, 10, 64)
 	if err != nil || n > math.MaxInt64/mult {
@@ -77,4 +77,16 @@ func SizeText(n int64) string {
 		return fmt.Sprintf("%d%s", int64(f), units[i])
 	}
 	return fmt.Sprintf("%.1f%s", f, units[i])
+}
+
+// sizeHint is " (did you mean 4KiB?)" for a size written as other tools
+// take it, with a one-letter or lowercase unit (fio's 4k, dd's 1M, 4kb),
+// which rdmasweep reads as binary units.
+func sizeHint(s string) string {
+	digits := strings.TrimRight(s, "kKmMgGtTbB")
+	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(digits):], "b"), "B"))
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" || len(unit) != 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s%siB?)", digits, unit)
 }

@@ -21,6 +21,8 @@ type command struct {
 	name string // "exec"; a subcommand is "csv upgrade"
 	args string // its arguments, as its usage line shows them: "[flags] [PLAN]"
 	help string // its lines in the runner's usage, aligned with the others
+	// example is one command line a user could type, shown by its help.
+	example string
 	// flags adds the command's options to fs and returns its flow, bound
 	// to them; it runs once the flags are parsed.
 	flags func(fs *flag.FlagSet) func(ctx context.Context, g globals, args []string) error

@@ -17,7 +17,8 @@ type checkOptions struct {
 
 var checkCommand = &command{
 	name: "check", args: "[flags] [PLAN]",
-	help: "  check [PLAN]    connect and deploy, check both hosts and the data path;\n                  exit 1 with a hint per problem",
+	help:    "  check [PLAN]    connect and deploy, check both hosts and the data path;\n                  exit 1 with a hint per problem",
+	example: "runner check plans/bench-rdma.yaml",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o checkOptions
 		o.addFlags(fs)

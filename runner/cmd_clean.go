@@ -27,7 +27,8 @@ type cleanOptions struct {
 
 var cleanCommand = &command{
 	name: "clean", args: "[--yes | --dry-run] [flags] [PLAN]",
-	help: "  clean [PLAN]    remove the created data file and sidecar, the deployed\n                  node and leftover state (--dry-run: only list them)",
+	help:    "  clean [PLAN]    remove the created data file and sidecar, the deployed\n                  node and leftover state (--dry-run: only list them)",
+	example: "runner clean --dry-run plans/loopback.yaml",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o cleanOptions
 		fs.BoolVar(&o.yes, "yes", false, "remove without asking")

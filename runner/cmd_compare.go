@@ -18,7 +18,8 @@ type compareOptions struct {
 
 var compareCommand = &command{
 	name: "compare", args: "[flags] OLD.csv NEW.csv | CSV --between name=old,name=new",
-	help: "  compare OLD NEW compare two CSVs point by point, or one CSV\n                  --between name=a,name=b; exit 3 on a --fail-on change",
+	help:    "  compare OLD NEW compare two CSVs point by point, or one CSV\n                  --between name=a,name=b; exit 3 on a --fail-on change",
+	example: "runner compare --fail-on 'bandwidth_mb_s<-5%' before.csv after.csv",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o compareOptions
 		fs.StringVar(&o.between, "between", "", "compare within one CSV: the rows at `name=old,name=new`, e.g. registration=pinned,registration=odp")

@@ -16,7 +16,8 @@ type csvUpgradeOptions struct{}
 
 var csvUpgradeCommand = &command{
 	name: "csv upgrade", args: "FILE",
-	help: "  csv upgrade CSV give a CSV written by an older rdmasweep today's columns",
+	help:    "  csv upgrade CSV give a CSV written by an older rdmasweep today's columns",
+	example: "runner csv upgrade out/loopback.csv",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o csvUpgradeOptions
 		return func(ctx context.Context, g globals, args []string) error { return runCSVUpgrade(ctx, o, g, args) }

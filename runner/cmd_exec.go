@@ -29,7 +29,8 @@ type execOptions struct {
 
 var execCommand = &command{
 	name: "exec", args: "[flags] [PLAN]",
-	help: "  exec [PLAN]     run the plan's points and append rows to its CSV",
+	help:    "  exec [PLAN]     run the plan's points and append rows to its CSV",
+	example: "runner exec --dry-run plans/loopback.yaml",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o execOptions
 		fs.StringVar(&o.out, "out", "", "append rows to this `CSV` instead of the plan's output.csv")

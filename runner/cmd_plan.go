@@ -13,7 +13,8 @@ type planCmdOptions struct{ planOptions }
 
 var planCommand = &command{
 	name: "plan", args: "[flags] [PLAN]",
-	help: "  plan [PLAN]     print the expanded points and their keys",
+	help:    "  plan [PLAN]     print the expanded points and their keys",
+	example: "runner plan --only block_size=4KiB plans/loopback.yaml",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o planCmdOptions
 		o.addFlags(fs)

@@ -23,7 +23,8 @@ type plotOptions struct {
 
 var plotCommand = &command{
 	name: "plot", args: "-o FILE.png|FILE.svg [--run RUN_ID] [--matrix] CSV",
-	help: "  plot CSV -o F   draw bandwidth and p50/p99 latency against block size\n                  (F ends in .png or .svg)",
+	help:    "  plot CSV -o F   draw bandwidth and p50/p99 latency against block size\n                  (F ends in .png or .svg)",
+	example: "runner plot -o bw.png out/loopback.csv",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o plotOptions
 		fs.StringVar(&o.out, "o", "", "write the chart to this `FILE` (.png or .svg)")

@@ -24,7 +24,8 @@ type summaryOptions struct {
 
 var summaryCommand = &command{
 	name: "summary", args: "[--run RUN_ID] [--baseline name=value] [--format text|json] [--slow-below MB/s] [--counters] CSV",
-	help: "  summary CSV     print the summary table of an existing CSV",
+	help:    "  summary CSV     print the summary table of an existing CSV",
+	example: "runner summary --baseline workload=ib_read_bw out/loopback.csv",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o summaryOptions
 		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")

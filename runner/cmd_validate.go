@@ -11,7 +11,8 @@ type validateOptions struct{ planOptions }
 
 var validateCommand = &command{
 	name: "validate", args: "[flags] [PLAN]",
-	help: "  validate [PLAN] check a plan; exit 0 when valid, 2 with every error",
+	help:    "  validate [PLAN] check a plan; exit 0 when valid, 2 with every error",
+	example: "runner validate --set block_size=64KiB plans/loopback.yaml",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o validateOptions
 		o.addFlags(fs)

@@ -57,7 +57,8 @@ func usageText() string {
 	b.WriteString(`  version         print the runner's version
 
 Without PLAN, the built-in plans/loopback.yaml is used: both roles on this
-machine, tcp transport. Run "runner <command> -h" for a command's flags.`)
+machine, tcp transport. Run "runner help <command>" for a command's flags
+and an example.`)
 	return b.String()
 }
 
@@ -72,8 +73,11 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "runner %s\n", version)
 		return nil
 	case "help", "-h", "-help", "--help":
-		fmt.Fprintln(stdout, usageText())
-		return nil
+		if len(args) == 1 {
+			fmt.Fprintln(stdout, usageText())
+			return nil
+		}
+		return helpCommand(args[1:], stdout)
 	}
 	for _, c := range commands {
 		name, sub, _ := strings.Cut(c.name, " ")
@@ -92,19 +96,57 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return usageErrorf("unknown command %q (run \"runner help\")", args[0])
 }
 
+// helpCommand is `runner help CMD`: CMD's help on stdout, as CMD -h
+// prints it. A subcommand may be named with or without its verb
+// ("csv" or "csv upgrade").
+func helpCommand(args []string, stdout io.Writer) error {
+	want := strings.Join(args, " ")
+	for _, c := range commands {
+		if name, _, _ := strings.Cut(c.name, " "); c.name == want || name == want {
+			fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+			c.flags(fs)
+			writeHelp(stdout, c, fs)
+			return nil
+		}
+	}
+	return usageErrorf("help: unknown command %q (run \"runner help\")", want)
+}
+
+// writeHelp writes c's help: its usage line, its flags with their
+// defaults (not those kept only for old scripts), and an example.
+func writeHelp(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: runner %s %s\n", c.name, c.args)
+	shown := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.HasPrefix(f.Usage, oldFlagUsage) {
+			shown.Var(f.Value, f.Name, f.Usage)
+			shown.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	shown.SetOutput(w)
+	shown.PrintDefaults()
+	fmt.Fprintf(w, "\nexample:\n  %s\n", c.example)
+}
+
+// oldFlagUsage starts the usage of a flag kept only so old scripts still
+// run: help does not list it.
+const oldFlagUsage = "the old name of "
+
 // runCommand parses c's flags from args, allowing them before and after
-// the positional arguments, and runs c with the positionals.
+// the positional arguments, and runs c with the positionals. -h prints
+// c's help on stdout and exits 0; a flag error prints it on stderr.
 func runCommand(ctx context.Context, c *command, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: runner %s %s\n", c.name, c.args)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() {} // said below, on stdout or stderr
 	flow := c.flags(fs)
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			writeHelp(stdout, c, fs)
+			return nil
+		} else if err != nil {
+			writeHelp(stderr, c, fs)
 			return errUsage // the flag package said why
 		}
 		if args = fs.Args(); len(args) == 0 {
@@ -112,5 +154,6 @@ func runCommand(ctx context.Context, c *command, args []string, stdout, stderr i
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}
+	fs.Usage = func() { writeHelp(stderr, c, fs) }
 	return flow(ctx, globals{stdout: stdout, ui: &voice{w: stderr}, fs: fs}, pos)
 }
