@@ -39,7 +39,7 @@ type Manifest struct {
 	ODPProbes []ODPProbe `json:"odp_probes,omitempty"`
 	// DiskCeilings are the disk's ceiling under each server's file, one
 	// per host, measured before the run's first cold point
-	// (docs/ssd.md#the-disks-ceiling). exec does not measure it yet.
+	// (docs/ssd.md#the-disks-ceiling).
 	DiskCeilings []DiskCeiling `json:"disk_ceilings,omitempty"`
 }
 
