@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -41,7 +42,8 @@ type Ceilings struct {
 }
 
 // Set sets disk_ceiling_mb_s on rows, pt's, measuring the ceiling of its
-// server's file first when rows hold an ok cold row whose host has none.
+// servers' files first (a pool's hosts each serve) when rows hold an ok
+// cold row, on each host not measured yet.
 func (c *Ceilings) Set(ctx context.Context, pt plan.Point, rows []results.Row) {
 	if c == nil {
 		return
@@ -53,10 +55,10 @@ func (c *Ceilings) Set(ctx context.Context, pt plan.Point, rows []results.Row) {
 	if !cold {
 		return
 	}
-	srv := pt.Hosts.Roles()[0].Name
 	for _, t := range c.Targets {
-		if t.Role == srv && t.Host != nil {
-			c.measure(ctx, t, peer.FromValues(pt.For(srv)))
+		serves := strings.HasPrefix(t.Role, "server") || strings.HasPrefix(t.Role, "pool")
+		if serves && t.Host != nil && slices.ContainsFunc(pt.Hosts.Roles(), func(r plan.Role) bool { return r.Name == t.Role }) {
+			c.measure(ctx, t, peer.FromValues(pt.For(t.Role)))
 		}
 	}
 	by := c.Rec.Ceilings()
