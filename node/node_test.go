@@ -511,15 +511,32 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
-// TestFanInWithBarrier is issue 13's node side: one server serving two
-// clients at once (--clients 2), each client connected and registered and
-// waiting (--barrier) until its control stdin says go, then reading; each
-// reports its measured phase's start on the wall clock, its intervals and
-// its latency histogram, and the server each client's session.
 // TestGoAt checks a go that names a start time: the two clients are told
 // at once but at different moments, and both start reading at the time
 // named, not when their go arrived (what makes srun's late stdin harmless).
 func TestGoAt(t *testing.T) {
+	// The second go arrives a second after the first, both well before
+	// the time they name: a client that started on its go's arrival
+	// would start before that time, and a second apart. A client is
+	// never early; how late it may be is a loaded machine's (or the
+	// emulator's) wake-up, so its bound has margin: 500 ms, where
+	// TestBenchGoAt (-tags bench) holds the idle machine's 150 ms.
+	at, starts := goAt(t, 2*time.Second, time.Second)
+	for i, st := range starts {
+		if st.Before(at) || st.After(at.Add(500*time.Millisecond)) {
+			t.Errorf("client %d started reading at %s, %v after the time the go named; want 0 to 500 ms", i+1, st.Format(time.StampMicro), st.Sub(at))
+		}
+	}
+	if d := starts[1].Sub(starts[0]).Abs(); d > 500*time.Millisecond {
+		t.Errorf("the clients started %v apart, though their go arrived 1 s apart with one start time", d)
+	}
+}
+
+// goAt serves two clients waiting at a barrier, tells each to go at a
+// time ahead from now, the second go apart after the first, and returns
+// that time and when each client started reading, by its result.
+func goAt(t *testing.T, ahead, apart time.Duration) (time.Time, []time.Time) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "data")
 	ctl := `{"secret":"00112233445566778899aabbccddeeff"}` + "\n"
 	s, ready := serveReady(t, ctl, serveArgs(file, "--create", "--cache", "warm", "--control-stdin", "--clients", "2")...)
@@ -530,15 +547,10 @@ func TestGoAt(t *testing.T) {
 		mustType[*results.Ready](t, c.next(10*time.Second))
 		clients = append(clients, c)
 	}
-	// The second go arrives a second after the first, both well before
-	// the time they name: a client that started on its go's arrival
-	// would start before that time, and a second apart. A client is
-	// never early; how late it may be is a loaded machine's (or the
-	// emulator's) wake-up, so its bound has margin.
-	at := time.Now().Add(2 * time.Second)
+	at := time.Now().Add(ahead)
 	line := fmt.Sprintf(`{"go":true,"at_unix_ns":%d}`+"\n", at.UnixNano())
 	io.WriteString(clients[0].stdin, line)
-	time.Sleep(time.Second) // the second go arrives late
+	time.Sleep(apart) // the second go arrives late
 	io.WriteString(clients[1].stdin, line)
 	var starts []time.Time
 	for _, c := range clients {
@@ -546,18 +558,16 @@ func TestGoAt(t *testing.T) {
 		starts = append(starts, time.Unix(0, res.StartUnixNs))
 		c.stdin.Close()
 	}
-	for i, st := range starts {
-		if st.Before(at) || st.After(at.Add(500*time.Millisecond)) {
-			t.Errorf("client %d started reading at %s, %v after the time the go named; want 0 to 500 ms", i+1, st.Format(time.StampMicro), st.Sub(at))
-		}
-	}
-	if d := starts[1].Sub(starts[0]).Abs(); d > 500*time.Millisecond {
-		t.Errorf("the clients started %v apart, though their go arrived 1 s apart with one start time", d)
-	}
-	t.Logf("started %v and %v after the named time, %v apart; %s", starts[0].Sub(at), starts[1].Sub(at), starts[1].Sub(starts[0]).Abs(), testenv.Load())
 	mustType[*results.Done](t, s.next(10*time.Second))
+	t.Logf("started %v and %v after the named time, %v apart; %s", starts[0].Sub(at), starts[1].Sub(at), starts[1].Sub(starts[0]).Abs(), testenv.Load())
+	return at, starts
 }
 
+// TestFanInWithBarrier is issue 13's node side: one server serving two
+// clients at once (--clients 2), each client connected and registered and
+// waiting (--barrier) until its control stdin says go, then reading; each
+// reports its measured phase's start on the wall clock, its intervals and
+// its latency histogram, and the server each client's session.
 func TestFanInWithBarrier(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "data")
 	ctl := `{"secret":"00112233445566778899aabbccddeeff"}` + "\n"
