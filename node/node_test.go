@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,8 +118,24 @@ func (p *proc) next(d time.Duration) any {
 			}
 			return ev
 		case <-timeout:
-			p.t.Fatalf("no event within %s; stderr:\n%s", d, p.stderr.String())
+			p.t.Fatalf("no event within %s (%s); %s", d, testenv.Load(), p.stacks())
 		}
+	}
+}
+
+// stacks ends a node that is stuck and returns what it said on stderr,
+// with where each of its goroutines was: SIGQUIT makes Go's runtime
+// print them and exit (under qemu-user too, which hands the signal to
+// the program it runs).
+func (p *proc) stacks() string {
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.exited:
+		return "stderr, ending with its goroutines at SIGQUIT:\n" + p.stderr.String()
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+		return "no exit 10 s after SIGQUIT; stderr:\n" + p.stderr.String()
 	}
 }
 
@@ -129,7 +146,7 @@ func (p *proc) wait(d time.Duration) (int, any) {
 	select {
 	case <-p.exited:
 	case <-time.After(d):
-		p.t.Fatalf("node still running after %s; stderr:\n%s", d, p.stderr.String())
+		p.t.Fatalf("node still running after %s (%s); %s", d, testenv.Load(), p.stacks())
 	}
 	var last any
 	if n := len(p.lines); n > 0 {
