@@ -22,3 +22,9 @@ func TestBenchGoAt(t *testing.T) {
 		t.Errorf("the clients started %v apart, want 100 ms at most", d)
 	}
 }
+
+// TestBenchOpenLoopRate is TestOpenLoopRate's idle-machine figure: the
+// median rateRatio within 1 % of 1, late or early.
+func TestBenchOpenLoopRate(t *testing.T) {
+	openLoopRates(t, 0.99, 1.01)
+}
