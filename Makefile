@@ -171,6 +171,8 @@ endif
 # time, which differs between Go threads, so nvmeof's clean sees a live
 # maker gone.
 # Under the emulator each skips through testenv, which CI=true fails.
+# Emulated, node's package took 414 s at load 19: past go test's 10 min
+# default not far above that.
 QEMU_ARM64 ?= qemu-aarch64-static
 ARM64_SKIP := ^(TestAttachLoop|TestStopsOnStdinEOFAndDeadline|TestSIGINT|TestCleanOnlyDeadMakers)$$
 ARM64_ENV   = GOARCH=arm64 CC=aarch64-linux-gnu-gcc \
@@ -179,7 +181,7 @@ ifneq ($(shell command -v $(QEMU_ARM64) 2>/dev/null),)
 test-arm64: node-linux-arm64
 	@[ "$$CI" != true ] || [ -z "$(CROSS_MISSING_arm64)" ] || { echo "make test-arm64: CI builds the arm64 rdma node, and $(CROSS_MISSING_arm64) is missing" >&2; exit 1; }
 	RDMASWEEP_NODE_EXEC=$(QEMU_ARM64) CGO_ENABLED=0 GOARCH=arm64 \
-		$(GO) test -count=1 -exec $(QEMU_ARM64) -skip '$(ARM64_SKIP)' $$($(GO) list ./node/... | grep -v /vmtest)
+		$(GO) test -count=1 -timeout 30m -exec $(QEMU_ARM64) -skip '$(ARM64_SKIP)' $$($(GO) list ./node/... | grep -v /vmtest)
 ifeq ($(CROSS_MISSING_arm64),)
 	CGO_ENABLED=1 $(ARM64_ENV) $(GO) test -count=1 -exec $(QEMU_ARM64) -tags 'rdma netgo osusergo' \
 		-ldflags '-linkmode external -extldflags "-static"' ./node/transport/rdma/

@@ -103,9 +103,28 @@ func start(t *testing.T, stdin string, args ...string) *proc {
 	return p
 }
 
+// hangGuard is how long a test waits for node's next event or its exit
+// before it calls node stuck: d, or emulatorSlowdown × d when node runs
+// under an emulator (make test-arm64). These waits only bound a hang;
+// the tests whose verdict is a time run natively alone (underEmulator).
+func hangGuard(d time.Duration) time.Duration {
+	if os.Getenv("RDMASWEEP_NODE_EXEC") != "" {
+		return emulatorSlowdown * d
+	}
+	return d
+}
+
+// emulatorSlowdown is how much longer node takes under qemu-user on a
+// loaded machine: from start to ready, 0.3 s natively, 1 s or so
+// emulated on an idle machine, and up to 8.2 s (15 serves) at load 22,
+// where TestControlStdinSecret took 15 s instead of 1.8. Its 30 s wait
+// for ready once ran out there.
+const emulatorSlowdown = 4
+
 // next returns the next event that is not a warning, failing on timeout.
 func (p *proc) next(d time.Duration) any {
 	p.t.Helper()
+	d = hangGuard(d)
 	timeout := time.After(d)
 	for {
 		select {
@@ -143,6 +162,7 @@ func (p *proc) stacks() string {
 // event.
 func (p *proc) wait(d time.Duration) (int, any) {
 	p.t.Helper()
+	d = hangGuard(d)
 	select {
 	case <-p.exited:
 	case <-time.After(d):
