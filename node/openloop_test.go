@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"rdmasweep/results"
+	"rdmasweep/testbed/testenv"
 )
 
 // The open loop (--rate) through the real binaries, on loopback tcp. The
@@ -62,10 +64,20 @@ func median(xs []float64) float64 {
 }
 
 // TestOpenLoopRate offers 10 % and 50 % of what a closed loop carries
-// here now, each with fixed and with poisson arrivals: over 5 runs that
-// were not saturated, the median rateRatio is within 1 % of 1, so the
-// loop kept the rate it was offered.
+// here now, each with fixed and with poisson arrivals: every run is due
+// the reads its rate gives in its 1.5 s (MB/s of 1 MiB reads, exactly),
+// and over 5 runs that were not saturated, the median rateRatio is at
+// most 1.01 (a loop that posts before its due times carries what the
+// machine does, far over) and at least 0.9: a loaded machine posts
+// behind them (0.977 under the emulator at load 20), so the idle
+// machine's 1 % either side is TestBenchOpenLoopRate's (-tags bench).
 func TestOpenLoopRate(t *testing.T) {
+	openLoopRates(t, 0.9, 1.01)
+}
+
+// openLoopRates runs openLoopRate at 10 % and 50 % of the capacity, with
+// each arrival process, holding the median rateRatio to lo..hi.
+func openLoopRates(t *testing.T, lo, hi float64) {
 	file := filepath.Join(t.TempDir(), "data")
 	c := capacity(t, file, "1MiB")
 	for _, load := range []struct {
@@ -74,7 +86,7 @@ func TestOpenLoopRate(t *testing.T) {
 	}{{"10%", 0.1}, {"50%", 0.5}} {
 		offered := max(minOffered1MiB, float64(int(load.share*c))) // whole MB/s, as a plan writes it
 		for _, arrivals := range []string{"fixed", "poisson"} {
-			t.Run(load.name+"/"+arrivals, func(t *testing.T) { openLoopRate(t, file, offered, arrivals) })
+			t.Run(load.name+"/"+arrivals, func(t *testing.T) { openLoopRate(t, file, offered, arrivals, lo, hi) })
 		}
 	}
 }
@@ -104,7 +116,7 @@ func rateRatio(res *results.Result) float64 {
 // under minOffered1MiB), which the same stalls saturate less. Fewer than 5
 // unsaturated runs fail: a loop that saturates at a small share of what
 // the loopback carries does not keep its rate.
-func openLoopRate(t *testing.T, file string, offered float64, arrivals string) {
+func openLoopRate(t *testing.T, file string, offered float64, arrivals string, lo, hi float64) {
 	var ratios []float64
 	var seeds []uint64
 	var sat []string
@@ -114,6 +126,9 @@ func openLoopRate(t *testing.T, file string, offered float64, arrivals string) {
 		ol := res.OpenLoop
 		if ol == nil || ol.OfferedMBs != offered || ol.Arrivals != arrivals || ol.Due != res.Reads || ol.RespHistogram == nil || res.Reads < 2 {
 			t.Fatalf("open loop %+v with %d reads: want %v MB/s offered, %s, every read due", ol, res.Reads, offered, arrivals)
+		}
+		if due := int64(math.Ceil(1.5 * offered * 1e6 / (1 << 20))); ol.Due != due {
+			t.Fatalf("%d reads due in 1.5 s at %v MB/s of 1 MiB reads, want %d", ol.Due, offered, due)
 		}
 		if (ol.ArrivalSeed != nil) != (arrivals == "poisson") {
 			t.Errorf("arrival seed %v: want one only for poisson", ol.ArrivalSeed)
@@ -134,9 +149,9 @@ func openLoopRate(t *testing.T, file string, offered float64, arrivals string) {
 		t.Fatalf("%s: %d of %d runs saturated (%s): the open loop does not keep even a low rate", arrivals, len(sat), len(sat)+len(ratios), strings.Join(sat, "; "))
 	}
 	m := median(ratios)
-	t.Logf("%s: rate kept %.4f (median of %.4f; %d saturated runs left out: %v)", arrivals, m, ratios, len(sat), sat)
-	if m < 0.99 || m > 1.01 {
-		t.Errorf("%s: the runs took %.4f of the time their rate gives, not within 1 %% (median of %.4f)", arrivals, 1/m, ratios)
+	t.Logf("%s: rate kept %.4f (median of %.4f; %d saturated runs left out: %v); %s", arrivals, m, ratios, len(sat), sat, testenv.Load())
+	if m < lo || m > hi {
+		t.Errorf("%s: the runs took %.4f of the time their rate gives, a rate kept %.4f, not %v to %v (median of %.4f)", arrivals, 1/m, m, lo, hi, ratios)
 	}
 	if seeds = slices.Compact(seeds); len(seeds) > 1 {
 		t.Errorf("poisson seeds %v differ over one file", seeds)

@@ -9,6 +9,7 @@ import (
 
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
+	"rdmasweep/testbed/testenv"
 )
 
 func TestIsSteady(t *testing.T) {
@@ -105,8 +106,10 @@ func TestWarmupSteadyOnLoopback(t *testing.T) {
 	if res.WarmupS == nil || *res.WarmupS < steadyWindow*0.1 || *res.WarmupS >= 25 {
 		t.Fatalf("warmup_s %v; want at least %d steps of 100ms and under the 25s cap", deref(res.WarmupS), steadyWindow)
 	}
-	if res.BwMinIntervalMBs == nil || *res.BwMinIntervalMBs <= 0 || res.BwCoV == nil || *res.BwCoV < 0 {
+	// The slowest interval may be 0: a loaded machine (or the emulator)
+	// can leave a 100 ms interval without a completed read.
+	if res.BwMinIntervalMBs == nil || *res.BwMinIntervalMBs < 0 || res.BwCoV == nil || *res.BwCoV < 0 {
 		t.Errorf("steadiness: min %v MB/s, cov %v", deref(res.BwMinIntervalMBs), deref(res.BwCoV))
 	}
-	t.Logf("steady after %.2fs; measured min interval %.0f MB/s, cov %.3f", *res.WarmupS, *res.BwMinIntervalMBs, *res.BwCoV)
+	t.Logf("steady after %.2fs; measured min interval %.0f MB/s, cov %.3f; %s", *res.WarmupS, deref(res.BwMinIntervalMBs), deref(res.BwCoV), testenv.Load())
 }

@@ -259,8 +259,10 @@ func poolPairwise(t *testing.T, p *pool) {
 		t.Errorf("%d rounds, want 10 (2 × (6 − 1))", len(rounds))
 	}
 	// The pairs of a round overlap (the latest start is before the
-	// earliest end), and the rounds' reads, end to end, take at most 0.4
-	// of the pairs' reads one after another.
+	// earliest end), and the rounds' reads, end to end, take at most half
+	// the pairs' reads one after another: a third at once, 1 for pairs
+	// read in turn; the half leaves each round's 1 s reads half a second
+	// of skew between its starts, for a loaded machine's wake-ups.
 	var reading time.Duration
 	var first, last, prevEnd time.Time
 	for n := int64(1); n <= int64(len(rounds)); n++ {
@@ -292,8 +294,8 @@ func poolPairwise(t *testing.T, p *pool) {
 	t.Logf("pairs' reads %.2f s; rounds reading %.2f s (%.3f); the sweep, first read to last, %.2f s (%.3f); the exec %.2f s (%.3f); %s",
 		sum.Seconds(), reading.Seconds(), reading.Seconds()/sum.Seconds(), sweep.Seconds(), sweep.Seconds()/sum.Seconds(),
 		wall.Seconds(), wall.Seconds()/sum.Seconds(), loadavg())
-	if reading > sum*4/10 {
-		t.Errorf("the rounds read for %.2f s, over 0.4 × the %.2f s of their pairs' reads: the pairs of a round did not read at once", reading.Seconds(), sum.Seconds())
+	if reading > sum/2 {
+		t.Errorf("the rounds read for %.2f s, over 0.5 × the %.2f s of their pairs' reads: the pairs of a round did not read at once", reading.Seconds(), sum.Seconds())
 	}
 	p.noNodes(t)
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,51 +69,36 @@ output: {csv: out/steady.csv, logs: out/logs}
 	t.Logf("warmup_s %v", warm)
 }
 
-// TestWarmupSteadyCappedOnSteppedLink is the other half: a tcp point
-// between two namespace hosts while the test steps the server's link
-// rate down by 15 % every 100 ms (tbf, from 240 down to 15 mbit, well
-// below what the veth carries, then back up): the bandwidth never
-// settles, and the warmup ends at its 3 s cap.
-func TestWarmupSteadyCappedOnSteppedLink(t *testing.T) {
+// TestWarmupSteadyCapped is the other half: a tcp point between two
+// namespace hosts whose warmup_max, 300 ms, is under the five 100 ms
+// steps steady needs, so the warmup ends at its cap whatever the
+// machine's load, the row records it, and the runner warns. Whether a
+// real link slowed in steps reads as never steady depends on the
+// machine carrying more than the link at every step, which at load 15
+// to 27 it did not (twice in five runs, steady at 1.6 and 2.2 s of a 3 s
+// cap, with the rate changed every 200 ms): that is
+// TestBenchWarmupSteppedLink's (-tags bench), and the
+// rule itself is node's TestIsSteady and TestWarmupSteadyCapped.
+func TestWarmupSteadyCapped(t *testing.T) {
 	n := testhosts.Start(t, testhosts.Options{Hosts: []string{"a", "b"}})
-	dir, env := t.TempDir(), clitest.SSHEnv(t)
+	rows, warm, stderr := warmupRows(t, t.TempDir(), clitest.SSHEnv(t), steppedPlan(n, 4, "300ms"))
+	for i, row := range rows {
+		if warm[i] < 0.3 || warm[i] > 20 {
+			t.Errorf("row %d: warmup_used_s %v, want the 300 ms cap (and no hang)", row.Repetition, warm[i])
+		}
+	}
+	if !strings.Contains(stderr, "not steady after --warmup-max 300ms") {
+		t.Errorf("no warning that the warmup hit its cap:\n%s", stderr)
+	}
+	t.Logf("warmup_s %v; %s", warm, loadavg())
+}
+
+// steppedPlan is the plan of the capped warmup's point: tcp from host a
+// to host b, 64 KiB reads, depth deep, for 1 s after a steady warmup
+// of at most max.
+func steppedPlan(n *testhosts.Net, depth int, max string) string {
 	a, b := n.Hosts["a"], n.Hosts["b"]
-	tc := func(verb string, mbit int) error {
-		burst := max(64<<10, mbit*1_000_000/8/100) // 10 ms of tokens
-		out, err := exec.Command("ip", "netns", "exec", a.NS, "tc", "qdisc", verb, "dev", "eth0", "root",
-			"tbf", "rate", fmt.Sprintf("%dmbit", mbit), "burst", strconv.Itoa(burst), "latency", "50ms").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("tc qdisc %s %d mbit: %v: %s", verb, mbit, err, out)
-		}
-		return nil
-	}
-	if err := tc("add", 240); err != nil {
-		t.Fatal(err)
-	}
-	defer exec.Command("ip", "netns", "exec", a.NS, "tc", "qdisc", "del", "dev", "eth0", "root").Run()
-	ctx, stop := context.WithCancel(context.Background())
-	stepped := make(chan error, 1)
-	go func() {
-		rate := 240.0
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				stepped <- nil
-				return
-			case <-tick.C:
-			}
-			if rate *= 0.85; rate < 15 {
-				rate = 240
-			}
-			if err := tc("change", int(rate)); err != nil {
-				stepped <- err
-				return
-			}
-		}
-	}()
-	rows, warm, stderr := warmupRows(t, dir, env, fmt.Sprintf(`name: steady
+	return fmt.Sprintf(`name: steady
 hosts:
   server: {address: %s, user: %s, identity_file: %s}
   client: {address: %s, user: %s, identity_file: %s}
@@ -124,21 +106,8 @@ ssh: {known_hosts: %s, host_key_policy: strict, connect_timeout: 5s}
 node: {binary: %s, remote_path: %s/bin/node}
 transport: tcp
 server: {file: %s/steady.dat, file_size: 16MiB, create: true, cache: warm, port: 18517}
-client: {block_size: 64KiB, queue_depth: 4, duration: 1s, warmup: steady, warmup_max: 3s}
+client: {block_size: 64KiB, queue_depth: %d, duration: 1s, warmup: steady, warmup_max: %s}
 timeouts: {ready: 1m, accept: 1m, point: 3m}
 output: {csv: out/steady.csv, logs: out/logs}
-`, a.Addr, n.User, n.KeyFile, b.Addr, n.User, n.KeyFile, n.KnownHosts, filepath.Join(binDir, "node"), testhosts.DeployDir, testhosts.DeployDir))
-	stop()
-	if err := <-stepped; err != nil {
-		t.Fatal(err)
-	}
-	for i, row := range rows {
-		if warm[i] < 3 {
-			t.Errorf("row %d: warmup_used_s %v, want the 3 s cap (a link slowed in steps is never steady)", row.Repetition, warm[i])
-		}
-	}
-	if !strings.Contains(stderr, "not steady after --warmup-max 3s") {
-		t.Errorf("no warning that the warmup hit its cap:\n%s", stderr)
-	}
-	t.Logf("warmup_s %v", warm)
+`, a.Addr, n.User, n.KeyFile, b.Addr, n.User, n.KeyFile, n.KnownHosts, filepath.Join(binDir, "node"), testhosts.DeployDir, testhosts.DeployDir, depth, max)
 }

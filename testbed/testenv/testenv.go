@@ -5,8 +5,11 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -50,4 +53,16 @@ func NeedTool(t testing.TB, name, debianPackage string) string {
 		Skip(t, name+" not found (apt-get install "+debianPackage+")")
 	}
 	return p
+}
+
+// Load is the machine's load average (1, 5 and 15 minutes) and its CPU
+// count, for a test to log beside a time or a rate it measured: a
+// figure from a busy machine reads differently from an idle one's.
+func Load() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 3 {
+		return fmt.Sprintf("load unknown (%d CPUs)", runtime.NumCPU())
+	}
+	return fmt.Sprintf("load %s %s %s (%d CPUs)", f[0], f[1], f[2], runtime.NumCPU())
 }

@@ -930,8 +930,10 @@ sweep:
 		if r.Param("arrivals") != "poisson" || r.Param("cq_moderation") != "1" || r.Saturated == nil || *r.Saturated {
 			t.Errorf("open row %d: arrivals %q, cq_moderation %q, saturated %v; want poisson, 1, false", i+1, r.Param("arrivals"), r.Param("cq_moderation"), r.Saturated)
 		}
-		if bw := deref(r.BandwidthMBs); bw < 0.98*offered || bw > 1.02*offered {
-			t.Errorf("open row %d: %.2f MB/s carried, not within 2 %% of the %v MB/s offered", i+1, bw, offered)
+		// Over the offered rate is the loop's fault; under it, a loaded
+		// host's stalls of the guest, so that side has margin.
+		if bw := deref(r.BandwidthMBs); bw < 0.9*offered || bw > 1.02*offered {
+			t.Errorf("open row %d: %.2f MB/s carried, not 0.9 to 1.02 × the %v MB/s offered", i+1, bw, offered)
 		}
 		if r.RespP99Us == nil || *r.RespP99Us < 0.999*deref(r.LatP99Us) {
 			t.Errorf("open row %d: response p99 %s µs under service p99 %.0f µs", i+1, fmtPtr(r.RespP99Us), deref(r.LatP99Us))

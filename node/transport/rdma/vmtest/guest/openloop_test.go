@@ -109,8 +109,11 @@ func openLoopRate(t *testing.T, offered float64, arrivals string, read []string)
 	}
 	m := median(ratios)
 	t.Logf("%s: %v MB/s offered, rate kept %.4f (median of %.4f; %d saturated left out: %v)", arrivals, offered, m, ratios, len(sat), sat)
-	if m < 0.98 || m > 1.02 {
-		t.Errorf("%s: the runs took %.4f of the time their rate gives, not within 2 %% (median of %.4f)", arrivals, 1/m, ratios)
+	// Early is the loop's fault (due times ignored carry what rxe does,
+	// far over); late is a loaded host's, which stalls the guest behind
+	// its due times, so the bound that way has margin.
+	if m < 0.9 || m > 1.02 {
+		t.Errorf("%s: the runs took %.4f of the time their rate gives, a rate kept %.4f, not 0.9 to 1.02 (median of %.4f)", arrivals, 1/m, m, ratios)
 	}
 }
 
