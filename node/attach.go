@@ -412,6 +412,9 @@ var errNotPeer = errors.New("an attached node runs only the peers' programs and 
 // run or attach in its turn.
 func attachedProgram(argv []string) error {
 	if slices.Contains(results.PeerPrograms, argv[0]) {
+		if err := results.CheckPeerArgs(argv); err != nil {
+			return fmt.Errorf("run: %w: %w", errNotPeer, err)
+		}
 		return nil
 	}
 	if isSelf(argv[0]) {

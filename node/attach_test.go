@@ -723,6 +723,7 @@ func TestAttachedRunRefusesOtherPrograms(t *testing.T) {
 		{"Shell", []string{"run", "--", "/bin/sh", "-c", "touch " + planted}, false},
 		{"ShellByName", []string{"run", "--deadline", "5s", "--", "sh", "-c", "touch " + planted}, false},
 		{"PeerByPath", []string{"run", "--", "/usr/bin/fio", "--version"}, false},
+		{"PeerRunsAProgram", []string{"run", "--", "fio", "--name=x", "--readonly", "--filename=" + planted + ".dat", "--size=4096", "--exec_prerun=touch " + planted}, false},
 		{"NodeRunsRun", []string{"run", "--", self, "run", "--", "/bin/sh", "-c", "touch " + planted}, false},
 		{"NodeAttaches", []string{"run", "--", self, "attach", "--runner", "127.0.0.1:1"}, false},
 		{"Peer", []string{"run", "--deadline", "10s", "--stop-on-eof", "--", "iperf3", "--version"}, true},

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"rdmasweep/results"
 )
@@ -77,5 +78,35 @@ func TestUnusedAreNodesOwn(t *testing.T) {
 	}
 	if _, err := Unused("node"); !errors.Is(err, ErrUnknown) {
 		t.Errorf("Unused(node): %v, want ErrUnknown", err)
+	}
+}
+
+// TestArgvAttachable: every argv the peers build, and the disk ceiling's
+// fio runs, pass what an attached node checks before it runs a peer
+// (results.CheckPeerArgs): a fio option added here and not there would
+// be refused under Slurm and in pools.
+func TestArgvAttachable(t *testing.T) {
+	for _, name := range Names() {
+		for _, p := range []Params{
+			{BlockSize: 1 << 20, QueueDepth: 16, QPs: 1, Duration: 2500 * time.Millisecond, Warmup: time.Second, Pattern: "sequential",
+				Cache: "warm", Registration: "pinned", File: "/data/f", FileSize: 1 << 30, RDMAGIDIndex: 1, RDMADevice: "rxe0", ServerAddr: "h"},
+			{BlockSize: 4096, QueueDepth: 32, QPs: 2, Total: 1 << 28, Pattern: "random",
+				Cache: "cold", Registration: "pinned", File: "/data/f", FileSize: 1 << 30, RDMAGIDIndex: -1, ServerAddr: "h"},
+		} {
+			c, err := Build(name, p)
+			if err != nil {
+				continue // a peer that refuses these parameters builds nothing
+			}
+			for _, argv := range [][]string{c.Server, c.Client} {
+				if err := results.CheckPeerArgs(argv); len(argv) > 0 && err != nil {
+					t.Errorf("%s: an attached node refuses %q: %v", name, argv, err)
+				}
+			}
+		}
+	}
+	for _, argv := range append(CeilingRuns("/data/f", 1<<30), []string{"fio", "--version"}) {
+		if err := results.CheckPeerArgs(argv); err != nil {
+			t.Errorf("ceiling: an attached node refuses %q: %v", argv, err)
+		}
 	}
 }
