@@ -36,7 +36,7 @@ func remoteDiskFull() fault {
 				f.Fatalf("node binary is %d bytes, too small to overflow a %d-byte disk", st.Size(), tiny)
 			}
 			f.a.Run(f, "mkdir", "-p", full)
-			f.a.Run(f, "mount", "-t", "tmpfs", "-o", "size="+strconv.Itoa(tiny), "tmpfs", full)
+			f.a.Run(f, "mount", "-t", "tmpfs", "-o", "size="+strconv.Itoa(tiny)+",mode=0755", "tmpfs", full)
 			f.Cleanup(func() { f.a.Output("umount", full) })
 			return []string{"--set", "node.remote_path=" + remotePath}
 		},
@@ -87,7 +87,7 @@ func TestFaultCSVOnFullFilesystem(t *testing.T) {
 	// CSV, so a row that crosses the CSV's first page boundary finds no
 	// space (a short write).
 	size := strconv.Itoa((2 + manifestPages) * page)
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", mnt).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
