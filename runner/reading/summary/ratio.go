@@ -60,16 +60,17 @@ func matchKey(r results.Row, param string) string {
 }
 
 // covers reports whether baseline row b stands for row r: every
-// parameter column but param equal, or empty in b. An empty cell is a
-// parameter b's workload does not use (a peer's pipeline), which the plan
-// expanded once for every value r may have.
+// parameter column but param equal, or empty in either. An empty cell is
+// a parameter that row's workload does not use (a peer's pipeline),
+// which the plan expanded once for every value the other may have: a
+// peer baseline covers node's rows, and a node baseline a peer's.
 func covers(b, r results.Row, param string) bool {
 	for _, col := range results.Columns {
 		p := results.ColumnParam(col)
 		if p == nil || p.Name == param {
 			continue
 		}
-		if c := cell(b, p.Name); c != "" && c != cell(r, p.Name) {
+		if c, rc := cell(b, p.Name), cell(r, p.Name); c != "" && rc != "" && c != rc {
 			return false
 		}
 	}

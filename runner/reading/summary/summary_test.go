@@ -143,6 +143,12 @@ func TestRatiosMatchAPeerOverWhatItDoesNotUse(t *testing.T) {
 	if len(got) != 3 || got[0].Base == nil || got[0].Base.Key != "c" || got[1].Base == nil || got[1].Base.Key != "c" || got[2].Base != nil {
 		t.Fatalf("matches %+v", got)
 	}
+	// node as the baseline: the peer's point is read beside node's first
+	// point at its block size, whatever node's pipeline.
+	got = Match(Build(rows), Baseline{"workload", "node"})
+	if len(got) != 2 || got[0].Base == nil || got[0].Base.Key != "a" || got[1].Base != nil {
+		t.Fatalf("node baseline: matches %+v", got)
+	}
 }
 
 // Beside a fio baseline, node's reads of the file are shown against
