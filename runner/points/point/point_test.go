@@ -160,6 +160,45 @@ timeouts: {ready: 20s, accept: 20s, point: 2m}
 	}
 }
 
+// cancelOnStart is the local host, whose Start is interrupted: the
+// signal arrives while it waits for the process to start (over SSH, for
+// its pid line), so ctx ends and Start fails with ctx's error.
+type cancelOnStart struct {
+	remote.Local
+	cancel context.CancelFunc
+}
+
+func (h cancelOnStart) Start(ctx context.Context, argv []string) (remote.Process, error) {
+	h.cancel()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRunInterruptedDuringStart: a point whose client's start is cut
+// short by the interruption is interrupted, with no row, not a failed
+// point with a "start node: context canceled" row.
+func TestRunInterruptedDuringStart(t *testing.T) {
+	r, pts, rec := localRunner(t, `name: t
+hosts: {server: {address: local}, client: {address: local}}
+server: {file: %s/f.dat, file_size: 1MiB, create: true, cache: warm}
+client: {duration: 1m, block_size: 4KiB}
+timeouts: {ready: 20s, accept: 20s, point: 2m}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i, tg := range r.Targets {
+		if tg.Role == "client" {
+			r.Targets[i].Host = cancelOnStart{cancel: cancel}
+		}
+	}
+	if rows, _, err := r.Run(ctx, pts[0], 1); err != ErrInterrupted || len(rows) != 0 {
+		t.Fatalf("Run with its client's start interrupted: %d rows, %v; want none, ErrInterrupted", len(rows), err)
+	}
+	if l := rec.leftover(); l != "" {
+		t.Errorf("nodes left: %s", l)
+	}
+}
+
 func TestStages(t *testing.T) {
 	roles := []Role{
 		{Target: role.Target{Role: "c1"}, WaitsFor: []string{"s"}},

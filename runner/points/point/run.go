@@ -149,6 +149,12 @@ func (r *Runner) run(ctx context.Context, roles []Role, control results.Control,
 	}
 	defer x.stopAll()
 	err := x.steps()
+	// A step that failed once ctx ended failed of the interruption (a
+	// start or a port check cut short: "start node: context canceled"),
+	// not of the point: the point gets no row, and the sweep stops.
+	if err != nil && ctx.Err() != nil {
+		err = ErrInterrupted
+	}
 	x.tm.Wall = time.Since(x.start)
 	return x.reports, x.tm, err
 }
