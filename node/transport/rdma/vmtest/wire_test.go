@@ -814,8 +814,12 @@ sweep:
 	}
 	mb := float64(wirePipeSize) / 1e6
 	sum, took := mb/disk+mb/wire, mb / *serial.EndToEndMBs
-	if took < 0.85*sum || took > 1.15*sum {
-		t.Errorf("serial end-to-end %.2f s, the disk's %.2f s + the wire's %.2f s = %.2f s; want within 15 %% of the sum", took, mb/disk, mb/wire, sum)
+	// Under 0.85 × the sum, the serial path overlapped its stages after
+	// all; over it, the load of the moment slowed one of the three runs,
+	// measured apart (1.27 seen beside other guests), so that side holds
+	// only a wide margin.
+	if took < 0.85*sum || took > 1.5*sum {
+		t.Errorf("serial end-to-end %.2f s, the disk's %.2f s + the wire's %.2f s = %.2f s; want 0.85 to 1.5 × the sum", took, mb/disk, mb/wire, sum)
 	}
 	t.Logf("pipelined %.2f MB/s end to end = %.2f × min(disk %.2f, wire %.2f); serial %.2f s = %.2f × (disk + wire)", *pipe.EndToEndMBs, *pipe.EndToEndMBs/min(disk, wire), disk, wire, took, took/sum)
 }
