@@ -38,8 +38,8 @@ type Manifest struct {
 	// exec ran odp points.
 	ODPProbes []ODPProbe `json:"odp_probes,omitempty"`
 	// DiskCeilings are the disk's ceiling under each server's file, one
-	// per host, measured when its first cold point of the run has run
-	// (docs/ssd.md#the-disks-ceiling).
+	// per host, measured before the run's first cold point
+	// (docs/ssd.md#the-disks-ceiling). exec does not measure it yet.
 	DiskCeilings []DiskCeiling `json:"disk_ceilings,omitempty"`
 }
 

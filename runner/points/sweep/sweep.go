@@ -31,9 +31,6 @@ type Sweep struct {
 	Down map[string]error
 	// Warn, when set, is told of each cold row that is not proven cold.
 	Warn func(msg string)
-	// Ceilings, when set, measures the disk's ceiling under a cold
-	// point's file and sets it on the cold rows.
-	Ceilings *Ceilings
 	Watch
 }
 
@@ -121,7 +118,6 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 		rows[i].SetBoundBy()
 		rows[i].SetColdReadFraction()
 	}
-	s.Ceilings.Set(ctx, j.Point, rows)
 	verdict.JudgeRows(rows, s.Plan.Expect)
 	for _, r := range rows {
 		if why := r.NotCold(); why != "" && s.Warn != nil {
