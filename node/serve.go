@@ -119,7 +119,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		out.warn(fmt.Sprintf("%s has no rdmasweep sidecar: its bytes cannot be verified", o.file))
 	}
 	sample := counters.NewSample("")
-	sample.Disk(f.Path) // the cache state is set: every read from here is the point's
+	sample.Disk(ctx, f.Path) // the cache state is set: every read from here is the point's
 	var populateS *float64
 	var populateRegion func(context.Context, []byte) error
 	if o.pipeline {

@@ -1,34 +1,104 @@
 package counters
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"rdmasweep/results"
 )
 
-// Disk begins counting the block device under file.
-func (s *Sample) Disk(file string) {
+// diskTick is how often a disk group reads its device's stat while the
+// point runs, to find when the device read.
+const diskTick = 100 * time.Millisecond
+
+// Disk begins counting the block device under file, until the sample ends
+// or ctx is done.
+func (s *Sample) Disk(ctx context.Context, file string) {
 	b, err := BlockDeviceFor(s.sysfs, file)
 	if err != nil {
 		s.unread["disk"] = err.Error()
 		return
 	}
-	s.begin(diskGroup{dev: b, begun: time.Now()})
+	g := &diskGroup{dev: b, stop: make(chan struct{}), begun: time.Now()}
+	s.begin(g)
+	if _, ok := s.before[g.name()]; ok {
+		go g.watch(ctx)
+	}
 }
 
-// diskGroup is the block device's /sys/block/DEV/stat, read from begun.
+// diskGroup is the block device's /sys/block/DEV/stat. Besides the
+// window's delta, it reads the stat every diskTick to find the span in
+// which the device read: from the tick before its first read to the tick
+// after its last. Its busy share is over that span, not the window: the
+// seconds of a point before its first read (the client starting, on a
+// loaded host) and after its last (the client's end, the teardown) are
+// no part of what the disk was asked, and counted idle they made a disk
+// that read flat out for 42 s look 86 % busy.
 type diskGroup struct {
-	dev   BlockDevice
+	dev  BlockDevice
+	stop chan struct{}
+	once sync.Once
+
 	begun time.Time
+
+	mu          sync.Mutex
+	first, last time.Time // the reading span; zero before a read is seen
 }
 
-func (g diskGroup) name() string            { return "disk" }
-func (g diskGroup) read() (Snapshot, error) { return g.dev.Stat() }
+func (g *diskGroup) name() string            { return "disk" }
+func (g *diskGroup) read() (Snapshot, error) { return g.dev.Stat() }
 
-func (g diskGroup) fill(c *results.Counters, d Delta) {
+// watch reads the stat every diskTick, and notes the span in
+// which read_sectors moved.
+func (g *diskGroup) watch(ctx context.Context) {
+	tick := time.NewTicker(diskTick)
+	defer tick.Stop()
+	var prev uint64
+	seen, prevAt := false, g.begun
+	for {
+		if snap, err := g.dev.Stat(); err == nil {
+			now := time.Now()
+			if seen && snap["read_sectors"] != prev {
+				g.mu.Lock()
+				if g.first.IsZero() {
+					g.first = prevAt
+				}
+				g.last = now
+				g.mu.Unlock()
+			}
+			prev, prevAt, seen = snap["read_sectors"], now, true
+		}
+		select {
+		case <-tick.C:
+		case <-g.stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// span is the time the busy share is over: the reading span, stretched
+// to now when the device was reading at the last tick; the whole window
+// when no read was seen.
+func (g *diskGroup) span(now time.Time, d Delta) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.first.IsZero() || d["read_sectors"] == 0 {
+		return now.Sub(g.begun)
+	}
+	if now.Sub(g.last) < 2*diskTick {
+		return now.Sub(g.first) // still reading at the end
+	}
+	return g.last.Sub(g.first)
+}
+
+func (g *diskGroup) fill(c *results.Counters, d Delta) {
+	g.once.Do(func() { close(g.stop) })
 	c.DiskDevice = g.dev.String()
 	c.DiskReadBytes = ptr(ReadBytes(d))
-	c.DiskBusyPct, c.DiskAvgQueue = Busy(d, time.Since(g.begun))
+	c.DiskBusyPct, c.DiskAvgQueue = Busy(d, g.span(time.Now(), d))
 }
 
 // Busy is a device's busy share of wall, in % (io_ticks, the ms it had

@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func TestSampleEvent(t *testing.T) {
 	s := NewSample(root)
 	s.Port("rxe0", 1)
 	s.Netdev(nd, "")
-	s.Disk(filepath.Join(root, "no-such-file"))
+	s.Disk(context.Background(), filepath.Join(root, "no-such-file"))
 	write := func(name, body string) {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
