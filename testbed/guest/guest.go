@@ -181,7 +181,8 @@ func Boot(ctx context.Context, o Options) (*Guest, error) {
 		return fail(err)
 	}
 	start := time.Now()
-	if err := g.startQemu(qemu, qemuArgs(mach, o, im, initrd, g.SSHPort), o); err != nil {
+	args := append(qemuArgs(mach, o, im, initrd, g.SSHPort), "-qmp", "unix:"+g.qmpPath()+",server=on,wait=off")
+	if err := g.startQemu(qemu, args, o); err != nil {
 		return fail(err)
 	}
 	if err := g.awaitReady(ctx); err != nil {
