@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"rdmasweep/results"
 	"rdmasweep/testbed/guest"
+	"rdmasweep/testbed/testenv"
 )
 
 // TestBenchSSDWire is docs/ssd.md's figures: across the two guests on the
@@ -59,5 +61,25 @@ sweep:
 			t.Fatalf("runner %v: %v\n%s", args, err, stderr)
 		}
 		t.Logf("runner %s:\n%s%s", args[0], stdout, stderr)
+	}
+}
+
+// TestBenchBoundByLink is the link's side of bound_by on the wire, which
+// TestGuestWire/BoundByLink leaves to an idle machine: with the server's
+// wire NIC at 100 Mb/s by its speed and by netem's rate, a warm tcp
+// point is named bound by the link, its bandwidth 0.9 to 1.05 × the line
+// rate (TCP's payload in a full frame is 0.956 of it). It prints the
+// load beside the figures; above half the CPUs, its verdict says little.
+//
+//	go test -tags bench -run TestBenchBoundByLink -v ./node/transport/rdma/vmtest
+func TestBenchBoundByLink(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	lab := startWireLab(t, ctx, guest.Bookworm)
+	r := lab.linkBoundRow(t)
+	bw := deref(r.BandwidthMBs) / deref(r.LineRateMBs)
+	t.Logf("BENCH bound_by %s (%s): %.1f MB/s = %.2f × line rate %s MB/s; %s", r.BoundBy, r.BoundByDetail, deref(r.BandwidthMBs), bw, fmtPtr(r.LineRateMBs), testenv.Load())
+	if r.BoundBy != results.BoundLink || bw < 0.9 || bw > 1.05 {
+		t.Errorf("bound_by %q, bandwidth %.2f × line rate; want link, 0.9 to 1.05", r.BoundBy, bw)
 	}
 }
