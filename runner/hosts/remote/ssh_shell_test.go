@@ -149,6 +149,12 @@ func TestSSHKeptShellTakenOver(t *testing.T) {
 		cfg := config(t, n, h)
 		cfg.User = user
 		s := dial(t, cfg)
+		// What hangs (a token the shell swallowed, a kill that missed)
+		// fails, and the connection's end unblocks the rest.
+		watchdog := time.AfterFunc(time.Minute, func() {
+			t.Errorf("%s: no end within a minute: a read or Wait hung", user)
+			s.Close()
+		})
 		prog := testhosts.DeployDir + "/taken-" + user + "/agent"
 		if _, err := s.Upload(ctx, src, prog); err != nil {
 			t.Fatalf("%s: upload: %v", user, err)
@@ -188,6 +194,7 @@ func TestSSHKeptShellTakenOver(t *testing.T) {
 			t.Errorf("%s: %d sessions after a Run beside the taken shell, want 1 (a new shell)", user, got)
 		}
 		if len(f) < 3 {
+			watchdog.Stop()
 			continue
 		}
 		if user == "root" {
@@ -199,6 +206,7 @@ func TestSSHKeptShellTakenOver(t *testing.T) {
 			if err := p.Wait(); !isSignal(err, "KILL") {
 				t.Errorf("root: killed: Wait = %v, want killed by KILL", err)
 			}
+			watchdog.Stop()
 			childGone(t, s, f[2])
 			continue
 		}
@@ -221,6 +229,7 @@ func TestSSHKeptShellTakenOver(t *testing.T) {
 		if err := p.Wait(); !errors.As(err, &ee) || ee.Status != 8 {
 			t.Errorf("%s: after stdin's end: Wait = %v, want exit status 8", user, err)
 		}
+		watchdog.Stop()
 	}
 }
 
