@@ -606,11 +606,12 @@ func (p *pool) sessions(t *testing.T) map[string][2]int {
 }
 
 // fewSessions fails t for a host where the exec r opened more than two
-// sessions: its kept shell, which ran every command before the agent
-// (facts, the deploy check, the clock, the socket table), and its agent,
-// whatever the number of rounds. A host node was uploaded to also had
-// the upload's sftp session. Each session costs the login shell's
-// start-up, half a second on these hosts.
+// sessions in all, sftp's included: its kept shell, which ran every
+// command before the agent (facts, the deploy check, the clock, the
+// socket table) and then became the agent, whatever the number of
+// rounds, and on a host node was uploaded to, the upload's sftp session.
+// Each session costs the login shell's start-up, half a second on these
+// hosts.
 func (p *pool) fewSessions(t *testing.T, before map[string][2]int, r clitest.Result) {
 	t.Helper()
 	after := p.sessions(t)
@@ -618,12 +619,12 @@ func (p *pool) fewSessions(t *testing.T, before map[string][2]int, r clitest.Res
 		cmds, sftp := after[h][0]-before[h][0], after[h][1]-before[h][1]
 		deployed := strings.Contains(r.Stderr, fmt.Sprintf("(rsw@%s:22): deployed node", h))
 		switch {
-		case cmds > 2:
-			t.Errorf("%s: %d command sessions during the exec, want at most 2 (one shell, one agent)", h, cmds)
+		case cmds+sftp > 2:
+			t.Errorf("%s: %d command sessions and %d sftp during the exec (node deployed: %v), want at most 2 in all (one shell that becomes the agent, one upload)", h, cmds, sftp, deployed)
 		case deployed && sftp != 1, !deployed && sftp != 0:
 			t.Errorf("%s: %d sftp sessions during the exec (node deployed: %v)", h, sftp, deployed)
 		}
-		t.Logf("%s: %d command sessions, %d sftp", h, cmds, sftp)
+		t.Logf("%s: %d command sessions, %d sftp (node deployed: %v)", h, cmds, sftp, deployed)
 	}
 }
 

@@ -22,6 +22,19 @@ package remote
 // does not start (no working /bin/sh, a login shell that fails) runs each
 // command in a session of its own, as before, so its errors read as
 // they always did.
+//
+// A command that runs on for the rest of the connection, as a pool
+// exec's agent does, takes an idle shell over instead of opening a
+// session (StartInShell): the shell prints a marker and execs the
+// command, guarded as Start guards it, so the shell's session becomes
+// the command's. Its stdin, stdout and stderr are the session's from
+// there on, its pid is the shell's (the group leader: Signal kills the
+// group as for a session), and the session's end is its end. The shell
+// leaves the pool for good, so a Run after it opens another; a pool exec
+// runs nothing on a host after its agent starts (every command before it
+// is the facts, the deploy check, the clock and the socket table), so
+// the host's shell and its agent are one session, and an exec that
+// deploys node adds only the upload's sftp session.
 
 import (
 	"bytes"
@@ -47,6 +60,10 @@ const shellEndMarker = "\x1frdmasweep-end:"
 
 // shellReady is what a kept shell prints first, once /bin/sh runs.
 const shellReady = "\x1frdmasweep-ready\n"
+
+// shellExec is what a kept shell prints just before it execs the command
+// that takes it over (StartInShell).
+const shellExec = "\x1frdmasweep-exec\n"
 
 // shells are a connection's kept shells. The zero value is ready to use.
 type shells struct {
@@ -256,6 +273,78 @@ func (k *keptShell) run(ctx context.Context, s *SSH, argv []string) (out []byte,
 		}
 	}
 	return body, refusal(ee), true
+}
+
+// StartInShell starts argv as Start does, in one of the connection's idle
+// kept shells, which execs it: the session and the pid are the shell's,
+// and the shell is no longer the connection's. A connection with no idle
+// shell (all busy, none started yet, or none that works on the host)
+// starts argv in a session of its own, as Start. It suits a command that
+// is started after the connection's Runs and lives as long as the
+// connection (a pool's agent): a Run after it opens another shell, and
+// so another session.
+func (s *SSH) StartInShell(ctx context.Context, argv []string) (Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k := s.shells.take()
+	if k == nil {
+		return s.Start(ctx, argv)
+	}
+	p, err := k.exec(ctx, s, s.deployed.Guard(argv))
+	switch {
+	case err == nil:
+		return p, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case s.lost.Load():
+		return nil, s.lostErr()
+	}
+	// The shell died idle: a session of its own, as a Run's fallback.
+	return s.Start(ctx, argv)
+}
+
+// exec hands the shell over to argv, guarded already: the shell prints
+// shellExec and execs argv, which keeps the shell's pid, stdin, stdout
+// and stderr. It returns once the marker is in, so that nothing written
+// on stdin after it (an agent's token) can be read by the shell, which
+// has read the whole line before it printed it. The marker is read a
+// byte at a time, so none of argv's own output is taken.
+func (k *keptShell) exec(ctx context.Context, s *SSH, argv []string) (Process, error) {
+	if _, err := io.WriteString(k.stdin, "printf '\\037rdmasweep-exec\\n'; "+ShellCommand(argv)+"\n"); err != nil {
+		k.sess.Close()
+		return nil, err
+	}
+	got := make(chan error, 1)
+	go func() { got <- readThrough(k.stdout, []byte(shellExec)) }()
+	var err error
+	select {
+	case err = <-got:
+	case <-ctx.Done():
+		k.kill(s)
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		k.sess.Close()
+		return nil, err
+	}
+	return &sshProcess{s: s, sess: k.sess, pid: k.pid, stdin: k.stdin, stdout: k.stdout, stderr: k.stderr}, nil
+}
+
+// readThrough reads r a byte at a time until what it has read ends with
+// mark, so nothing after mark is consumed.
+func readThrough(r io.Reader, mark []byte) error {
+	var seen []byte
+	one := make([]byte, 1)
+	for len(seen) < maxStartupNoise {
+		if _, err := io.ReadFull(r, one); err != nil {
+			return err
+		}
+		if seen = append(seen, one[0]); bytes.HasSuffix(seen, mark) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %q within %d bytes", mark, len(seen))
 }
 
 // kill ends the shell with its command: its process group, over a

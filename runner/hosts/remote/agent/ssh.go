@@ -26,8 +26,9 @@ const (
 )
 
 // SSH is an SSH host whose node commands, started through Prestart, run
-// in agents. An agent runs in a session of its own, whose stdin carries
-// its token and whose end ends it, so that no agent outlives the runner's
+// in agents. An agent runs in a session of its own (the connection's
+// kept shell, taken over: see Launch), whose stdin carries its token and
+// whose end ends it, so that no agent outlives the runner's
 // connection; it dials the runner back through a port the host's sshd
 // listens on, on its loopback (remote.SSH.ListenLoopback), which needs
 // no route from the host to the runner and works through jump hosts.
@@ -128,9 +129,17 @@ func (h *SSH) checkExposed(ctx context.Context) {
 		h.ln.Addr().(*net.TCPAddr).Port, wide))
 }
 
-// Launch starts the agent in a session and hands it its token on stdin.
+// Launch starts the agent and hands it its token on stdin. It takes over
+// the connection's idle kept shell (remote.SSH.StartInShell) rather than
+// opening a session: each session runs the user's login shell, whose
+// ~/.bashrc may take half a second, and nothing runs on the host after
+// its agent starts but through the agent (its facts, deploy check, clock
+// and socket table come before). So a host costs one session in a pool
+// exec, plus the upload's sftp where node is deployed. The session is
+// the agent's all the same: its stdin carries the token, and its end,
+// with the runner's connection, ends the agent.
 func (l sshLauncher) Launch(ctx context.Context, path, addr, token string) (remote.Process, error) {
-	p, err := l.h.SSH.Start(ctx, []string{path, "attach", "--runner", addr, "--loop", "--token-stdin", "--in-process", l.h.inProcess})
+	p, err := l.h.SSH.StartInShell(ctx, []string{path, "attach", "--runner", addr, "--loop", "--token-stdin", "--in-process", l.h.inProcess})
 	if err != nil {
 		return nil, err
 	}
