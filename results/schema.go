@@ -320,7 +320,7 @@ var schema = []Field{
 	{Column: "populate_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ populate_s"},
 	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the span in which it read (from the 100 ms tick before its first read to the one after its last)"},
 	{Column: "disk_avg_queue", Doc: "the same device's `time_in_queue` over that span: the I/Os it held on average"},
-	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client` or `unknown`: the resource at 90 % or more of its capacity ([telemetry.md](telemetry.md#what-bound-a-row))"},
+	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client`, several joined by `+` (`disk+link`), or `unknown`: the resource at 90 % or more of its capacity, with any other there within 0.05 of it ([telemetry.md](telemetry.md#what-bound-a-row))"},
 	{Column: "bound_by_detail", Doc: "each resource's share of its capacity, highest first"},
 	{Column: "pipeline", Doc: "rdma: the server populated and registered the file region by region while the client read", Param: &Param{
 		Name: "pipeline", Section: "server", Kind: KindBool, Default: "false",
