@@ -603,8 +603,8 @@ func (s *suite) onePassTimes(t *testing.T) {
 			t.Errorf("%s: first %v, last %v; want both timed: %v", c.name, m.FirstReadS, m.LastReadS, c.want)
 			continue
 		}
-		if c.want && !(*m.FirstReadS > 0 && *m.FirstReadS <= *m.LastReadS && *m.LastReadS >= m.Seconds) {
-			t.Errorf("%s: first read %.6f s, last %.6f s after the handshake, the phase %.6f s; want 0 < first ≤ last, last ≥ the phase", c.name, *m.FirstReadS, *m.LastReadS, m.Seconds)
+		if c.want && !(*m.FirstReadS > 0 && *m.FirstReadS <= *m.LastReadS) {
+			t.Errorf("%s: first read %.6f s, last %.6f s after the handshake; want 0 < first ≤ last", c.name, *m.FirstReadS, *m.LastReadS)
 		}
 	}
 }
