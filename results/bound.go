@@ -11,6 +11,10 @@ import (
 // named what bound a row (docs/telemetry.md#what-bound-a-row).
 const BoundShare = 0.9
 
+// BoundTie is how close to the top share another resource's must be to be
+// named with it: 0.05, within what one run's shares move between repeats.
+const BoundTie = 0.05
+
 // The resources bound_by names.
 const (
 	BoundDisk      = "disk"
@@ -51,7 +55,9 @@ func (r Row) shares() []share {
 }
 
 // SetBoundBy names the resource that bound an ok row: the one at the
-// highest share of its capacity, when that is BoundShare or more; else
+// highest share of its capacity, when that is BoundShare or more, joined
+// by every other at BoundShare or more within BoundTie of it
+// ("disk+link": a pipeline that keeps both busy is bound by both); else
 // unknown. The detail lists every share, highest first, so an unknown
 // row names the nearest. A failed row, or one without figures, gets
 // neither.
@@ -68,7 +74,13 @@ func (r *Row) SetBoundBy() {
 	}
 	r.BoundByDetail = strings.Join(parts, ", ")
 	if sh[0].share >= BoundShare {
-		r.BoundBy = sh[0].name
+		names := []string{sh[0].name}
+		for _, o := range sh[1:] {
+			if o.share >= BoundShare && sh[0].share-o.share <= BoundTie {
+				names = append(names, o.name)
+			}
+		}
+		r.BoundBy = strings.Join(names, "+")
 		return
 	}
 	r.BoundBy = BoundUnknown

@@ -3,8 +3,9 @@ package results
 import "testing"
 
 // The resource at the highest share of its capacity bounds a row when
-// that share is 0.9 or more (0.9 itself included); below that the row is
-// unknown and its detail names the nearest first. An rdma client's CPU
+// that share is 0.9 or more (0.9 itself included), named with every other
+// at 0.9 or more within 0.05 of it; below that the row is unknown and its
+// detail names the nearest first. An rdma client's CPU
 // (it busy-polls) is never a bound; a tcp client's is.
 func TestSetBoundBy(t *testing.T) {
 	f := func(x float64) *float64 { return &x }
@@ -25,6 +26,10 @@ func TestSetBoundBy(t *testing.T) {
 		{"under it", row(TransportTCP, f(1124), f(1250), f(20), nil, nil), BoundUnknown, "nearest: link 0.90, disk 0.20"},
 		{"nothing near", row(TransportRDMA, f(30), f(1250), f(5), f(0.2), f(1)), BoundUnknown, "nearest: cpu_server 0.20, disk 0.05, link 0.02"},
 		{"no figures", row(TransportTCP, f(30), nil, nil, nil, nil), "", ""},
+		{"disk and link together", row(TransportRDMA, f(118), f(125), f(97), f(0.1), f(1)), BoundDisk + "+" + BoundLink, "disk 0.97, link 0.94, cpu_server 0.10"},
+		{"link just past the tie", row(TransportRDMA, f(114), f(125), f(97), f(0.1), f(1)), BoundDisk, "disk 0.97, link 0.91, cpu_server 0.10"},
+		{"three at once", row(TransportTCP, f(1200), f(1250), f(99), f(0.95), f(0.2)), BoundDisk + "+" + BoundLink + "+" + BoundCPUServer, "disk 0.99, link 0.96, cpu_server 0.95, cpu_client 0.20"},
+		{"close, but one under the bound", row(TransportTCP, f(1100), f(1250), f(92), nil, nil), BoundDisk, "disk 0.92, link 0.88"},
 	} {
 		r := c.r
 		r.SetBoundBy()

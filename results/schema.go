@@ -320,14 +320,14 @@ var schema = []Field{
 	{Column: "populate_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ populate_s"},
 	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the span in which it read (from the 100 ms tick before its first read to the one after its last)"},
 	{Column: "disk_avg_queue", Doc: "the same device's `time_in_queue` over that span: the I/Os it held on average"},
-	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client` or `unknown`: the resource at 90 % or more of its capacity ([telemetry.md](telemetry.md#what-bound-a-row))"},
+	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client`, several joined by `+` (`disk+link`), or `unknown`: the resource at 90 % or more of its capacity, with any other there within 0.05 of it ([telemetry.md](telemetry.md#what-bound-a-row))"},
 	{Column: "bound_by_detail", Doc: "each resource's share of its capacity, highest first"},
 	{Column: "pipeline", Doc: "rdma: the server populated and registered the file region by region while the client read", Param: &Param{
 		Name: "pipeline", Section: "server", Kind: KindBool, Default: "false",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "pipeline", Role: "serve", Since: 7,
 		Doc: "populate and register the file one `mr_size` region at a time after the client connects, announcing each as it is ready; the client reads each as soon as it is announced ([rdma.md](rdma.md#pipeline))"}},
-	{Column: "first_read_ms", Unit: "ms", Doc: "rdma, a point that reads the file once without warmup: from the start of the server's preparation to the first READ's completion, the wait for the client left out"},
-	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last READ's completion"},
+	{Column: "first_read_ms", Unit: "ms", Doc: "rdma and tcp, a point that reads the file once from its start without warmup: from the start of the server's preparation to the first read's completion, the wait for the client left out"},
+	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last read's completion"},
 	// Version 8: the SSD measured honestly (issue 40, docs/ssd.md).
 	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or the bytes read when fewer); below 0.95, or cached_fraction above 0.02, the row is not proven cold and its verdict is `cold` ([verdicts.md](verdicts.md#cold))"},
 	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file, measured once per run and host before the first cold point ([ssd.md](ssd.md#the-disks-ceiling)); empty for now: exec does not measure it yet"},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -351,4 +352,106 @@ func deref(p *float64) float64 {
 		return 0
 	}
 	return *p
+}
+
+// A "cold" point whose file another process keeps mapped and locked is
+// not cold: the page cache cannot drop those pages, so the point reads
+// them from memory. Through runner exec, on this machine's disk, with
+// local tcp roles: while the test holds the file mlocked, the cold row's
+// verdict is cold, its detail and the exec's warning say why, and
+// `runner summary` counts it under COLD; once the lock is gone, the same
+// point reads the file from the disk (cold_read_fraction ≥ 0.95) and is
+// proven cold.
+func TestColdProvenThroughExec(t *testing.T) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/var/tmp", &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
+		testenv.Skip(t, "/var/tmp is not on a disk here")
+	}
+	dataDir, err := os.MkdirTemp("/var/tmp", "rdmasweep-cold-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	const size = 32 << 20
+	dir := t.TempDir()
+	file := filepath.Join(dataDir, "f.dat")
+	plan := filepath.Join(dir, "cold.yaml")
+	text := fmt.Sprintf(`name: cold
+hosts:
+  server: {address: local}
+  client: {address: local}
+node: {binary: %s}
+transport: tcp
+server: {file: %s, file_size: 32MiB, create: true, cache: cold}
+client: {block_size: 1MiB, queue_depth: 8, verify: true}
+output: {csv: out/cold.csv, logs: out/logs}
+`, filepath.Join(binDir, "node"), file)
+	if err := os.WriteFile(plan, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The first exec makes the file; the second runs with it locked.
+	if r := runnerEnv(t, dir, nil, "exec", plan); r.Code != 0 {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
+	}
+	unlock := lockFile(t, file, size)
+	locked := runnerEnv(t, dir, nil, "exec", "--rerun", plan)
+	unlock()
+	if locked.Code != 0 {
+		t.Fatalf("exec with the file locked: exit %d\n%s", locked.Code, locked.Stderr)
+	}
+	free := runnerEnv(t, dir, nil, "exec", "--rerun", plan)
+	if free.Code != 0 {
+		t.Fatalf("exec after the lock: exit %d\n%s", free.Code, free.Stderr)
+	}
+	rows := clitest.ReadRows(t, filepath.Join(dir, "out/cold.csv"))
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	for i, r := range rows[1:] {
+		t.Logf("%s: cold_read_fraction %s, cached_fraction %s, disk_read_bytes %s, verdict %s (%s)", []string{"locked", "free"}[i], fmtF(r.ColdReadFraction), fmtF(r.CachedFraction), cellOf(r.DiskReadBytes), r.Verdict, r.VerdictDetail)
+	}
+	lk, fr := rows[1], rows[2]
+	if lk.Verdict != results.VerdictCold || !strings.Contains(lk.VerdictDetail, "not proven cold") {
+		t.Errorf("the point run with its file locked in memory: verdict %q (%s); want cold, not proven cold", lk.Verdict, lk.VerdictDetail)
+	}
+	if !strings.Contains(locked.Stderr, "not proven cold") {
+		t.Errorf("the exec with the file locked warned nothing of it:\n%s", locked.Stderr)
+	}
+	if fr.ColdReadFraction == nil || *fr.ColdReadFraction < results.ColdReadMin || fr.Verdict == results.VerdictCold {
+		t.Errorf("the point run after the lock: cold_read_fraction %s, verdict %q (%s); want ≥ %g, proven cold", fmtF(fr.ColdReadFraction), fr.Verdict, fr.VerdictDetail, results.ColdReadMin)
+	}
+	if strings.Contains(free.Stderr, "not proven cold") {
+		t.Errorf("the exec after the lock warned:\n%s", free.Stderr)
+	}
+	sum := runnerEnv(t, dir, nil, "summary", filepath.Join(dir, "out/cold.csv"))
+	if sum.Code != 0 || !strings.Contains(sum.Stdout, "COLD") {
+		t.Errorf("runner summary: exit %d, no COLD column:\n%s%s", sum.Code, sum.Stdout, sum.Stderr)
+	}
+}
+
+// lockFile maps path's first size bytes and locks them in memory, as a
+// process that keeps the file mapped would, until the returned func.
+func lockFile(t *testing.T, path string, size int) (unlock func()) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mlock(b); err != nil {
+		unix.Munmap(b)
+		testenv.Skip(t, fmt.Sprintf("cannot lock the file in memory: %v (RLIMIT_MEMLOCK; run as root)", err))
+	}
+	return func() { unix.Munmap(b) }
+}
+
+func fmtF(v *float64) string {
+	if v == nil {
+		return "empty"
+	}
+	return strconv.FormatFloat(*v, 'f', 3, 64)
 }

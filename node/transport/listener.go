@@ -10,7 +10,11 @@ package transport
 //     connection past that is closed at once and reported as refused, so
 //     one address cannot take every descriptor the process has;
 //   - a connection that passes its handshake goes to the Accept that has
-//     waited longest, whichever Accept was waiting when it connected.
+//     waited longest, whichever Accept was waiting when it connected;
+//     with none waiting at that moment (the server's next Serve not yet
+//     begun: on a loaded host, its goroutine not yet run) it waits for
+//     the next Accept, at most MaxReady of them, rather than being
+//     closed on a client that has proved the secret.
 
 import (
 	"context"
@@ -27,6 +31,10 @@ import (
 // awaits may all come from one host, and a few strays (a port scan, a
 // client retrying) besides them.
 const PeerHandshakes = 8
+
+// MaxReady is how many connections that passed their handshake may wait
+// for an Accept; one past that is closed.
+const MaxReady = 64
 
 // ErrBusy is the refusal of a connection whose address already has as
 // many handshakes in flight as it may.
@@ -66,6 +74,7 @@ type Listener[S any] struct {
 	conns     map[*net.TCPConn]bool // the connections being handshaken or served
 	inflight  map[string]int        // handshakes in flight per peer address
 	waiters   []*waiter[S]          // the Accepts waiting, oldest first
+	ready     []admitted[S]         // admitted with no Accept waiting, oldest first
 	accepting bool                  // the accept loop runs
 	closed    bool
 	// running counts the Accepts not yet released, the accept loop and
@@ -112,6 +121,12 @@ func (l *Listener[S]) Accept(ctx context.Context, timeout time.Duration) (c *net
 		return nil, s, nil, fmt.Errorf("accept: %w", net.ErrClosed)
 	}
 	l.running.Add(1)
+	if len(l.ready) > 0 {
+		a := l.ready[0]
+		l.ready = l.ready[1:]
+		l.mu.Unlock()
+		return l.own(ctx, a)
+	}
 	l.waiters = append(l.waiters, w)
 	if !l.accepting {
 		l.accepting = true
@@ -284,14 +299,20 @@ func (l *Listener[S]) handshake(c *net.TCPConn, ip string) {
 }
 
 // pass hands a to the Accept that has waited longest, or, with none
-// waiting or the Listener closed, closes it and discards its session.
+// waiting, keeps it for the next (up to MaxReady); once the Listener is
+// closed, or past MaxReady, it closes it and discards its session.
 func (l *Listener[S]) pass(a admitted[S]) {
 	l.mu.Lock()
-	if !l.closed && len(l.waiters) > 0 {
+	switch {
+	case !l.closed && len(l.waiters) > 0:
 		w := l.waiters[0]
 		l.waiters = l.waiters[1:]
 		w.got <- a
 		l.stopIfIdle()
+		l.mu.Unlock()
+		return
+	case !l.closed && len(l.ready) < MaxReady:
+		l.ready = append(l.ready, a)
 		l.mu.Unlock()
 		return
 	}
@@ -334,7 +355,15 @@ func (l *Listener[S]) Close() error {
 		c.Close()
 	}
 	err := l.ln.Close()
+	ready := l.ready
+	l.ready = nil
 	l.mu.Unlock()
+	for _, a := range ready {
+		l.forget(a.c)
+		if l.adm.Discard != nil {
+			l.adm.Discard(a.s)
+		}
+	}
 	l.running.Wait()
 	return err
 }

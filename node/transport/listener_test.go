@@ -220,3 +220,50 @@ func TestPeerHandshakeCap(t *testing.T) {
 	default:
 	}
 }
+
+// TestAdmittedWaitsForTheNextAccept: a client whose handshake passes
+// while no Accept waits (the server's next Serve not begun yet, as on a
+// loaded host) is kept for the next Accept, not closed on.
+func TestAdmittedWaitsForTheNextAccept(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client says when its handshake ends: "hello", then "!".
+	gated := func(_ context.Context, c *net.TCPConn) (string, error) {
+		b := make([]byte, 6)
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "hello!" {
+			return "", fmt.Errorf("bad hello %q: %v", b, err)
+		}
+		return c.RemoteAddr().String(), nil
+	}
+	l := transport.NewListener(ln, transport.Admission[string]{Handshake: gated, Timeout: time.Minute})
+	t.Cleanup(func() { l.Close() })
+	type accepted struct {
+		from    string
+		release func()
+		err     error
+	}
+	first := make(chan accepted, 1)
+	go func() {
+		_, from, release, err := l.Accept(context.Background(), 30*time.Second)
+		first <- accepted{from, release, err}
+	}()
+	a, b := dial(t, l, "hello"), dial(t, l, "hello")
+	io.WriteString(a, "!")
+	got := <-first
+	if got.err != nil || got.from != a.LocalAddr().String() {
+		t.Fatalf("first Accept: %q, %v; want %s", got.from, got.err, a.LocalAddr())
+	}
+	got.release()
+	io.WriteString(b, "!") // admitted with no Accept waiting
+	b.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := b.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the client admitted with no Accept waiting: read %d, %v; want it kept open (a timeout)", n, err)
+	}
+	_, from, release, err := l.Accept(context.Background(), 5*time.Second)
+	if err != nil || from != b.LocalAddr().String() {
+		t.Fatalf("second Accept: %q, %v; want the client admitted before it, %s", from, err, b.LocalAddr())
+	}
+	release()
+}

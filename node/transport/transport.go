@@ -241,7 +241,7 @@ type Measurement struct {
 	// FirstReadS and LastReadS are from the end of the connection's
 	// handshake to the first and the last read's completion, for a
 	// closed loop that read the region once from its start without
-	// warmup (rdma); nil otherwise.
+	// warmup (rdma and tcp); nil otherwise.
 	FirstReadS, LastReadS *float64
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 )
 
 // File is one file put into the guest for a boot.
@@ -58,7 +59,9 @@ type Options struct {
 	Wire *Wire
 	// NVMe, when set, is a raw disk image (e.g. from NewExt4Image)
 	// attached as qemu's emulated NVMe drive: nvme0n1 in the guest, once
-	// the nvme module is loaded.
+	// the nvme module is loaded. It is opened with O_DIRECT on the host
+	// (cache=none) where its file system takes that, so the host's page
+	// cache does not serve the guest's cold reads.
 	NVMe string
 	// NVMeReadBPS, when above 0, throttles the NVMe drive's reads to that
 	// many bytes a second (qemu's throttling.bps-read); writes are not.
@@ -285,6 +288,11 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 	}
 	if o.NVMe != "" {
 		drive := "file=" + o.NVMe + ",if=none,id=nv0,format=raw"
+		if directIO(o.NVMe) {
+			// The guest's reads reach the host's storage, not the host's
+			// page cache, so a cold read in the guest is a disk's read.
+			drive += ",cache=none,aio=native"
+		}
 		if o.NVMeReadBPS > 0 {
 			drive += fmt.Sprintf(",throttling.bps-read=%d", o.NVMeReadBPS)
 		}
@@ -570,4 +578,15 @@ func (c *cpioWriter) entry(name string, mode uint32, data []byte) error {
 	c.n += int64(len(data))
 	c.pad()
 	return nil
+}
+
+// directIO reports whether path's file system opens it with O_DIRECT
+// (tmpfs before Linux 6.6 does not), as qemu's cache=none needs.
+func directIO(path string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }

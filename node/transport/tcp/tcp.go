@@ -586,6 +586,7 @@ func (t *Transport) Dial(ctx context.Context, cfg transport.ClientConfig) (trans
 		c.Close()
 		return nil, fmt.Errorf("tcp handshake with %s: %w", cfg.Addr, err)
 	}
+	cl.handshakeEnd = time.Now()
 	return cl, nil
 }
 
@@ -594,6 +595,9 @@ type client struct {
 	cfg    transport.ClientConfig
 	region transport.RegionInfo
 	seq    int64 // reads issued so far, across phases: picks the next block
+	// handshakeEnd is when the handshake ended: first_read_ms and
+	// end_to_end_mb_s count from it, as rdma's do.
+	handshakeEnd time.Time
 }
 
 func (c *client) handshake(ctx context.Context, timeout time.Duration) error {
@@ -703,6 +707,10 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		total = c.region.Size
 	}
 	reads := (total + int64(w.BlockSize) - 1) / int64(w.BlockSize)
+	blocks := c.region.Size / int64(w.BlockSize)
+	// One pass of the region from its start: no reads before (a warmup's
+	// move seq) and exactly its blocks.
+	onePass := dur == 0 && c.seq == 0 && reads == blocks
 	h := new(results.Histogram)
 	cpu := transport.StartCPU()
 	tcp := tcpPhase(c.conn)
@@ -712,7 +720,12 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if err != nil {
 		return m, ctxErr(ctx, err)
 	}
+	var first, last *float64
+	if onePass {
+		first, last = c.sinceHandshake(res.start, res.first), c.sinceHandshake(res.start, time.Duration(res.seconds*float64(time.Second)))
+	}
 	return transport.Measurement{
+		FirstReadS: first, LastReadS: last,
 		Bytes:     res.reads * int64(w.BlockSize),
 		Reads:     res.reads,
 		Seconds:   res.seconds,
@@ -803,8 +816,9 @@ type phase struct {
 type phaseResult struct {
 	reads     int64
 	seconds   float64
-	start     time.Time // wall clock at the first read issued
-	intervals []int64   // reads completed per Workload.Interval, when asked
+	start     time.Time     // wall clock at the first read issued
+	first     time.Duration // the first read's completion, since start
+	intervals []int64       // reads completed per Workload.Interval, when asked
 }
 
 // run issues reads (or, when dur > 0, reads until dur has passed) with up
@@ -830,7 +844,7 @@ func (p *phase) run(reads int64, dur time.Duration, h *results.Histogram) (phase
 	start := time.Now()
 	end := start.Add(dur)
 	var sent, done int64 // reads sent and completed in this phase
-	var last time.Duration
+	var first, last time.Duration
 	more := func() bool { // may another read be sent?
 		if dur > 0 {
 			return time.Now().Before(end)
@@ -867,6 +881,9 @@ func (p *phase) run(reads int64, dur time.Duration, h *results.Histogram) (phase
 			return phaseResult{}, err
 		}
 		last = time.Since(start)
+		if done == 0 {
+			first = last
+		}
 		if h != nil {
 			h.Record(uint64(last - issued[seq%int64(qd)]))
 			if iv := p.w.Interval; iv > 0 {
@@ -884,7 +901,7 @@ func (p *phase) run(reads int64, dur time.Duration, h *results.Histogram) (phase
 			}
 		}
 	}
-	return phaseResult{reads: done, seconds: last.Seconds(), start: start, intervals: intervals}, nil
+	return phaseResult{reads: done, seconds: last.Seconds(), start: start, first: first, intervals: intervals}, nil
 }
 
 // readBufSize is the client's read buffer for replies of bs bytes. Small
@@ -977,4 +994,11 @@ func (l *lowat) set(n int) {
 			l.cur = n
 		}
 	})
+}
+
+// sinceHandshake is the seconds from the handshake's end to d after a
+// phase's start.
+func (c *client) sinceHandshake(start time.Time, d time.Duration) *float64 {
+	s := start.Add(d).Sub(c.handshakeEnd).Seconds()
+	return &s
 }

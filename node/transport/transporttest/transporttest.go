@@ -60,6 +60,7 @@ func Run(t *testing.T, tr transport.Transport, opts ...Option) {
 	t.Run("CloseWhileServing", s.closeWhileServing)
 	t.Run("ManyClients", s.manyClients)
 	t.Run("OpenLoop", s.openLoop)
+	t.Run("OnePassTimes", s.onePassTimes)
 }
 
 type suite struct {
@@ -360,6 +361,11 @@ func (s *suite) secret(t *testing.T) {
 	if _, err := srv.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
+	// A refused client learns of it from the handshake's last message,
+	// and may be gone before the server's handshake has reported it;
+	// Close waits for every handshake, so by then both are reported, as
+	// they are before node serve exits.
+	srv.srv.Close()
 	if w := srv.warnings(); len(w) < 2 {
 		t.Errorf("refused handshakes reported %d warnings, want 2: %q", len(w), w)
 	}
@@ -569,5 +575,41 @@ func (s *suite) openLoop(t *testing.T) {
 	m, err = cl.Read(ctx, transport.Workload{BlockSize: block, QueueDepth: 4, Pattern: "sequential", Total: 8 * block})
 	if err != nil || m.OpenLoop != nil {
 		t.Errorf("closed-loop read after an open one: %v, open loop %+v; want none", err, m.OpenLoop)
+	}
+}
+
+// onePassTimes: a read of the whole region once from its start, with no
+// warmup, times its first and its last read from the handshake's end
+// (first_read_ms and end_to_end_mb_s), first before last; two passes, or
+// a warmup before, time neither.
+func (s *suite) onePassTimes(t *testing.T) {
+	ctx := testCtx(t)
+	f := file(t, 64*block)
+	for _, c := range []struct {
+		name string
+		w    transport.Workload
+		want bool
+	}{
+		{"one pass", transport.Workload{BlockSize: block, QueueDepth: 8, Pattern: "sequential", Verify: true}, true},
+		{"two passes", transport.Workload{BlockSize: block, QueueDepth: 8, Pattern: "sequential", Total: 2 * f.Size}, false},
+		{"after a warmup", transport.Workload{BlockSize: block, QueueDepth: 8, Pattern: "sequential", Warmup: 50 * time.Millisecond}, false},
+	} {
+		srv := s.serve(t, ctx, regionOf(f), secretA, 10*time.Second)
+		cl, err := s.dial(ctx, srv.addr, secretA, block, 8)
+		if err != nil {
+			t.Fatalf("%s: dial: %v", c.name, err)
+		}
+		m, err := cl.Read(ctx, c.w)
+		cl.Close()
+		if err != nil {
+			t.Fatalf("%s: read: %v", c.name, err)
+		}
+		if got := m.FirstReadS != nil && m.LastReadS != nil; got != c.want {
+			t.Errorf("%s: first %v, last %v; want both timed: %v", c.name, m.FirstReadS, m.LastReadS, c.want)
+			continue
+		}
+		if c.want && !(*m.FirstReadS > 0 && *m.FirstReadS <= *m.LastReadS) {
+			t.Errorf("%s: first read %.6f s, last %.6f s after the handshake; want 0 < first ≤ last", c.name, *m.FirstReadS, *m.LastReadS)
+		}
 	}
 }

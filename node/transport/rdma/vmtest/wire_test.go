@@ -648,8 +648,8 @@ func (e *wireEnd) diskStat(t *testing.T) (readBytes, majorFaults int64) {
 
 // nvme is issue 22's disk check in the guest: the server's file on the
 // NVMe drive's ext4, a cold pinned point over rdma reads it from the
-// drive (its pages pinned by faulting them in), and a warm one after it
-// reads almost nothing.
+// drive (its pages pinned by faulting them in), proven cold by its row's
+// cold_read_fraction, and a warm one after it reads almost nothing.
 func (l *wireLab) nvme(t *testing.T) {
 	plan := l.plan(t, "wire-nvme", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, registration: pinned}
 client: {block_size: 64KiB, total: 4MiB, queue_depth: 8, verify: true}
@@ -686,6 +686,10 @@ sweep:
 		}
 		if cache == "cold" && (*r.DiskReadBytes < wireNVMeSize*9/10 || *r.ServerMajorFaults <= 0) {
 			t.Errorf("cold: disk_read_bytes %d, server_major_faults %d; want ≥ 0.9 × %d and > 0", *r.DiskReadBytes, *r.ServerMajorFaults, wireNVMeSize)
+		}
+		// A truly cold point is proven cold (issue 40).
+		if cache == "cold" && (r.ColdReadFraction == nil || *r.ColdReadFraction < results.ColdReadMin || r.NotCold() != "") {
+			t.Errorf("cold: cold_read_fraction %s (%s); want ≥ %g, proven cold", fmtPtr(r.ColdReadFraction), r.NotCold(), results.ColdReadMin)
 		}
 		if cache == "warm" && *r.DiskReadBytes > wireNVMeSize/20 {
 			t.Errorf("warm: disk_read_bytes %d, want ≤ 0.05 × %d", *r.DiskReadBytes, wireNVMeSize)
