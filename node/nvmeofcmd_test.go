@@ -57,7 +57,7 @@ func TestAwaitDoneOnlyTheSecret(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ended := make(chan error, 1)
-	go func() { ended <- awaitDone(ctx, l, secret) }()
+	go func() { ended <- awaitDone(ctx, l, secret, time.Hour) }()
 	idle, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -87,5 +87,57 @@ func TestAwaitDoneOnlyTheSecret(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the client's done was not heard while a stranger's connection stayed open")
+	}
+}
+
+// TestAwaitDoneAfterTheLifetime: once node nvmet's lifetime has ended
+// (the runner's session gone), its target stays until the client says it
+// has deleted its controller, and no longer than the grace when the
+// client never does; either way it returns why the lifetime ended.
+func TestAwaitDoneAfterTheLifetime(t *testing.T) {
+	secret := []byte("the point's secret, 32 bytes.....")
+	listen := func() (net.Listener, int) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, l.Addr().(*net.TCPAddr).Port
+	}
+	bound, cancelBound := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelBound()
+
+	l, port := listen()
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- awaitDone(ctx, l, secret, time.Hour) }()
+	cancel()
+	select {
+	case err := <-ended:
+		t.Fatalf("returned (%v) when the lifetime ended, before the client said done", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := sayDone(bound, "127.0.0.1", port, secret); err != nil {
+		t.Fatalf("the client's done after the lifetime: %v", err)
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("after the lifetime and the client's done: %v; want the lifetime's end", err)
+		}
+	case <-bound.Done():
+		t.Fatal("the client's done after the lifetime was not heard")
+	}
+
+	l, _ = listen()
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	go func() { ended <- awaitDone(ctx, l, secret, 100*time.Millisecond) }()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("after the grace: %v; want the lifetime's end", err)
+		}
+	case <-bound.Done():
+		t.Fatal("no done and the grace spent, yet awaitDone still waits")
 	}
 }
