@@ -26,6 +26,20 @@ type Conn struct {
 	Key          string
 }
 
+// ReconnectDelay and CtrlLossTmo (seconds) are how the kernel treats a
+// controller whose target has gone: it tries again every ReconnectDelay,
+// and removes the controller itself after CtrlLossTmo, failing the reads
+// that wait on it. The kernel's defaults (10 s and 600 s) would keep a
+// controller, and a fio's reads, for ten minutes after its target went
+// with no one left to delete it (its node killed or stopped, or deleting
+// it first and its target gone before). A point whose link is down for
+// longer than CtrlLossTmo fails rather than stalls; a node that lives
+// deletes its controller itself, at once (Disconnect).
+const (
+	ReconnectDelay = 1
+	CtrlLossTmo    = 3
+)
+
 // secretAttrs are the controller's sysfs files that show its DH-HMAC-CHAP
 // secrets, world-readable as the kernel makes them.
 var secretAttrs = []string{"dhchap_secret", "dhchap_ctrl_secret"}
@@ -47,7 +61,8 @@ func (s Sys) Connect(ctx context.Context, c Conn) (*Made, error) {
 		return nil, fmt.Errorf("open %s: %w (load nvme-fabrics and nvme-%s)", s.Fabrics, err, c.Transport)
 	}
 	defer f.Close()
-	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s", c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN)
+	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s,reconnect_delay=%d,ctrl_loss_tmo=%d",
+		c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN, ReconnectDelay, CtrlLossTmo)
 	if c.HostID != "" {
 		opts += ",hostid=" + c.HostID
 	}

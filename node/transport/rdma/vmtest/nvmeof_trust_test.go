@@ -39,6 +39,7 @@ sweep:
 	slowGuests(t, plan)
 	t.Run("Check", func(t *testing.T) { lab.nvmeofCheckAuth(t, plan) })
 	t.Run("Point", func(t *testing.T) { lab.nvmeofTrust(t, plan) })
+	t.Run("TargetFirst", func(t *testing.T) { lab.targetFirst(t, plan) })
 	t.Logf("TestGuestWireAuth: %s from the start of the image check to the end", time.Since(start).Round(time.Second))
 }
 
@@ -322,6 +323,48 @@ func (l *wireLab) name(e *wireEnd) string {
 		return "the server"
 	}
 	return "the client"
+}
+
+// targetFirst forces the adverse order of a runner's end: the client's
+// node nvmeof-read is stopped (SIGSTOP) while its point reads, the runner
+// is killed, and node nvmet, hearing no done from the client, removes the
+// target after its grace, so the client's controller is left
+// reconnecting to a target that is gone, with no node to delete it.
+// Within 10 s of the target's end the client's kernel has removed that
+// controller itself (ctrl_loss_tmo). Then the client's node runs on
+// (SIGCONT), and within 10 s nothing of the point is left on the client.
+func (l *wireLab) targetFirst(t *testing.T, plan string) {
+	cmd, exited, stderr := l.startExec(t, plan)
+	l.awaitPoint(t, exited, stderr)
+	pid := strings.TrimSpace(l.client.sh(t, "sed -n 's/.*\"pid\":\\([0-9]*\\).*/\\1/p' /run/rdmasweep/nvmeof/host-*.json"))
+	if pid == "" {
+		t.Fatalf("no record of node nvmeof-read's on the client:\n%s", l.client.sh(t, "ls -l /run/rdmasweep/nvmeof; true"))
+	}
+	l.client.sh(t, "kill -STOP "+pid)
+	defer l.client.sh(t, "kill -CONT "+pid+" 2>/dev/null; true")
+	cmd.Process.Kill()
+	<-exited
+	for start := time.Now(); strings.TrimSpace(l.server.sh(t, leftOfOurs)) != ""; time.Sleep(500 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the server's target is still there 30 s after the runner's kill:\n%s", l.server.sh(t, leftOfOurs))
+		}
+	}
+	const ctrls = "for c in /sys/class/nvme/nvme*; do [ -e $c ] && [ \"$(cat $c/transport 2>/dev/null)\" != pcie ] && echo ${c##*/} $(cat $c/state 2>/dev/null); done; true"
+	gone := time.Now()
+	t.Logf("the target is gone; the client's fabric controllers: %s", strings.TrimSpace(l.client.sh(t, ctrls)))
+	for c := ""; ; time.Sleep(500 * time.Millisecond) {
+		if c = strings.TrimSpace(l.client.sh(t, ctrls)); c == "" {
+			t.Logf("the client's kernel removed the controller itself %s after the test saw the target gone", time.Since(gone).Round(100*time.Millisecond))
+			break
+		}
+		if time.Since(gone) > 10*time.Second {
+			t.Errorf("10 s after its target went, with node stopped, the client's controller is still there (%s); want the kernel to have removed it (ctrl_loss_tmo)\n%s",
+				c, l.client.sh(t, leftDiagnosis))
+			break
+		}
+	}
+	l.client.sh(t, "kill -CONT "+pid)
+	l.noneLeftWithin(t, "node nvmeof-read's SIGCONT", 10*time.Second, stderr, l.client)
 }
 
 // leftDiagnosis prints, in a guest, what a failed noneLeftWithin needs to
