@@ -182,7 +182,14 @@ func (s Sys) Disconnect(m *Made) error {
 		case nqn != m.Target.NQN:
 			// the instance was reused by another subsystem's controller
 		default:
-			if err := os.WriteFile(filepath.Join(dir, "delete_controller"), []byte("1"), 0o200); err != nil {
+			err := writeAttr(filepath.Join(dir, "delete_controller"), "1")
+			if errors.Is(err, os.ErrNotExist) {
+				// The kernel removes the attribute first when it deletes
+				// the controller itself (CtrlLossTmo), or another delete
+				// did: it is going.
+				err = nil
+			}
+			if err != nil {
 				return fmt.Errorf("disconnect %s from %s: %w", m.Controller, m.Target.NQN, err)
 			}
 		}
@@ -193,6 +200,20 @@ func (s Sys) Disconnect(m *Made) error {
 		}
 	}
 	return nil
+}
+
+// writeAttr writes v to the sysfs attribute p, which must exist (no
+// O_CREAT: where p has gone, the error is ErrNotExist, not EACCES).
+func writeAttr(p, v string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func readTrim(p string) (string, error) {
