@@ -394,13 +394,20 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	return err
 }
 
+// fioWaitDelay bounds node's wait for fio's output once fio is killed.
+const fioWaitDelay = 2 * time.Second
+
 // runFio runs fio on dev and returns its JSON report.
 func runFio(ctx context.Context, o nvmeofReadOptions, dev string) ([]byte, error) {
 	rw := "read"
 	if o.pattern == "random" {
 		rw = "randread"
 	}
-	args := []string{"--name=rdmasweep", "--filename=" + dev, "--readonly", "--direct=1", "--ioengine=io_uring", "--rw=" + rw,
+	// --thread: fio's job is a thread of the one process that node kills
+	// (and Pdeathsig reaches), not a forked child; a job process outlived
+	// its SIGKILLed parent, kept the namespace busy and the output pipe
+	// open, and node waited on that pipe for good (KillRunner under load).
+	args := []string{"--name=rdmasweep", "--thread", "--filename=" + dev, "--readonly", "--direct=1", "--ioengine=io_uring", "--rw=" + rw,
 		"--bs=" + o.blockSize.String(), "--iodepth=" + strconv.Itoa(max(o.depth, 1)), "--size=" + o.size.String()}
 	if d := o.duration.d(); d > 0 {
 		args = append(args, fmt.Sprintf("--runtime=%dms", d.Milliseconds()), "--time_based")
@@ -415,6 +422,9 @@ func runFio(ctx context.Context, o nvmeofReadOptions, dev string) ([]byte, error
 	// fio dies with node, however node dies: a fio left reading would
 	// hold the controller the teardown deletes.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Once fio is killed, its output pipes are not waited on for longer
+	// than this, whoever else holds them.
+	cmd.WaitDelay = fioWaitDelay
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

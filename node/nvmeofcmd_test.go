@@ -7,11 +7,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"rdmasweep/node/pattern"
+	"rdmasweep/testbed/testenv"
 )
 
 // TestVerifySampleFlippedByte: a sample of a patterned file checks out,
@@ -139,5 +142,69 @@ func TestAwaitDoneAfterTheLifetime(t *testing.T) {
 		}
 	case <-bound.Done():
 		t.Fatal("no done and the grace spent, yet awaitDone still waits")
+	}
+}
+
+// TestFioEndsWithItsContext: node nvmeof-read's fio, reading a file for
+// minutes, is stopped when the lifetime ends: runFio returns, and no fio
+// process reading that file is left (a job forked from fio outlived its
+// killed parent, holding the namespace and node's wait on its output).
+func TestFioEndsWithItsContext(t *testing.T) {
+	testenv.NeedTool(t, "fio", "fio")
+	file := filepath.Join(t.TempDir(), "ns")
+	if err := os.WriteFile(file, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := nvmeofReadOptions{blockSize: 4096, size: 1 << 20, depth: 4, duration: durationFlag(10 * time.Minute)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan error, 1)
+	go func() { _, err := runFio(ctx, o, file); ended <- err }()
+	reading := func() []string {
+		var pids []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && strings.HasPrefix(string(b), "fio\x00") && strings.Contains(string(b), file) {
+				if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); !strings.Contains(string(st), ") Z ") {
+					pids = append(pids, e.Name())
+				}
+			}
+		}
+		return pids
+	}
+	// fio has started its job: a second process, or a second thread.
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		pids := reading()
+		if len(pids) > 1 {
+			break
+		}
+		if len(pids) == 1 {
+			if tasks, _ := os.ReadDir(filepath.Join("/proc", pids[0], "task")); len(tasks) > 1 {
+				break
+			}
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatal("no fio job reading the file after a minute")
+		}
+	}
+	time.Sleep(time.Second)
+	cancel()
+	select {
+	case err := <-ended:
+		t.Logf("runFio after the cancel: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatalf("runFio still waits a minute after its context ended; fio processes: %v", reading())
+	}
+	for start := time.Now(); len(reading()) > 0; time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Errorf("30 s after runFio returned, fio processes still read the file: %v", reading())
+			for _, p := range reading() {
+				if n, err := strconv.Atoi(p); err == nil {
+					syscall.Kill(n, syscall.SIGKILL)
+				}
+			}
+			break
+		}
 	}
 }

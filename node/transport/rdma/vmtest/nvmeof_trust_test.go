@@ -24,7 +24,9 @@ import (
 // key) is refused, a swap of the data file's path changes nothing the
 // kernel exports, and a stranger's "done" ends nothing; then the runner is
 // killed with SIGKILL, and within 10 s neither guest has anything of the
-// point left.
+// point left. A second point forces the adverse order of that end (the
+// target gone before the client's node deletes its controller;
+// targetFirst).
 func TestGuestWireAuth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
