@@ -160,7 +160,7 @@ func serveNVMet(ctx context.Context, e *env, o *fabricFlags, secret []byte, so *
 	e.out.event(results.Ready{Type: results.TypeReady})
 	fmt.Fprintf(e.stderr, "node: nvmet: a subsystem on %s %s:%d (port %d), namespace %s, buffered_io %v, DH-HMAC-CHAP %v\n",
 		o.transport, o.addr, o.svcID, made.PortID, so.file, so.cache == "warm", made.Auth)
-	return awaitDone(ctx, l, secret)
+	return awaitDone(ctx, l, secret, doneGrace)
 }
 
 // heldPath is the path by which the kernel reaches the file f holds open:
@@ -173,40 +173,57 @@ func heldPath(f *os.File) string {
 // doneTimeout bounds each connection to the done listener.
 const doneTimeout = 5 * time.Second
 
+// doneGrace is how long node nvmet keeps its target, once its lifetime
+// has ended, for the client's done: both sides see the runner's session
+// end at once, and a target removed under a live controller leaves that
+// controller reconnecting to nothing, so the client deletes its
+// controller first and then says done (see readNVMeOF). A client that
+// never says so (killed, or its host lost) holds the teardown this long.
+// It is under the runner's own grace before SIGTERM (2 s), and the runner
+// waits as long again before SIGKILL, so the teardown still runs when the
+// runner stops a point.
+const doneGrace = 1500 * time.Millisecond
+
 // awaitDone returns nil once a connection on l proves the point's secret
 // for DoneRecord (results' challenge: a fresh nonce to each connection,
-// the MAC back), or ctx.Err() when ctx ends first. Each connection is
-// handled on its own, under doneTimeout, so a stranger's idle or wrong
-// connection neither ends the point nor holds up the client's.
-func awaitDone(ctx context.Context, l net.Listener, secret []byte) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { <-ctx.Done(); l.Close() }()
-	done := make(chan struct{}, 1)
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			select {
-			case <-done:
-				return nil
-			default:
+// the MAC back), or ctx.Err() when ctx ends first: then only once the
+// client has proved it too, or after grace. Each connection is handled on
+// its own, under doneTimeout, so a stranger's idle or wrong connection
+// neither ends the point nor holds up the client's. It closes l.
+func awaitDone(ctx context.Context, l net.Listener, secret []byte, grace time.Duration) error {
+	defer l.Close()
+	done, failed := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				failed <- err
+				return
 			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("await the client's done: %w", err)
-		}
-		go func() {
-			defer c.Close()
-			if checkDone(c, secret) {
-				select {
-				case done <- struct{}{}:
-				default:
+			go func() {
+				defer c.Close()
+				if checkDone(c, secret) {
+					once.Do(func() { close(done) })
 				}
-				l.Close()
-			}
-		}()
+			}()
+		}
+	}()
+	select {
+	case <-done:
+		return nil
+	case err := <-failed:
+		return fmt.Errorf("await the client's done: %w", err)
+	case <-ctx.Done():
 	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-failed:
+	case <-t.C:
+	}
+	return ctx.Err()
 }
 
 // checkDone challenges c and reports whether its answer proves secret.
@@ -314,16 +331,26 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	if made == nil {
 		return err
 	}
-	// The controller goes once, whoever asks first; a later caller waits
-	// for it, so node never exits halfway through.
-	var once sync.Once
-	var discErr error
-	disconnect := func() error {
-		once.Do(func() { discErr = sys.Disconnect(made) })
-		return discErr
-	}
+	// The end, once, whoever reaches it first (the point's end, an error,
+	// the lifetime's end): the controller deleted, then node nvmet told,
+	// so that it removes the target only once no controller of ours is
+	// connected to it (see doneGrace). A later caller waits for it, so
+	// node never exits halfway through.
+	end := sync.OnceValue(func() error {
+		if err := sys.Disconnect(made); err != nil {
+			return err
+		}
+		limit := doneTimeout
+		if ctx.Err() != nil {
+			limit = doneGrace // node nvmet waits no longer
+		}
+		tell, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+		defer cancel()
+		return sayDone(tell, o.addr, o.svcID+1, secret)
+	})
+	returned := false // the point's end returns end's error itself
 	defer func() {
-		if err := disconnect(); err != nil {
+		if err := end(); err != nil && !returned {
 			e.out.warn(err.Error())
 		}
 	}()
@@ -332,9 +359,9 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	}
 	// When the lifetime ends the controller goes at once: a killed fio
 	// cannot exit while its reads wait on a target that went first (the
-	// kernel retries them for ctrl_loss_tmo, 600 s), and deleting the
-	// controller fails them.
-	defer context.AfterFunc(ctx, func() { disconnect() })()
+	// kernel retries them for ctrl_loss_tmo), and deleting the controller
+	// fails them.
+	defer context.AfterFunc(ctx, func() { end() })()
 	serial, err := sys.Controller(made)
 	if err != nil {
 		return err
@@ -358,10 +385,8 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	if err != nil {
 		return fmt.Errorf("%s (%s): %w", dev, made.Controller, err)
 	}
-	if err := disconnect(); err != nil {
-		return err
-	}
-	if err := sayDone(ctx, o.addr, o.svcID+1, secret); err != nil {
+	returned = true
+	if err := end(); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "{\"type\":\"nvmeof_verified\",\"blocks\":%d,\"block_size\":%d}\n", n, o.blockSize)
@@ -369,13 +394,20 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	return err
 }
 
+// fioWaitDelay bounds node's wait for fio's output once fio is killed.
+const fioWaitDelay = 2 * time.Second
+
 // runFio runs fio on dev and returns its JSON report.
 func runFio(ctx context.Context, o nvmeofReadOptions, dev string) ([]byte, error) {
 	rw := "read"
 	if o.pattern == "random" {
 		rw = "randread"
 	}
-	args := []string{"--name=rdmasweep", "--filename=" + dev, "--readonly", "--direct=1", "--ioengine=io_uring", "--rw=" + rw,
+	// --thread: fio's job is a thread of the one process that node kills
+	// (and Pdeathsig reaches), not a forked child; a job process outlived
+	// its SIGKILLed parent, kept the namespace busy and the output pipe
+	// open, and node waited on that pipe for good (KillRunner under load).
+	args := []string{"--name=rdmasweep", "--thread", "--filename=" + dev, "--readonly", "--direct=1", "--ioengine=io_uring", "--rw=" + rw,
 		"--bs=" + o.blockSize.String(), "--iodepth=" + strconv.Itoa(max(o.depth, 1)), "--size=" + o.size.String()}
 	if d := o.duration.d(); d > 0 {
 		args = append(args, fmt.Sprintf("--runtime=%dms", d.Milliseconds()), "--time_based")
@@ -390,6 +422,9 @@ func runFio(ctx context.Context, o nvmeofReadOptions, dev string) ([]byte, error
 	// fio dies with node, however node dies: a fio left reading would
 	// hold the controller the teardown deletes.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Once fio is killed, its output pipes are not waited on for longer
+	// than this, whoever else holds them.
+	cmd.WaitDelay = fioWaitDelay
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

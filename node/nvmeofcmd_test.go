@@ -7,11 +7,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"rdmasweep/node/pattern"
+	"rdmasweep/testbed/testenv"
 )
 
 // TestVerifySampleFlippedByte: a sample of a patterned file checks out,
@@ -57,7 +60,7 @@ func TestAwaitDoneOnlyTheSecret(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ended := make(chan error, 1)
-	go func() { ended <- awaitDone(ctx, l, secret) }()
+	go func() { ended <- awaitDone(ctx, l, secret, time.Hour) }()
 	idle, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -87,5 +90,121 @@ func TestAwaitDoneOnlyTheSecret(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the client's done was not heard while a stranger's connection stayed open")
+	}
+}
+
+// TestAwaitDoneAfterTheLifetime: once node nvmet's lifetime has ended
+// (the runner's session gone), its target stays until the client says it
+// has deleted its controller, and no longer than the grace when the
+// client never does; either way it returns why the lifetime ended.
+func TestAwaitDoneAfterTheLifetime(t *testing.T) {
+	secret := []byte("the point's secret, 32 bytes.....")
+	listen := func() (net.Listener, int) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, l.Addr().(*net.TCPAddr).Port
+	}
+	bound, cancelBound := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelBound()
+
+	l, port := listen()
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- awaitDone(ctx, l, secret, time.Hour) }()
+	cancel()
+	select {
+	case err := <-ended:
+		t.Fatalf("returned (%v) when the lifetime ended, before the client said done", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := sayDone(bound, "127.0.0.1", port, secret); err != nil {
+		t.Fatalf("the client's done after the lifetime: %v", err)
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("after the lifetime and the client's done: %v; want the lifetime's end", err)
+		}
+	case <-bound.Done():
+		t.Fatal("the client's done after the lifetime was not heard")
+	}
+
+	l, _ = listen()
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	go func() { ended <- awaitDone(ctx, l, secret, 100*time.Millisecond) }()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("after the grace: %v; want the lifetime's end", err)
+		}
+	case <-bound.Done():
+		t.Fatal("no done and the grace spent, yet awaitDone still waits")
+	}
+}
+
+// TestFioEndsWithItsContext: node nvmeof-read's fio, reading a file for
+// minutes, is stopped when the lifetime ends: runFio returns, and no fio
+// process reading that file is left (a job forked from fio outlived its
+// killed parent, holding the namespace and node's wait on its output).
+func TestFioEndsWithItsContext(t *testing.T) {
+	testenv.NeedTool(t, "fio", "fio")
+	file := filepath.Join(t.TempDir(), "ns")
+	if err := os.WriteFile(file, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := nvmeofReadOptions{blockSize: 4096, size: 1 << 20, depth: 4, duration: durationFlag(10 * time.Minute)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan error, 1)
+	go func() { _, err := runFio(ctx, o, file); ended <- err }()
+	reading := func() []string {
+		var pids []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && strings.HasPrefix(string(b), "fio\x00") && strings.Contains(string(b), file) {
+				if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); !strings.Contains(string(st), ") Z ") {
+					pids = append(pids, e.Name())
+				}
+			}
+		}
+		return pids
+	}
+	// fio has started its job: a second process, or a second thread.
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		pids := reading()
+		if len(pids) > 1 {
+			break
+		}
+		if len(pids) == 1 {
+			if tasks, _ := os.ReadDir(filepath.Join("/proc", pids[0], "task")); len(tasks) > 1 {
+				break
+			}
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatal("no fio job reading the file after a minute")
+		}
+	}
+	time.Sleep(time.Second)
+	cancel()
+	select {
+	case err := <-ended:
+		t.Logf("runFio after the cancel: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatalf("runFio still waits a minute after its context ended; fio processes: %v", reading())
+	}
+	for start := time.Now(); len(reading()) > 0; time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Errorf("30 s after runFio returned, fio processes still read the file: %v", reading())
+			for _, p := range reading() {
+				if n, err := strconv.Atoi(p); err == nil {
+					syscall.Kill(n, syscall.SIGKILL)
+				}
+			}
+			break
+		}
 	}
 }

@@ -26,6 +26,20 @@ type Conn struct {
 	Key          string
 }
 
+// ReconnectDelay and CtrlLossTmo (seconds) are how the kernel treats a
+// controller whose target has gone: it tries again every ReconnectDelay,
+// and removes the controller itself after CtrlLossTmo, failing the reads
+// that wait on it. The kernel's defaults (10 s and 600 s) would keep a
+// controller, and a fio's reads, for ten minutes after its target went
+// with no one left to delete it (its node killed or stopped, or deleting
+// it first and its target gone before). A point whose link is down for
+// longer than CtrlLossTmo fails rather than stalls; a node that lives
+// deletes its controller itself, at once (Disconnect).
+const (
+	ReconnectDelay = 1
+	CtrlLossTmo    = 3
+)
+
 // secretAttrs are the controller's sysfs files that show its DH-HMAC-CHAP
 // secrets, world-readable as the kernel makes them.
 var secretAttrs = []string{"dhchap_secret", "dhchap_ctrl_secret"}
@@ -47,7 +61,8 @@ func (s Sys) Connect(ctx context.Context, c Conn) (*Made, error) {
 		return nil, fmt.Errorf("open %s: %w (load nvme-fabrics and nvme-%s)", s.Fabrics, err, c.Transport)
 	}
 	defer f.Close()
-	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s", c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN)
+	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s,reconnect_delay=%d,ctrl_loss_tmo=%d",
+		c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN, ReconnectDelay, CtrlLossTmo)
 	if c.HostID != "" {
 		opts += ",hostid=" + c.HostID
 	}
@@ -167,7 +182,14 @@ func (s Sys) Disconnect(m *Made) error {
 		case nqn != m.Target.NQN:
 			// the instance was reused by another subsystem's controller
 		default:
-			if err := os.WriteFile(filepath.Join(dir, "delete_controller"), []byte("1"), 0o200); err != nil {
+			err := writeAttr(filepath.Join(dir, "delete_controller"), "1")
+			if errors.Is(err, os.ErrNotExist) {
+				// The kernel removes the attribute first when it deletes
+				// the controller itself (CtrlLossTmo), or another delete
+				// did: it is going.
+				err = nil
+			}
+			if err != nil {
 				return fmt.Errorf("disconnect %s from %s: %w", m.Controller, m.Target.NQN, err)
 			}
 		}
@@ -178,6 +200,20 @@ func (s Sys) Disconnect(m *Made) error {
 		}
 	}
 	return nil
+}
+
+// writeAttr writes v to the sysfs attribute p, which must exist (no
+// O_CREAT: where p has gone, the error is ErrNotExist, not EACCES).
+func writeAttr(p, v string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func readTrim(p string) (string, error) {

@@ -174,3 +174,37 @@ func TestNamesAndKey(t *testing.T) {
 		t.Errorf("key's CRC %08x, want %08x", got, want)
 	}
 }
+
+// TestDisconnectWhileTheKernelDeletes: a controller the kernel is
+// already deleting (its delete_controller attribute gone, its directory
+// not yet, as after ctrl_loss_tmo) counts as disconnected, and its record
+// goes; one of another subsystem (the instance reused) is left alone, and
+// the record goes too.
+func TestDisconnectWhileTheKernelDeletes(t *testing.T) {
+	s := fakeSys(t)
+	for _, c := range []struct{ name, nqn string }{{"ours", "nqn.2014-08.org.example:ours"}, {"reused", "nqn.2014-08.org.example:another"}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(s.Class, "nvme0")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			if err := os.WriteFile(filepath.Join(dir, "subsysnqn"), []byte(c.nqn+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m := &Made{Target: Target{NQN: "nqn.2014-08.org.example:ours"}, Controller: "nvme0", PID: os.Getpid()}
+			if err := s.record(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Disconnect(m); err != nil {
+				t.Errorf("Disconnect: %v; want nil", err)
+			}
+			if _, err := os.Stat(m.record); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the record is still there (%v)", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "delete_controller")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("Disconnect made delete_controller (%v)", err)
+			}
+		})
+	}
+}

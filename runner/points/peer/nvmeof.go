@@ -21,10 +21,13 @@ package peer
 //
 // node nvmet says ready when it listens on the next TCP port (4421),
 // where node nvmeof-read proves it is done (the secret's challenge) once
-// it has disconnected; then, or when its stdin ends (the runner's session
-// gone, however), node nvmet tears the target down and exits, as
-// nvmeof-read kills fio and disconnects. Both record what they made on
-// the host, for node nvmeof-clean after a kill of node itself.
+// it has disconnected; then node nvmet tears the target down and exits.
+// When their stdin ends (the runner's session gone, however),
+// nvmeof-read kills fio, disconnects and proves its done all the same,
+// and node nvmet waits a moment for that done before its teardown, so a
+// controller is never left reconnecting to a target that went first
+// (docs/workloads.md). Both record what they made on the host, for node
+// nvmeof-clean after a kill of node itself.
 
 import (
 	"bytes"

@@ -24,7 +24,9 @@ import (
 // key) is refused, a swap of the data file's path changes nothing the
 // kernel exports, and a stranger's "done" ends nothing; then the runner is
 // killed with SIGKILL, and within 10 s neither guest has anything of the
-// point left.
+// point left. A second point forces the adverse order of that end (the
+// target gone before the client's node deletes its controller;
+// targetFirst).
 func TestGuestWireAuth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -39,6 +41,7 @@ sweep:
 	slowGuests(t, plan)
 	t.Run("Check", func(t *testing.T) { lab.nvmeofCheckAuth(t, plan) })
 	t.Run("Point", func(t *testing.T) { lab.nvmeofTrust(t, plan) })
+	t.Run("TargetFirst", func(t *testing.T) { lab.targetFirst(t, plan) })
 	t.Logf("TestGuestWireAuth: %s from the start of the image check to the end", time.Since(start).Round(time.Second))
 }
 
@@ -112,23 +115,29 @@ func (l *wireLab) awaitPoint(t *testing.T, exited <-chan error, stderr *consoleL
 // nvmeofTrust runs the point, holds it to each rule while fio reads, then
 // kills the runner.
 func (l *wireLab) nvmeofTrust(t *testing.T, plan string) {
-	cmd := exec.CommandContext(l.ctx, l.runner, "exec", "--set", "transport=tcp", plan)
-	cmd.Dir, cmd.Env = l.dir, l.env
-	var stderr consoleLog
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	p := l.awaitPoint(t, exited, &stderr)
+	cmd, exited, stderr := l.startExec(t, plan)
+	p := l.awaitPoint(t, exited, stderr)
 	t.Logf("point reading: subsystem %s, host %s, controller %s", p.nqn, p.hostNQN, p.ctrl)
 	t.Run("NothingSecretShown", func(t *testing.T) { l.nothingShown(t, p) })
 	t.Run("RefusedWithoutKey", func(t *testing.T) { l.refusedWithoutKey(t, p) })
 	t.Run("SwapChangesNothing", func(t *testing.T) { l.swapChangesNothing(t, p) })
 	t.Run("DoneFromAStranger", func(t *testing.T) { l.doneFromAStranger(t, p) })
-	t.Run("KillRunner", func(t *testing.T) { l.killRunner(t, cmd, exited, &stderr) })
+	t.Run("KillRunner", func(t *testing.T) { l.killRunner(t, cmd, exited, stderr) })
+}
+
+// startExec starts runner exec of plan over tcp; the test's end kills it.
+func (l *wireLab) startExec(t *testing.T, plan string) (*exec.Cmd, <-chan error, *consoleLog) {
+	cmd := exec.CommandContext(l.ctx, l.runner, "exec", "--set", "transport=tcp", plan)
+	cmd.Dir, cmd.Env = l.dir, l.env
+	stderr := &consoleLog{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return cmd, exited, stderr
 }
 
 // procComms and procArgs print every process's name, and its argv, a
@@ -254,10 +263,6 @@ func (l *wireLab) doneFromAStranger(t *testing.T, p trustPoint) {
 // itself); within 10 s neither guest has a subsystem, namespace, port,
 // host entry or record of ours, nor a fabric controller, fio or node.
 func (l *wireLab) killRunner(t *testing.T, cmd *exec.Cmd, exited <-chan error, stderr *consoleLog) {
-	const left = `find /sys/kernel/config/nvmet/subsystems /sys/kernel/config/nvmet/ports /sys/kernel/config/nvmet/hosts /run/rdmasweep/nvmeof -mindepth 1 -maxdepth 1 2>/dev/null
-grep -L '^pcie$' /sys/class/nvme/*/transport 2>/dev/null
-grep -x fio /proc/[0-9]*/comm 2>/dev/null
-ls -l /proc/[0-9]*/exe 2>/dev/null | grep ` + remoteNode + `; true`
 	select {
 	case err := <-exited:
 		t.Fatalf("the runner exited (%v) before it was killed\n%s", err, stderr.String())
@@ -265,18 +270,119 @@ ls -l /proc/[0-9]*/exe 2>/dev/null | grep ` + remoteNode + `; true`
 	}
 	cmd.Process.Kill()
 	<-exited
-	killed := time.Now()
-	var s, c string
+	l.noneLeftWithin(t, "the runner's kill", 10*time.Second, stderr, l.server, l.client)
+}
+
+// leftOfOurs lists, in a guest, what of a point is left: nvmet's
+// subsystems, ports and host entries, node's records, a fabric (not
+// pcie) controller, fio, and node.
+const leftOfOurs = `find /sys/kernel/config/nvmet/subsystems /sys/kernel/config/nvmet/ports /sys/kernel/config/nvmet/hosts /run/rdmasweep/nvmeof -mindepth 1 -maxdepth 1 2>/dev/null
+grep -L '^pcie$' /sys/class/nvme/*/transport 2>/dev/null
+grep -x fio /proc/[0-9]*/comm 2>/dev/null
+ls -l /proc/[0-9]*/exe 2>/dev/null | grep ` + remoteNode + `; true`
+
+// noneLeftWithin waits up to limit from now (just after what) for nothing
+// of ours to be left on each of ends, and fails the test when something
+// is, printing why (leftDiagnosis). Either way it logs each guest's
+// kernel lines about nvme, placed by its clock at the start.
+func (l *wireLab) noneLeftWithin(t *testing.T, what string, limit time.Duration, stderr *consoleLog, ends ...*wireEnd) {
+	t.Helper()
+	start := time.Now()
+	at := make([]string, len(ends))
+	for i, e := range ends {
+		at[i] = strings.TrimSpace(e.sh(t, "cut -d' ' -f1 /proc/uptime"))
+	}
+	defer func() {
+		for i, e := range ends {
+			t.Logf("%s's kernel (its clock read %s s just after %s):\n%s", l.name(e), at[i], what, e.sh(t, "dmesg | grep -iE 'nvme|blocked' | tail -12; true"))
+		}
+	}()
 	for {
-		s, c = strings.TrimSpace(l.server.sh(t, left)), strings.TrimSpace(l.client.sh(t, left))
-		if s == "" && c == "" {
-			t.Logf("nothing left on either guest %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+		var left []string
+		for _, e := range ends {
+			if s := strings.TrimSpace(e.sh(t, leftOfOurs)); s != "" {
+				left = append(left, l.name(e)+": "+s)
+			}
+		}
+		if len(left) == 0 {
+			t.Logf("nothing left %s after %s", time.Since(start).Round(100*time.Millisecond), what)
 			return
 		}
-		if time.Since(killed) > 10*time.Second {
-			t.Errorf("10 s after the runner's kill: server %q, client %q; want nothing\nrunner:\n%s", s, c, lastLines(stderr.String(), 20))
+		if time.Since(start) > limit {
+			t.Errorf("%s after %s: %q; want nothing\nrunner:\n%s", limit, what, left, lastLines(stderr.String(), 20))
+			for _, e := range ends {
+				t.Logf("%s, %s after %s:\n%s", l.name(e), limit, what, e.sh(t, leftDiagnosis))
+			}
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// name is e's role in the lab.
+func (l *wireLab) name(e *wireEnd) string {
+	if e == l.server {
+		return "the server"
+	}
+	return "the client"
+}
+
+// targetFirst forces the adverse order of a runner's end: the client's
+// node nvmeof-read is stopped (SIGSTOP) while its point reads, the runner
+// is killed, and node nvmet, hearing no done from the client, removes the
+// target after its grace, so the client's controller is left
+// reconnecting to a target that is gone, with no node to delete it.
+// Within 10 s of the target's end the client's kernel has removed that
+// controller itself (ctrl_loss_tmo). Then the client's node runs on
+// (SIGCONT), and within 10 s nothing of the point is left on the client.
+func (l *wireLab) targetFirst(t *testing.T, plan string) {
+	cmd, exited, stderr := l.startExec(t, plan)
+	l.awaitPoint(t, exited, stderr)
+	pid := strings.TrimSpace(l.client.sh(t, "sed -n 's/.*\"pid\":\\([0-9]*\\).*/\\1/p' /run/rdmasweep/nvmeof/host-*.json"))
+	if pid == "" {
+		t.Fatalf("no record of node nvmeof-read's on the client:\n%s", l.client.sh(t, "ls -l /run/rdmasweep/nvmeof; true"))
+	}
+	l.client.sh(t, "kill -STOP "+pid)
+	defer l.client.sh(t, "kill -CONT "+pid+" 2>/dev/null; true")
+	cmd.Process.Kill()
+	<-exited
+	for start := time.Now(); strings.TrimSpace(l.server.sh(t, leftOfOurs)) != ""; time.Sleep(500 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the server's target is still there 30 s after the runner's kill:\n%s", l.server.sh(t, leftOfOurs))
+		}
+	}
+	const ctrls = "for c in /sys/class/nvme/nvme*; do [ -e $c ] && [ \"$(cat $c/transport 2>/dev/null)\" != pcie ] && echo ${c##*/} $(cat $c/state 2>/dev/null); done; true"
+	gone := time.Now()
+	t.Logf("the target is gone; the client's fabric controllers: %s", strings.TrimSpace(l.client.sh(t, ctrls)))
+	for c := ""; ; time.Sleep(500 * time.Millisecond) {
+		if c = strings.TrimSpace(l.client.sh(t, ctrls)); c == "" {
+			t.Logf("the client's kernel removed the controller itself %s after the test saw the target gone", time.Since(gone).Round(100*time.Millisecond))
+			break
+		}
+		if time.Since(gone) > 10*time.Second {
+			t.Errorf("10 s after its target went, with node stopped, the client's controller is still there (%s); want the kernel to have removed it (ctrl_loss_tmo)\n%s",
+				c, l.client.sh(t, leftDiagnosis))
+			break
+		}
+	}
+	l.client.sh(t, "kill -CONT "+pid)
+	l.noneLeftWithin(t, "node nvmeof-read's SIGCONT", 10*time.Second, stderr, l.client)
+}
+
+// leftDiagnosis prints, in a guest, what a failed noneLeftWithin needs to
+// say why something stayed: each fio and node process left (its argv,
+// state, wait channel and kernel stack; the guests run as root), each
+// fabric controller's state, and the kernel's last nvme lines.
+const leftDiagnosis = `for d in /proc/[0-9]*; do
+  c=$(cat $d/comm 2>/dev/null); e=$(readlink $d/exe 2>/dev/null)
+  [ "$c" = fio ] || [ "$e" = ` + remoteNode + ` ] || continue
+  echo "== pid ${d#/proc/} ($c): $(tr '\0' ' ' < $d/cmdline 2>/dev/null)"
+  grep -E '^(State|PPid):' $d/status 2>/dev/null | tr '\n' ' '; echo "wchan $(cat $d/wchan 2>/dev/null)"
+  for k in $d/task/*; do echo "-- task ${k##*/} $(grep '^State:' $k/status 2>/dev/null) wchan $(cat $k/wchan 2>/dev/null)"; cat $k/stack 2>/dev/null; done
+done
+for c in /sys/class/nvme/nvme*; do
+  [ "$(cat $c/transport 2>/dev/null)" = pcie ] && continue
+  echo "== controller ${c##*/}: state $(cat $c/state 2>/dev/null), transport $(cat $c/transport 2>/dev/null), ctrl_loss_tmo $(cat $c/ctrl_loss_tmo 2>/dev/null), reconnect_delay $(cat $c/reconnect_delay 2>/dev/null), fast_io_fail_tmo $(cat $c/fast_io_fail_tmo 2>/dev/null)"
+done
+echo "== records"; ls -l /run/rdmasweep/nvmeof 2>/dev/null
+echo "== dmesg"; dmesg | grep -iE 'nvme|blocked|hung' | tail -30; true`
