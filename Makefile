@@ -203,7 +203,7 @@ test: build test-stub test-rdma-link test-arm64
 	$(GO) vet ./...
 	$(GO) vet -tags bench ./...   # the benchmarks build, though make test does not run them
 	$(GO) test -count=1 -race $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 45m $$($(GO) list ./... | grep -vxF $(foreach p,$(RACE_PKGS),-e $(patsubst ./%,rdmasweep/%,$(p))))
+	$(GO) test -count=1 -timeout 80m $$($(GO) list ./... | grep -vxF $(foreach p,$(RACE_PKGS),-e $(patsubst ./%,rdmasweep/%,$(p))))
 
 # The side-by-side benchmarks of docs/performance.md, with the load
 # average before and after. The peers are plans run by the runner itself:

@@ -50,7 +50,7 @@ func needArm64(t *testing.T) {
 //     went to which host.
 func TestArm64Guest(t *testing.T) {
 	needArm64(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	start := time.Now()
 	build := t.TempDir()

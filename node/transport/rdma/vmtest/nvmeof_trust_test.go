@@ -28,7 +28,7 @@ import (
 // target gone before the client's node deletes its controller;
 // targetFirst).
 func TestGuestWireAuth(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	start := time.Now()
 	lab := startWireLab(t, ctx, guest.TrixieBackports)

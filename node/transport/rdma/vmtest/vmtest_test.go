@@ -105,7 +105,7 @@ func (l testLog) Write(p []byte) (int, error) {
 func TestGuest(t *testing.T) {
 	needHost(t)
 	sel := selection(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	start := time.Now()
 	imgDone, runnerDone := make(chan error, 1), make(chan error, 1)

@@ -104,7 +104,7 @@ type wireLab struct {
 // peer beside node (issue 35: its rows over rdma and tcp, a corrupted
 // block, a killed runner, a missing module). Each guest has one vCPU.
 func TestGuestWire(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	start := time.Now()
 	lab := startWireLab(t, ctx, guest.Bookworm)
