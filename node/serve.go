@@ -119,7 +119,11 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		out.warn(fmt.Sprintf("%s has no rdmasweep sidecar: its bytes cannot be verified", o.file))
 	}
 	sample := counters.NewSample("")
-	sample.Disk(ctx, f.Path) // the cache state is set: every read from here is the point's
+	// The disk's watcher ends with serve, whether or not the sample does:
+	// an agent serves many points in one process.
+	diskCtx, stopDisk := context.WithCancel(ctx)
+	defer stopDisk()
+	sample.Disk(diskCtx, f.Path) // the cache state is set: every read from here is the point's
 	var populateS *float64
 	var populateRegion func(context.Context, []byte) error
 	if o.pipeline {
