@@ -28,15 +28,7 @@ import (
 // page cache), and summary --counters shows the raw stat deltas by the
 // kernel's names.
 func TestDiskCountersColdAndWarm(t *testing.T) {
-	var fs unix.Statfs_t
-	if err := unix.Statfs("/var/tmp", &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
-		testenv.Skip(t, "/var/tmp is not on a disk here")
-	}
-	dataDir, err := os.MkdirTemp("/var/tmp", "rdmasweep-counters-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	dataDir := diskDir(t, "rdmasweep-counters-")
 	const size = 128 << 20
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "disk.yaml")
@@ -106,15 +98,7 @@ output: {csv: out/disk.csv, logs: out/logs}
 // TestServePopulate shows the populated server faults nothing in while it
 // serves.)
 func TestPopulateColdThroughExec(t *testing.T) {
-	var fs unix.Statfs_t
-	if err := unix.Statfs("/var/tmp", &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
-		testenv.Skip(t, "/var/tmp is not on a disk here")
-	}
-	dataDir, err := os.MkdirTemp("/var/tmp", "rdmasweep-populate-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	dataDir := diskDir(t, "rdmasweep-populate-")
 	const size = 64 << 20
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "populate.yaml")
@@ -363,15 +347,7 @@ func deref(p *float64) float64 {
 // point reads the file from the disk (cold_read_fraction ≥ 0.95) and is
 // proven cold.
 func TestColdProvenThroughExec(t *testing.T) {
-	var fs unix.Statfs_t
-	if err := unix.Statfs("/var/tmp", &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
-		testenv.Skip(t, "/var/tmp is not on a disk here")
-	}
-	dataDir, err := os.MkdirTemp("/var/tmp", "rdmasweep-cold-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	dataDir := diskDir(t, "rdmasweep-cold-")
 	const size = 32 << 20
 	dir := t.TempDir()
 	file := filepath.Join(dataDir, "f.dat")
@@ -454,4 +430,20 @@ func fmtF(v *float64) string {
 		return "empty"
 	}
 	return strconv.FormatFloat(*v, 'f', 3, 64)
+}
+
+// diskDir is a directory on /var/tmp, this machine's own disk, removed
+// when t ends; t skips where /var/tmp is tmpfs.
+func diskDir(t *testing.T, prefix string) string {
+	t.Helper()
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/var/tmp", &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
+		testenv.Skip(t, "/var/tmp is not on a disk here")
+	}
+	dir, err := os.MkdirTemp("/var/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
