@@ -22,8 +22,8 @@ func (s *Sample) Disk(ctx context.Context, file string) {
 	}
 	g := &diskGroup{dev: b, stop: make(chan struct{}), begun: time.Now()}
 	s.begin(g)
-	if _, ok := s.before[g.name()]; ok {
-		go g.watch(ctx)
+	if before, ok := s.before[g.name()]; ok {
+		go g.watch(ctx, before["read_sectors"])
 	}
 }
 
@@ -49,17 +49,23 @@ type diskGroup struct {
 func (g *diskGroup) name() string            { return "disk" }
 func (g *diskGroup) read() (Snapshot, error) { return g.dev.Stat() }
 
-// watch reads the stat every diskTick, and notes the span in
-// which read_sectors moved.
-func (g *diskGroup) watch(ctx context.Context) {
+// watch reads the stat every diskTick, from prev (read_sectors when the
+// group began), and notes the span in which read_sectors moved.
+func (g *diskGroup) watch(ctx context.Context, prev uint64) {
 	tick := time.NewTicker(diskTick)
 	defer tick.Stop()
-	var prev uint64
-	seen, prevAt := false, g.begun
+	prevAt := g.begun
 	for {
+		select {
+		case <-tick.C:
+		case <-g.stop:
+			return
+		case <-ctx.Done():
+			return
+		}
 		if snap, err := g.dev.Stat(); err == nil {
 			now := time.Now()
-			if seen && snap["read_sectors"] != prev {
+			if snap["read_sectors"] != prev {
 				g.mu.Lock()
 				if g.first.IsZero() {
 					g.first = prevAt
@@ -67,14 +73,7 @@ func (g *diskGroup) watch(ctx context.Context) {
 				g.last = now
 				g.mu.Unlock()
 			}
-			prev, prevAt, seen = snap["read_sectors"], now, true
-		}
-		select {
-		case <-tick.C:
-		case <-g.stop:
-			return
-		case <-ctx.Done():
-			return
+			prev, prevAt = snap["read_sectors"], now
 		}
 	}
 }
