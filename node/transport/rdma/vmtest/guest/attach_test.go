@@ -22,7 +22,10 @@ import (
 // another. Each read is verified, and what a read takes from the process
 // it gives back: after the first points the agent's open files (each
 // device context is a uverbs fd) stay the same and its memory does not
-// grow by the 16 MiB each read registers.
+// grow by the 16 MiB each read registers. Both are read when the agent
+// has attached for its next command: it is then idle, between points,
+// with one connection open. (Read at a point's end, they raced the
+// agent's own close of that point's connection.)
 func TestAttachLoopRDMA(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -37,10 +40,8 @@ func TestAttachLoopRDMA(t *testing.T) {
 
 	const points = 10
 	var fds0, rss0 int
-	for i := 1; i <= points; i++ {
-		secret := fmt.Sprintf("%064x", i)
-		srv := start(t, secret, serveArgs(t, "16MiB")...)
-		ready := until[results.Ready](t, srv, "ready")
+	var files0 []string
+	for i := 1; ; i++ {
 		ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
 		c, err := ln.Accept()
 		if err != nil {
@@ -55,6 +56,33 @@ func TestAttachLoopRDMA(t *testing.T) {
 		if err != nil || hello.ID != key.ID() {
 			t.Fatalf("point %d: hello %+v: want the ID %s and a nonce (%v)", i, hello, key.ID(), err)
 		}
+		if done := i - 1; done > 0 {
+			files, rss := procUse(t, pid)
+			t.Logf("after point %d: agent %d open files, %d KiB resident", done, len(files), rss)
+			if done == 2 {
+				files0, rss0 = files, rss
+				fds0 = len(files)
+			}
+			if done == points {
+				if len(files) != fds0 || rss-rss0 > 16<<10 {
+					t.Errorf("after %d more points: %d open files (was %d), %d KiB resident (was %d): a read left something behind\nnow: %s\nwas: %s",
+						points-2, len(files), fds0, rss, rss0, strings.Join(files, " "), strings.Join(files0, " "))
+				}
+				c.Close() // no command: the agent's loop ends
+				select {
+				case err := <-agent.done:
+					if err != nil {
+						t.Errorf("node attach --loop ended with %v after a connection with no command; stderr:\n%s", err, agent.stderr.String())
+					}
+				case <-time.After(30 * time.Second):
+					t.Errorf("node attach --loop still runs 30 s after a connection with no command")
+				}
+				return
+			}
+		}
+		secret := fmt.Sprintf("%064x", i)
+		srv := start(t, secret, serveArgs(t, "16MiB")...)
+		ready := until[results.Ready](t, srv, "ready")
 		argv := readArgs(ready.Address, ready.Port, "--block-size", "1MiB", "--queue-depth", "16", "--total", "16MiB", "--verify", "--control-stdin")
 		ch := key.RunnerChannel(br, c, nonce)
 		key = key.Next(nonce)
@@ -68,14 +96,7 @@ func TestAttachLoopRDMA(t *testing.T) {
 		c.Close()
 		until[results.Done](t, srv, "done")
 		finish(t, srv)
-		fds, rss := procUse(t, pid)
-		t.Logf("point %d: %.1f MB/s verified; agent %d open files, %d KiB resident", i, res.BandwidthMBs, fds, rss)
-		if i == 2 {
-			fds0, rss0 = fds, rss
-		}
-		if i == points && (fds != fds0 || rss-rss0 > 16<<10) {
-			t.Errorf("after %d more points: %d open files (was %d), %d KiB resident (was %d): a read left something behind", points-2, fds, fds0, rss, rss0)
-		}
+		t.Logf("point %d: %.1f MB/s verified", i, res.BandwidthMBs)
 	}
 }
 
@@ -121,12 +142,17 @@ func attachedRead(t *testing.T, ch *results.AttachChannel, point int) (*results.
 	}
 }
 
-// procUse is pid's open files and resident KiB.
-func procUse(t *testing.T, pid int) (fds, rssKiB int) {
+// procUse is pid's open files (fd:target) and resident KiB.
+func procUse(t *testing.T, pid int) (files []string, rssKiB int) {
 	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range ents {
+		target, _ := os.Readlink(dir + "/" + e.Name())
+		files = append(files, e.Name()+":"+target)
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -137,5 +163,5 @@ func procUse(t *testing.T, pid int) (fds, rssKiB int) {
 			fmt.Sscanf(strings.TrimPrefix(l, "VmRSS:"), "%d", &rssKiB)
 		}
 	}
-	return len(ents), rssKiB
+	return files, rssKiB
 }
