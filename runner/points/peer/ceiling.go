@@ -2,10 +2,13 @@ package peer
 
 // The disk's ceiling: what the disk under the server's file reads at its
 // best, measured by fio with O_DIRECT, so no page cache serves any of it
-// and none is left warm, over io_uring. The grid is large blocks (1 MiB
-// and 128 KiB), deep queues (32 and 128) and 1 and 4 jobs, each job over
-// its own range of the file (--offset_increment), read once. The best
-// run's MB/s is the ceiling every disk claim is a share of
+// and none is left warm, over io_uring. A short probe (1 MiB blocks, 4 in
+// flight, one job) comes first; then the grid: large blocks (1 MiB and
+// 128 KiB), deep queues (32 and 128) and 1 and 4 jobs, each job over its
+// own range of the file (--offset_increment), read once, leaving out the
+// runs that would keep more bytes in flight than the probe read in a
+// second: a slow or throttled device is not sent a queue it cannot take.
+// The best run's MB/s is the ceiling every disk claim is a share of
 // (docs/ssd.md). A buffered read, fio's or node's, competes with the
 // kernel's readahead for the same disk; this one does not.
 
@@ -14,35 +17,57 @@ import (
 	"strconv"
 )
 
-// CeilingBlocks, CeilingDepths and CeilingJobs are the ceiling's grid.
+// CeilingBlocks, CeilingDepths and CeilingJobs are the ceiling's grid;
+// CeilingProbeBlock and CeilingProbeDepth its probe.
 var (
 	CeilingBlocks = []int64{1 << 20, 128 << 10}
 	CeilingDepths = []int{32, 128}
 	CeilingJobs   = []int{1, 4}
 )
 
-// CeilingRuns are the fio argvs of the ceiling of file, whose first size
-// bytes are read: one per point of the grid whose jobs' ranges each hold
-// a block. None writes (--readonly).
-func CeilingRuns(file string, size int64) [][]string {
+const (
+	CeilingProbeBlock = 1 << 20
+	CeilingProbeDepth = 4
+)
+
+// CeilingProbe is the fio argv of the ceiling's probe over the first size
+// bytes of file, or nil when the file holds no probe block.
+func CeilingProbe(file string, size int64) []string {
+	if size < CeilingProbeBlock {
+		return nil
+	}
+	return ceilingArgv(file, CeilingProbeBlock, CeilingProbeDepth, 1, size/CeilingProbeBlock*CeilingProbeBlock)
+}
+
+// CeilingRuns are the fio argvs of the ceiling's grid over the first size
+// bytes of file: one per point of the grid whose jobs' ranges each hold a
+// block and whose bytes in flight (jobs × depth × block) are at most
+// inFlight. None writes (--readonly).
+func CeilingRuns(file string, size, inFlight int64) [][]string {
 	var runs [][]string
 	for _, bs := range CeilingBlocks {
 		for _, depth := range CeilingDepths {
 			for _, jobs := range CeilingJobs {
 				r := jobRange(size, jobs, bs)
-				if r == 0 {
+				if r == 0 || int64(jobs)*int64(depth)*bs > inFlight {
 					continue
 				}
-				runs = append(runs, []string{"fio", "--name=ceiling", "--filename=" + file, "--readonly",
-					"--direct=1", "--ioengine=io_uring", "--rw=read",
-					"--bs=" + strconv.FormatInt(bs, 10), "--iodepth=" + strconv.Itoa(depth),
-					"--numjobs=" + strconv.Itoa(jobs), "--size=" + strconv.FormatInt(r, 10),
-					"--offset_increment=" + strconv.FormatInt(r, 10), "--group_reporting",
-					"--output-format=json"})
+				runs = append(runs, ceilingArgv(file, bs, depth, jobs, r))
 			}
 		}
 	}
 	return runs
+}
+
+// ceilingArgv reads jobs ranges of r bytes of file, each its own job, in
+// bs blocks, depth in flight.
+func ceilingArgv(file string, bs int64, depth, jobs int, r int64) []string {
+	return []string{"fio", "--name=ceiling", "--filename=" + file, "--readonly",
+		"--direct=1", "--ioengine=io_uring", "--rw=read",
+		"--bs=" + strconv.FormatInt(bs, 10), "--iodepth=" + strconv.Itoa(depth),
+		"--numjobs=" + strconv.Itoa(jobs), "--size=" + strconv.FormatInt(r, 10),
+		"--offset_increment=" + strconv.FormatInt(r, 10), "--group_reporting",
+		"--output-format=json"}
 }
 
 // Ceiling is the best MB/s (10^6 bytes/s) among the reports of

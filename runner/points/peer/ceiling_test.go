@@ -12,19 +12,23 @@ import (
 // TestCeilingRunsSpanTheGrid: the ceiling reads with O_DIRECT through
 // io_uring, at every block, depth and job count of the grid, each job
 // over its own range of the file in whole blocks; a grid point whose
-// ranges hold no block is left out.
+// ranges hold no block is left out, and so is one that would keep more
+// bytes in flight than the probe read in a second.
 func TestCeilingRunsSpanTheGrid(t *testing.T) {
 	for _, c := range []struct {
-		size int64
-		want int
+		size, inFlight int64
+		want           int
 	}{
-		{1 << 30, 8},
-		{1536 << 10, 6}, // 1 MiB blocks fit one job's range, not four's
-		{64 << 10, 0},
+		{1 << 30, 1 << 40, 8},
+		{1536 << 10, 1 << 40, 6}, // 1 MiB blocks fit one job's range, not four's
+		{64 << 10, 1 << 40, 0},
+		{1 << 30, 32 << 20, 4}, // 1 MiB × 32; 128 KiB × 32 (1 and 4 jobs) and × 128
+		{1 << 30, 8 << 20, 1},  // a drive at 8 MB/s: 128 KiB × 32
+		{1 << 30, 2 << 20, 0},  // at 2 MB/s the probe alone
 	} {
-		runs := CeilingRuns("/data/f", c.size)
+		runs := CeilingRuns("/data/f", c.size, c.inFlight)
 		if len(runs) != c.want {
-			t.Errorf("file of %d bytes: %d runs, want %d", c.size, len(runs), c.want)
+			t.Errorf("file of %d bytes, %d in flight: %d runs, want %d", c.size, c.inFlight, len(runs), c.want)
 		}
 		seen := map[string]bool{}
 		for _, argv := range runs {
@@ -39,6 +43,9 @@ func TestCeilingRunsSpanTheGrid(t *testing.T) {
 			if inc != size || size < bs || size%bs != 0 || size*jobs > c.size {
 				t.Errorf("jobs' ranges overlap, or hold no whole block, or pass the file's end: %s", a)
 			}
+			if bs*depth*jobs > c.inFlight {
+				t.Errorf("%d bytes in flight, over %d: %s", bs*depth*jobs, c.inFlight, a)
+			}
 			if !slices.Contains(CeilingBlocks, bs) || !slices.Contains(CeilingDepths, int(depth)) || !slices.Contains(CeilingJobs, int(jobs)) || depth < 32 || depth > 128 {
 				t.Errorf("run off the grid: %s", a)
 			}
@@ -48,6 +55,21 @@ func TestCeilingRunsSpanTheGrid(t *testing.T) {
 			}
 			seen[k] = true
 		}
+	}
+}
+
+// TestCeilingProbe: the probe reads whole 1 MiB blocks, 4 in flight, one
+// job, with O_DIRECT; a file of less than a block gets none.
+func TestCeilingProbe(t *testing.T) {
+	argv := CeilingProbe("/data/f", 5<<20+1)
+	a := " " + strings.Join(argv, " ") + " "
+	for _, w := range []string{" --direct=1 ", " --ioengine=io_uring ", " --readonly ", " --bs=1048576 ", " --iodepth=4 ", " --numjobs=1 ", " --size=5242880 "} {
+		if !strings.Contains(a, w) {
+			t.Errorf("probe lacks %q: %s", w, a)
+		}
+	}
+	if argv := CeilingProbe("/data/f", 1<<20-1); argv != nil {
+		t.Errorf("probe of a file smaller than a block: %v", argv)
 	}
 }
 

@@ -270,7 +270,7 @@ func TestFixturesCeiling(t *testing.T) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runs := CeilingRuns(file, int64(len(data)))
+	runs := CeilingRuns(file, int64(len(data)), 1<<40)
 	for _, i := range []int{0, len(runs) - 1} { // 1 MiB, one job, depth 32; 128 KiB, 4 jobs, depth 128
 		argv := runs[i]
 		out, err := exec.Command(argv[0], argv[1:]...).Output()

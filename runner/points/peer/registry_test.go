@@ -104,7 +104,7 @@ func TestArgvAttachable(t *testing.T) {
 			}
 		}
 	}
-	for _, argv := range append(CeilingRuns("/data/f", 1<<30), []string{"fio", "--version"}) {
+	for _, argv := range append(CeilingRuns("/data/f", 1<<30, 1<<40), CeilingProbe("/data/f", 1<<30), []string{"fio", "--version"}) {
 		if err := results.CheckPeerArgs(argv); err != nil {
 			t.Errorf("ceiling: an attached node refuses %q: %v", argv, err)
 		}
