@@ -330,7 +330,7 @@ var schema = []Field{
 	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last read's completion"},
 	// Version 8: the SSD measured honestly (issue 40, docs/ssd.md).
 	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or the bytes read when fewer); below 0.95, or cached_fraction above 0.02, the row is not proven cold and its verdict is `cold` ([verdicts.md](verdicts.md#cold))"},
-	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file, measured once per run and host before the first cold point ([ssd.md](ssd.md#the-disks-ceiling)); empty for now: exec does not measure it yet"},
+	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file, measured by fio with O_DIRECT once per run and host, just before its first cold point ([ssd.md](ssd.md#the-disks-ceiling)); empty without fio or on tmpfs"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

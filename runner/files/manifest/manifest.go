@@ -38,8 +38,8 @@ type Manifest struct {
 	// exec ran odp points.
 	ODPProbes []ODPProbe `json:"odp_probes,omitempty"`
 	// DiskCeilings are the disk's ceiling under each server's file, one
-	// per host, measured before the run's first cold point
-	// (docs/ssd.md#the-disks-ceiling). exec does not measure it yet.
+	// per host, measured just before its first cold point
+	// (docs/ssd.md#the-disks-ceiling).
 	DiskCeilings []DiskCeiling `json:"disk_ceilings,omitempty"`
 }
 

@@ -125,3 +125,19 @@ func NewRunID() string {
 	_, _ = rand.Read(b)
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }
+
+// AddCeiling records a server file's disk ceiling and rewrites the
+// manifest.
+func (rec *Record) AddCeiling(dc DiskCeiling) error {
+	rec.mu.Lock()
+	rec.M.DiskCeilings = append(rec.M.DiskCeilings, dc)
+	rec.mu.Unlock()
+	return rec.Write()
+}
+
+// Ceilings are the disk ceilings recorded so far, by host.
+func (rec *Record) Ceilings() map[string]float64 {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.M.Ceilings()
+}

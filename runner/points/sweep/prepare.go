@@ -173,7 +173,8 @@ func (e *Exec) run(ctx context.Context, csv Appender, w Watch, sweep func(*Sweep
 	defer ts.Close()
 	cs := manifest.NewCounters(manifest.CountersPathFor(e.CSVPath, e.RunID))
 	defer cs.Close()
-	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts, cs), CSV: csv, Down: e.Hosts.Down, Warn: e.Warn, Watch: w})
+	c := &Ceilings{Targets: e.Hosts.Roles, Rec: e.Rec, Info: e.Info, Warn: e.WarnOnce}
+	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts, cs), CSV: csv, Down: e.Hosts.Down, Warn: e.Warn, Ceilings: c, Watch: w})
 	if err == nil {
 		out.SeriesErr, out.CountersErr = ts.Close(), cs.Close()
 	}

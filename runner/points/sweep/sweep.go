@@ -31,6 +31,9 @@ type Sweep struct {
 	Down map[string]error
 	// Warn, when set, is told of each cold row that is not proven cold.
 	Warn func(msg string)
+	// Ceilings, when set, measures the disk's ceiling under a cold
+	// point's file before the point, and sets it on the cold rows.
+	Ceilings *Ceilings
 	Watch
 }
 
@@ -107,6 +110,7 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 			return rounds.RunPoint(ctx, s.Runner, pt, rep, s.Down)
 		}
 	}
+	s.Ceilings.Before(ctx, j.Point)
 	rows, tm, err := run(ctx, j.Point, j.Rep)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
@@ -118,6 +122,7 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 		rows[i].SetBoundBy()
 		rows[i].SetColdReadFraction()
 	}
+	s.Ceilings.Set(rows)
 	verdict.JudgeRows(rows, s.Plan.Expect)
 	for _, r := range rows {
 		if why := r.NotCold(); why != "" && s.Warn != nil {
