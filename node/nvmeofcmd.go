@@ -277,7 +277,7 @@ func loadSay(ctx context.Context, e *env, sys nvmeof.Sys, mods []string) error {
 type nvmeofReadOptions struct {
 	fabricFlags
 	blockSize, size, total sizeValue
-	depth                  int
+	depth, qps             int
 	pattern                string
 	duration, warmup       durationFlag
 	sample                 int
@@ -297,7 +297,8 @@ func runNVMeOFRead(ctx context.Context, e *env, args []string) error {
 	fs.Var(&o.blockSize, "block-size", "fio's --bs")
 	fs.Var(&o.size, "size", "bytes of the namespace read (the plan's file_size)")
 	fs.Var(&o.total, "total", "bytes to read (0: --size) when no --duration")
-	fs.IntVar(&o.depth, "queue-depth", 1, "fio's --iodepth")
+	fs.IntVar(&o.depth, "queue-depth", 1, "reads in flight in total, spread evenly over the --qps jobs")
+	fs.IntVar(&o.qps, "qps", 1, "I/O queues (nr_io_queues), each read by its own fio job over its own range of the namespace")
 	fs.StringVar(&o.pattern, "pattern", "sequential", "sequential or random")
 	fs.Var(&o.duration, "duration", "time-based: how long fio reads")
 	fs.Var(&o.warmup, "warmup", "fio's --ramp_time")
@@ -310,6 +311,9 @@ func runNVMeOFRead(ctx context.Context, e *env, args []string) error {
 	}
 	if o.blockSize <= 0 || o.size < o.blockSize {
 		return usagef("--block-size must be positive and fit in --size")
+	}
+	if o.qps < 1 || o.qps > maxNVMeOFQueues || jobShare(int64(o.size), o.qps, int64(o.blockSize)) == 0 {
+		return usagef("--qps must be 1 to %d, each job's range of --size holding a block (got %d)", maxNVMeOFQueues, o.qps)
 	}
 	ctx, stop, secret, err := o.start(ctx, e.stdin)
 	if err != nil {
@@ -327,7 +331,7 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	}
 	nqn, hostNQN := nvmeof.Names(secret)
 	made, err := sys.Connect(ctx, nvmeof.Conn{NQN: nqn, HostNQN: hostNQN, HostID: nvmeof.HostID(secret), Transport: o.transport, Addr: o.addr, SvcID: o.svcID,
-		Key: nvmeof.Key(secret)})
+		Key: nvmeof.Key(secret), IOQueues: o.qps, QueueSize: nvmeof.QueueSize(results.DepthPerQP(o.depth, o.qps))})
 	if made == nil {
 		return err
 	}
@@ -397,28 +401,53 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 // fioWaitDelay bounds node's wait for fio's output once fio is killed.
 const fioWaitDelay = 2 * time.Second
 
-// runFio runs fio on dev and returns its JSON report.
-func runFio(ctx context.Context, o nvmeofReadOptions, dev string) ([]byte, error) {
+// maxNVMeOFQueues bounds --qps: node connects at most 1024 QPs, and
+// nvme-fabrics makes at most one I/O queue per CPU.
+const maxNVMeOFQueues = 1024
+
+// jobShare is each of jobs' range of size bytes, in whole blocks of bs;
+// 0 when a share holds no block.
+func jobShare(size int64, jobs int, bs int64) int64 {
+	return size / int64(max(jobs, 1)) / bs * bs
+}
+
+// fioArgs are fio's arguments for o on dev: one job per queue (--qps),
+// each over its own range of the namespace (--offset_increment) at its
+// share of the depth, the total shared alike, reported as one.
+func fioArgs(o nvmeofReadOptions, dev string) []string {
 	rw := "read"
 	if o.pattern == "random" {
 		rw = "randread"
+	}
+	jobs, bs := max(o.qps, 1), int64(o.blockSize)
+	size, total := int64(o.size), int64(o.total)
+	if jobs > 1 {
+		size = jobShare(size, jobs, bs)
+		total = max(total/int64(jobs)/bs, 1) * bs
 	}
 	// --thread: fio's job is a thread of the one process that node kills
 	// (and Pdeathsig reaches), not a forked child; a job process outlived
 	// its SIGKILLed parent, kept the namespace busy and the output pipe
 	// open, and node waited on that pipe for good (KillRunner under load).
 	args := []string{"--name=rdmasweep", "--thread", "--filename=" + dev, "--readonly", "--direct=1", "--ioengine=io_uring", "--rw=" + rw,
-		"--bs=" + o.blockSize.String(), "--iodepth=" + strconv.Itoa(max(o.depth, 1)), "--size=" + o.size.String()}
+		"--bs=" + strconv.FormatInt(bs, 10), "--iodepth=" + strconv.Itoa(results.DepthPerQP(o.depth, jobs)), "--size=" + strconv.FormatInt(size, 10)}
+	if jobs > 1 {
+		args = append(args, "--numjobs="+strconv.Itoa(jobs), "--offset_increment="+strconv.FormatInt(size, 10), "--group_reporting")
+	}
 	if d := o.duration.d(); d > 0 {
 		args = append(args, fmt.Sprintf("--runtime=%dms", d.Milliseconds()), "--time_based")
 	} else if o.total > 0 {
-		args = append(args, "--io_size="+o.total.String())
+		args = append(args, "--io_size="+strconv.FormatInt(total, 10))
 	}
 	if w := o.warmup.d(); w > 0 {
 		args = append(args, fmt.Sprintf("--ramp_time=%dms", w.Milliseconds()))
 	}
-	args = append(args, "--lat_percentiles=1", "--output-format=json")
-	cmd := exec.CommandContext(ctx, "fio", args...)
+	return append(args, "--lat_percentiles=1", "--output-format=json")
+}
+
+// runFio runs fio on dev and returns its JSON report.
+func runFio(ctx context.Context, o nvmeofReadOptions, dev string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "fio", fioArgs(o, dev)...)
 	// fio dies with node, however node dies: a fio left reading would
 	// hold the controller the teardown deletes.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -206,5 +207,49 @@ func TestFioEndsWithItsContext(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// TestFioJobsPerQueue: with --qps 4 fio reads the namespace in 4 jobs,
+// each over its own quarter (--offset_increment) at a quarter of the
+// depth, reported as one, and the whole of it once; with 1 queue, one job
+// over all of it at the whole depth.
+func TestFioJobsPerQueue(t *testing.T) {
+	o := nvmeofReadOptions{blockSize: 64 << 10, size: 8 << 20, depth: 8, qps: 4}
+	args := " " + strings.Join(fioArgs(o, "/dev/nvme1n1"), " ") + " "
+	for _, w := range []string{" --numjobs=4 ", " --iodepth=2 ", " --size=2097152 ", " --offset_increment=2097152 ", " --group_reporting ", " --direct=1 "} {
+		if !strings.Contains(args, w) {
+			t.Errorf("qps 4: fio's arguments lack %q: %s", w, args)
+		}
+	}
+	o.total = 4 << 20
+	if args := " " + strings.Join(fioArgs(o, "/dev/nvme1n1"), " ") + " "; !strings.Contains(args, " --io_size=1048576 ") {
+		t.Errorf("qps 4, total 4 MiB: want 1 MiB a job: %s", args)
+	}
+	o.qps, o.total = 1, 0
+	args = " " + strings.Join(fioArgs(o, "/dev/nvme1n1"), " ") + " "
+	if strings.Contains(args, "--numjobs") || strings.Contains(args, "--offset_increment") || !strings.Contains(args, " --iodepth=8 ") || !strings.Contains(args, " --size=8388608 ") {
+		t.Errorf("qps 1: want one job over the whole namespace at depth 8: %s", args)
+	}
+
+	testenv.NeedTool(t, "fio", "fio")
+	file := filepath.Join(t.TempDir(), "ns")
+	if err := os.WriteFile(file, make([]byte, 8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.qps = 4
+	out, err := runFio(context.Background(), o, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Jobs []struct {
+			Read struct {
+				IOBytes int64 `json:"io_bytes"`
+			} `json:"read"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil || len(rep.Jobs) != 1 || rep.Jobs[0].Read.IOBytes != 8<<20 {
+		t.Fatalf("fio's report: %v, %+v; want one group that read the 8 MiB once", err, rep.Jobs)
 	}
 }

@@ -16,7 +16,9 @@ import (
 
 // Conn is what a host connects to: the subsystem NQN at Addr:SvcID over
 // Transport, as HostNQN with HostID ("" the kernel's default), proving Key
-// (DH-HMAC-CHAP, DHHC-1 form; "" none) where the target asks for it.
+// (DH-HMAC-CHAP, DHHC-1 form; "" none) where the target asks for it, with
+// IOQueues I/O queues of QueueSize entries each (0: the kernel's
+// defaults, one queue per CPU of 128 entries).
 type Conn struct {
 	NQN, HostNQN string
 	HostID       string
@@ -24,6 +26,43 @@ type Conn struct {
 	Addr         string
 	SvcID        int
 	Key          string
+	IOQueues     int
+	QueueSize    int
+}
+
+// The queue sizes nvme-fabrics takes (NVMF_MIN_QUEUE_SIZE and
+// NVMF_MAX_QUEUE_SIZE); a transport may clamp lower (nvme-rdma to 128 on
+// 6.1), saying so in the kernel log.
+const (
+	MinQueueSize = 16
+	MaxQueueSize = 1024
+)
+
+// QueueSize is the queue_size that holds depth reads in flight on one
+// queue, within what nvme-fabrics takes.
+func QueueSize(depth int) int {
+	return min(max(depth, MinQueueSize), MaxQueueSize)
+}
+
+// options are c's line for /dev/nvme-fabrics.
+func (c Conn) options() string {
+	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s,reconnect_delay=%d,ctrl_loss_tmo=%d",
+		c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN, ReconnectDelay, CtrlLossTmo)
+	if c.IOQueues > 0 {
+		opts += fmt.Sprintf(",nr_io_queues=%d", c.IOQueues)
+	}
+	if c.QueueSize > 0 {
+		opts += fmt.Sprintf(",queue_size=%d", c.QueueSize)
+	}
+	if c.HostID != "" {
+		opts += ",hostid=" + c.HostID
+	}
+	if c.Key != "" {
+		// A kernel without host authentication takes the option and
+		// ignores it; a target that asks for the key then refuses us.
+		opts += ",dhchap_secret=" + c.Key
+	}
+	return opts
 }
 
 // ReconnectDelay and CtrlLossTmo (seconds) are how the kernel treats a
@@ -61,17 +100,7 @@ func (s Sys) Connect(ctx context.Context, c Conn) (*Made, error) {
 		return nil, fmt.Errorf("open %s: %w (load nvme-fabrics and nvme-%s)", s.Fabrics, err, c.Transport)
 	}
 	defer f.Close()
-	opts := fmt.Sprintf("transport=%s,traddr=%s,trsvcid=%d,nqn=%s,hostnqn=%s,reconnect_delay=%d,ctrl_loss_tmo=%d",
-		c.Transport, c.Addr, c.SvcID, c.NQN, c.HostNQN, ReconnectDelay, CtrlLossTmo)
-	if c.HostID != "" {
-		opts += ",hostid=" + c.HostID
-	}
-	if c.Key != "" {
-		// A kernel without host authentication takes the option and
-		// ignores it; a target that asks for the key then refuses us.
-		opts += ",dhchap_secret=" + c.Key
-	}
-	if _, err := f.Write([]byte(opts)); err != nil {
+	if _, err := f.Write([]byte(c.options())); err != nil {
 		os.Remove(m.record)
 		return nil, fmt.Errorf("connect to %s at %s:%d over %s: %w", c.NQN, c.Addr, c.SvcID, c.Transport, err)
 	}

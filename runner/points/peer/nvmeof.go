@@ -18,6 +18,8 @@ package peer
 //	the client: fio --direct=1 --ioengine=io_uring on the namespace, then
 //	a sample of blocks checked against the pattern; a mismatch fails
 //	the row naming its offset
+//	qps -> nr_io_queues, each read by its own fio job over its own range;
+//	      queue_size the depth per queue (nvme-fabrics' 16 at least)
 //
 // node nvmet says ready when it listens on the next TCP port (4421),
 // where node nvmeof-read proves it is done (the secret's challenge) once
@@ -97,8 +99,9 @@ var nvmeofMap = []Mapping{
 	{Param: param.Registration, Refuse: func(p Params) string {
 		return refuseIf(p.Registration == "odp", "the kernel's target registers its own memory")
 	}},
-	{Param: param.QPs, Refuse: func(p Params) string {
-		return refuseIf(p.qps() > 1, "fio reads the namespace in one job; qps > 1 has no mapping")
+	{Param: param.QPs, Option: "--qps", Refuse: func(p Params) string {
+		return refuseIf(p.FileSize > 0 && p.BlockSize > 0 && jobRange(p.FileSize, p.qps(), p.BlockSize) == 0,
+			"qps %d: each I/O queue's fio job reads its own range of file_size %d, and a block of %d bytes does not fit in one", p.qps(), p.FileSize, p.BlockSize)
 	}},
 	{Param: param.Device, Ignored: true},
 	{Param: param.IBPort, Ignored: true},
@@ -125,6 +128,9 @@ func buildNVMeOF(p Params) Commands {
 	client := append([]string{NodeProgram, "nvmeof-read"}, fabric...)
 	client = append(client, "--block-size", strconv.FormatInt(p.BlockSize, 10), "--size", strconv.FormatInt(p.FileSize, 10),
 		"--queue-depth", strconv.Itoa(max(p.QueueDepth, 1)))
+	if p.qps() > 1 {
+		client = append(client, "--qps", strconv.Itoa(p.qps()))
+	}
 	if p.Pattern == "random" {
 		client = append(client, "--pattern", "random")
 	}

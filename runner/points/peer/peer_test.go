@@ -101,6 +101,7 @@ func TestCheckRefuses(t *testing.T) {
 		{Fio, "block_size", func(p *Params) { p.BlockSize = 2 << 30 }},
 		{Fio, "registration", func(p *Params) { p.Registration = "odp" }},
 		{FioMatched, "block_size", func(p *Params) { p.FileSize = 4 << 20 }}, // 8 jobs' ranges of 512KiB hold no 1MiB block
+		{NVMeOF, "qps", func(p *Params) { p.QPs, p.FileSize = 4, 2<<20 }},    // 4 queues' ranges of 512KiB hold no 1MiB block
 		{IBReadBW, "transport", func(p *Params) { p.Transport = "tcp" }},
 		{Iperf3, "transport", func(p *Params) { p.Transport = "rdma" }},
 	} {

@@ -67,6 +67,8 @@ var mappingCases = func() []mappingCase {
 		{NVMeOF, file, param.FileSize, " --file-size 1073741824 --create ", ""},
 		{NVMeOF, file.With(param.BlockSize, 4096), param.BlockSize, " --block-size 4096 ", ""},
 		{NVMeOF, file.With(param.QueueDepth, 8), param.QueueDepth, " --queue-depth 8 ", ""},
+		{NVMeOF, file.With(param.QPs, 4), param.QPs, " --queue-depth 16 --qps 4 ", ""},
+		{NVMeOF, file, param.QPs, " --queue-depth 16 ", " --qps "},
 		{NVMeOF, file.With(param.Pattern, "random"), param.Pattern, " --pattern random ", ""},
 		{NVMeOF, file.With(param.Duration, 3*time.Second), param.Duration, " --duration 3s ", " --total "},
 		{NVMeOF, file.With(param.Total, 1<<20), param.Total, " --total 1048576 ", " --duration "},

@@ -184,6 +184,18 @@ func (l *wireLab) nvmeofRows(t *testing.T) {
 			t.Logf("nvmeof/node at %s: %.2f", bs, r)
 		}
 	}
+	// qps 2: two I/O queues (nr_io_queues), each read by its own fio job
+	// over its own half of the namespace, from the cold file: the kernel
+	// takes the connect options, and the halves make the whole total.
+	rows = l.exec(t, plan, "wire-nvmeof-qps", "--set", "qps=2", "--set", "cache=cold", "--only", "workload=nvmeof", "--only", "block_size=64KiB")
+	if len(rows) != 1 {
+		t.Fatalf("qps 2: %d rows, want 1", len(rows))
+	}
+	r := rows[0]
+	t.Logf("qps 2: %s %s, %.2f MB/s, %s bytes, verified %v", r.Status, r.Error, deref(r.BandwidthMBs), fmtInt(r.Bytes), r.Verified != nil && *r.Verified)
+	if r.Status != results.StatusOK || r.Param("qps") != "2" || r.Bytes == nil || *r.Bytes != 4<<20 || r.Verified == nil || !*r.Verified {
+		t.Errorf("qps 2: status %q %q, qps %s, bytes %s, verified %v; want ok, 4 MiB, verified", r.Status, r.Error, r.Param("qps"), fmtInt(r.Bytes), r.Verified)
+	}
 	l.noneLeft(t)
 }
 
