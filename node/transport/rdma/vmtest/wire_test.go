@@ -687,9 +687,14 @@ sweep:
 		if cache == "cold" && (*r.DiskReadBytes < wireNVMeSize*9/10 || *r.ServerMajorFaults <= 0) {
 			t.Errorf("cold: disk_read_bytes %d, server_major_faults %d; want ≥ 0.9 × %d and > 0", *r.DiskReadBytes, *r.ServerMajorFaults, wireNVMeSize)
 		}
-		// A truly cold point is proven cold (issue 40).
+		// A truly cold point is proven cold, after the disk's ceiling was
+		// measured on the drive just before it (issue 40).
+		t.Logf("%s: disk_ceiling_mb_s %s", cache, fmtPtr(r.DiskCeilingMBs))
 		if cache == "cold" && (r.ColdReadFraction == nil || *r.ColdReadFraction < results.ColdReadMin || r.NotCold() != "") {
 			t.Errorf("cold: cold_read_fraction %s (%s); want ≥ %g, proven cold", fmtPtr(r.ColdReadFraction), r.NotCold(), results.ColdReadMin)
+		}
+		if (cache == "cold") != (r.DiskCeilingMBs != nil && *r.DiskCeilingMBs > 0) {
+			t.Errorf("%s: disk_ceiling_mb_s %s; want the drive's measured ceiling on the cold row alone", cache, fmtPtr(r.DiskCeilingMBs))
 		}
 		if cache == "warm" && *r.DiskReadBytes > wireNVMeSize/20 {
 			t.Errorf("warm: disk_read_bytes %d, want ≤ 0.05 × %d", *r.DiskReadBytes, wireNVMeSize)
