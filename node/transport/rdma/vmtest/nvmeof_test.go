@@ -187,7 +187,7 @@ func (l *wireLab) nvmeofRows(t *testing.T) {
 	// qps 2: two I/O queues (nr_io_queues), each read by its own fio job
 	// over its own half of the namespace, from the cold file: the kernel
 	// takes the connect options, and the halves make the whole total.
-	rows = l.exec(t, plan, "wire-nvmeof-qps", "--set", "qps=2", "--set", "cache=cold", "--only", "workload=nvmeof", "--only", "block_size=64KiB")
+	rows = l.exec(t, plan, "wire-nvmeof-qps", "--out", "out/wire-nvmeof-qps.csv", "--set", "qps=2", "--set", "cache=cold", "--only", "workload=nvmeof", "--only", "block_size=64KiB")
 	if len(rows) != 1 {
 		t.Fatalf("qps 2: %d rows, want 1", len(rows))
 	}
