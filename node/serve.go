@@ -166,16 +166,22 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	})
 	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
 	before := faults()
+	mark := sample.DiskMark() // the preparation's reads are behind it
 	st, conns, err := serveAll(ctx, srv, o.clients)
 	if err != nil {
 		return err
 	}
 	after := faults()
+	c := sample.End(st.TCP)
+	if n, ok := mark.Since(); ok && st.Seconds > 0 {
+		mbs := float64(n) / st.Seconds / 1e6
+		c.DiskReadMBs = &mbs
+	}
 	out.event(results.Done{
 		Type: results.TypeDone, BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds,
 		MinorFaults: after.minor - before.minor, MajorFaults: after.major - before.major,
 		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS, Connections: conns,
-		Counters: sample.End(st.TCP), Pipeline: st.Pipeline,
+		Counters: c, Pipeline: st.Pipeline,
 	})
 	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()

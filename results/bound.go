@@ -32,14 +32,20 @@ type share struct {
 
 // shares are the row's resources, each with its use of its capacity,
 // where the row has the figures:
-//   - disk: disk_busy_pct ÷ 100;
+//   - disk: disk_read_mb_s ÷ disk_ceiling_mb_s, the rate it read at while
+//     the clients read against the most it gives; without a ceiling,
+//     disk_busy_pct ÷ 100 (io_ticks: any I/O in flight, so a device that
+//     serves many at once, an NVMe, reads 100 % busy at depth 1);
 //   - link: bandwidth_mb_s ÷ line_rate_mb_s;
 //   - cpu_server, cpu_client: CPU seconds per second ÷ one core. An rdma
 //     client busy-polls its completions (node and ib_read_bw alike), so
 //     its CPU says nothing of a bound and is left out.
 func (r Row) shares() []share {
 	var out []share
-	if r.DiskBusyPct != nil {
+	switch {
+	case r.DiskReadMBs != nil && r.DiskCeilingMBs != nil && *r.DiskCeilingMBs > 0:
+		out = append(out, share{BoundDisk, *r.DiskReadMBs / *r.DiskCeilingMBs})
+	case r.DiskBusyPct != nil:
 		out = append(out, share{BoundDisk, *r.DiskBusyPct / 100})
 	}
 	if r.BandwidthMBs != nil && r.LineRateMBs != nil && *r.LineRateMBs > 0 {

@@ -30,6 +30,12 @@ func TestSetBoundBy(t *testing.T) {
 		{"link just past the tie", row(TransportRDMA, f(114), f(125), f(97), f(0.1), f(1)), BoundDisk, "disk 0.97, link 0.91, cpu_server 0.10"},
 		{"three at once", row(TransportTCP, f(1200), f(1250), f(99), f(0.95), f(0.2)), BoundDisk + "+" + BoundLink + "+" + BoundCPUServer, "disk 0.99, link 0.96, cpu_server 0.95, cpu_client 0.20"},
 		{"close, but one under the bound", row(TransportTCP, f(1100), f(1250), f(92), nil, nil), BoundDisk, "disk 0.92, link 0.88"},
+		// Against the disk's ceiling: an NVMe busy all along at depth 1 is
+		// far from its ceiling; one reading at its ceiling is the bound,
+		// whatever io_ticks says.
+		{"depth 1 on an NVMe", withDisk(row(TransportTCP, f(24), f(1250), f(100), f(0.3), f(0.2)), f(24), f(1400)), BoundUnknown, "nearest: cpu_server 0.30, cpu_client 0.20, link 0.02, disk 0.02"},
+		{"at the ceiling", withDisk(row(TransportTCP, f(1300), f(12500), f(60), f(0.3), f(0.2)), f(1330), f(1400)), BoundDisk, "disk 0.95, cpu_server 0.30, cpu_client 0.20, link 0.10"},
+		{"ceiling, no rate", withDisk(row(TransportTCP, f(24), f(1250), f(97), nil, nil), nil, f(1400)), BoundDisk, "disk 0.97, link 0.02"},
 	} {
 		r := c.r
 		r.SetBoundBy()
@@ -42,4 +48,10 @@ func TestSetBoundBy(t *testing.T) {
 	if failed.SetBoundBy(); failed.BoundBy != "" || failed.BoundByDetail != "" {
 		t.Errorf("a failed row: bound_by %q (%q), want empty", failed.BoundBy, failed.BoundByDetail)
 	}
+}
+
+// withDisk is r with disk_read_mb_s and disk_ceiling_mb_s.
+func withDisk(r Row, read, ceiling *float64) Row {
+	r.DiskReadMBs, r.DiskCeilingMBs = read, ceiling
+	return r
 }

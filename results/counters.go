@@ -33,6 +33,10 @@ type Counters struct {
 	// average.
 	DiskBusyPct  *float64 `json:"disk_busy_pct,omitempty"`
 	DiskAvgQueue *float64 `json:"disk_avg_queue,omitempty"`
+	// DiskReadMBs is what the device read while the clients read (from
+	// the start of serving to its end) ÷ the session's seconds, in MB/s:
+	// the disk's rate in the window the link's and CPU's shares are over.
+	DiskReadMBs *float64 `json:"disk_read_mb_s,omitempty"`
 	// MajorFaults and MinorFaults are node's own page faults
 	// (getrusage) over its whole life, registration included.
 	MajorFaults *int64 `json:"major_faults,omitempty"`
@@ -86,6 +90,7 @@ func (r *Row) SetCounters(server, client *Counters) {
 	}
 	r.DiskReadBytes = s.DiskReadBytes
 	r.DiskBusyPct, r.DiskAvgQueue = s.DiskBusyPct, s.DiskAvgQueue
+	r.DiskReadMBs = s.DiskReadMBs
 	r.ServerMajorFaults, r.ServerMinorFaults = s.MajorFaults, s.MinorFaults
 	r.TCPRetrans = plus(s.TCPRetrans, c.TCPRetrans)
 	sameHost := s.BootID != "" && s.BootID == c.BootID

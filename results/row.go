@@ -128,6 +128,9 @@ type Row struct {
 	// DiskCeilingMBs is the disk's ceiling under a cold row's file
 	// (SetDiskCeiling).
 	DiskCeilingMBs *float64 `csv:"disk_ceiling_mb_s"`
+	// DiskReadMBs is the server's disk rate while its clients read
+	// (Counters.DiskReadMBs), the disk's share in SetBoundBy.
+	DiskReadMBs *float64 `csv:"disk_read_mb_s"`
 }
 
 // Scope values.

@@ -194,7 +194,7 @@ var schema = []Field{
 			return ""
 		},
 		Doc: "RDMA READs in flight per QP on the wire (perftest's `-o`); auto: the most both devices allow"}},
-	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP was signalled, as node used it (auto resolved, capped at the depth per QP, 1 in an open loop); with N > 1 latency comes from the signalled READs alone", Param: &Param{
+	{Column: "cq_moderation", Doc: "rdma: every Nth READ per QP was signalled, as node used it (auto resolved, capped at the depth per QP, 1 in an open loop); for N > 1 latency is the signalled READs'", Param: &Param{
 		Name: "cq_moderation", Section: SectionRDMA, Kind: KindInt, Auto: true, AutoKey: 1, Min: 1, Max: 4096,
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "cq-moderation", Role: "read", Since: 4,
 		// What node will use, by its one rule (CQModeration); a row of a
@@ -282,7 +282,7 @@ var schema = []Field{
 	{Column: "warmup_used_s", Unit: "seconds", Doc: "client rows of `warmup: steady`: the warmup it read, wall clock; empty otherwise"},
 	// What the hosts counted during each run (issue 22,
 	// docs/telemetry.md). Every raw delta is in RUN_ID.counters.jsonl.
-	{Column: "disk_read_bytes", Unit: "bytes", Doc: "what the block device under the server's file read (read sectors × 512) from after the cache state was set to the point's end; empty without a block device (tmpfs)"},
+	{Column: "disk_read_bytes", Unit: "bytes", Doc: "what the block device under the server's file read (sectors × 512) from the cache step to the point's end; empty without one (tmpfs)"},
 	{Column: "server_major_faults", Doc: "node serve's major page faults (getrusage) over its life, registration included"},
 	{Column: "server_minor_faults", Doc: "node serve's minor page faults over its life"},
 	{Column: "tcp_retrans", Unit: "segments", Doc: "tcp: segments the data connection retransmitted (`tcpi_total_retrans`), both ends; empty for rdma"},
@@ -320,17 +320,18 @@ var schema = []Field{
 	{Column: "populate_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ populate_s"},
 	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the span in which it read (from the 100 ms tick before its first read to the one after its last)"},
 	{Column: "disk_avg_queue", Doc: "the same device's `time_in_queue` over that span: the I/Os it held on average"},
-	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client`, several joined by `+` (`disk+link`), or `unknown`: the resource at 90 % or more of its capacity, with any other there within 0.05 of it ([telemetry.md](telemetry.md#what-bound-a-row))"},
+	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client`, several joined by `+` (`disk+link`), or `unknown`: the resource at 90 % or more of its capacity, and any other within 0.05 of it ([telemetry.md](telemetry.md#what-bound-a-row))"},
 	{Column: "bound_by_detail", Doc: "each resource's share of its capacity, highest first"},
 	{Column: "pipeline", Doc: "rdma: the server populated and registered the file region by region while the client read", Param: &Param{
 		Name: "pipeline", Section: "server", Kind: KindBool, Default: "false",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "pipeline", Role: "serve", Since: 7,
-		Doc: "populate and register the file one `mr_size` region at a time after the client connects, announcing each as it is ready; the client reads each as soon as it is announced ([rdma.md](rdma.md#pipeline))"}},
-	{Column: "first_read_ms", Unit: "ms", Doc: "rdma and tcp, a point that reads the file once from its start without warmup: from the start of the server's preparation to the first read's completion, the wait for the client left out"},
+		Doc: "populate and register the file one `mr_size` region at a time after the client connects, announcing each when ready for the client to read ([rdma.md](rdma.md#pipeline))"}},
+	{Column: "first_read_ms", Unit: "ms", Doc: "a point that reads the file once from its start without warmup: from the start of the server's preparation to the first read's completion, less the wait for the client"},
 	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last read's completion"},
 	// Version 8: the SSD measured honestly (issue 40, docs/ssd.md).
-	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or the bytes read when fewer); below 0.95, or cached_fraction above 0.02, the row is not proven cold and its verdict is `cold` ([verdicts.md](verdicts.md#cold))"},
-	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file, measured by fio with O_DIRECT once per run and host, just before its first cold point ([ssd.md](ssd.md#the-disks-ceiling)); empty without fio or on tmpfs"},
+	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or fewer if it read fewer); under 0.95, or cached_fraction over 0.02, is not proven cold: verdict `cold` ([verdicts.md](verdicts.md#cold))"},
+	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file (fio O_DIRECT, once per run and host, before its first cold point: [ssd.md](ssd.md#the-disks-ceiling)); empty without fio or on tmpfs"},
+	{Column: "disk_read_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "node's server: its block device's read rate while the clients read; ÷ disk_ceiling_mb_s, the disk's bound_by share ([telemetry.md](telemetry.md#what-bound-a-row))"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

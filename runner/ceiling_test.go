@@ -83,7 +83,7 @@ func TestDiskCeilingAcrossSSHHosts(t *testing.T) {
 	}
 	for _, row := range rows {
 		cache := row.Param("cache")
-		t.Logf("cache=%s: disk_ceiling_mb_s %s, cold_read_fraction %s", cache, floatCell(row.DiskCeilingMBs), floatCell(row.ColdReadFraction))
+		t.Logf("cache=%s: disk_ceiling_mb_s %s, disk_read_mb_s %s, cold_read_fraction %s, bound_by %s (%s)", cache, floatCell(row.DiskCeilingMBs), floatCell(row.DiskReadMBs), floatCell(row.ColdReadFraction), row.BoundBy, row.BoundByDetail)
 		switch {
 		case row.Status != "ok":
 			t.Errorf("cache=%s: %s %s", cache, row.Status, row.Error)
@@ -91,6 +91,9 @@ func TestDiskCeilingAcrossSSHHosts(t *testing.T) {
 			t.Errorf("cold row: disk_ceiling_mb_s %s, want the manifest's %v", floatCell(row.DiskCeilingMBs), dc.MBs)
 		case cache == "cold" && row.NotCold() != "":
 			t.Errorf("cold row not proven cold after the ceiling: %s", row.NotCold())
+		case cache == "cold" && (row.DiskReadMBs == nil || !strings.Contains(row.BoundByDetail, fmt.Sprintf("disk %.2f", *row.DiskReadMBs / *row.DiskCeilingMBs))):
+			// bound_by weighs the disk against the ceiling.
+			t.Errorf("cold row: bound_by_detail %q, disk_read_mb_s %s; want the disk's share disk_read_mb_s ÷ disk_ceiling_mb_s", row.BoundByDetail, floatCell(row.DiskReadMBs))
 		case cache == "warm" && row.DiskCeilingMBs != nil:
 			t.Errorf("warm row: disk_ceiling_mb_s %v, want empty", *row.DiskCeilingMBs)
 		}

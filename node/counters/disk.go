@@ -22,9 +22,42 @@ func (s *Sample) Disk(ctx context.Context, file string) {
 	}
 	g := &diskGroup{dev: b, stop: make(chan struct{}), begun: time.Now()}
 	s.begin(g)
+	s.disk = &b
 	if before, ok := s.before[g.name()]; ok {
 		go g.watch(ctx, before["read_sectors"])
 	}
+}
+
+// DiskMark is the sample's disk at a moment, from which Since counts.
+type DiskMark struct {
+	dev     *BlockDevice
+	sectors uint64
+}
+
+// DiskMark marks the sample's disk now; without a disk, or its stat,
+// the mark counts nothing.
+func (s *Sample) DiskMark() DiskMark {
+	if s.disk == nil {
+		return DiskMark{}
+	}
+	snap, err := s.disk.Stat()
+	if err != nil {
+		return DiskMark{}
+	}
+	return DiskMark{dev: s.disk, sectors: snap["read_sectors"]}
+}
+
+// Since is the bytes the disk read since the mark; ok is false when the
+// mark or the stat counts nothing.
+func (m DiskMark) Since() (bytes int64, ok bool) {
+	if m.dev == nil {
+		return 0, false
+	}
+	snap, err := m.dev.Stat()
+	if err != nil || snap["read_sectors"] < m.sectors {
+		return 0, false
+	}
+	return int64(snap["read_sectors"]-m.sectors) * SectorBytes, true
 }
 
 // diskGroup is the block device's /sys/block/DEV/stat. Besides the

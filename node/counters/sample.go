@@ -31,6 +31,7 @@ type Sample struct {
 	groups []group             // begun, in the order they began
 	before map[string]Snapshot // by group name
 	unread map[string]string
+	disk   *BlockDevice // Disk's, for DiskMark
 }
 
 // group is one set of counters a Sample reads when its phase begins and

@@ -118,11 +118,11 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 		}
 		return nil, tm, err
 	}
+	s.Ceilings.Set(rows) // bound_by weighs the disk against its ceiling
 	for i := range rows {
 		rows[i].SetBoundBy()
 		rows[i].SetColdReadFraction()
 	}
-	s.Ceilings.Set(rows)
 	verdict.JudgeRows(rows, s.Plan.Expect)
 	for _, r := range rows {
 		if why := r.NotCold(); why != "" && s.Warn != nil {

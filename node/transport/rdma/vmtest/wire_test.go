@@ -111,7 +111,7 @@ func TestGuestWire(t *testing.T) {
 	for _, sub := range []struct {
 		name string
 		f    func(*testing.T)
-	}{{"ToS", lab.tos}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByLink", lab.boundByLink}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted},
+	}{{"ToS", lab.tos}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted},
 		{"NVMeoFRows", lab.nvmeofRows}, {"NVMeoFCorrupt", lab.nvmeofCorrupt}, {"NVMeoFKill", lab.nvmeofKill}, {"NVMeoFNoModule", lab.nvmeofNoModule}} {
 		t.Run(sub.name, func(t *testing.T) {
 			s := time.Now()
@@ -735,10 +735,12 @@ func (l *wireLab) boundRow(t *testing.T, cache string) results.Row {
 // reads throttled to boundDiskBPS for the point, is bound by the disk:
 // the drive busy ≥ 90 % over the span in which it read.
 //
-// The guest's readahead on the drive is 8 MiB, four seconds of its
+// The guest's readahead on the drive is 1 MiB, half a second of its
 // reads, so a reader the loaded host leaves without a CPU for a while
 // still has reads in flight: with the default 128 KiB, at load 10 the
-// drive was busy 74 % while the point read at 7.6 of its 8 MB/s.
+// drive was busy 74 % while the point read at 7.6 of its 8 MB/s. The
+// disk's ceiling, measured before the point at the same throttle, is
+// what its share is of.
 func (l *wireLab) boundByDisk(t *testing.T) {
 	ra := "/sys/block/nvme0n1/queue/read_ahead_kb"
 	was := strings.TrimSpace(l.server.sh(t, "cat "+ra))
@@ -753,8 +755,46 @@ func (l *wireLab) boundByDisk(t *testing.T) {
 		}
 	})
 	r := l.boundRow(t, "cold")
-	if r.BoundBy != results.BoundDisk || r.DiskBusyPct == nil || *r.DiskBusyPct < 100*results.BoundShare {
-		t.Errorf("bound_by %q (%s), disk_busy_pct %s; want disk, ≥ %.0f", r.BoundBy, r.BoundByDetail, fmtPtr(r.DiskBusyPct), 100*results.BoundShare)
+	t.Logf("disk_read_mb_s %s, disk_ceiling_mb_s %s", fmtPtr(r.DiskReadMBs), fmtPtr(r.DiskCeilingMBs))
+	if r.BoundBy != results.BoundDisk || r.DiskBusyPct == nil || *r.DiskBusyPct < 100*results.BoundShare || r.DiskCeilingMBs == nil {
+		t.Errorf("bound_by %q (%s), disk_busy_pct %s, disk_ceiling_mb_s %s; want disk, ≥ %.0f, a ceiling", r.BoundBy, r.BoundByDetail, fmtPtr(r.DiskBusyPct), fmtPtr(r.DiskCeilingMBs), 100*results.BoundShare)
+	}
+}
+
+// boundByDepth1: on the unthrottled drive, cold points that read one
+// block at a time are not bound by the disk, whatever io_ticks says of
+// a device busy with one read: tcp's random reads go to the drive while
+// the client reads, far below the ceiling measured before them; rdma's
+// registration read the file before its READs, which the disk did not
+// serve.
+func (l *wireLab) boundByDepth1(t *testing.T) {
+	if err := l.server.g.SetNVMeReadBPS(l.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.server.g.SetNVMeReadBPS(l.ctx, wireDiskBPS); err != nil {
+			t.Error(err)
+		}
+	})
+	plan := l.plan(t, "wire-depth1", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: cold}
+client: {block_size: 64KiB, total: 8MiB, queue_depth: 1, pattern: random}
+sweep:
+  matrix:
+    transport: [tcp, rdma]
+`, wireBoundFile, wireBoundSize>>20))
+	rows := l.exec(t, plan, "wire-depth1")
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rows))
+	}
+	for _, r := range rows {
+		tr := r.Transport()
+		t.Logf("%s: %s, %.1f MB/s, disk_busy_pct %s, disk_read_mb_s %s, disk_ceiling_mb_s %s, bound_by %s (%s); %s", tr, r.Status, deref(r.BandwidthMBs), fmtPtr(r.DiskBusyPct), fmtPtr(r.DiskReadMBs), fmtPtr(r.DiskCeilingMBs), r.BoundBy, r.BoundByDetail, testenv.Load())
+		if r.Status != results.StatusOK || r.DiskCeilingMBs == nil || r.DiskReadMBs == nil {
+			t.Fatalf("%s: status %q %q, disk_ceiling_mb_s %s, disk_read_mb_s %s; want ok, both", tr, r.Status, r.Error, fmtPtr(r.DiskCeilingMBs), fmtPtr(r.DiskReadMBs))
+		}
+		if *r.DiskCeilingMBs < 4**r.DiskReadMBs || strings.Contains(r.BoundBy, results.BoundDisk) {
+			t.Errorf("%s: bound_by %q, disk %s MB/s against a ceiling of %s; want a ceiling 4 × above the read, and not disk", tr, r.BoundBy, fmtPtr(r.DiskReadMBs), fmtPtr(r.DiskCeilingMBs))
+		}
 	}
 }
 
