@@ -289,7 +289,11 @@ func (l *Listener[S]) handshake(c *net.TCPConn, ip string) {
 	}
 	l.mu.Unlock()
 	if err != nil { // told before the peer sees the close
-		if l.ctx.Err() == nil {
+		// A refusal of the secret is told even once the Listener is
+		// closed: the client learnt of it from the handshake's last
+		// message, and the server may have finished and closed before
+		// this goroutine ran. Any other failure then is Close's doing.
+		if l.ctx.Err() == nil || errors.Is(err, ErrAuth) {
 			l.refused(c.RemoteAddr(), err)
 		}
 		l.forget(c)

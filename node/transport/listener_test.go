@@ -267,3 +267,48 @@ func TestAdmittedWaitsForTheNextAccept(t *testing.T) {
 	}
 	release()
 }
+
+// TestRefusalReportedAfterClose: a client refused for its secret learns
+// of it from the handshake's last message and may be gone, and the
+// server closed, before the handshake's goroutine has reported it; the
+// refusal is reported all the same. A handshake that Close cut off is
+// not: that is no one's refusal.
+func TestRefusalReportedAfterClose(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing, cut := make(chan struct{}), make(chan struct{})
+	var reported []error
+	refusedCh := make(chan error, 4)
+	l := transport.NewListener(ln, transport.Admission[string]{Timeout: time.Minute,
+		Handshake: func(ctx context.Context, c *net.TCPConn) (string, error) {
+			b := make([]byte, 5)
+			io.ReadFull(c, b)
+			if string(b) == "wrong" {
+				refusing <- struct{}{}
+				<-ctx.Done() // the server closes before this goroutine reports
+				return "", fmt.Errorf("%w: wrong or missing secret", transport.ErrAuth)
+			}
+			cut <- struct{}{}
+			<-ctx.Done()
+			return "", ctx.Err()
+		},
+		Refused: func(_ net.Addr, err error) { refusedCh <- err },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go l.Accept(ctx, 0)
+	dial(t, l, "wrong")
+	<-refusing
+	dial(t, l, "quiet")
+	<-cut
+	l.Close()
+	close(refusedCh)
+	for err := range refusedCh {
+		reported = append(reported, err)
+	}
+	if len(reported) != 1 || !errors.Is(reported[0], transport.ErrAuth) {
+		t.Errorf("refusals reported after Close: %v; want the wrong secret's alone", reported)
+	}
+}
