@@ -236,6 +236,11 @@ func TestServeAndReadVerify(t *testing.T) {
 	if res.CPUWallS < res.Seconds*0.9 || res.CPUWallS > res.Seconds+0.5 || res.CPUUserS+res.CPUSysS <= 0 || res.CPUUserS < 0 || res.CPUSysS < 0 {
 		t.Errorf("reader cpu user %v sys %v over %v s, for a measured phase of %v s", res.CPUUserS, res.CPUSysS, res.CPUWallS, res.Seconds)
 	}
+	// Its busiest thread used some of that, and no more than all of it
+	// (getrusage and schedstat account apart: 20 ms of slack).
+	if res.CPUThreadS <= 0 || res.CPUThreadS > res.CPUUserS+res.CPUSysS+0.02 {
+		t.Errorf("reader's busiest thread %v s of the process's %v s", res.CPUThreadS, res.CPUUserS+res.CPUSysS)
+	}
 	if code, _ := r.wait(10 * time.Second); code != 0 {
 		t.Fatalf("read exited %d: %s", code, r.stderr.String())
 	}
@@ -247,6 +252,9 @@ func TestServeAndReadVerify(t *testing.T) {
 	// ms apart; on a 25 ms session that is more than 10 %.
 	if done.CPUWallS < done.Seconds*0.9-0.01 || done.CPUWallS > done.Seconds+0.5 || done.CPUUserS < 0 || done.CPUSysS < 0 || done.CPUUserS+done.CPUSysS <= 0 {
 		t.Errorf("server cpu user %v sys %v over %v s, for a session of %v s", done.CPUUserS, done.CPUSysS, done.CPUWallS, done.Seconds)
+	}
+	if done.CPUThreadS <= 0 || done.CPUThreadS > done.CPUUserS+done.CPUSysS+0.02 {
+		t.Errorf("server's busiest thread %v s of the process's %v s", done.CPUThreadS, done.CPUUserS+done.CPUSysS)
 	}
 	if code, _ := s.wait(10 * time.Second); code != 0 {
 		t.Fatalf("serve exited %d: %s", code, s.stderr.String())

@@ -152,7 +152,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		Type: results.TypeResult, Transport: tr.Name(), Bytes: m.Bytes, Reads: m.Reads, Seconds: m.Seconds,
 		LatAvgUs: m.Latency.AvgUs, LatP50Us: m.Latency.P50Us, LatP99Us: m.Latency.P99Us,
 		LatP999Us: m.Latency.P999Us, LatMaxUs: m.Latency.MaxUs, Verified: m.Verified, GIDIndex: m.GIDIndex,
-		CPUUserS: m.CPU.UserS, CPUSysS: m.CPU.SysS, CPUWallS: m.CPU.WallS,
+		CPUUserS: m.CPU.UserS, CPUSysS: m.CPU.SysS, CPUWallS: m.CPU.WallS, CPUThreadS: m.CPU.ThreadS,
 		StartUnixNs: start.UnixNano(), Histogram: m.Histogram,
 		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path, WarmupS: warmedUp,
 		Counters: cnt, BlockSize: w.BlockSize, QueueDepth: w.QueueDepth, QPs: m.QPs,

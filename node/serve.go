@@ -180,7 +180,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	out.event(results.Done{
 		Type: results.TypeDone, BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds,
 		MinorFaults: after.minor - before.minor, MajorFaults: after.major - before.major,
-		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS, Connections: conns,
+		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS, CPUThreadS: st.CPU.ThreadS, Connections: conns,
 		Counters: c, Pipeline: st.Pipeline,
 	})
 	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)

@@ -37,9 +37,12 @@ type share struct {
 //     disk_busy_pct ÷ 100 (io_ticks: any I/O in flight, so a device that
 //     serves many at once, an NVMe, reads 100 % busy at depth 1);
 //   - link: bandwidth_mb_s ÷ line_rate_mb_s;
-//   - cpu_server, cpu_client: CPU seconds per second ÷ one core. An rdma
-//     client busy-polls its completions (node and ib_read_bw alike), so
-//     its CPU says nothing of a bound and is left out.
+//   - cpu_server, cpu_client: the busiest thread's CPU seconds per
+//     second (node's roles; a peer's, the whole process's) ÷ one core:
+//     a thread at one core bounds its role however many others idle,
+//     and eight threads at a fifth each do not. An rdma client
+//     busy-polls its completions (node and ib_read_bw alike), so its CPU
+//     says nothing of a bound and is left out.
 func (r Row) shares() []share {
 	var out []share
 	switch {
@@ -51,11 +54,11 @@ func (r Row) shares() []share {
 	if r.BandwidthMBs != nil && r.LineRateMBs != nil && *r.LineRateMBs > 0 {
 		out = append(out, share{BoundLink, *r.BandwidthMBs / *r.LineRateMBs})
 	}
-	if r.CPUServer != nil {
-		out = append(out, share{BoundCPUServer, *r.CPUServer})
+	if c := cmp.Or(r.CPUServerThread, r.CPUServer); c != nil {
+		out = append(out, share{BoundCPUServer, *c})
 	}
-	if r.CPUClient != nil && r.Transport() != TransportRDMA {
-		out = append(out, share{BoundCPUClient, *r.CPUClient})
+	if c := cmp.Or(r.CPUClientThread, r.CPUClient); c != nil && r.Transport() != TransportRDMA {
+		out = append(out, share{BoundCPUClient, *c})
 	}
 	return out
 }

@@ -36,6 +36,10 @@ func TestSetBoundBy(t *testing.T) {
 		{"depth 1 on an NVMe", withDisk(row(TransportTCP, f(24), f(1250), f(100), f(0.3), f(0.2)), f(24), f(1400)), BoundUnknown, "nearest: cpu_server 0.30, cpu_client 0.20, link 0.02, disk 0.02"},
 		{"at the ceiling", withDisk(row(TransportTCP, f(1300), f(12500), f(60), f(0.3), f(0.2)), f(1330), f(1400)), BoundDisk, "disk 0.95, cpu_server 0.30, cpu_client 0.20, link 0.10"},
 		{"ceiling, no rate", withDisk(row(TransportTCP, f(24), f(1250), f(97), nil, nil), nil, f(1400)), BoundDisk, "disk 0.97, link 0.02"},
+		// A CPU's share is its role's busiest thread: eight threads at a
+		// fifth of a core each bound nothing; one thread at a core does.
+		{"many threads, none busy", withThreads(row(TransportTCP, f(800), f(12500), nil, f(1.6), f(0.3)), f(0.2), f(0.3)), BoundUnknown, "nearest: cpu_client 0.30, cpu_server 0.20, link 0.06"},
+		{"one thread at a core", withThreads(row(TransportTCP, f(800), f(12500), nil, f(1.1), f(0.3)), f(0.97), f(0.3)), BoundCPUServer, "cpu_server 0.97, cpu_client 0.30, link 0.06"},
 	} {
 		r := c.r
 		r.SetBoundBy()
@@ -54,4 +58,28 @@ func TestSetBoundBy(t *testing.T) {
 func withDisk(r Row, read, ceiling *float64) Row {
 	r.DiskReadMBs, r.DiskCeilingMBs = read, ceiling
 	return r
+}
+
+// withThreads is r with cpu_server_thread and cpu_client_thread.
+func withThreads(r Row, server, client *float64) Row {
+	r.CPUServerThread, r.CPUClientThread = server, client
+	return r
+}
+
+// TestThreadColumns: each role's busiest thread per second comes from its
+// event's cpu_thread_s over cpu_wall_s; a node that did not read it
+// leaves the cell empty, and bound_by takes the whole process's.
+func TestThreadColumns(t *testing.T) {
+	var r Row
+	r.SetResult(&Result{CPUUserS: 1.2, CPUSysS: 0.4, CPUWallS: 2, CPUThreadS: 1.5})
+	r.SetDone(&Done{CPUUserS: 0.5, CPUWallS: 2, CPUThreadS: 0.2})
+	if r.CPUClientThread == nil || *r.CPUClientThread != 0.75 || r.CPUServerThread == nil || *r.CPUServerThread != 0.1 {
+		t.Errorf("cpu_client_thread %v, cpu_server_thread %v; want 0.75 and 0.1", r.CPUClientThread, r.CPUServerThread)
+	}
+	var old Row
+	old.SetResult(&Result{CPUUserS: 1.2, CPUWallS: 2})
+	old.SetDone(&Done{CPUUserS: 0.5, CPUWallS: 2})
+	if old.CPUClientThread != nil || old.CPUServerThread != nil || old.CPUClient == nil {
+		t.Errorf("without cpu_thread_s: cpu_client_thread %v, cpu_server_thread %v; want both empty", old.CPUClientThread, old.CPUServerThread)
+	}
 }

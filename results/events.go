@@ -113,6 +113,9 @@ type Result struct {
 	CPUUserS float64 `json:"cpu_user_s"`
 	CPUSysS  float64 `json:"cpu_sys_s"`
 	CPUWallS float64 `json:"cpu_wall_s"`
+	// CPUThreadS is the busiest thread's CPU seconds over the same wall
+	// (0: not read).
+	CPUThreadS float64 `json:"cpu_thread_s,omitempty"`
 	// StartUnixNs is when the first measured read was issued, wall clock
 	// (CLOCK_REALTIME) in nanoseconds since the epoch, and Histogram every
 	// measured read's latency: what the runner needs to line up several
@@ -289,9 +292,10 @@ type Done struct {
 	MajorFaults int64   `json:"major_faults"`
 	// CPU the serving process used over its clients' sessions (their
 	// warmup included), as in Result. cpu_wall_s 0: not measured.
-	CPUUserS float64 `json:"cpu_user_s"`
-	CPUSysS  float64 `json:"cpu_sys_s"`
-	CPUWallS float64 `json:"cpu_wall_s"`
+	CPUUserS   float64 `json:"cpu_user_s"`
+	CPUSysS    float64 `json:"cpu_sys_s"`
+	CPUWallS   float64 `json:"cpu_wall_s"`
+	CPUThreadS float64 `json:"cpu_thread_s,omitempty"`
 	// Connections is each client's session, in the order they ended, when
 	// node served several (--clients).
 	Connections []Connection `json:"connections,omitempty"`

@@ -131,6 +131,11 @@ type Row struct {
 	// DiskReadMBs is the server's disk rate while its clients read
 	// (Counters.DiskReadMBs), the disk's share in SetBoundBy.
 	DiskReadMBs *float64 `csv:"disk_read_mb_s"`
+	// CPUServerThread and CPUClientThread are each node role's busiest
+	// thread's CPU seconds per second: a CPU's share in SetBoundBy, since
+	// one thread at one core is the bound, however many others idle.
+	CPUServerThread *float64 `csv:"cpu_server_thread"`
+	CPUClientThread *float64 `csv:"cpu_client_thread"`
 }
 
 // Scope values.
@@ -168,6 +173,7 @@ func (r *Row) SetResult(res *Result) {
 	r.LatMaxUs = ref(res.LatMaxUs)
 	r.Verified = ref(res.Verified)
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
+	r.CPUClientThread = threadPerSecond(res.CPUThreadS, res.CPUWallS)
 	r.BwMinIntervalMBs, r.BwCoV, r.WarmupUsedS = res.BwMinIntervalMBs, res.BwCoV, res.WarmupS
 	if o := res.OpenLoop; o != nil {
 		r.RespP50Us, r.RespP99Us, r.RespP999Us, r.RespMaxUs = &o.RespP50Us, &o.RespP99Us, &o.RespP999Us, &o.RespMaxUs
@@ -190,6 +196,7 @@ func (r *Row) SetResult(res *Result) {
 // pipelined server's populate and registration, known only at its end.
 func (r *Row) SetDone(d *Done) {
 	r.CPUServer = cpuPerSecond(d.CPUUserS, d.CPUSysS, d.CPUWallS)
+	r.CPUServerThread = threadPerSecond(d.CPUThreadS, d.CPUWallS)
 	if d.Pipeline != nil {
 		p := d.Pipeline
 		r.PopulateS, r.PopulateMBs = p.PopulateS, p.PopulateMBs
@@ -230,6 +237,15 @@ func ref[T any](v T) *T { return &v }
 
 // cpuPerSecond is (user + sys) / wall, or nil when wall is 0: a node
 // too old to measure it.
+// threadPerSecond is a busiest thread's CPU seconds per second, nil where
+// it was not read (a node before cpu_thread_s).
+func threadPerSecond(thread, wall float64) *float64 {
+	if !(thread > 0) {
+		return nil
+	}
+	return cpuPerSecond(thread, 0, wall)
+}
+
 func cpuPerSecond(user, sys, wall float64) *float64 {
 	if !(wall > 0) {
 		return nil

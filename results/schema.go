@@ -118,7 +118,7 @@ var schema = []Field{
 			}
 			return ""
 		},
-		Doc: "read this long first, unmeasured; `steady`: until the last 5 intervals' bandwidth changes under 1 % per interval, at most `warmup_max`"}},
+		Doc: "read this long first, unmeasured; `steady`: until the last 5 intervals' bandwidth moves under 1 % an interval, at most `warmup_max`"}},
 	{Param: &Param{
 		Name: "warmup_max", Section: "client", Kind: KindDuration, Default: "30s", Min: 1,
 		Flag: "warmup-max", Role: "read", Since: 6,
@@ -205,7 +205,7 @@ var schema = []Field{
 			n := CQModeration(int(v.Int(param.CQModeration)), int(v.Int(param.QueueDepth)), int(v.Int(param.QPs)), v.Str(param.Rate) != "")
 			return formatInt(int64(n))
 		},
-		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto is max(1, queue_depth per QP ÷ 4), so a QP signals while most of its READs are in flight; 1 times every READ, N > 1 only the signalled ones"}},
+		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto is max(1, queue_depth per QP ÷ 4), so a QP signals while most of its READs are in flight; latency is the signalled READs'"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
 		Name: "relaxed_ordering", Section: SectionRDMA, Kind: KindBool, Default: "true",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
@@ -304,7 +304,7 @@ var schema = []Field{
 			}
 			return strconv.FormatFloat(math.Round(r.MBs(v.Int(param.BlockSize))*1e6)/1e6, 'f', -1, 64)
 		},
-		Doc: "open loop: the load each client offers, in MB/s (`200MB/s`, powers of 1000) or reads per second (`50000iops`), each read posted at its due time while fewer than queue_depth are in flight; unset: closed loop (docs/load.md)"}},
+		Doc: "open loop: the load each client offers, in MB/s (`200MB/s`) or reads/s (`50000iops`), each read posted when due if fewer than queue_depth are in flight; unset: closed loop (docs/load.md)"}},
 	{Column: "arrivals", Doc: "open loop: `fixed` or `poisson`; empty for a closed loop", Param: &Param{
 		Name: "arrivals", Section: "client", Kind: KindEnum, Enum: []string{"fixed", "poisson"}, Default: "fixed",
 		Sweep: true, Flag: "arrivals", Role: "read", Since: 6,
@@ -318,7 +318,7 @@ var schema = []Field{
 		Doc: "`fault`: what touches the cold file first faults it in; `parallel`: readers bring it in before ready ([rdma.md](rdma.md#populate))"}},
 	{Column: "populate_s", Unit: "seconds", Doc: "populate `parallel`: how long it took, before registration_s"},
 	{Column: "populate_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ populate_s"},
-	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the span in which it read (from the 100 ms tick before its first read to the one after its last)"},
+	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the span it read in (from the 100 ms tick before its first read to the one after its last)"},
 	{Column: "disk_avg_queue", Doc: "the same device's `time_in_queue` over that span: the I/Os it held on average"},
 	{Column: "bound_by", Doc: "`disk`, `link`, `cpu_server`, `cpu_client`, several joined by `+` (`disk+link`), or `unknown`: the resource at 90 % or more of its capacity, and any other within 0.05 of it ([telemetry.md](telemetry.md#what-bound-a-row))"},
 	{Column: "bound_by_detail", Doc: "each resource's share of its capacity, highest first"},
@@ -332,6 +332,8 @@ var schema = []Field{
 	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or fewer if it read fewer); under 0.95, or cached_fraction over 0.02, is not proven cold: verdict `cold` ([verdicts.md](verdicts.md#cold))"},
 	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file (fio O_DIRECT, once per run and host, before its first cold point: [ssd.md](ssd.md#the-disks-ceiling)); empty without fio or on tmpfs"},
 	{Column: "disk_read_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "node's server: its block device's read rate while the clients read; ÷ disk_ceiling_mb_s, the disk's bound_by share ([telemetry.md](telemetry.md#what-bound-a-row))"},
+	{Column: "cpu_server_thread", Doc: "node serve's busiest thread: its CPU seconds per second, 1.0 at one core; a CPU's bound_by share"},
+	{Column: "cpu_client_thread", Doc: "the same for node read"},
 }
 
 // MaxRegions is the most memory regions node registers one file as
