@@ -60,7 +60,9 @@ var ibReadBWMap = []Mapping{
 	{Param: param.Device, Option: "-d"},
 	{Param: param.IBPort, Option: "-i"},
 	{Param: param.GIDIndex, Option: "-x"},
-	{Param: param.Port, Option: "-p"}, // 0: perftest's 18515
+	{Param: param.Connect, Option: "-R"},            // cm: rdma_cm, as node's
+	{Param: param.TrafficClass, Option: "--tclass"}, // auto: none, as node's
+	{Param: param.Port, Option: "-p"},               // 0: perftest's 18515
 	{Param: param.Duration, Option: "-D", Refuse: func(p Params) string {
 		_, whole := wholeSeconds(p.Duration)
 		return refuseIf(p.Duration > 0 && !whole, "ib_read_bw's -D takes whole seconds (got %s)", p.Duration)
@@ -118,6 +120,12 @@ func buildIBReadBW(p Params) Commands {
 	}
 	if p.RDMAGIDIndex >= 0 {
 		add("-x", strconv.Itoa(p.RDMAGIDIndex))
+	}
+	if p.RDMAConnect == results.ConnectCM {
+		add("-R")
+	}
+	if p.RDMATClass != nil {
+		add("--tclass", strconv.Itoa(*p.RDMATClass))
 	}
 	port := p.Port
 	if port == 0 {

@@ -59,6 +59,8 @@ type Params struct {
 	RDMAGIDIndex    int    // rdma.gid_index (-1 = the peer's choice)
 	RDMAMaxRdAtomic int    // rdma.max_rd_atomic (0 = the device's maximum)
 	RDMACQMod       int    // rdma.cq_moderation (0 = the peer's own default)
+	RDMAConnect     string // rdma.connect (tcp or cm)
+	RDMATClass      *int   // rdma.traffic_class (nil = none set)
 
 	// OutDir is a directory on each host where a peer that writes its
 	// report to a file (ib_read_bw) puts it. "" is the working directory.

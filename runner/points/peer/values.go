@@ -40,6 +40,10 @@ func FromValues(v results.Values) Params {
 		p.RDMAGIDIndex = int(v.Int(param.GIDIndex))               // auto: -1
 		p.RDMAMaxRdAtomic = max(int(v.Int(param.MaxRdAtomic)), 0) // auto: -1
 		p.RDMACQMod = int(v.Int(param.CQModeration))
+		p.RDMAConnect = v.Str(param.Connect)
+		if tc := int(v.Int(param.TrafficClass)); tc >= 0 { // auto: -1
+			p.RDMATClass = &tc
+		}
 	}
 	return p
 }
