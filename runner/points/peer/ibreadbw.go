@@ -61,7 +61,7 @@ var ibReadBWMap = []Mapping{
 	{Param: param.IBPort, Option: "-i"},
 	{Param: param.GIDIndex, Option: "-x"},
 	{Param: param.Connect, Option: "-R"},            // cm: rdma_cm, as node's
-	{Param: param.TrafficClass, Option: "--tclass"}, // auto: none, as node's
+	{Param: param.TrafficClass, Option: "--tclass"}, // -T with -R; auto: none, as node's
 	{Param: param.Port, Option: "-p"},               // 0: perftest's 18515
 	{Param: param.Duration, Option: "-D", Refuse: func(p Params) string {
 		_, whole := wholeSeconds(p.Duration)
@@ -121,10 +121,14 @@ func buildIBReadBW(p Params) Commands {
 	if p.RDMAGIDIndex >= 0 {
 		add("-x", strconv.Itoa(p.RDMAGIDIndex))
 	}
-	if p.RDMAConnect == results.ConnectCM {
+	// perftest takes a traffic class as rdma_cm's TOS (-T, with -R), or
+	// as the GRH's over its own exchange (--tclass), as node sets it.
+	switch cm := p.RDMAConnect == results.ConnectCM; {
+	case cm && p.RDMATClass != nil:
+		add("-R", "-T", strconv.Itoa(*p.RDMATClass))
+	case cm:
 		add("-R")
-	}
-	if p.RDMATClass != nil {
+	case p.RDMATClass != nil:
 		add("--tclass", strconv.Itoa(*p.RDMATClass))
 	}
 	port := p.Port
