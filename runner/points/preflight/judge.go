@@ -69,6 +69,9 @@ type Need struct {
 	Pinned   bool // some point registers with registration: pinned
 	ODP      bool // some point registers with registration: odp
 	Cold     bool // some point reads the file with cache: cold
+	// NVMeOFCold: some nvmeof point reads the file cold, through nvmet's
+	// file backend with buffered_io 0, which opens it with O_DIRECT.
+	NVMeOFCold bool
 }
 
 // Verdict is one role's cells and problems, and warnings that do not
@@ -108,6 +111,10 @@ func Judge(f Facts, n Need) Verdict {
 	v.RDMA = judgeRDMA(f, n, noRDMA, add)
 	if n.Role == "server" {
 		v.File = judgeFile(f.File, n, add)
+		if why := noDirectIO(f.File, f.Kernel); n.NVMeOFCold && why != "" {
+			add("file", "put server.file on a disk for the nvmeof points, or run them warm (cache: warm, buffered_io 1)",
+				"nvmeof: nvmet's file backend opens %s with O_DIRECT for a cold point, and %s", f.File.Path, why)
+		}
 		if w := coldWarning(f.File, n); w != "" {
 			v.Warnings = append(v.Warnings, w)
 		}
@@ -312,6 +319,30 @@ func coldWarning(ff *hostfacts.File, n Need) string {
 		return ""
 	}
 	return fmt.Sprintf("cold: %s is on %s, which keeps every page in memory, so a cold point cannot be made cold and its rows get the cold verdict; put server.file on a disk", ff.Path, ff.FSType)
+}
+
+// noDirectIO says why the file's filesystem refuses O_DIRECT opens, or
+// "": ramfs always does, tmpfs before Linux 6.6 (kernel is uname -r).
+func noDirectIO(ff *hostfacts.File, kernel string) string {
+	switch {
+	case ff == nil:
+		return ""
+	case ff.FSType == "ramfs":
+		return "ramfs refuses O_DIRECT (the target's enable fails: invalid argument)"
+	case ff.FSType == "tmpfs" && kernelBefore(kernel, 6, 6):
+		return fmt.Sprintf("tmpfs refuses O_DIRECT before Linux 6.6, and this host runs %s (the target's enable fails: invalid argument)", kernel)
+	}
+	return ""
+}
+
+// kernelBefore reports whether uname -r's release is older than
+// major.minor; an unreadable one is not.
+func kernelBefore(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n < 2 {
+		return false
+	}
+	return ma < major || ma == major && mi < minor
 }
 
 func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, args ...any)) string {

@@ -4,6 +4,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/results/param"
+	"rdmasweep/runner/points/peer"
 )
 
 // Pair is a client and the server it reads: with fan-in the one server,
@@ -83,4 +84,5 @@ func (n *Need) addPoint(pt plan.Point, server string) {
 	n.Pinned = n.Pinned || v.Str(param.Registration) == "pinned"
 	n.ODP = n.ODP || v.Str(param.Registration) == "odp"
 	n.Cold = n.Cold || v.Str(param.Cache) == "cold"
+	n.NVMeOFCold = n.NVMeOFCold || v.Str(param.Cache) == "cold" && v.Str(param.Workload) == peer.NVMeOF
 }

@@ -273,3 +273,68 @@ server: {file: /tmp/t.dat, file_size: 1MiB, cache: `+cache+`}
 		}
 	}
 }
+
+// TestNVMeOFColdNeedsDirectIO: a cold nvmeof point's file on a filesystem
+// that refuses O_DIRECT (ramfs; tmpfs before Linux 6.6) is a problem at
+// check, naming O_DIRECT and what to do; a disk, tmpfs on 6.6 and later,
+// or no cold nvmeof point, are not.
+func TestNVMeOFColdNeedsDirectIO(t *testing.T) {
+	f := roce()
+	f.Memlock = "unlimited"
+	for _, c := range []struct {
+		fs, kernel string
+		nvmeofCold bool
+		want       bool
+	}{
+		{"tmpfs", "6.1.0-28-amd64", true, true},
+		{"ramfs", "7.3.4+deb13-amd64", true, true},
+		{"tmpfs", "6.6.0", true, false},
+		{"tmpfs", "7.3.4+deb13-amd64", true, false},
+		{"ext4", "6.1.0-28-amd64", true, false},
+		{"tmpfs", "6.1.0-28-amd64", false, false},
+	} {
+		n := server("rdma")
+		n.NVMeOFCold = c.nvmeofCold
+		f.File.FSType, f.Kernel = c.fs, c.kernel
+		v := Judge(f, n)
+		got := slices.ContainsFunc(v.Problems, func(p Problem) bool {
+			return strings.Contains(p.Msg, "O_DIRECT") && strings.Contains(p.Hint, "put server.file on a disk")
+		})
+		if got != c.want {
+			t.Errorf("%s on %s, cold nvmeof %v: problems %+v; want an O_DIRECT problem %v", c.fs, c.kernel, c.nvmeofCold, v.Problems, c.want)
+		}
+	}
+}
+
+// TestNeedsNVMeOFCold: the server needs O_DIRECT when some nvmeof point
+// reads cold, and only then.
+func TestNeedsNVMeOFCold(t *testing.T) {
+	for _, c := range []struct {
+		sweep string
+		want  bool
+	}{
+		{"matrix: {workload: [node, nvmeof], cache: [cold, warm]}", true},
+		{"matrix: {workload: [nvmeof], cache: [warm]}", false},
+		{"matrix: {workload: [node], cache: [cold]}", false},
+	} {
+		p, err := plan.Parse("t.yaml", []byte(`name: t
+hosts: {server: {address: local}, client: {address: local}}
+transport: rdma
+server: {file: /tmp/t.dat, file_size: 1MiB}
+sweep:
+  `+c.sweep+`
+`), plan.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pts, err := plan.Expand(p, plan.ExpandOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range Needs(p, pts, nil) {
+			if want := c.want && n.Role == "server"; n.NVMeOFCold != want {
+				t.Errorf("%s, %s: NVMeOFCold %v, want %v", c.sweep, n.Role, n.NVMeOFCold, want)
+			}
+		}
+	}
+}
