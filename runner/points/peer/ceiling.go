@@ -8,6 +8,10 @@ package peer
 // own range of the file (--offset_increment), read once, leaving out the
 // runs that would keep more bytes in flight than the probe read in a
 // second: a slow or throttled device is not sent a queue it cannot take.
+// Each run reads for CeilingRuntime after CeilingRamp (time-based,
+// round its range again if it gets there first): the start, where a
+// device's queue fills and a throttle's bucket is still full, is not
+// in the figure.
 // The best run's MB/s is the ceiling every disk claim is a share of
 // (docs/ssd.md). A buffered read, fio's or node's, competes with the
 // kernel's readahead for the same disk; this one does not.
@@ -28,6 +32,8 @@ var (
 const (
 	CeilingProbeBlock = 1 << 20
 	CeilingProbeDepth = 4
+	CeilingRamp       = "250ms"
+	CeilingRuntime    = "1s"
 )
 
 // CeilingProbe is the fio argv of the ceiling's probe over the first size
@@ -67,6 +73,7 @@ func ceilingArgv(file string, bs int64, depth, jobs int, r int64) []string {
 		"--bs=" + strconv.FormatInt(bs, 10), "--iodepth=" + strconv.Itoa(depth),
 		"--numjobs=" + strconv.Itoa(jobs), "--size=" + strconv.FormatInt(r, 10),
 		"--offset_increment=" + strconv.FormatInt(r, 10), "--group_reporting",
+		"--time_based", "--ramp_time=" + CeilingRamp, "--runtime=" + CeilingRuntime,
 		"--output-format=json"}
 }
 

@@ -25,12 +25,11 @@ import (
 	"rdmasweep/runner/points/peer"
 )
 
-// Each ceiling run reads at most CeilingMaxBytes of the file, for at most
-// CeilingRuntime; the grid's runs keep at most CeilingInFlight of the
-// probe's rate in flight.
+// Each ceiling run reads within the first CeilingMaxBytes of the file,
+// for peer.CeilingRuntime after peer.CeilingRamp; the grid's runs keep
+// at most CeilingInFlight of the probe's rate in flight.
 const (
 	CeilingMaxBytes = 1 << 30
-	CeilingRuntime  = "2s"
 	CeilingInFlight = 1.0 // seconds
 )
 
@@ -127,7 +126,7 @@ func prepareArgv(t role.Target, v results.Values) []string {
 }
 
 // ceiling runs the probe over the first size bytes of file on h, then
-// the grid's runs it allows, each bounded by CeilingRuntime.
+// the grid's runs it allows.
 func ceiling(ctx context.Context, h remote.Host, file string, size int64) (manifest.DiskCeiling, error) {
 	dc := manifest.DiskCeiling{File: file}
 	probe := peer.CeilingProbe(file, size)
@@ -135,7 +134,6 @@ func ceiling(ctx context.Context, h remote.Host, file string, size int64) (manif
 		return dc, fmt.Errorf("%s holds less than one %d-byte block", file, peer.CeilingProbeBlock)
 	}
 	run := func(argv []string) (float64, error) {
-		argv = append(argv, "--runtime="+CeilingRuntime)
 		out, err := h.Run(ctx, argv)
 		if err != nil {
 			return 0, fmt.Errorf("run %s: %w%s", strings.Join(argv, " "), err, stderrOf(err))
