@@ -60,8 +60,10 @@ var ibReadBWMap = []Mapping{
 	{Param: param.Device, Option: "-d"},
 	{Param: param.IBPort, Option: "-i"},
 	{Param: param.GIDIndex, Option: "-x"},
-	{Param: param.Connect, Option: "-R"},            // cm: rdma_cm, as node's
-	{Param: param.TrafficClass, Option: "--tclass"}, // -T with -R; auto: none, as node's
+	{Param: param.Connect, Refuse: func(p Params) string {
+		return refuseIf(p.RDMAConnect == results.ConnectCM, "ib_read_bw over rdma_cm (-R) listens with no TCP socket, which is how the runner sees a peer ready; give its points rdma.connect: tcp, perftest's own exchange")
+	}},
+	{Param: param.TrafficClass, Option: "--tclass"}, // auto: none, as node's
 	{Param: param.Port, Option: "-p"},               // 0: perftest's 18515
 	{Param: param.Duration, Option: "-D", Refuse: func(p Params) string {
 		_, whole := wholeSeconds(p.Duration)
@@ -121,14 +123,9 @@ func buildIBReadBW(p Params) Commands {
 	if p.RDMAGIDIndex >= 0 {
 		add("-x", strconv.Itoa(p.RDMAGIDIndex))
 	}
-	// perftest takes a traffic class as rdma_cm's TOS (-T, with -R), or
-	// as the GRH's over its own exchange (--tclass), as node sets it.
-	switch cm := p.RDMAConnect == results.ConnectCM; {
-	case cm && p.RDMATClass != nil:
-		add("-R", "-T", strconv.Itoa(*p.RDMATClass))
-	case cm:
-		add("-R")
-	case p.RDMATClass != nil:
+	// The GRH's traffic class over perftest's own exchange, as node sets
+	// it with connect tcp (rdma_cm, refused above, would take -R -T).
+	if p.RDMATClass != nil {
 		add("--tclass", strconv.Itoa(*p.RDMATClass))
 	}
 	port := p.Port

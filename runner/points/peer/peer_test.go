@@ -90,6 +90,7 @@ func TestCheckRefuses(t *testing.T) {
 		{IBReadBW, "warmup", func(p *Params) { p.Duration, p.Total, p.Warmup = 0, 1<<30, time.Second }},
 		{IBReadBW, "total", func(p *Params) { p.Duration, p.Total = 0, 1<<20 }}, // 1 read: perftest wants >= 5
 		{IBReadBW, "queue_depth", func(p *Params) { p.QueueDepth = 20000 }},
+		{IBReadBW, "connect", func(p *Params) { p.RDMAConnect = "cm" }},
 		{Iperf3, "verify", func(p *Params) { p.Verify = true }},
 		{Iperf3, "pattern", func(p *Params) { p.Pattern = "random" }},
 		{Iperf3, "duration", func(p *Params) { p.Duration = 2500 * time.Millisecond }},

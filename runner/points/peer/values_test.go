@@ -94,11 +94,8 @@ var mappingCases = func() []mappingCase {
 		{IBReadBW, rdma, param.IBPort, "", " -i "}, // auto
 		{IBReadBW, rdma.With(param.GIDIndex, 3), param.GIDIndex, " -x 3 ", ""},
 		{IBReadBW, rdma, param.GIDIndex, "", " -x "}, // auto
-		{IBReadBW, rdma.With(param.Connect, "cm"), param.Connect, " -R ", ""},
-		{IBReadBW, rdma, param.Connect, "", " -R "}, // tcp: perftest's own exchange, as node's
-		{IBReadBW, rdma.With(param.TrafficClass, 106), param.TrafficClass, " --tclass 106 ", " -T "},
-		{IBReadBW, rdma.With(param.TrafficClass, 106).With(param.Connect, "cm"), param.TrafficClass, " -R -T 106 ", " --tclass "}, // rdma_cm's TOS
-		{IBReadBW, rdma, param.TrafficClass, "", " --tclass "},                                                                    // auto
+		{IBReadBW, rdma.With(param.TrafficClass, 106), param.TrafficClass, " --tclass 106 ", ""},
+		{IBReadBW, rdma, param.TrafficClass, "", " --tclass "}, // auto
 		{IBReadBW, rdma.With(param.Port, 19000), param.Port, " -p 19000 ", ""},
 		{IBReadBW, rdma.With(param.Warmup, 2*time.Second), param.Duration, " -D 14 ", ""},
 		{IBReadBW, rdma.With(param.Warmup, 2*time.Second), param.Warmup, " --margin 2 ", ""},
