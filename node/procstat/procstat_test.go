@@ -58,12 +58,12 @@ func TestThreadCPU(t *testing.T) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		// The thread may be one the runtime made earlier, with CPU time
+		// of its own already: spin for 200 ms more than it had.
 		var ts unix.Timespec
-		for {
+		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+		for had := time.Duration(ts.Nano()); time.Duration(ts.Nano())-had < 200*time.Millisecond; {
 			unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-			if time.Duration(ts.Nano()) >= 200*time.Millisecond {
-				break
-			}
 		}
 		tid <- unix.Gettid()
 	}()

@@ -33,7 +33,7 @@ const (
 	CeilingProbeBlock = 1 << 20
 	CeilingProbeDepth = 4
 	CeilingRamp       = "250ms"
-	CeilingRuntime    = "1s"
+	CeilingRuntime    = "500ms"
 )
 
 // CeilingProbe is the fio argv of the ceiling's probe over the first size

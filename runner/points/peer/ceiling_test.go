@@ -33,7 +33,7 @@ func TestCeilingRunsSpanTheGrid(t *testing.T) {
 		seen := map[string]bool{}
 		for _, argv := range runs {
 			a := " " + strings.Join(argv, " ") + " "
-			for _, w := range []string{" --direct=1 ", " --ioengine=io_uring ", " --readonly ", " --rw=read ", " --filename=/data/f ", " --group_reporting ", " --time_based ", " --ramp_time=250ms ", " --runtime=1s "} {
+			for _, w := range []string{" --direct=1 ", " --ioengine=io_uring ", " --readonly ", " --rw=read ", " --filename=/data/f ", " --group_reporting ", " --time_based ", " --ramp_time=250ms ", " --runtime=500ms "} {
 				if !strings.Contains(a, w) {
 					t.Errorf("ceiling run lacks %q: %s", w, a)
 				}
