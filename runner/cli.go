@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"rdmasweep/internal/words"
 	"rdmasweep/plan"
 	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/runner/hint"
@@ -105,7 +106,7 @@ func exitCode(err error, stderr io.Writer) int {
 		for _, e := range plErrs {
 			fmt.Fprintln(stderr, e.Error())
 		}
-		ui.errorf("%s: %s", planFileOf(plErrs), plural(len(plErrs), "error"))
+		ui.errorf("%s: %s", planFileOf(plErrs), words.Count(len(plErrs), "error"))
 		return 2
 	case errors.As(err, &intr):
 		ui.errorf("%s", intr.Error())
@@ -143,13 +144,6 @@ func planFileOf(errs plan.ErrorList) string {
 		}
 	}
 	return "plan"
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", word)
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // voice writes the runner's messages to stderr: "runner: error: …",

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"rdmasweep/internal/words"
 	"rdmasweep/runner/hosts/hostset"
 	"rdmasweep/runner/points/check"
 )
@@ -94,7 +95,7 @@ func reportCheck(g globals, table *check.Table) error {
 		}
 	}
 	if n > 0 {
-		return fmt.Errorf("%s would make the plan fail", plural(n, "problem"))
+		return fmt.Errorf("%s would make the plan fail", words.Count(n, "problem"))
 	}
 	return nil
 }

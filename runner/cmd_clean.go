@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/term"
 
+	"rdmasweep/internal/words"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hosts/hostset"
 	"rdmasweep/runner/points/cleanup"
@@ -90,7 +91,7 @@ func runClean(ctx context.Context, o cleanOptions, g globals, args []string) err
 	if err != nil {
 		return err
 	}
-	g.ui.infof("removed %s", plural(done.Files, "file"))
+	g.ui.infof("removed %s", words.Count(done.Files, "file"))
 	return nil
 }
 
@@ -105,13 +106,13 @@ func listRemovals(o cleanOptions, g globals, todo []cleanup.Removal) (bool, erro
 		return false, err
 	}
 	if o.dryRun {
-		g.ui.infof("dry run: %s would be removed; nothing was", plural(len(todo), "file"))
+		g.ui.infof("dry run: %s would be removed; nothing was", words.Count(len(todo), "file"))
 		return false, nil
 	}
 	if o.yes {
 		return true, nil
 	}
-	ok, err := confirm(g.ui, fmt.Sprintf("remove these %s?", plural(len(todo), "file")))
+	ok, err := confirm(g.ui, fmt.Sprintf("remove these %s?", words.Count(len(todo), "file")))
 	if err == nil && !ok {
 		g.ui.infof("nothing removed")
 	}

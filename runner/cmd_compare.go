@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"rdmasweep/internal/words"
 	"rdmasweep/results"
 	"rdmasweep/runner/reading/compare"
 )
@@ -100,7 +101,7 @@ func compareWarnings(ui *voice, res compare.Result) {
 func gateResult(res compare.Result, gates []compare.Gate) error {
 	var tripped []string
 	for _, t := range compare.Tripped(res, gates) {
-		tripped = append(tripped, fmt.Sprintf("%s at %s", t.Gate, plural(t.Points, "point")))
+		tripped = append(tripped, fmt.Sprintf("%s at %s", t.Gate, words.Count(t.Points, "point")))
 	}
 	if len(tripped) == 0 {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"rdmasweep/internal/words"
 	"rdmasweep/plan"
 	"rdmasweep/plans"
 	"rdmasweep/results"
@@ -116,7 +117,7 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 		on = append(on, s.Name+" "+s.Host.Address)
 	}
 	fmt.Fprintf(g.stdout, "would run %s of %s × %d repetition(s) on %s, appending to %s\n",
-		plural(len(todo), "run"), plural(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
+		words.Count(len(todo), "run"), words.Count(len(pts), "point"), p.Repeat, strings.Join(on, ", "), csvPath)
 	return summary.WritePoints(g.stdout, resume.Points(todo))
 }
 
@@ -158,7 +159,7 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 		return &someFailed{failed: failed, total: total}
 	}
 	if n := verdict.Failed(out.Rows); n > 0 {
-		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", plural(n, "row"), len(out.Rows))}
+		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", words.Count(n, "row"), len(out.Rows))}
 	}
 	return nil
 }
@@ -169,12 +170,12 @@ func (x *execRun) report(rows []results.Row) error {
 	if err := x.mode.Report(x.g.stdout, x.pts, x.csv.Rows(), rows); err != nil {
 		return err
 	}
-	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", plural(len(rows), "row"), x.CSVPath, x.RunID, x.LogDir)
+	x.g.ui.infof("%s appended to %s (run %s, logs in %s)", words.Count(len(rows), "row"), x.CSVPath, x.RunID, x.LogDir)
 	return nil
 }
 
 func reportSkipped(ui *voice, skipped int, csvPath string) {
 	if skipped > 0 {
-		ui.infof("skipping %s already ok in %s (--rerun runs them again)", plural(skipped, "run"), csvPath)
+		ui.infof("skipping %s already ok in %s (--rerun runs them again)", words.Count(skipped, "run"), csvPath)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"rdmasweep/internal/words"
 	"rdmasweep/results"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/reading/fleet"
@@ -78,7 +79,7 @@ func runPlot(ctx context.Context, o plotOptions, g globals, args []string) error
 	case err != nil:
 		return fmt.Errorf("write %s: %w", o.out, err)
 	}
-	g.ui.infof("wrote %s: %d series, %s", o.out, len(series), plural(plot.Points(series), "point"))
+	g.ui.infof("wrote %s: %d series, %s", o.out, len(series), words.Count(plot.Points(series), "point"))
 	return nil
 }
 
@@ -95,6 +96,6 @@ func plotMatrix(g globals, path, out string, rows []results.Row) error {
 	case err != nil:
 		return fmt.Errorf("write %s: %w", out, err)
 	}
-	g.ui.infof("wrote %s: %s", out, plural(len(points), "matrix"))
+	g.ui.infof("wrote %s: %s", out, words.Count(len(points), "matrix"))
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"rdmasweep/internal/words"
 )
 
 // validateOptions are runner validate's: the plan flags alone.
@@ -28,6 +29,6 @@ func runValidate(ctx context.Context, o validateOptions, g globals, args []strin
 		return err
 	}
 	planWarnings(g.ui, p, pts)
-	fmt.Fprintf(g.stdout, "%s: valid: %s × %d repetition(s), transport %s\n", planName(path), plural(len(pts), "point"), p.Repeat, p.Transport())
+	fmt.Fprintf(g.stdout, "%s: valid: %s × %d repetition(s), transport %s\n", planName(path), words.Count(len(pts), "point"), p.Repeat, p.Transport())
 	return nil
 }

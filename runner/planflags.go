@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"rdmasweep/internal/words"
 	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/results/param"
@@ -72,7 +73,7 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 	c := planload.Check(p, pts)
 	if c.FewReads > 0 {
 		ui.warnf("%s of %d make fewer than 1,000 reads (%s makes %d reads); figures from so few reads are noisy",
-			plural(c.FewReads, "point"), len(pts), paramsText(c.Example), c.Example.ExpectedReads())
+			words.Count(c.FewReads, "point"), len(pts), paramsText(c.Example), c.Example.ExpectedReads())
 		ui.hintf("raise client.total, or read for a time with client.duration")
 	}
 	if c.Node != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rdmasweep/internal/cpuset"
+	"rdmasweep/internal/words"
 )
 
 // State is how the host is set up, where that changes what it measures:
@@ -111,7 +112,7 @@ func (l PCIeLink) IRQSummary() string {
 			all[c] = true
 		}
 	}
-	n := plural(len(l.IRQs), "IRQ")
+	n := words.Count(len(l.IRQs), "IRQ")
 	switch {
 	case len(all) == 0:
 		return n + ", affinity unreadable"
@@ -196,11 +197,4 @@ func selected(v string) string {
 		}
 	}
 	return v
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }

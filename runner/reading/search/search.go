@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	"rdmasweep/internal/stat"
+	"rdmasweep/internal/words"
 	"rdmasweep/plan"
 	"rdmasweep/results"
 )
@@ -204,12 +205,5 @@ func FromPlan(s *plan.Search, repeat int) Spec {
 func BoundText(s Spec, outer int) string {
 	n := MaxProbes(s)
 	return fmt.Sprintf("the search over %s (%d..%d, until %s) decides the number of points at run time: at most %d values for each of the %s below, %d in all",
-		s.Param, s.From, s.To, s.Until, n, plural(outer, "point"), n*outer)
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return strconv.Itoa(n) + " " + word + "s"
+		s.Param, s.From, s.To, s.Until, n, words.Count(outer, "point"), n*outer)
 }
