@@ -86,6 +86,9 @@ func runExec(ctx context.Context, o execOptions, g globals, args []string) error
 	if len(todo) == 0 {
 		return summary.Write(g.stdout, summary.Build(resume.Shown(pts, csv.Rows(), nil)))
 	}
+	if err := reportCost(g.ui, p, pts, todo); err != nil {
+		return err
+	}
 	e, err := sweep.Prepare(ctx, sweep.Setup{
 		Plan: p, Points: pts, RunID: manifest.NewRunID(), CSVPath: csvPath, RunnerVersion: version, Set: o.set,
 		Hosts: hostOptions(p, g.ui, o.hostFlags), Info: g.ui.info, Warn: g.ui.warn, WarnOnce: func(msg string) { g.ui.warnOnce("%s", msg) },
@@ -112,6 +115,9 @@ func execDryRun(o execOptions, g globals, p *plan.Plan, pts []plan.Point, csvPat
 		g.ui.infof("%s", b)
 	}
 	reportSkipped(g.ui, skipped, csvPath)
+	if err := reportCost(g.ui, p, pts, todo); err != nil {
+		return err
+	}
 	var on []string
 	for _, s := range p.Hosts.Roles() {
 		on = append(on, s.Name+" "+s.Host.Address)
@@ -178,4 +184,15 @@ func reportSkipped(ui *voice, skipped int, csvPath string) {
 	if skipped > 0 {
 		ui.infof("skipping %s already ok in %s (--rerun runs them again)", words.Count(skipped, "run"), csvPath)
 	}
+}
+
+// reportCost tells the user, before anything runs, what running todo
+// (the jobs left of pts) will take: runs, rounds and links, and time.
+func reportCost(ui *voice, p *plan.Plan, pts []plan.Point, todo []resume.Job) error {
+	c, err := sweep.CostOf(p, pts, todo)
+	if err != nil {
+		return err
+	}
+	ui.infof("%s", c)
+	return nil
 }

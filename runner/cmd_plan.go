@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 
+	"rdmasweep/runner/files/resume"
 	"rdmasweep/runner/points/sweep"
 	"rdmasweep/runner/reading/summary"
 )
@@ -23,7 +24,8 @@ var planCommand = &command{
 }
 
 // runPlan is `runner plan PLAN`: the expanded points, one line each with
-// its key and parameters, on stdout.
+// its key and parameters, on stdout, and on stderr what running them all
+// would cost.
 func runPlan(ctx context.Context, o planCmdOptions, g globals, args []string) error {
 	_, p, pts, err := loadPlanArg(ctx, g, o.planOptions, args)
 	if err != nil {
@@ -32,6 +34,10 @@ func runPlan(ctx context.Context, o planCmdOptions, g globals, args []string) er
 	planWarnings(g.ui, p, pts)
 	if b := sweep.ModeOf(p).Bound(pts); b != "" {
 		g.ui.infof("%s", b)
+	}
+	todo, _ := resume.Pending(pts, p.Repeat, nil, true)
+	if err := reportCost(g.ui, p, pts, todo); err != nil {
+		return err
 	}
 	return summary.WritePoints(g.stdout, pts)
 }
