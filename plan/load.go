@@ -137,7 +137,7 @@ func (l *loader) slurmHosts(root *yaml.Node, top map[string]field, p *Plan, at *
 		nodes, err = opts.Allocation()
 	}
 	if err != nil {
-		l.errorf(at, "launcher", "slurm runs the roles as steps of the Slurm allocation the runner runs in: %v; run the runner under salloc, srun or in an sbatch script", err)
+		l.errorf(at, "launcher", "slurm runs the roles as steps of the Slurm allocation the runner runs in: %v; run the runner under salloc, srun or in an sbatch script, or name the nodes with --nodes LIST to validate or plan it here", err)
 		return
 	}
 	if _, written := top["hosts"]; written {

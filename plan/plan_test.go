@@ -719,7 +719,7 @@ func TestSlurmHosts(t *testing.T) {
 		{"name: t\nlauncher: slurm\nhosts: {server: {address: n1}, client: {address: n7}}\nserver: {file: /tmp/t.dat, file_size: 64MiB}\n", alloc,
 			"t.yaml:3:50: hosts.client.address: n7 is not a node of this allocation (its nodes: n1, n2, n3)"},
 		{"name: t\nlauncher: slurm\nserver: {file: /tmp/t.dat, file_size: 64MiB}\n", func() ([]string, error) { return nil, errors.New("not inside a Slurm allocation") },
-			"t.yaml:2:11: launcher: slurm runs the roles as steps of the Slurm allocation the runner runs in: not inside a Slurm allocation; run the runner under salloc, srun or in an sbatch script"},
+			"t.yaml:2:11: launcher: slurm runs the roles as steps of the Slurm allocation the runner runs in: not inside a Slurm allocation; run the runner under salloc, srun or in an sbatch script, or name the nodes with --nodes LIST to validate or plan it here"},
 		{"name: t\nlauncher: slurm\nserver: {file: /tmp/t.dat, file_size: 64MiB}\n", func() ([]string, error) { return []string{"n1"}, nil },
 			"t.yaml:2:11: launcher: the allocation has 1 node (n1); the server and a client need 2: allocate with salloc -N2 or more, or name the hosts"},
 	} {

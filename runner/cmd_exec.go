@@ -39,6 +39,7 @@ var execCommand = &command{
 		fs.BoolVar(&o.rerun, "rerun", false, "run points again even when the CSV already has them ok")
 		fs.BoolVar(&o.failFast, "fail-fast", false, "stop at the first failed point")
 		o.addFlags(fs)
+		o.addNodesFlag(fs)
 		o.addHostFlags(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runExec(ctx, o, g, args) }
 	},
@@ -60,6 +61,9 @@ type execRun struct {
 // refuse the exec (the CSV, the hosts, their programs and devices, ODP)
 // does so before the first point.
 func runExec(ctx context.Context, o execOptions, g globals, args []string) error {
+	if o.nodes != "" && !o.dryRun {
+		return g.usageError("--nodes stands for an allocation only with --dry-run: exec runs on the allocation it is in (salloc, srun or sbatch)")
+	}
 	path, p, pts, err := loadPlanArg(ctx, g, o.planOptions, args)
 	if err != nil {
 		return err

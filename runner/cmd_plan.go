@@ -19,6 +19,7 @@ var planCommand = &command{
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o planCmdOptions
 		o.addFlags(fs)
+		o.addNodesFlag(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runPlan(ctx, o, g, args) }
 	},
 }

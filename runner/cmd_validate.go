@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+
 	"rdmasweep/internal/words"
 )
 
@@ -17,6 +18,7 @@ var validateCommand = &command{
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o validateOptions
 		o.addFlags(fs)
+		o.addNodesFlag(fs)
 		return func(ctx context.Context, g globals, args []string) error { return runValidate(ctx, o, g, args) }
 	},
 }

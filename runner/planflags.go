@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"rdmasweep/results/param"
 	"rdmasweep/runner/hosts/deploy"
 	"rdmasweep/runner/hosts/hostset"
+	"rdmasweep/runner/hosts/remote/slurm"
 	"rdmasweep/runner/points/planload"
 )
 
@@ -25,6 +27,7 @@ type planOptions struct {
 	set, only listFlag
 	maxPoints int
 	launcher  string
+	nodes     string // --nodes, where a command takes it (addNodesFlag)
 }
 
 func (o *planOptions) addFlags(fs *flag.FlagSet) {
@@ -32,6 +35,18 @@ func (o *planOptions) addFlags(fs *flag.FlagSet) {
 	fs.Var(&o.set, "set", "set a parameter or dotted field: `name=value` (repeatable)")
 	fs.Var(&o.only, "only", "run only points whose parameter has one of the values: `name=v1,v2` (repeatable)")
 	fs.IntVar(&o.maxPoints, "max-points", 10000, "refuse an expansion of more than `N` points")
+}
+
+// addNodesFlag adds --nodes, for the commands that read a plan without
+// running it: a slurm plan then loads outside an allocation.
+func (o *planOptions) addNodesFlag(fs *flag.FlagSet) {
+	fs.Func("nodes", "outside a Slurm allocation, take these nodes (a Slurm hostlist: `n[1-64]`) as the allocation's", func(list string) error {
+		if _, err := slurm.Hostnames(list); err != nil {
+			return fmt.Errorf("%w: write it as Slurm does, like n[1-8,10],gpu1", err)
+		}
+		o.nodes = list
+		return nil
+	})
 }
 
 // hostFlags are the flags of the commands that dial the plan's hosts.
@@ -63,8 +78,11 @@ func loadPlanArg(ctx context.Context, g globals, o planOptions, pos []string) (p
 		path = pos[0]
 	}
 	p, pts, err = planload.Load(ctx, path, planload.Options{
-		Set: o.set, Only: o.only, MaxPoints: o.maxPoints, Launcher: o.launcher, NodeBinary: deploy.BesideExecutable(),
+		Set: o.set, Only: o.only, MaxPoints: o.maxPoints, Launcher: o.launcher, NodeBinary: deploy.BesideExecutable(), Nodes: o.nodes,
 	})
+	if err == nil && o.nodes != "" && p.Launcher != "slurm" {
+		return "", nil, nil, g.usageError("--nodes stands for a Slurm allocation's nodes, and %s has launcher %s: drop --nodes, or add --launcher slurm", planName(path), p.Launcher)
+	}
 	return path, p, pts, err
 }
 

@@ -1,7 +1,7 @@
 // Package planload loads a plan as the runner runs it: the file named, or
 // the built-in plans/loopback.yaml; --set and --launcher applied as the
-// plan's own fields; under Slurm, the allocation's nodes as the hosts and
-// the addresses Slurm knows them by; and what each point's peer workload
+// plan's own fields; under Slurm, the allocation's nodes (or --nodes) as
+// the hosts and the addresses Slurm knows them by; and what each point's peer workload
 // cannot take refused at the plan's positions (runner/points/peer). Every error
 // of the plan and its expansion is a plan.ErrorList.
 package planload
@@ -32,6 +32,10 @@ type Options struct {
 	Launcher  string   // --launcher: ssh or slurm; "" is the plan's
 	// NodeBinary is node.binary when the plan names none.
 	NodeBinary string
+	// Nodes, a Slurm hostlist (--nodes), stands for the allocation's
+	// nodes, so a slurm plan loads where no allocation is: each node is
+	// then its own address.
+	Nodes string
 }
 
 // Load loads, validates and expands the plan at path; "" is the plan
@@ -42,8 +46,18 @@ func Load(ctx context.Context, path string, o Options) (*plan.Plan, []plan.Point
 		// --launcher L is --set launcher=L, checked the same way.
 		set = append(slices.Clone(set), "launcher="+o.Launcher)
 	}
+	var nodes []string
+	if o.Nodes != "" {
+		var err error
+		if nodes, err = slurm.Hostnames(o.Nodes); err != nil {
+			return nil, nil, fmt.Errorf("--nodes: %w: write it as Slurm does, like n[1-8,10],gpu1", err)
+		}
+	}
 	var alloc *slurm.Allocation
 	opts := plan.Options{Set: set, NodeBinary: o.NodeBinary, Allocation: func() ([]string, error) {
+		if nodes != nil {
+			return nodes, nil
+		}
 		a, err := slurm.FromEnv(ctx, os.Environ())
 		if err != nil {
 			return nil, err
@@ -64,7 +78,10 @@ func Load(ctx context.Context, path string, o Options) (*plan.Plan, []plan.Point
 		return nil, nil, err
 	}
 	hostName := func(address string) string { return remote.ResolveHostName(address, "") }
-	if alloc != nil {
+	switch {
+	case nodes != nil:
+		hostName = func(node string) string { return node }
+	case alloc != nil:
 		// A node is dialled at the address Slurm knows it by.
 		hostName = func(node string) string { return alloc.NodeAddr(ctx, node) }
 	}
