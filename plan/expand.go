@@ -49,6 +49,11 @@ type ExpandOptions struct {
 	// point: it is expanded once, at the parameter's default, and the
 	// points it would have repeated are left out. Its cell is empty.
 	Unused func(pt Point) []string
+
+	// partial: the plan has errors already (ParseExpanded), so the
+	// per-point rules, which Load checked, neither repeat its errors nor
+	// end the walk before Check has seen every point.
+	partial bool
 }
 
 // Refusal is one parameter of a point that a Check refuses, and why. Param
@@ -176,7 +181,7 @@ func Expand(p *Plan, opts ExpandOptions) ([]Point, error) {
 	}
 
 	l.origin = p.origin
-	x := &expansion{p: p, l: l, axes: axes, hosts: hosts, check: opts.Check, unused: opts.Unused, refused: map[refusedAt]bool{}}
+	x := &expansion{p: p, l: l, axes: axes, hosts: hosts, check: opts.Check, unused: opts.Unused, partial: opts.partial, refused: map[refusedAt]bool{}}
 	points := make([]Point, 0, count)
 	pos := make([]int, len(axes)) // odometer over axes, last fastest
 	keys := map[string]bool{}
@@ -243,6 +248,7 @@ type expansion struct {
 	check   func(Point) []Refusal
 	unused  func(Point) []string
 	refused map[refusedAt]bool // each refusal once where it was written
+	partial bool               // ExpandOptions.partial
 }
 
 type refusedAt struct {
@@ -278,15 +284,8 @@ func (x *expansion) point(n, index int, pos []int) (pt Point, collapsed, ok bool
 	}
 	v := pt.Values
 	before := len(l.errs)
-	for _, msg := range []string{
-		blockFileProblem(v.Int(param.FileSize), v.Int(param.BlockSize)),
-		totalDurationProblem(v.Int(param.Total), v.Int(param.Duration)),
-		mrBlockProblem(v.Int(param.BlockSize), v.Int(param.MRSize)),
-		mrFileProblem(v.Int(param.FileSize), v.Int(param.MRSize)),
-	} {
-		if msg != "" {
-			l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)
-		}
+	for _, msg := range x.pointProblems(v) {
+		l.errorf(p.sweep.node, "sweep", "point %d: %s", n+1, msg)
 	}
 	if len(l.errs) > before {
 		return pt, collapsed, false
@@ -306,6 +305,26 @@ func (x *expansion) point(n, index int, pos []int) (pt Point, collapsed, ok bool
 	}
 	pt.Key = pointKey(p.Name, pt)
 	return pt, collapsed, true
+}
+
+// pointProblems are the per-point rules v breaks; none in a partial
+// expansion.
+func (x *expansion) pointProblems(v Values) []string {
+	if x.partial {
+		return nil
+	}
+	var out []string
+	for _, msg := range []string{
+		blockFileProblem(v.Int(param.FileSize), v.Int(param.BlockSize)),
+		totalDurationProblem(v.Int(param.Total), v.Int(param.Duration)),
+		mrBlockProblem(v.Int(param.BlockSize), v.Int(param.MRSize)),
+		mrFileProblem(v.Int(param.FileSize), v.Int(param.MRSize)),
+	} {
+		if msg != "" {
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 // writtenAt is where the point at pos (the odometer over the kept axes)

@@ -14,13 +14,20 @@ import (
 )
 
 // FuzzLoad feeds arbitrary bytes to the loader and expander. Whatever the
-// input, Parse must not panic and must either return a plan or an
+// input, Parse and ParseExpanded must not panic and must either return a plan or an
 // ErrorList of one-line errors inside the file; a plan it accepts must
 // expand into points that satisfy the rules Load promises, with keys that
 // are stable and distinct. The committed corpus (testdata/fuzz/FuzzLoad)
 // holds every checked-in and testdata plan; go test runs it as a test.
 func FuzzLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// Expanded on what loaded, errors and all (validate's way), a plan
+		// must not panic either, and its errors stay inside the file.
+		if xp, pts, err := ParseExpanded("f.yaml", data, Options{}, ExpandOptions{MaxPoints: 2000}); err != nil {
+			checkErrorList(t, err, data)
+		} else if xp == nil || len(pts) == 0 {
+			t.Fatalf("ParseExpanded: plan %v, %d points, and no error", xp != nil, len(pts))
+		}
 		p, err := Parse("f.yaml", data, Options{})
 		if (p == nil) == (err == nil) {
 			t.Fatalf("Parse returned plan %v and error %v: want exactly one", p != nil, err)

@@ -46,6 +46,16 @@ var parseDuration = time.ParseDuration
 // Parse is Load for a plan already in memory; name is the file name used in
 // messages and in Plan.Path.
 func Parse(name string, data []byte, opts Options) (*Plan, error) {
+	p, err := parse(name, data, opts)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parse is Parse, with the plan as far as it loaded beside its errors:
+// nil only when the file is no mapping of plan fields.
+func parse(name string, data []byte, opts Options) (*Plan, error) {
 	l := newLoader(name)
 	doc := l.parseYAML(data)
 	if doc == nil {
@@ -65,10 +75,50 @@ func Parse(name string, data []byte, opts Options) (*Plan, error) {
 	unswept := l.applySets(root, opts.Set)
 	p := &Plan{Path: name, Source: data}
 	l.plan(root, p, opts, unswept)
-	if err := l.errs.sorted(); err != nil {
-		return nil, err
+	return p, l.errs.sorted()
+}
+
+// ParseExpanded is Parse, then Expand with xo, in one report. Where Parse
+// finds errors in a mapping of plan fields, Expand still runs on what
+// loaded, so what only expansion sees (a point's workload refused, a
+// per-point rule) comes in the same ErrorList; of those, an error at a
+// place Parse already reported is left out, as the same mistake's echo.
+func ParseExpanded(name string, data []byte, opts Options, xo ExpandOptions) (*Plan, []Point, error) {
+	p, perr := parse(name, data, opts)
+	if p == nil {
+		return nil, nil, perr
 	}
-	return p, nil
+	xo.partial = perr != nil
+	pts, err := Expand(p, xo)
+	if perr == nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, pts, nil
+	}
+	errs := perr.(ErrorList)
+	var more ErrorList
+	if errors.As(err, &more) {
+		at := map[[2]int]bool{}
+		for _, e := range errs {
+			at[[2]int{e.Line, e.Col}] = true
+		}
+		for _, e := range more {
+			if e.Line == 0 || !at[[2]int{e.Line, e.Col}] {
+				errs = append(errs, e)
+			}
+		}
+	}
+	return nil, nil, errs.sorted()
+}
+
+// LoadExpanded is ParseExpanded of the file at path.
+func LoadExpanded(path string, opts Options, xo ExpandOptions) (*Plan, []Point, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, ErrorList{{File: path, Msg: "cannot read plan: " + errText(err)}}
+	}
+	return ParseExpanded(path, data, opts, xo)
 }
 
 // plan walks the top-level mapping into p.

@@ -65,31 +65,21 @@ func Load(ctx context.Context, path string, o Options) (*plan.Plan, []plan.Point
 		alloc = a
 		return a.Nodes(), nil
 	}}
-	var (
-		p   *plan.Plan
-		err error
-	)
+	hostName := func(address string) string {
+		switch {
+		case nodes != nil:
+			return address
+		case alloc != nil:
+			// A node is dialled at the address Slurm knows it by.
+			return alloc.NodeAddr(ctx, address)
+		}
+		return remote.ResolveHostName(address, "")
+	}
+	xo := plan.ExpandOptions{Only: o.Only, MaxPoints: o.MaxPoints, HostName: hostName, Check: checkWorkload, Unused: unusedByWorkload}
 	if path == "" {
-		p, err = plan.Parse(EmbeddedName, plans.Loopback, opts)
-	} else {
-		p, err = plan.Load(path, opts)
+		return plan.ParseExpanded(EmbeddedName, plans.Loopback, opts, xo)
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	hostName := func(address string) string { return remote.ResolveHostName(address, "") }
-	switch {
-	case nodes != nil:
-		hostName = func(node string) string { return node }
-	case alloc != nil:
-		// A node is dialled at the address Slurm knows it by.
-		hostName = func(node string) string { return alloc.NodeAddr(ctx, node) }
-	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{Only: o.Only, MaxPoints: o.MaxPoints, HostName: hostName, Check: checkWorkload, Unused: unusedByWorkload})
-	if err != nil {
-		return nil, nil, err
-	}
-	return p, pts, nil
+	return plan.LoadExpanded(path, opts, xo)
 }
 
 // unusedByWorkload names the parameters a point's peer workload does not
