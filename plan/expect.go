@@ -21,7 +21,7 @@ import (
 	"rdmasweep/results"
 )
 
-var expectKeys = []string{"metric", "at_least", "at_most", "where"}
+var expectKeys = []string{"metric", "at_least", "at_most", "where", "unknown"}
 
 // Expectation is one entry of the plan's expect list.
 type Expectation struct {
@@ -35,6 +35,10 @@ type Expectation struct {
 	Where    []Where
 	// Text is the bound as written, for messages.
 	Text string
+	// UnknownPasses (unknown: pass) lets a row this expectation cannot
+	// judge (no figure, no line rate) end an exec with 0; by default
+	// (unknown: fail) exec exits 3 as for a failed row.
+	UnknownPasses bool
 }
 
 // Where narrows an expectation to the rows whose parameter compares with
@@ -129,7 +133,13 @@ func (l *loader) expectation(n *yaml.Node, path string) (Expectation, bool) {
 		l.errorf(f[key].key, join(path, key), "must have a value")
 	}
 	wok := l.where(f["where"].val, join(path, "where"), &e)
-	return e, ok && bok && wok
+	uok := true
+	if f["unknown"].val != nil {
+		var u string
+		u, uok = l.enum(f, "unknown", path, []string{"fail", "pass"})
+		e.UnknownPasses = u == "pass"
+	}
+	return e, ok && bok && wok && uok
 }
 
 // metric reads f's metric, which must name a numeric result column; when

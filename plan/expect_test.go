@@ -14,8 +14,13 @@ func TestExpectGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Expect) != 3 {
-		t.Fatalf("got %d expectations, want 3", len(p.Expect))
+	if len(p.Expect) != 4 {
+		t.Fatalf("got %d expectations, want 4", len(p.Expect))
+	}
+	for i, e := range p.Expect {
+		if e.UnknownPasses != (i == 3) {
+			t.Errorf("expect[%d]: unknown passes %v; only expect[3] says unknown: pass", i, e.UnknownPasses)
+		}
 	}
 	if e := p.Expect[0]; !e.AtLeast || !e.LineRate || e.Bound != 0.9 || e.Metric != "bandwidth_mb_s" {
 		t.Errorf("expect[0] = %+v", e)

@@ -171,6 +171,9 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	if n := verdict.Failed(out.Rows); n > 0 {
 		return &verdictFailed{msg: fmt.Sprintf("%s of %d failed the plan's expectations (see the verdict_detail column)", words.Count(n, "row"), len(out.Rows))}
 	}
+	if n := verdict.Unjudged(out.Rows, x.Plan.Expect); n > 0 {
+		return &verdictFailed{msg: fmt.Sprintf("%s of %d could not be judged against the plan's expectations (see the verdict_detail column); an expectation with unknown: pass accepts that", words.Count(n, "row"), len(out.Rows))}
+	}
 	return nil
 }
 

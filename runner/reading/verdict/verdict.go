@@ -114,6 +114,24 @@ func Failed(rows []results.Row) int {
 	return n
 }
 
+// Unjudged counts the rows that an expectation without unknown: pass
+// could not judge: the verdict unknown, which the plan did not accept.
+func Unjudged(rows []results.Row, exps []plan.Expectation) int {
+	n := 0
+	for i := range rows {
+		if rows[i].Verdict != results.VerdictUnknown {
+			continue
+		}
+		for _, e := range exps {
+			if unknown, clause := judgeOne(&rows[i], e); !e.UnknownPasses && unknown && clause != "" && e.Applies(rows[i].Param) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // WriteSummary prints, after a blank line that parts it from the summary
 // table above it, pass/total per point and scope for the rows that were
 // judged, and the first detail of a point that did not all pass; nothing

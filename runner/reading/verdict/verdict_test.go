@@ -50,6 +50,39 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// TestUnjudged: a row an expectation cannot judge counts against the
+// exec unless that expectation says unknown: pass; a failed row, a row
+// the expectation does not apply to, and a row judged are not counted.
+func TestUnjudged(t *testing.T) {
+	lineRate := plan.Expectation{Metric: "bandwidth_mb_s", AtLeast: true, Bound: 0.9, LineRate: true}
+	accepted := lineRate
+	accepted.UnknownPasses = true
+	onlyBig := lineRate
+	onlyBig.Where = []plan.Where{{Param: "block_size", Op: ">", N: 4096}}
+	p99 := plan.Expectation{Metric: "lat_p99_us", Bound: 4.5}
+	for _, tc := range []struct {
+		name string
+		exps []plan.Expectation
+		want int
+	}{
+		{"unknown: fail (the default)", []plan.Expectation{lineRate}, 2},
+		{"unknown: pass", []plan.Expectation{accepted}, 0},
+		{"accepted beside one that holds", []plan.Expectation{accepted, p99}, 0},
+		{"not applying", []plan.Expectation{onlyBig}, 0},
+	} {
+		rows := []results.Row{row(1200, 4, nil, "loopback has no line rate"), row(1200, 4, nil, "loopback has no line rate"), row(1200, 4, f(1250), "")}
+		JudgeRows(rows, tc.exps)
+		if got := Unjudged(rows, tc.exps); got != tc.want {
+			t.Errorf("%s: %d unjudged, want %d", tc.name, got, tc.want)
+		}
+	}
+	rows := []results.Row{row(1200, 9, nil, "loopback has no line rate")}
+	JudgeRows(rows, []plan.Expectation{lineRate, p99})
+	if Unjudged(rows, []plan.Expectation{lineRate, p99}) != 0 || Failed(rows) != 1 {
+		t.Errorf("a failed row that also has an unknown is counted failed, not unjudged")
+	}
+}
+
 func TestSummary(t *testing.T) {
 	rows := []results.Row{row(1200, 4, f(1250), ""), row(800, 4, f(1250), ""), row(1300, 4, f(1250), "")}
 	rows[2].PointKey, rows[2].Params = "k2", map[string]string{"block_size": "65536", "transport": "tcp"}
