@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
-	"rdmasweep/runner/hint"
 	"rdmasweep/runner/reading/fleet"
 	"rdmasweep/runner/reading/summary"
 	"rdmasweep/runner/reading/verdict"
@@ -29,7 +27,7 @@ var summaryCommand = &command{
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o summaryOptions
 		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
-		fs.StringVar(&o.format, "format", "text", "`text`, or json for a pairwise or ring CSV's judgment or a search CSV's knees")
+		fs.StringVar(&o.format, "format", "text", "`text`, or json: a pairwise or ring CSV's judgment, a search CSV's knees, else every point's figures")
 		fs.Float64Var(&o.slowBelow, "slow-below", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD); not the plan's expect, which judges each row")
 		fs.Float64Var(&o.oldExpect, "expect", 0, "the old name of --slow-below (`MB/s`)")
 		fs.BoolVar(&o.counters, "counters", false, "print instead each run's counters that moved, per point and role, by their kernel names (from RUN_ID.counters.jsonl beside the CSV)")
@@ -81,13 +79,16 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 		return fleet.WriteText(g.stdout, pool)
 	}
 	knees := summary.Knees(rows)
-	if o.format == "json" {
-		if len(knees) > 0 {
-			return summary.WriteKneesJSON(g.stdout, knees)
-		}
-		return hint.Wrap(errors.New("summary --format json gives the judgment of pairwise and ring sweeps and the knees of a search, and this CSV has neither"), "its rows have no round and no search mark; the table is summary without --format")
+	if o.format == "json" && len(knees) > 0 {
+		return summary.WriteKneesJSON(g.stdout, knees)
 	}
 	groups := summary.Build(rows)
+	if o.format == "json" {
+		if base.Param != "" {
+			return g.usageError("summary --format json has no --baseline: its points carry every figure, so divide those")
+		}
+		return summary.WriteJSON(g.stdout, groups)
+	}
 	if err := summary.Write(g.stdout, groups); err != nil {
 		return err
 	}

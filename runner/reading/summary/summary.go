@@ -26,6 +26,8 @@ type Group struct {
 	First  results.Row // the first row, ok or not, for the parameters
 	OK     []results.Row
 	Failed int
+	// Verdicts counts the group's rows, failed ones too, by verdict.
+	Verdicts map[string]int
 }
 
 // Build groups rows by point key and scope, in order of first appearance.
@@ -46,6 +48,12 @@ func Build(rows []results.Row) []Group {
 			groups[i].OK = append(groups[i].OK, r)
 		} else {
 			groups[i].Failed++
+		}
+		if r.Verdict != "" {
+			if groups[i].Verdicts == nil {
+				groups[i].Verdicts = map[string]int{}
+			}
+			groups[i].Verdicts[r.Verdict]++
 		}
 	}
 	return groups

@@ -234,3 +234,33 @@ func TestWriteShowsBoundBy(t *testing.T) {
 		t.Errorf("rows without bound_by show the column (%v):\n%s", err, out.String())
 	}
 }
+
+// TestJSON: a group's figures are its ok rows' (n, mean, sample sd,
+// median, min, max), a column no ok row has is left out, the failed
+// run is counted apart, and verdicts are counted over every row.
+func TestJSON(t *testing.T) {
+	f := func(x float64) *float64 { return &x }
+	ok := func(bw float64, verdict string) results.Row {
+		return results.Row{PointKey: "k", Status: results.StatusOK, BandwidthMBs: f(bw), Verdict: verdict, Params: map[string]string{"block_size": "4096", "rate": ""}}
+	}
+	rows := []results.Row{ok(100, "pass"), ok(300, "fail"), ok(200, "pass"),
+		{PointKey: "k", Status: results.StatusFailed, Verdict: "unknown"}}
+	pts := JSON(Build(rows))
+	if len(pts) != 1 {
+		t.Fatalf("%d points, want 1", len(pts))
+	}
+	p := pts[0]
+	bw, has := p.Metrics["bandwidth_mb_s"]
+	if p.Runs != 3 || p.Failed != 1 || !has || bw.N != 3 || bw.Mean != 200 || bw.SD != 100 || bw.Median != 200 || bw.Min != 100 || bw.Max != 300 {
+		t.Errorf("runs %d, failed %d, bandwidth %+v; want 3, 1 and n 3, mean 200, sd 100, median 200, 100..300", p.Runs, p.Failed, bw)
+	}
+	if _, has := p.Metrics["iops"]; has {
+		t.Error("iops, which no row has, is in the figures")
+	}
+	if p.Verdicts["pass"] != 2 || p.Verdicts["fail"] != 1 || p.Verdicts["unknown"] != 1 {
+		t.Errorf("verdicts %v, want pass 2, fail 1, unknown 1 (the failed run's)", p.Verdicts)
+	}
+	if p.Params["block_size"] != "4096" || len(p.Params) != 1 {
+		t.Errorf("params %v, want block_size 4096 alone (an empty cell left out)", p.Params)
+	}
+}
