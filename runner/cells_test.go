@@ -17,16 +17,18 @@ import (
 // cellPlans are the checked-in plans TestCellsAreNodesReport runs, each
 // with what keeps it short here: a bench plan reads for 300 ms after a
 // 100 ms warmup where it reads for a time, a small file where it reads
-// one whole, and loopback.yaml two of its block sizes.
+// one whole, and loopback.yaml and ssd-sweep.yaml two of their block
+// sizes.
 var cellPlans = map[string][]string{
 	"bench-rdma.yaml": {"--set", "duration=300ms", "--set", "warmup=100ms"},
 	"bench-tcp.yaml":  {"--set", "duration=300ms", "--set", "warmup=100ms"},
 	"bench-ssd.yaml":  {"--set", "file_size=16MiB"},
+	"ssd-sweep.yaml":  {"--set", "file_size=16MiB", "--set", "total=16MiB", "--only", "block_size=1MiB,64KiB"},
 	"loopback.yaml":   {"--only", "block_size=4KiB,1MiB"},
 }
 
-// TestCellsAreNodesReport runs every bench plan and loopback.yaml
-// through node, here: both roles local, over tcp (the rdma plans set so),
+// TestCellsAreNodesReport runs every bench plan, loopback.yaml and
+// ssd-sweep.yaml through node, here: both roles local, over tcp (the rdma plans set so),
 // the peers left out. Each row's cells that say what node did hold what
 // node itself reported for that row, its events in the row's logs: the
 // workload it read, its figures, the server's preparation, and no rdma
@@ -37,7 +39,7 @@ func TestCellsAreNodesReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	benches, _ := filepath.Glob(filepath.Join(plans, "bench-*.yaml"))
-	for _, f := range append(benches, filepath.Join(plans, "loopback.yaml")) {
+	for _, f := range append(benches, filepath.Join(plans, "loopback.yaml"), filepath.Join(plans, "ssd-sweep.yaml")) {
 		name := filepath.Base(f)
 		extra, ok := cellPlans[name]
 		if !ok {
@@ -66,6 +68,11 @@ func TestCellsAreNodesReport(t *testing.T) {
 				res, ready, done := nodesReport(t, filepath.Join(dir, "logs"), row)
 				for _, p := range cellProblems(row, res, ready, done) {
 					t.Errorf("%s: %s", what, p)
+				}
+				// The headline plan reads the file once: each row, cold and
+				// warm, has the SSD's figure, the file's way end to end.
+				if name == "ssd-sweep.yaml" && (row.EndToEndMBs == nil || row.FirstReadMs == nil || row.Bytes == nil || *row.Bytes != 16<<20) {
+					t.Errorf("%s: end_to_end_mb_s %v, first_read_ms %v, bytes %v; want the figures of one pass of the 16MiB file", what, row.EndToEndMBs, row.FirstReadMs, row.Bytes)
 				}
 			}
 			t.Logf("%s: %d rows held to node's report", name, len(rows))
