@@ -314,6 +314,13 @@ sweep:
 			}
 			return ""
 		}},
+		{"whole values: expect and search", []string{"expect=[{metric: bandwidth_mb_s, at_least: 0.9 line_rate, unknown: pass}]",
+			"search={param: queue_depth, from: 1, to: 8, until: {metric: lat_p99_us, at_most: 500}}"}, func(p *Plan, _ []Point) string {
+			if len(p.Expect) != 1 || !p.Expect[0].LineRate || !p.Expect[0].UnknownPasses || p.Search == nil || p.Search.Param != "queue_depth" {
+				return fmt.Sprintf("expect %+v, search %+v", p.Expect, p.Search)
+			}
+			return ""
+		}},
 		{"creates missing sections", []string{"rdma.device=mlx5_2", "output.csv=~/r.csv"}, func(p *Plan, _ []Point) string {
 			if p.Hosts.Server().Params.Str(param.Device) != "mlx5_2" || p.Output.CSV != "/home/setter/r.csv" {
 				return fmt.Sprintf("%+v %+v", p.Hosts.Server().Params, p.Output)
@@ -334,6 +341,22 @@ sweep:
 	p := mustParse(t, sweepYAML, Options{Set: []string{"block_size=4KiB", "total=4MiB", "cache=cold"}})
 	if pts := mustExpand(t, p, ExpandOptions{}); len(pts) != 1 {
 		t.Errorf("every swept parameter --set: got %d points, want 1", len(pts))
+	}
+}
+
+// TestSetPool: --set hosts.pool makes a pool plan of a pair plan once
+// its server and client are gone; an error inside a whole value set by
+// --set is the flag's, at the value's own path.
+func TestSetPool(t *testing.T) {
+	p := mustParse(t, `name: p
+server: {file: /tmp/x, file_size: 1MiB}
+`, Options{Set: []string{"hosts.pool=[n1, n2, n3]", "topology=ring"}})
+	if len(p.Hosts.Pool) != 3 || p.Hosts.Pool[2].Address != "n3" || !p.IsPool() {
+		t.Errorf("hosts.pool %+v, pool %v; want n1..n3, a ring", p.Hosts.Pool, p.IsPool())
+	}
+	_, err := Parse("p.yaml", []byte(minimalYAML), Options{Set: []string{"expect=[{metric: bandwith_mb_s, at_least: 1}]"}})
+	if err == nil || !strings.Contains(err.Error(), `--set: expect[0].metric: "bandwith_mb_s" is not a numeric result column (did you mean bandwidth_mb_s?)`) {
+		t.Errorf("a bad metric under --set expect: %v", err)
 	}
 }
 

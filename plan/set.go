@@ -13,7 +13,8 @@ import (
 // names. Sweep itself is not settable: --set picks one value, it does not
 // describe a sweep.
 var setPaths = func() []string {
-	paths := []string{"name", "description", "repeat", "launcher"}
+	// Whole values too: a list of pool hosts, of expectations, a search.
+	paths := []string{"name", "description", "repeat", "launcher", "hosts.pool", "expect", "search"}
 	for _, k := range sshKeys {
 		paths = append(paths, "ssh."+k)
 	}
@@ -74,6 +75,9 @@ func (l *loader) applySets(root *yaml.Node, sets []string) map[string]bool {
 		if len(doc.Content) > 0 {
 			vn = doc.Content[0]
 		}
+		// A whole value's inner nodes (expect's items) keep the field
+		// path the walk gives them, under --set.
+		markSet(l.origin, vn)
 		l.origin[vn] = origin{"--set", name}
 		if p != nil && unsweep(root, p.Name) {
 			unswept[p.Name] = true // only zip matters: see fitZip
@@ -81,6 +85,15 @@ func (l *loader) applySets(root *yaml.Node, sets []string) map[string]bool {
 		setIn(root, strings.Split(path, "."), vn)
 	}
 	return unswept
+}
+
+// markSet marks n and every node under it as from --set, each named by
+// the path the walk reports it at.
+func markSet(from map[*yaml.Node]origin, n *yaml.Node) {
+	from[n] = origin{"--set", ""}
+	for _, c := range n.Content {
+		markSet(from, c)
+	}
 }
 
 // setSuggest names the nearest valid --set name, or says what is valid;

@@ -40,7 +40,10 @@ func newLoader(file string) *loader {
 func (l *loader) errorf(n *yaml.Node, path, format string, args ...any) {
 	e := &Error{File: l.file, Path: path, Msg: fmt.Sprintf(format, args...)}
 	if o, ok := l.origin[n]; ok {
-		e.File, e.Path = o.file, o.name
+		e.File = o.file
+		if o.name != "" {
+			e.Path = o.name
+		}
 	} else if n != nil {
 		e.Line, e.Col = n.Line, n.Column
 		if e.Line > l.lines {
