@@ -30,7 +30,7 @@ var plotCommand = &command{
 		var o plotOptions
 		fs.StringVar(&o.out, "o", "", "write the chart to this `FILE` (.png or .svg)")
 		fs.StringVar(&o.x, "x", "", "the x axis: a numeric parameter `NAME` ("+strings.Join(plot.XParams(), ", ")+"); default block_size, or rate when the rows offer several loads")
-		fs.StringVar(&o.y, "y", "bandwidth_mb_s", "the left panel's rate column `NAME` ("+strings.Join(plot.Rates(), ", ")+")")
+		fs.StringVar(&o.y, "y", "bandwidth_mb_s", "the left panel's column `NAME`: any numeric column of the CSV (docs/csv.md)")
 		fs.BoolVar(&o.matrix, "matrix", false, "draw a pairwise or ring CSV's server × client matrix as a heatmap")
 		fs.StringVar(&o.scope, "scope", "", "only the rows of this `SCOPE`: client, or aggregate (several clients' together)")
 		o.addFlags(fs)
@@ -69,6 +69,8 @@ func runPlot(ctx context.Context, o plotOptions, g globals, args []string) error
 	switch {
 	case errors.Is(err, plot.ErrY):
 		return usageErrorf("plot -y %v", err)
+	case errors.Is(err, plot.ErrConstantX):
+		return fmt.Errorf("plot -x %w", err)
 	case err != nil:
 		return usageErrorf("plot -x %v", err)
 	}

@@ -62,7 +62,7 @@ func Write(w io.Writer, format, title, x string, series []Series) error {
 	open := results.ParamByName(x).Kind == results.KindRate
 	bwTitle, bwLabel := "bandwidth", "bandwidth (MB/s)"
 	if y := series[0].Rate; y != "" && y != "bandwidth_mb_s" {
-		bwTitle, bwLabel = y, strings.TrimSuffix(y, "_mb_s")+" (MB/s)"
+		bwTitle, bwLabel = y, yLabel(y)
 	}
 	bw, err := panel(title+bwTitle, x, bwLabel, false)
 	if err != nil {
@@ -94,28 +94,54 @@ func Write(w io.Writer, format, title, x string, series []Series) error {
 		lat.Title.Text += " (none reported)"
 	}
 
+	// The legend goes under the panels, in a strip of its own, so it
+	// never covers a point.
+	leg := bw.Legend
+	bw.Legend = gplot.NewLegend()
+	strip := legendHeight(&leg)
 	var c interface {
 		vg.CanvasSizer
 		io.WriterTo
 	}
 	switch format {
 	case "png":
-		img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(120))
+		img := vgimg.NewWith(vgimg.UseWH(width, height+strip), vgimg.UseDPI(120))
 		c = vgimg.PngCanvas{Canvas: img}
 	case "svg":
-		c = vgsvg.New(width, height)
+		c = vgsvg.New(width, height+strip)
 	default:
 		return fmt.Errorf("%w %q", ErrFormat, format)
 	}
 	dc := draw.New(c)
+	panels := draw.Crop(dc, 0, 0, strip, 0)
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
 	// Each panel lays itself out in its own tile: same title and x axis,
 	// so titles and data areas line up. (gplot.Align shifts whole canvases
 	// to align data areas, and the titles then sit at different heights.)
-	bw.Draw(tiles.At(dc, 0, 0))
-	lat.Draw(tiles.At(dc, 1, 0))
+	bw.Draw(tiles.At(panels, 0, 0))
+	lat.Draw(tiles.At(panels, 1, 0))
+	leg.Top, leg.Left = true, true
+	leg.Draw(draw.Crop(dc, vg.Centimeter, 0, vg.Millimeter*2, -height-vg.Millimeter))
 	_, err = c.WriteTo(w)
 	return err
+}
+
+// legendHeight is the height of the strip under the panels that holds
+// leg, one entry a line.
+func legendHeight(leg *gplot.Legend) vg.Length {
+	r := leg.Rectangle(draw.Canvas{Rectangle: vg.Rectangle{Max: vg.Point{X: width, Y: height}}})
+	return r.Max.Y - r.Min.Y + vg.Millimeter*4
+}
+
+// yLabel is the left panel's axis label for column y: its name, with its
+// unit where the name says one.
+func yLabel(y string) string {
+	for suffix, unit := range map[string]string{"_mb_s": "MB/s", "_us": "µs", "_ms": "ms", "_s": "s", "_pct": "%", "_bytes": "bytes"} {
+		if name, ok := strings.CutSuffix(y, suffix); ok {
+			return strings.ReplaceAll(name, "_", " ") + " (" + unit + ")"
+		}
+	}
+	return strings.ReplaceAll(y, "_", " ")
 }
 
 // addSeries draws s in both panels: its bandwidth, and its latency, the
@@ -177,8 +203,6 @@ func panel(title, x, ylabel string, logY bool) (*gplot.Plot, error) {
 		p.Y.Scale = gplot.LogScale{}
 		p.Y.Tick.Marker = gplot.LogTicks{Prec: -1}
 	}
-	// Bandwidth rises with block size, so the top left is usually free.
-	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	return p, nil
 }

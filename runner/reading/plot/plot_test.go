@@ -168,12 +168,37 @@ func TestWriteFileRefusesWhatItCannotDraw(t *testing.T) {
 	}
 }
 
-func TestOneBlockSizeStillDraws(t *testing.T) {
+// TestConstantXRefused: rows with one value of x draw one-point series,
+// so Build refuses them, naming the numeric parameters that do vary, or
+// saying none does.
+func TestConstantXRefused(t *testing.T) {
 	bw, lat := 10.0, 5.0
-	rows := []results.Row{{Status: results.StatusOK, Params: map[string]string{"block_size": "4096"}, BandwidthMBs: &bw, LatP50Us: &lat, LatP99Us: &lat}}
-	var buf bytes.Buffer
-	if err := Write(&buf, "svg", "", "block_size", mustBuild(t, rows)); err != nil || buf.Len() == 0 {
-		t.Fatalf("%v (%d bytes)", err, buf.Len())
+	row := func(qd string) results.Row {
+		return results.Row{Status: results.StatusOK, Params: map[string]string{"block_size": "4096", "queue_depth": qd}, BandwidthMBs: &bw, LatP50Us: &lat, LatP99Us: &lat}
+	}
+	_, err := Build([]results.Row{row("1"), row("16")}, "block_size")
+	if !errors.Is(err, ErrConstantX) || !strings.Contains(err.Error(), "-x queue_depth") {
+		t.Errorf("block_size constant, queue_depth varying: %v; want ErrConstantX naming -x queue_depth", err)
+	}
+	_, err = Build([]results.Row{row("1")}, "block_size")
+	if !errors.Is(err, ErrConstantX) || !strings.Contains(err.Error(), "no numeric parameter varies") {
+		t.Errorf("one row: %v; want ErrConstantX saying nothing varies", err)
+	}
+	if series, err := Build([]results.Row{row("1"), row("16")}, "queue_depth"); err != nil || len(series) != 1 || len(series[0].Points) != 2 {
+		t.Errorf("-x queue_depth: %+v, %v; want one series of two points", series, err)
+	}
+}
+
+// TestSeriesNeverNamedByHost: rows that differ only in their hosts (a
+// port in the address) are one series, not one per host.
+func TestSeriesNeverNamedByHost(t *testing.T) {
+	bw := 10.0
+	row := func(bs, host string) results.Row {
+		return results.Row{Status: results.StatusOK, ServerHost: host, ClientHost: host, Params: map[string]string{"block_size": bs, "workload": "node"}, BandwidthMBs: &bw}
+	}
+	series, err := Build([]results.Row{row("4096", "root@127.0.0.1:42443"), row("65536", "root@127.0.0.1:42443"), row("4096", "root@127.0.0.1:40001"), row("65536", "root@127.0.0.1:40001")}, "block_size")
+	if err != nil || len(series) != 1 || strings.Contains(series[0].Label, "127.0.0.1") {
+		t.Errorf("series %+v, %v; want one, not named by host", series, err)
 	}
 }
 
@@ -287,10 +312,17 @@ func TestBuildRate(t *testing.T) {
 		t.Fatalf("BuildRate = %+v, %v; want two series of end_to_end_mb_s, the row without one left out", series, err)
 	}
 	var buf bytes.Buffer
-	if err := Write(&buf, "svg", "", "block_size", series); err != nil || !strings.Contains(buf.String(), "end_to_end (MB/s)") {
-		t.Errorf("svg without the rate's axis label (%v)", err)
+	if err := Write(&buf, "svg", "", "block_size", series); err != nil || !strings.Contains(buf.String(), "end to end (MB/s)") {
+		t.Errorf("svg without the column's axis label (%v)", err)
 	}
-	if _, err := BuildRate(rows, "block_size", "lat_p50_us"); !errors.Is(err, ErrY) {
-		t.Errorf("-y lat_p50_us: %v, want ErrY", err)
+	// Any numeric column, latency too, with its unit.
+	lat := func(r results.Row, v float64) results.Row { r.LatP50Us = &v; return r }
+	series, err = BuildRate([]results.Row{lat(rows[0], 12), lat(rows[2], 30)}, "block_size", "lat_p50_us")
+	buf.Reset()
+	if err != nil || len(series) != 1 || series[0].Points[1].BandwidthMBs.Mean != 30 || Write(&buf, "svg", "", "block_size", series) != nil || !strings.Contains(buf.String(), "lat p50 (µs)") {
+		t.Errorf("-y lat_p50_us: %+v, %v; want its figures under lat p50 (µs)", series, err)
+	}
+	if _, err := BuildRate(rows, "block_size", "lat_p5_us"); !errors.Is(err, ErrY) || !strings.Contains(err.Error(), "did you mean lat_p50_us?") {
+		t.Errorf("-y lat_p5_us: %v, want ErrY with a did-you-mean", err)
 	}
 }

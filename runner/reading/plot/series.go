@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"rdmasweep/internal/stat"
+	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/results/param"
 	"rdmasweep/runner/reading/summary"
@@ -38,42 +39,21 @@ type Series struct {
 	Rate string
 }
 
-// rates are the rate columns the left panel can draw, each a row's cell.
-var rates = []struct {
-	name string
-	cell func(results.Row) *float64
-}{
-	{"bandwidth_mb_s", func(r results.Row) *float64 { return r.BandwidthMBs }},
-	{"end_to_end_mb_s", func(r results.Row) *float64 { return r.EndToEndMBs }},
-	{"populate_mb_s", func(r results.Row) *float64 { return r.PopulateMBs }},
-	{"registration_mb_s", func(r results.Row) *float64 { return r.RegistrationMBs }},
-}
+// Columns lists the columns the left panel can draw (runner plot -y):
+// every numeric result column.
+func Columns() []string { return results.MetricColumns() }
 
-// Rates lists the columns the left panel can draw (runner plot -y).
-func Rates() []string {
-	var out []string
-	for _, r := range rates {
-		out = append(out, r.name)
-	}
-	return out
-}
-
-// BuildRate is Build with the rate column y (one of Rates) in the left
-// panel instead of bandwidth_mb_s; rows without a y cell are left out.
+// BuildRate is Build with the numeric column y (one of Columns) in the
+// left panel instead of bandwidth_mb_s; rows without a y cell are left
+// out.
 func BuildRate(rows []results.Row, x, y string) ([]Series, error) {
-	i := slices.IndexFunc(rates, func(r struct {
-		name string
-		cell func(results.Row) *float64
-	}) bool {
-		return r.name == y
-	})
-	if i < 0 {
-		return nil, fmt.Errorf("%q: %w (one of %s)", y, ErrY, strings.Join(Rates(), ", "))
+	if !slices.Contains(Columns(), y) {
+		return nil, fmt.Errorf("%q: %w%s", y, ErrY, plan.Suggest(y, Columns()))
 	}
 	var with []results.Row
 	for _, r := range rows {
-		if v := rates[i].cell(r); v != nil {
-			r.BandwidthMBs = v
+		if v, ok := r.Metric(y); ok {
+			r.BandwidthMBs = &v
 			with = append(with, r)
 		}
 	}
@@ -108,11 +88,12 @@ type Point struct {
 type Stat = stat.Moments
 
 // params are the columns that may split series, in label order: the
-// summary's, but the x axis.
+// summary's, but the x axis and the hosts (a series is a setting, never
+// an address or a port).
 func params(x string) []summary.Param {
 	var ps []summary.Param
 	for _, p := range summary.Params {
-		if p.Name != x {
+		if p.Name != x && p.Name != "server" && p.Name != "client" {
 			ps = append(ps, p)
 		}
 	}
@@ -123,8 +104,11 @@ func params(x string) []summary.Param {
 // column.
 var ErrX = errors.New("not a numeric parameter of the CSV")
 
-// ErrY is wrapped when the rate asked for is not one of Rates.
-var ErrY = errors.New("not a rate column plot draws")
+// ErrY is wrapped when the column asked for is not one of Columns.
+var ErrY = errors.New("not a numeric column of the CSV")
+
+// ErrConstantX is wrapped when every row has the same x: no line to draw.
+var ErrConstantX = errors.New("every row has the same value")
 
 // XParams names the parameters the x axis may be.
 func XParams() []string {
@@ -167,6 +151,9 @@ func Build(rows []results.Row, x string) ([]Series, error) {
 		if r.Status == results.StatusOK && r.BandwidthMBs != nil && r.Param(x) != "" {
 			ok = append(ok, r)
 		}
+	}
+	if xs := distinctX(ok, x); xs == 1 {
+		return nil, fmt.Errorf("%s: %w%s", x, ErrConstantX, varyingHint(ok, x))
 	}
 	split := splitting(ok, x)
 
@@ -240,6 +227,30 @@ func pointOf(x float64, rows []results.Row) Point {
 func xOf(r results.Row, x string) float64 {
 	f, _ := strconv.ParseFloat(r.Param(x), 64)
 	return f
+}
+
+// distinctX counts the values of x among rows.
+func distinctX(rows []results.Row, x string) int {
+	seen := map[float64]bool{}
+	for _, r := range rows {
+		seen[xOf(r, x)] = true
+	}
+	return len(seen)
+}
+
+// varyingHint names the numeric parameters that do vary among rows, for
+// -x.
+func varyingHint(rows []results.Row, x string) string {
+	var vary []string
+	for _, name := range XParams() {
+		if name != x && distinctX(rows, name) > 1 {
+			vary = append(vary, name)
+		}
+	}
+	if len(vary) == 0 {
+		return "; no numeric parameter varies, so there is no axis to draw along (runner summary shows the runs)"
+	}
+	return "; plot along one that varies: -x " + strings.Join(vary, ", -x ")
 }
 
 // splitting returns the parameters that take more than one value and are
