@@ -15,6 +15,7 @@ import (
 	"rdmasweep/runner/hosts/deploy"
 	"rdmasweep/runner/hosts/hostset"
 	"rdmasweep/runner/hosts/remote/slurm"
+	"rdmasweep/runner/points/peer"
 	"rdmasweep/runner/points/planload"
 )
 
@@ -93,6 +94,12 @@ func planWarnings(ui *voice, p *plan.Plan, pts []plan.Point) {
 		ui.warnf("%s of %d make fewer than 1,000 reads (%s makes %d reads); figures from so few reads are noisy",
 			words.Count(c.FewReads, "point"), len(pts), paramsText(c.Example), c.Example.ExpectedReads())
 		ui.hintf("raise client.total, or read for a time with client.duration")
+	}
+	if c.ShortPeer > 0 {
+		w := c.ShortExample.Values.Str(param.Workload)
+		ui.warnf("%s of %d read for less than %d × %s's %s clock step (%s reads for %s), so their figures are quantized by more than 1 %%",
+			words.Count(c.ShortPeer, "peer point"), len(pts), peer.MinSteps, w, c.ShortStep, paramsText(c.ShortExample), c.ShortExample.Values.Duration(param.Duration))
+		ui.hintf("raise client.duration to %s or more", peer.MinSteps*c.ShortStep)
 	}
 	if c.Node != nil {
 		warnNoRDMA(ui, *c.Node)

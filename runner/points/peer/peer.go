@@ -186,9 +186,28 @@ type Tool struct {
 	// OnServerHost: the peer measures on the server's host alone, after
 	// node prepare has made the server's file (fio reads that file).
 	OnServerHost bool
+	// ClockStep is the resolution of the time the tool reports (fio's
+	// runtime: whole milliseconds); 0 where it reports finer. A run
+	// shorter than MinSteps of it is quantized (TooShort).
+	ClockStep time.Duration
 
 	build func(Params) Commands               // argv for a point Check passed
 	parse func(report []byte) (Result, error) // the report, into a row's figures
+}
+
+// MinSteps is how many of its clock's steps a peer's run must last for
+// its time, and so its figures, to be within 1 %.
+const MinSteps = 100
+
+// TooShort reports whether a run of workload that lasted d is shorter
+// than MinSteps of its tool's clock, with that step; false for node and a
+// tool that times finer.
+func TooShort(workload string, d time.Duration) (step time.Duration, short bool) {
+	t, err := Lookup(workload)
+	if err != nil || t.ClockStep == 0 {
+		return 0, false
+	}
+	return t.ClockStep, d < MinSteps*t.ClockStep
 }
 
 // Mapping is how a peer takes one parameter of the plan: the option it

@@ -373,3 +373,25 @@ LISTEN 0      4096   [::ffff:10.0.2.15]:7000             *:*
 		t.Error("port 0 accepted")
 	}
 }
+
+// TestTooShort: a run of a peer that times in whole milliseconds is too
+// short under 100 ms; a peer that times finer, and node, never are.
+func TestTooShort(t *testing.T) {
+	for _, c := range []struct {
+		workload string
+		d        time.Duration
+		short    bool
+	}{
+		{Fio, 99 * time.Millisecond, true},
+		{Fio, 100 * time.Millisecond, false},
+		{FioMatched, 8 * time.Millisecond, true},
+		{NVMeOF, 50 * time.Millisecond, true},
+		{IBReadBW, time.Millisecond, false},
+		{Iperf3, time.Millisecond, false},
+		{"node", time.Millisecond, false},
+	} {
+		if _, short := TooShort(c.workload, c.d); short != c.short {
+			t.Errorf("%s for %s: too short %v, want %v", c.workload, c.d, short, c.short)
+		}
+	}
+}

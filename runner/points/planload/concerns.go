@@ -2,10 +2,13 @@ package planload
 
 import (
 	"slices"
+	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
+	"rdmasweep/results/param"
 	"rdmasweep/runner/hosts/deploy"
+	"rdmasweep/runner/points/peer"
 )
 
 // MinReads is the fewest reads a point should make for figures that are
@@ -25,6 +28,12 @@ type Concerns struct {
 	Node *deploy.Node
 	// InsecureKeys is ssh.host_key_policy insecure with a remote role.
 	InsecureKeys bool
+	// ShortPeer counts the peer points that read for a duration shorter
+	// than peer.MinSteps of their tool's clock; ShortExample is the first,
+	// ShortStep its tool's step.
+	ShortPeer    int
+	ShortExample plan.Point
+	ShortStep    time.Duration
 }
 
 // Check finds the concerns of plan p and its points pts.
@@ -36,6 +45,13 @@ func Check(p *plan.Plan, pts []plan.Point) Concerns {
 				c.Example = pt
 			}
 			c.FewReads++
+		}
+		d := pt.Values.Duration(param.Duration)
+		if step, short := peer.TooShort(pt.Values.Str(param.Workload), d); d > 0 && short {
+			if c.ShortPeer == 0 {
+				c.ShortExample, c.ShortStep = pt, step
+			}
+			c.ShortPeer++
 		}
 	}
 	if p.Transport() == results.TransportRDMA {

@@ -6,11 +6,13 @@ package sweep
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/runner/files/resume"
 	"rdmasweep/runner/hint"
+	"rdmasweep/runner/points/peer"
 	"rdmasweep/runner/points/point"
 	"rdmasweep/runner/points/rounds"
 	"rdmasweep/runner/reading/verdict"
@@ -128,8 +130,26 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 		if why := r.NotCold(); why != "" && s.Warn != nil {
 			s.Warn(fmt.Sprintf("point %d, repetition %d (%s): %s", j.Point.Index+1, j.Rep, r.Scope, why))
 		}
+		if why := tooShort(r); why != "" && s.Warn != nil {
+			s.Warn(fmt.Sprintf("point %d, repetition %d: %s", j.Point.Index+1, j.Rep, why))
+		}
 	}
 	return rows, tm, nil
+}
+
+// tooShort says why an ok peer row's figures are quantized: its run took
+// less than peer.MinSteps of its tool's clock step; "" when they are not.
+func tooShort(r results.Row) string {
+	if r.Status != results.StatusOK || r.Seconds == nil {
+		return ""
+	}
+	d := time.Duration(*r.Seconds * float64(time.Second))
+	step, short := peer.TooShort(r.Workload(), d)
+	if !short {
+		return ""
+	}
+	return fmt.Sprintf("%s ran for %s, under %d × its %s clock step, so its figures are quantized by more than 1 %%: read more (client.total) or for a duration of %s or more",
+		r.Workload(), d.Round(time.Microsecond), peer.MinSteps, step, peer.MinSteps*step)
 }
 
 // appendRows appends rows to the CSV.

@@ -69,3 +69,19 @@ func TestModePendingAndTotal(t *testing.T) {
 		t.Errorf("search: bound %q does not name the searched parameter", s.Bound(pts))
 	}
 }
+
+// TestTooShortRow: an ok fio row of 8 ms is warned about, naming the step
+// and the duration to read for; 100 ms, a node row, or a failed one, not.
+func TestTooShortRow(t *testing.T) {
+	row := func(workload string, secs float64, status string) results.Row {
+		return results.Row{Status: status, Seconds: &secs, Params: map[string]string{"workload": workload}}
+	}
+	if why := tooShort(row("fio", 0.008, results.StatusOK)); !strings.Contains(why, "fio ran for 8ms, under 100 × its 1ms clock step") || !strings.Contains(why, "100ms or more") {
+		t.Errorf("fio 8 ms: %q", why)
+	}
+	for _, r := range []results.Row{row("fio", 0.1, results.StatusOK), row("node", 0.001, results.StatusOK), row("fio", 0.001, results.StatusFailed)} {
+		if why := tooShort(r); why != "" {
+			t.Errorf("%s %.3f s %s: %q, want no warning", r.Workload(), *r.Seconds, r.Status, why)
+		}
+	}
+}
