@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 
@@ -23,6 +24,10 @@ func (o *csvOptions) addFlags(fs *flag.FlagSet) {
 // empty.
 func (o csvOptions) read(path string) ([]results.Row, error) {
 	rows, err := csvfile.ReadRun(path, o.runID)
+	if errors.Is(err, csvfile.ErrForeignHeader) && hint.Of(err) == "" {
+		// Not exec's "pass another --out": a reader names the CSV it reads.
+		return nil, hint.Wrap(err, "name a CSV that runner exec wrote: its header begins run_id,plan,point_key")
+	}
 	if err == nil && o.runID != "" && len(rows) == 0 {
 		return nil, hint.Wrap(fmt.Errorf("%s has no rows of run %s", path, o.runID), "the run_id column lists the runs")
 	}
