@@ -136,9 +136,10 @@ func legendHeight(leg *gplot.Legend) vg.Length {
 // yLabel is the left panel's axis label for column y: its name, with its
 // unit where the name says one.
 func yLabel(y string) string {
-	for suffix, unit := range map[string]string{"_mb_s": "MB/s", "_us": "µs", "_ms": "ms", "_s": "s", "_pct": "%", "_bytes": "bytes"} {
-		if name, ok := strings.CutSuffix(y, suffix); ok {
-			return strings.ReplaceAll(name, "_", " ") + " (" + unit + ")"
+	// Longest suffix first: _mb_s before _s.
+	for _, u := range [][2]string{{"_mb_s", "MB/s"}, {"_bytes", "bytes"}, {"_pct", "%"}, {"_us", "µs"}, {"_ms", "ms"}, {"_s", "s"}} {
+		if name, ok := strings.CutSuffix(y, u[0]); ok {
+			return strings.ReplaceAll(name, "_", " ") + " (" + u[1] + ")"
 		}
 	}
 	return strings.ReplaceAll(y, "_", " ")
