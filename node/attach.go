@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/session"
 	"rdmasweep/results"
 )
 
@@ -62,7 +63,7 @@ func runAttach(ctx context.Context, e *env, args []string) error {
 		defer cancel(nil)
 		go func() {
 			io.Copy(io.Discard, e.stdin)
-			cancel(errStdinClosed)
+			cancel(session.ErrStdinClosed)
 		}()
 	}
 	key := results.AttachKey(token)
@@ -251,7 +252,7 @@ func attachLoop(ctx context.Context, e *env, addr string, key results.AttachKey,
 // runnerGone reports whether ctx ended with stdin (--token-stdin): the
 // runner closed the agent's session, its normal end, whenever it comes.
 func runnerGone(ctx context.Context) bool {
-	return errors.Is(context.Cause(ctx), errStdinClosed)
+	return errors.Is(context.Cause(ctx), session.ErrStdinClosed)
 }
 
 // errNoCommand is a connection the runner closed before sending a command.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"text/tabwriter"
 
+	"rdmasweep/node/session"
 	"rdmasweep/node/transport/rdma"
 	"rdmasweep/results"
 	"rdmasweep/results/linerate"
@@ -44,7 +45,7 @@ func runDevices(ctx context.Context, e *env, args []string) error {
 		addr, *address = src, src.String()
 	}
 	if !*asJSON {
-		e.out = newPrinter(e.stdout, e.stderr, "text")
+		e.out = session.NewPrinter(e.stdout, e.stderr, "text")
 	}
 	devs, err := rdma.Devices()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"rdmasweep/node/session"
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
 )
@@ -32,7 +33,7 @@ type roleFlags struct {
 	format    string
 	rdma      transport.RDMA
 	fabric    transport.Fabric
-	lifetime
+	session.Lifetime
 }
 
 // addFlags registers them. The RDMA flags are accepted by tcp too, and
@@ -40,7 +41,7 @@ type roleFlags struct {
 func (f *roleFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.transport, "transport", results.TransportTCP, "tcp or rdma")
 	fs.StringVar(&f.format, "format", "json", "stdout format: json or text")
-	f.lifetime.addFlags(fs)
+	f.Lifetime.AddFlags(fs)
 	r := &f.rdma
 	fs.StringVar(&r.Device, "rdma-device", "", "RDMA device (default: the one whose interface holds the address in use)")
 	fs.IntVar(&r.IBPort, "ib-port", 0, "RDMA port, 1-based (0: the port holding the address, or 1)")
@@ -95,13 +96,13 @@ func runRole(ctx context.Context, e *env, role string, o roleCommand, args []str
 	if err := o.check(); err != nil {
 		return err
 	}
-	e.out = newPrinter(e.stdout, e.stderr, f.format)
+	e.out = session.NewPrinter(e.stdout, e.stderr, f.format)
 	tr, err := lookupTransport(f.transport)
 	if err != nil {
 		return err
 	}
-	e.out.event(started(role))
-	ctx, stop, secret, err := f.lifetime.start(ctx, e.stdin)
+	e.out.Event(started(role))
+	ctx, stop, secret, err := f.Lifetime.Start(ctx, e.stdin)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func runRole(ctx context.Context, e *env, role string, o roleCommand, args []str
 	finished := make(chan struct{})
 	defer close(finished)
 	go exitIfStuck(ctx, e, finished)
-	return stopReason(ctx, body(ctx, tr, secret))
+	return session.StopReason(ctx, body(ctx, tr, secret))
 }
 
 // stuckGrace is how long a role may take to return once its lifetime has
@@ -138,7 +139,7 @@ func exitIfStuck(ctx context.Context, e *env, finished <-chan struct{}) {
 	case <-finished:
 	case <-t.C:
 		if hardExit != nil {
-			e.out.error(fmt.Errorf("%w; still busy %v later, likely blocked in a system call: exiting", context.Cause(ctx), stuckGrace))
+			e.out.Error(fmt.Errorf("%w; still busy %v later, likely blocked in a system call: exiting", context.Cause(ctx), stuckGrace))
 			hardExit(1)
 		}
 	}

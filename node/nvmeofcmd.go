@@ -29,6 +29,7 @@ import (
 
 	"rdmasweep/node/nvmeof"
 	"rdmasweep/node/pattern"
+	"rdmasweep/node/session"
 	"rdmasweep/results"
 )
 
@@ -40,14 +41,14 @@ import (
 type fabricFlags struct {
 	transport, addr string
 	svcID           int
-	lifetime
+	session.Lifetime
 }
 
 func (o *fabricFlags) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.transport, "transport", results.TransportRDMA, "nvmet-rdma or nvmet-tcp: rdma or tcp")
 	fs.StringVar(&o.addr, "addr", "", "the target's address (the server's data address)")
 	fs.IntVar(&o.svcID, "svcid", nvmeof.DefaultSvcID, "the target's port")
-	o.lifetime.addFlags(fs)
+	o.Lifetime.AddFlags(fs)
 }
 
 func (o *fabricFlags) check() error {
@@ -61,7 +62,7 @@ func (o *fabricFlags) check() error {
 		return usagef("--addr must be an IPv4 address (got %q)", o.addr)
 	case ip.IsUnspecified():
 		return usagef("--addr must be the server's own data address, not the wildcard %s", o.addr)
-	case !o.controlStdin:
+	case !o.ControlStdin:
 		return usagef("--control-stdin is needed: the point's secret, which names the subsystem and keys its host, comes on the control line")
 	}
 	return nil
@@ -74,7 +75,7 @@ func (o *fabricFlags) check() error {
 // the session is gone is not cut short by a write to its closed stdout.
 func (o *fabricFlags) start(ctx context.Context, stdin io.Reader) (context.Context, func(), []byte, error) {
 	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop, secret, err := o.lifetime.start(ctx, stdin)
+	ctx, stop, secret, err := o.Lifetime.Start(ctx, stdin)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -112,7 +113,7 @@ func runNVMet(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer stop()
-	return stopReason(ctx, serveNVMet(ctx, e, &o, secret, &serveOptions{file: file, fileSize: size, create: create, cache: cache}))
+	return session.StopReason(ctx, serveNVMet(ctx, e, &o, secret, &serveOptions{file: file, fileSize: size, create: create, cache: cache}))
 }
 
 // serveNVMet is node nvmet once its lifetime has begun.
@@ -124,7 +125,7 @@ func serveNVMet(ctx context.Context, e *env, o *fabricFlags, secret []byte, so *
 	if mounted, err := sys.MountConfigfs(); err != nil {
 		return err
 	} else if mounted {
-		e.out.warn("mounted configfs on " + sys.Configfs)
+		e.out.Warn("mounted configfs on " + sys.Configfs)
 	}
 	f, _, err := prepareRegion(ctx, e.out, so)
 	if err != nil {
@@ -142,11 +143,11 @@ func serveNVMet(ctx context.Context, e *env, o *fabricFlags, secret []byte, so *
 	}
 	defer func() {
 		if err := sys.Teardown(made); err != nil {
-			e.out.warn("tear the target down: " + err.Error())
+			e.out.Warn("tear the target down: " + err.Error())
 		}
 	}()
 	if !made.Auth {
-		e.out.warn("this kernel's nvmet has no in-band authentication (CONFIG_NVME_TARGET_AUTH): the subsystem admits its one host NQN without a DH-HMAC-CHAP key")
+		e.out.Warn("this kernel's nvmet has no in-band authentication (CONFIG_NVME_TARGET_AUTH): the subsystem admits its one host NQN without a DH-HMAC-CHAP key")
 	}
 	// node listens on the next TCP port, accepting the client's proof
 	// that it is done: the runner waits for this role to exit, and the
@@ -157,7 +158,7 @@ func serveNVMet(ctx context.Context, e *env, o *fabricFlags, secret []byte, so *
 		return fmt.Errorf("listen on tcp port %d for the client's done: %w", o.svcID+1, err)
 	}
 	defer l.Close()
-	e.out.event(results.Ready{Type: results.TypeReady})
+	e.out.Event(results.Ready{Type: results.TypeReady})
 	fmt.Fprintf(e.stderr, "node: nvmet: a subsystem on %s %s:%d (port %d), namespace %s, buffered_io %v, DH-HMAC-CHAP %v\n",
 		o.transport, o.addr, o.svcID, made.PortID, so.file, so.cache == "warm", made.Auth)
 	return awaitDone(ctx, l, secret, doneGrace)
@@ -268,7 +269,7 @@ func sayDone(ctx context.Context, addr string, port int, secret []byte) error {
 func loadSay(ctx context.Context, e *env, sys nvmeof.Sys, mods []string) error {
 	loaded, err := sys.Load(ctx, mods)
 	if len(loaded) > 0 {
-		e.out.warn("loaded kernel modules " + strings.Join(loaded, ", "))
+		e.out.Warn("loaded kernel modules " + strings.Join(loaded, ", "))
 	}
 	return err
 }
@@ -320,7 +321,7 @@ func runNVMeOFRead(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer stop()
-	return stopReason(ctx, readNVMeOF(ctx, e, &o, secret))
+	return session.StopReason(ctx, readNVMeOF(ctx, e, &o, secret))
 }
 
 // readNVMeOF is node nvmeof-read once its lifetime has begun.
@@ -355,7 +356,7 @@ func readNVMeOF(ctx context.Context, e *env, o *nvmeofReadOptions, secret []byte
 	returned := false // the point's end returns end's error itself
 	defer func() {
 		if err := end(); err != nil && !returned {
-			e.out.warn(err.Error())
+			e.out.Warn(err.Error())
 		}
 	}()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"rdmasweep/node/session"
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
 )
@@ -67,7 +68,7 @@ func (o *readOptions) check() error {
 		return usagef("read: --interval cannot be negative")
 	case o.warmup.d < 0:
 		return usagef("read: --warmup cannot be negative")
-	case o.barrier && !o.controlStdin:
+	case o.barrier && !o.ControlStdin:
 		return usagef("read: --barrier waits for a go line on the control stdin: it needs --control-stdin")
 	case o.rate != "" && o.transport == results.TransportRDMA && o.rdma.CQModeration > 1:
 		return usagef("read: --rate with --cq-moderation %d: an open loop signals every READ, to time each from its due time; drop --cq-moderation", o.rdma.CQModeration)
@@ -97,7 +98,7 @@ const arrivalSalt = 0x9E3779B97F4A7C15
 // sequence while staying reproducible for a given file.
 const shuffleSalt = 0x5DEECE66D
 
-func read(ctx context.Context, out *printer, tr transport.Transport, o *readOptions, secret []byte) error {
+func read(ctx context.Context, out *session.Printer, tr transport.Transport, o *readOptions, secret []byte) error {
 	cl, err := tr.Dial(ctx, transport.ClientConfig{
 		Addr: o.server, Secret: secret, QPs: o.qps, QueueDepth: o.queueDepth, BlockSize: int(o.blockSize), RDMA: o.rdma,
 	})
@@ -108,8 +109,8 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 	if o.barrier {
 		// Connected and registered: the runner starts every client's
 		// reading at once, after all of them are here.
-		out.event(results.Ready{Type: results.TypeReady, Transport: tr.Name()})
-		if err := o.waitGo(ctx); err != nil {
+		out.Event(results.Ready{Type: results.TypeReady, Transport: tr.Name()})
+		if err := o.WaitGo(ctx); err != nil {
 			return fmt.Errorf("wait for go: %w", err)
 		}
 	}
@@ -143,7 +144,7 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		start = time.Now().Add(-time.Duration(m.Seconds * float64(time.Second)))
 	}
 	for i, n := range m.Intervals {
-		out.event(results.Interval{
+		out.Event(results.Interval{
 			Type: results.TypeInterval, StartUnixNs: start.Add(time.Duration(i) * o.interval).UnixNano(),
 			Seconds: o.interval.Seconds(), Reads: n, Bytes: n * int64(o.blockSize),
 		})
@@ -166,12 +167,12 @@ func read(ctx context.Context, out *printer, tr transport.Transport, o *readOpti
 		r.BandwidthMBs = float64(m.Bytes) / m.Seconds / 1e6
 		r.IOPS = float64(m.Reads) / m.Seconds
 	}
-	out.event(r)
-	out.line("Bandwidth: %.2f MB/s", r.BandwidthMBs)
-	out.line("latency per block: %.2f us", r.LatAvgUs)
-	out.line("iops: %.0f", r.IOPS)
+	out.Event(r)
+	out.Line("Bandwidth: %.2f MB/s", r.BandwidthMBs)
+	out.Line("latency per block: %.2f us", r.LatAvgUs)
+	out.Line("iops: %.0f", r.IOPS)
 	if ol := r.OpenLoop; ol != nil {
-		out.line("offered: %.2f MB/s (%s), response p99: %.2f us, held back: %d of %d, saturated: %t",
+		out.Line("offered: %.2f MB/s (%s), response p99: %.2f us, held back: %d of %d, saturated: %t",
 			ol.OfferedMBs, ol.Arrivals, ol.RespP99Us, ol.HeldBack, ol.Due, ol.Saturated)
 	}
 	return cl.Close()

@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/session"
 	"rdmasweep/results"
 )
 
@@ -64,7 +65,7 @@ func reraiseSignal(sig syscall.Signal) {
 }
 
 func runRun(ctx context.Context, e *env, args []string) error {
-	e.out = newPrinter(e.stdout, e.stderr, "text") // stdout is the command's
+	e.out = session.NewPrinter(e.stdout, e.stderr, "text") // stdout is the command's
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	deadline := fs.Duration("deadline", 0, "stop the command after this long (SIGTERM, then SIGKILL) and fail (0: never)")

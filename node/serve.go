@@ -15,6 +15,7 @@ import (
 	"rdmasweep/node/counters"
 	"rdmasweep/node/procstat"
 	"rdmasweep/node/region"
+	"rdmasweep/node/session"
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
 )
@@ -99,16 +100,16 @@ func needSecret(e *env, o *serveOptions, secret []byte) error {
 		return nil
 	case e.attached:
 		return errors.New("serve: no secret: under node attach the first control line must carry the point's secret (\"secret\"); nothing is served without one")
-	case o.controlStdin:
+	case o.ControlStdin:
 		return errors.New("serve: no secret: the first control line on stdin carries none (\"secret\"); without --control-stdin node serves without a secret, and warns")
 	}
-	e.out.warn("serving without a secret (no --control-stdin): any client that reaches the port can read the region")
+	e.out.Warn("serving without a secret (no --control-stdin): any client that reaches the port can read the region")
 	return nil
 }
 
-func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOptions, secret []byte) error {
+func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o *serveOptions, secret []byte) error {
 	if o.listen == "" {
-		out.warn("no --listen: listening on all addresses")
+		out.Warn("no --listen: listening on all addresses")
 	}
 	f, cached, err := prepareRegion(ctx, out, o)
 	if err != nil {
@@ -116,7 +117,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	}
 	defer f.Close()
 	if !f.Patterned {
-		out.warn(fmt.Sprintf("%s has no rdmasweep sidecar: its bytes cannot be verified", o.file))
+		out.Warn(fmt.Sprintf("%s has no rdmasweep sidecar: its bytes cannot be verified", o.file))
 	}
 	sample := counters.NewSample("")
 	// The disk's watcher ends with serve, whether or not the sample does:
@@ -148,7 +149,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		RDMA:          o.rdma,
 		Pipeline:      o.pipeline,
 		Populate:      populateRegion,
-	}, out.warn)
+	}, out.Warn)
 	if err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 	info := srv.Ready()
 	beginServer(sample, info) // before ready: a client may start at once
 	rate, rateUnknown := lineRate(info)
-	out.event(results.Ready{
+	out.Event(results.Ready{
 		LineRateMBs: rate, LineRateUnknown: rateUnknown,
 		Type: results.TypeReady, Transport: tr.Name(), Address: info.Address, Port: info.Port,
 		RegistrationS: info.RegistrationS, RegistrationMBs: info.RegistrationMBs,
@@ -164,7 +165,7 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		PrefetchS: info.PrefetchS, RDMAPath: info.Path,
 		PopulateS: populateS, PopulateMBs: rateOf(f.Size, populateS),
 	})
-	out.line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
+	out.Line("listening on %s port %d (cached %.0f%%)", info.Address, info.Port, cached*100)
 	before := faults()
 	mark := sample.DiskMark() // the preparation's reads are behind it
 	st, conns, err := serveAll(ctx, srv, o.clients)
@@ -177,13 +178,13 @@ func serve(ctx context.Context, out *printer, tr transport.Transport, o *serveOp
 		mbs := float64(n) / st.Seconds / 1e6
 		c.DiskReadMBs = &mbs
 	}
-	out.event(results.Done{
+	out.Event(results.Done{
 		Type: results.TypeDone, BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds,
 		MinorFaults: after.minor - before.minor, MajorFaults: after.major - before.major,
 		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS, CPUThreadS: st.CPU.ThreadS, Connections: conns,
 		Counters: c, Pipeline: st.Pipeline,
 	})
-	out.line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
+	out.Line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()
 }
 
@@ -215,7 +216,7 @@ func rateOf(size int64, secs *float64) *float64 {
 // state the cache mode asks for, and reports the share of them in the
 // page cache after that step. serve and prepare share it, so a peer that
 // reads the file (fio) starts from exactly the state node serve would.
-func prepareRegion(ctx context.Context, out *printer, o *serveOptions) (*region.File, float64, error) {
+func prepareRegion(ctx context.Context, out *session.Printer, o *serveOptions) (*region.File, float64, error) {
 	f, err := region.Open(ctx, o.file, region.Options{Size: int64(o.fileSize), Create: o.create, Writable: o.transport == results.TransportRDMA})
 	if err != nil {
 		return nil, 0, err
@@ -235,7 +236,7 @@ func prepareRegion(ctx context.Context, out *printer, o *serveOptions) (*region.
 		return nil, 0, err
 	}
 	if o.cache == "cold" && cached > 0.5 {
-		out.warn(fmt.Sprintf("cache cold asked, but %.0f%% of %s stays in memory after dropping it (tmpfs?): reads will not touch the disk", cached*100, o.file))
+		out.Warn(fmt.Sprintf("cache cold asked, but %.0f%% of %s stays in memory after dropping it (tmpfs?): reads will not touch the disk", cached*100, o.file))
 	}
 	return f, cached, nil
 }
@@ -254,8 +255,8 @@ func runPrepare(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		defer f.Close()
-		e.out.event(results.Ready{Type: results.TypeReady, CachedFraction: cached, FileCreated: f.Created})
-		e.out.line("prepared %s (cached %.0f%%)", o.file, cached*100)
+		e.out.Event(results.Ready{Type: results.TypeReady, CachedFraction: cached, FileCreated: f.Created})
+		e.out.Line("prepared %s (cached %.0f%%)", o.file, cached*100)
 		return f.Close()
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"rdmasweep/node/session"
 	"rdmasweep/node/transport"
 )
 
@@ -132,7 +133,7 @@ func steadiness(counts []int64, interval time.Duration, seconds float64, blockSi
 
 // warmUpSteady runs --warmup steady before w, in steps of --interval,
 // and returns the seconds it read; nil without steady.
-func (o *readOptions) warmUpSteady(ctx context.Context, out *printer, cl transport.Client, w transport.Workload) (*float64, error) {
+func (o *readOptions) warmUpSteady(ctx context.Context, out *session.Printer, cl transport.Client, w transport.Workload) (*float64, error) {
 	if !o.warmup.steady {
 		return nil, nil
 	}
@@ -145,7 +146,7 @@ func (o *readOptions) warmUpSteady(ctx context.Context, out *printer, cl transpo
 		return nil, err
 	}
 	if !steady {
-		out.warn(fmt.Sprintf("warmup: the bandwidth was not steady after --warmup-max %s; measuring anyway", o.warmupMax))
+		out.Warn(fmt.Sprintf("warmup: the bandwidth was not steady after --warmup-max %s; measuring anyway", o.warmupMax))
 	}
 	s := used.Seconds()
 	return &s, nil
