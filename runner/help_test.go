@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -32,5 +34,68 @@ func TestHelpNamesOnlyRealFlags(t *testing.T) {
 		if err := fs.Parse(args); err != nil {
 			t.Errorf("runner %s: example %q: %v", c.name, c.example, err)
 		}
+	}
+}
+
+// TestDocsNameOnlyRealFlags holds the README and the docs to the binary:
+// every `runner CMD …` they show, in backquotes or a fenced block, names
+// a command the runner has and only flags that command takes.
+func TestDocsNameOnlyRealFlags(t *testing.T) {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, "../README.md", "../CONTRIBUTING.md")
+	byName := map[string]*command{}
+	for _, c := range commands {
+		byName[c.name] = c
+	}
+	quoted := regexp.MustCompile("`(?:bin/)?runner ([a-z]+)([^`\n]*)")
+	fenced := regexp.MustCompile(`^\s*(?:\$ )?(?:bin/)?runner ([a-z]+)(.*)`)
+	flagRE := regexp.MustCompile(`(?:^|[\s\[|(])--?([a-z][a-z0-9-]*)`)
+	seen := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inBlock := false
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "```") {
+				inBlock = !inBlock
+				continue
+			}
+			uses := quoted.FindAllStringSubmatch(line, -1)
+			if inBlock {
+				uses = fenced.FindAllStringSubmatch(line, -1)
+			}
+			for _, m := range uses {
+				name, rest := m[1], m[2]
+				if name == "help" || name == "version" {
+					continue
+				}
+				if name == "csv" { // csv upgrade: a command of two words
+					sub, after, _ := strings.Cut(strings.TrimSpace(rest), " ")
+					name, rest = "csv "+sub, after
+				}
+				c, ok := byName[name]
+				if !ok {
+					t.Errorf("%s:%d: runner %s: no such command", page, i+1, name)
+					continue
+				}
+				seen++
+				fs := flag.NewFlagSet(name, flag.ContinueOnError)
+				fs.SetOutput(io.Discard)
+				c.flags(fs)
+				for _, f := range flagRE.FindAllStringSubmatch(rest, -1) {
+					if fs.Lookup(f[1]) == nil {
+						t.Errorf("%s:%d: runner %s --%s: the command takes no such flag", page, i+1, name, f[1])
+					}
+				}
+			}
+		}
+	}
+	if seen < 50 {
+		t.Errorf("found %d runner commands in the docs; the pattern has likely stopped matching", seen)
 	}
 }
