@@ -99,3 +99,26 @@ func TestDocsNameOnlyRealFlags(t *testing.T) {
 		t.Errorf("found %d runner commands in the docs; the pattern has likely stopped matching", seen)
 	}
 }
+
+// TestSlurmDocPlanValidates: the plan docs/slurm.md's sbatch script
+// writes is a valid slurm plan for a three-node job, checked as the page
+// says to check it, outside an allocation with --nodes.
+func TestSlurmDocPlanValidates(t *testing.T) {
+	b, err := os.ReadFile("../docs/slurm.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "cat > sweep.yaml <<'EOF'\n")
+	plan, _, ok2 := strings.Cut(after, "\nEOF\n")
+	if !ok || !ok2 {
+		t.Fatal("docs/slurm.md has no sbatch script writing sweep.yaml")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sweep.yaml"), []byte(plan+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runner(t, dir, "validate", "--nodes", "n[1-3]", "sweep.yaml")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "sweep.yaml: valid: 26 points") {
+		t.Errorf("validate --nodes n[1-3] of docs/slurm.md's plan: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+}
