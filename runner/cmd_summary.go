@@ -4,7 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 
+	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/runner/reading/fleet"
 	"rdmasweep/runner/reading/summary"
 	"rdmasweep/runner/reading/verdict"
@@ -14,6 +17,7 @@ import (
 type summaryOptions struct {
 	csvOptions
 	baseline  string
+	metric    string
 	format    string
 	slowBelow float64
 	oldExpect float64 // --expect, slow-below's old name
@@ -21,12 +25,13 @@ type summaryOptions struct {
 }
 
 var summaryCommand = &command{
-	name: "summary", args: "[--run RUN_ID] [--baseline name=value] [--format text|json] [--slow-below MB/s] [--counters] CSV",
+	name: "summary", args: "[--run RUN_ID] [--baseline name=value [--metric COLUMN]] [--format text|json] [--slow-below MB/s] [--counters] CSV",
 	help:    "  summary CSV     print the summary table of an existing CSV",
 	example: "runner summary --baseline workload=ib_read_bw out/loopback.csv",
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o summaryOptions
 		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
+		fs.StringVar(&o.metric, "metric", "bandwidth_mb_s", "with --baseline, the numeric `COLUMN` to compare (end_to_end_mb_s: the file's way, for cold points)")
 		fs.StringVar(&o.format, "format", "text", "`text`, or json: a pairwise or ring CSV's judgment, a search CSV's knees, else every point's figures")
 		fs.Float64Var(&o.slowBelow, "slow-below", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD); not the plan's expect, which judges each row")
 		fs.Float64Var(&o.oldExpect, "expect", 0, "the old name of --slow-below (`MB/s`)")
@@ -60,6 +65,10 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 		if base, err = summary.ParseBaseline(o.baseline); err != nil {
 			return usageErrorf("%s", err)
 		}
+		if !slices.Contains(results.MetricColumns(), o.metric) {
+			return usageErrorf("summary --metric: %q is not a numeric column%s", o.metric, plan.Suggest(o.metric, results.MetricColumns()))
+		}
+		base.Metric = o.metric
 	}
 	rows, err := o.read(path)
 	if err != nil {

@@ -21,8 +21,24 @@ import (
 )
 
 // Baseline names the parameter whose value the others are compared with,
-// and that value: workload=ib_read_bw.
-type Baseline struct{ Param, Value string }
+// and that value: workload=ib_read_bw; and the column compared (Metric,
+// a numeric column; "" is bandwidth_mb_s).
+type Baseline struct{ Param, Value, Metric string }
+
+// metric is the column b compares, and each row's figure of it (nil
+// where the row has none).
+func (b Baseline) metric() (string, func(results.Row) *float64) {
+	col := b.Metric
+	if col == "" {
+		col = "bandwidth_mb_s"
+	}
+	return col, func(r results.Row) *float64 {
+		if v, ok := r.Metric(col); ok {
+			return &v
+		}
+		return nil
+	}
+}
 
 // ParseBaseline reads "name=value"; name must be a parameter with a
 // column.
@@ -34,7 +50,7 @@ func ParseBaseline(s string) (Baseline, error) {
 	if results.ParamColumn(name) == "" {
 		return Baseline{}, fmt.Errorf("--baseline: %q is not a parameter with a CSV column", name)
 	}
-	return Baseline{name, value}, nil
+	return Baseline{Param: name, Value: value}, nil
 }
 
 // cell is row's value of param as the CSV means it: a workload left empty
@@ -117,22 +133,22 @@ func Match(groups []Group, b Baseline) []Ratio {
 	return out
 }
 
-// pairRatios are the bandwidth ratios of r's rows to its baseline's rows
-// of the same run and repetition: pairs that ran side by side, in run
-// order. A group whose rows have no such partner counts by its means.
-func pairRatios(r Ratio) []float64 {
+// pairRatios are the ratios of fig on r's rows to its baseline's rows of
+// the same run and repetition: pairs that ran side by side, in run order.
+// A group whose rows have no such partner counts by its means.
+func pairRatios(r Ratio, fig func(results.Row) *float64) []float64 {
 	base := map[string]float64{}
 	for _, b := range r.Base.OK {
-		base[fmt.Sprintf("%s/%d", b.RunID, b.Repetition)] = deref(b.BandwidthMBs)
+		base[fmt.Sprintf("%s/%d", b.RunID, b.Repetition)] = deref(fig(b))
 	}
 	var out []float64
 	for _, g := range r.Group.OK {
-		if bw, ok := base[fmt.Sprintf("%s/%d", g.RunID, g.Repetition)]; ok && bw > 0 {
-			out = append(out, deref(g.BandwidthMBs)/bw)
+		if bw, ok := base[fmt.Sprintf("%s/%d", g.RunID, g.Repetition)]; ok && bw > 0 && !math.IsNaN(deref(fig(g))) {
+			out = append(out, deref(fig(g))/bw)
 		}
 	}
 	if len(out) == 0 {
-		if x := meanOf(r.Group, bandwidth) / meanOf(r.Base, bandwidth); !math.IsNaN(x) && !math.IsInf(x, 0) {
+		if x := meanOf(r.Group, fig) / meanOf(r.Base, fig); !math.IsNaN(x) && !math.IsInf(x, 0) {
 			out = append(out, x)
 		}
 	}
@@ -209,7 +225,12 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 		head = append(head, strings.ToUpper(p.Name))
 	}
 	base := strings.ToUpper(b.Value)
-	head = append(head, strings.ToUpper(b.Param), "MB/S", base+"_MB/S", "RATIO", "CPU_CLIENT", base, "CPU_SERVER", base)
+	col, fig := b.metric()
+	name := "MB/S"
+	if col != "bandwidth_mb_s" {
+		name = strings.ToUpper(col)
+	}
+	head = append(head, strings.ToUpper(b.Param), name, base+"_"+name, "RATIO", "CPU_CLIENT", base, "CPU_SERVER", base)
 	for _, fr := range reads {
 		head = append(head, fr.name+"_MB/S", fr.name+"/"+base)
 	}
@@ -224,11 +245,11 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 			cells = append(cells, p.Value(r.Group.First))
 		}
 		v := cell(r.Group.First, b.Param)
-		bw, bbw := meanOf(r.Group, bandwidth), meanOf(r.Base, bandwidth)
+		bw, bbw := meanOf(r.Group, fig), meanOf(r.Base, fig)
 		ratio := bw / bbw
 		if r.Base == nil {
 			missing++
-		} else if pairs := pairRatios(r); len(pairs) > 0 {
+		} else if pairs := pairRatios(r, fig); len(pairs) > 0 {
 			if _, seen := byValue[v]; !seen {
 				order = append(order, v)
 			}
@@ -239,7 +260,7 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 			num(meanOf(r.Group, cpuServer), 2), num(meanOf(r.Base, cpuServer), 2))
 		for _, fr := range reads {
 			x := meanOf(r.Group, fr.rate)
-			cells = append(cells, num(x, 1), num(x/bbw, 2))
+			cells = append(cells, num(x, 1), num(x/meanOf(r.Base, bandwidth), 2))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
@@ -254,7 +275,11 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 		}
 		sorted := slices.Clone(xs)
 		sort.Float64s(sorted)
-		fmt.Fprintf(w, "%s / %s: median ratio %.2f over %d pairs run side by side (%s)\n", v, b.Value, stat.Median(sorted), len(xs), strings.Join(ratios, ", "))
+		of := ""
+		if col != "bandwidth_mb_s" {
+			of = " of " + col
+		}
+		fmt.Fprintf(w, "%s / %s: median ratio%s %.2f over %d pairs run side by side (%s)\n", v, b.Value, of, stat.Median(sorted), len(xs), strings.Join(ratios, ", "))
 	}
 	if missing > 0 {
 		fmt.Fprintf(w, "%d points have no %s=%s point with the same other parameters to compare with\n", missing, b.Param, b.Value)

@@ -139,13 +139,13 @@ func TestRatiosMatchAPeerOverWhatItDoesNotUse(t *testing.T) {
 		with(row("d", 1, 4096, 20, 10, "ok"), "node", "true"),
 		with(row("e", 1, 8192, 20, 10, "ok"), "nvmeof", ""), // another block size
 	}
-	got := Match(Build(rows), Baseline{"workload", "nvmeof"})
+	got := Match(Build(rows), Baseline{Param: "workload", Value: "nvmeof"})
 	if len(got) != 3 || got[0].Base == nil || got[0].Base.Key != "c" || got[1].Base == nil || got[1].Base.Key != "c" || got[2].Base != nil {
 		t.Fatalf("matches %+v", got)
 	}
 	// node as the baseline: the peer's point is read beside node's first
 	// point at its block size, whatever node's pipeline.
-	got = Match(Build(rows), Baseline{"workload", "node"})
+	got = Match(Build(rows), Baseline{Param: "workload", Value: "node"})
 	if len(got) != 2 || got[0].Base == nil || got[0].Base.Key != "a" || got[1].Base != nil {
 		t.Fatalf("node baseline: matches %+v", got)
 	}
@@ -201,7 +201,7 @@ func TestRatiosShowFileReadsBesideFio(t *testing.T) {
 	rows := []results.Row{node("n", "parallel", nil, rate(90)), fio("m", "")}
 	rows[1].Params["workload"] = "fio_matched"
 	var out bytes.Buffer
-	if err := WriteRatios(&out, Build(rows), Baseline{"workload", "fio_matched"}); err != nil {
+	if err := WriteRatios(&out, Build(rows), Baseline{Param: "workload", Value: "fio_matched"}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "POP/FIO_MATCHED") || !strings.Contains(out.String(), " 0.45\n") {
@@ -262,5 +262,30 @@ func TestJSON(t *testing.T) {
 	}
 	if p.Params["block_size"] != "4096" || len(p.Params) != 1 {
 		t.Errorf("params %v, want block_size 4096 alone (an empty cell left out)", p.Params)
+	}
+}
+
+// TestRatiosOfAMetric: --metric compares that column, not bandwidth: the
+// header names it, the ratio and the pairs' median are of it, and the
+// file reads beside fio stay against fio's bandwidth.
+func TestRatiosOfAMetric(t *testing.T) {
+	rate := func(x float64) *float64 { return &x }
+	with := func(workload string, bw float64, e2e *float64, reg *float64) results.Row {
+		r := row("k-"+workload, 1, 262144, bw, 10, "ok")
+		r.Params["workload"], r.EndToEndMBs, r.RegistrationMBs = workload, e2e, reg
+		return r
+	}
+	rows := []results.Row{with("node", 400, rate(150), rate(100)), with("fio", 200, rate(300), nil)}
+	var out bytes.Buffer
+	if err := WriteRatios(&out, Build(rows), Baseline{Param: "workload", Value: "fio", Metric: "end_to_end_mb_s"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"END_TO_END_MB_S", "FIO_END_TO_END_MB_S", " 0.50 ", "node / fio: median ratio of end_to_end_mb_s 0.50 over 1 pairs", "REG/FIO", " 0.50\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--metric end_to_end_mb_s: ratios lack %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), " 2.00 ") {
+		t.Errorf("--metric end_to_end_mb_s: the bandwidth ratio 2.00 shown:\n%s", out.String())
 	}
 }
