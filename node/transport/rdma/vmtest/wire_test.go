@@ -52,6 +52,12 @@ const (
 	wireBoundSize = 32 << 20
 	wireDiskBPS   = 8_000_000
 	boundDiskBPS  = 2_000_000
+	// depth1DiskBPS is the drive's throttle for the depth-1 points: fast
+	// against one read at a time, and finite. Unthrottled, the ceiling's
+	// deep queues (4 jobs × 128 reads) wedged qemu's emulated NVMe beside
+	// two busy loops: the guest's reads timed out, the driver reset the
+	// controller, and the drive completed nothing more.
+	depth1DiskBPS = 200_000_000
 	// wirePipeFile is the pipeline check's file, and wirePipeSize its
 	// size: 32 memory regions of 1 MiB.
 	wirePipeFile = "/mnt/nvme/rdmasweep-pipe.dat"
@@ -78,6 +84,29 @@ func (e *wireEnd) sh(t *testing.T, cmd string) string {
 	out, err := sess.CombinedOutput(cmd)
 	if err != nil {
 		t.Fatalf("in the guest on port %d: %s: %v\n%s", e.g.SSHPort, cmd, err, out)
+	}
+	return string(out)
+}
+
+// kernelLog is the last lines of the guest kernel's log, all levels (the
+// console shows only errors), for a failure's message; what went wrong
+// reaching it is said instead.
+func (e *wireEnd) kernelLog() string {
+	sess, err := e.c.NewSession()
+	if err != nil {
+		return fmt.Sprintf("(no ssh session for dmesg: %v)", err)
+	}
+	defer sess.Close()
+	done := make(chan struct{})
+	var out []byte
+	go func() { out, err = sess.CombinedOutput("dmesg | tail -n 30"); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		return "(dmesg did not answer within 20 s)"
+	}
+	if err != nil {
+		return fmt.Sprintf("(dmesg: %v)\n%s", err, out)
 	}
 	return string(out)
 }
@@ -329,8 +358,8 @@ func (l *wireLab) exec(t *testing.T, plan, csv string, args ...string) []results
 	start := time.Now()
 	stdout, stderr, err := runRunner(l.ctx, l.runner, l.dir, l.env, append([]string{"exec", plan}, args...)...)
 	if err != nil {
-		t.Fatalf("runner exec %s %s: %v\nstdout:\n%s\nstderr:\n%s\nserver console:\n%s\nclient console:\n%s", filepath.Base(plan), strings.Join(args, " "), err,
-			stdout, stderr, lastLines(l.server.console.String(), 20), lastLines(l.client.console.String(), 20))
+		t.Fatalf("runner exec %s %s: %v\nstdout:\n%s\nstderr:\n%s\nserver console:\n%s\nclient console:\n%s\nserver dmesg:\n%s", filepath.Base(plan), strings.Join(args, " "), err,
+			stdout, stderr, lastLines(l.server.console.String(), 20), lastLines(l.client.console.String(), 20), l.server.kernelLog())
 	}
 	t.Logf("runner exec %s %s took %s", filepath.Base(plan), strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
 	rows, err := csvfile.Read(filepath.Join(l.dir, "out", csv+".csv"))
@@ -761,8 +790,8 @@ func (l *wireLab) boundByDisk(t *testing.T) {
 	}
 }
 
-// boundByDepth1: on the unthrottled drive, cold points that read one
-// block at a time are not bound by the disk, whatever io_ticks says of
+// boundByDepth1: on the drive at 200 MB/s (depth1DiskBPS), cold points
+// that read one block at a time are not bound by the disk, whatever io_ticks says of
 // a device busy with one read: tcp's random reads go to the drive while
 // the client reads, far below the ceiling measured before them; rdma's
 // registration read the file before its READs, which the disk did not
@@ -770,7 +799,7 @@ func (l *wireLab) boundByDisk(t *testing.T) {
 // (rdma) busy, the guest's CPU the slower part, so the old io_ticks rule
 // would pass this too; TestSetBoundBy is what fails on that break.
 func (l *wireLab) boundByDepth1(t *testing.T) {
-	if err := l.server.g.SetNVMeReadBPS(l.ctx, 0); err != nil {
+	if err := l.server.g.SetNVMeReadBPS(l.ctx, depth1DiskBPS); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
