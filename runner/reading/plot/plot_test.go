@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -324,5 +326,42 @@ func TestBuildRate(t *testing.T) {
 	}
 	if _, err := BuildRate(rows, "block_size", "lat_p5_us"); !errors.Is(err, ErrY) || !strings.Contains(err.Error(), "did you mean lat_p50_us?") {
 		t.Errorf("-y lat_p5_us: %v, want ErrY with a did-you-mean", err)
+	}
+}
+
+// TestLegendBelowThePanels: every series' legend entry is drawn under
+// both panels' x-axis labels, so it can cover no point.
+func TestLegendBelowThePanels(t *testing.T) {
+	series := mustBuild(t, fixture(t))
+	if len(series) < 2 {
+		t.Fatalf("the fixture gives %d series; the test needs several", len(series))
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, "svg", "", "block_size", series); err != nil {
+		t.Fatal(err)
+	}
+	// Text is drawn flipped (scale(1, -1)): -y is its height from the bottom.
+	text := regexp.MustCompile(`(?s)<text x="[^"]*" y="(-?[0-9.]+)"[^>]*>([^<]*)</text>`)
+	height := map[string][]float64{}
+	for _, m := range text.FindAllStringSubmatch(buf.String(), -1) {
+		y, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		height[m[2]] = append(height[m[2]], -y)
+	}
+	axis := height["block size"]
+	if len(axis) != 2 {
+		t.Fatalf("%d x-axis labels, want one per panel", len(axis))
+	}
+	for _, s := range series {
+		h := height[s.Label]
+		if len(h) != 1 {
+			t.Errorf("series %q: %d legend entries, want 1", s.Label, len(h))
+			continue
+		}
+		if h[0] >= min(axis[0], axis[1]) {
+			t.Errorf("series %q: legend at %.1f pt from the bottom, not under the axis labels at %.1f", s.Label, h[0], min(axis[0], axis[1]))
+		}
 	}
 }
