@@ -327,7 +327,7 @@ var schema = []Field{
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "pipeline", Role: "serve", Since: 7,
 		Doc: "populate and register the file one `mr_size` region at a time after the client connects, announcing each when ready for the client to read ([rdma.md](rdma.md#pipeline))"}},
 	{Column: "first_read_ms", Unit: "ms", Doc: "a point that reads the file once from its start without warmup: from the start of the server's preparation to the first read's completion, less the wait for the client"},
-	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last read's completion"},
+	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last read's completion; a peer that reads the file (fio, fio_matched, nvmeof), its rate"},
 	// Version 8: the SSD measured honestly (issue 40, docs/ssd.md).
 	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or fewer if it read fewer); under 0.95, or cached_fraction over 0.02, is not proven cold: verdict `cold` ([verdicts.md](verdicts.md#cold))"},
 	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file (fio O_DIRECT, once per run and host, before its first cold point: [ssd.md](ssd.md#the-disks-ceiling)); empty without fio or on tmpfs"},

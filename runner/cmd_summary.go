@@ -31,7 +31,7 @@ var summaryCommand = &command{
 	flags: func(fs *flag.FlagSet) func(context.Context, globals, []string) error {
 		var o summaryOptions
 		fs.StringVar(&o.baseline, "baseline", "", "also print every point's ratio to the point with this `name=value` (e.g. workload=ib_read_bw) and the same other parameters")
-		fs.StringVar(&o.metric, "metric", "bandwidth_mb_s", "with --baseline, the numeric `COLUMN` to compare (end_to_end_mb_s: the file's way, for cold points)")
+		fs.StringVar(&o.metric, "metric", "", "with --baseline, the numeric `COLUMN` to compare (default: end_to_end_mb_s where every row compared is cold and has it, else bandwidth_mb_s)")
 		fs.StringVar(&o.format, "format", "text", "`text`, or json: a pairwise or ring CSV's judgment, a search CSV's knees, else every point's figures")
 		fs.Float64Var(&o.slowBelow, "slow-below", 0, "pairwise and ring: a link is slow below this many `MB/s` (default: the lower of 0.8 × the median link and the median − 3 × MAD); not the plan's expect, which judges each row")
 		fs.Float64Var(&o.oldExpect, "expect", 0, "the old name of --slow-below (`MB/s`)")
@@ -65,7 +65,7 @@ func runSummary(ctx context.Context, o summaryOptions, g globals, args []string)
 		if base, err = summary.ParseBaseline(o.baseline); err != nil {
 			return usageErrorf("%s", err)
 		}
-		if !slices.Contains(results.MetricColumns(), o.metric) {
+		if o.metric != "" && !slices.Contains(results.MetricColumns(), o.metric) {
 			return usageErrorf("summary --metric: %q is not a numeric column%s", o.metric, plan.Suggest(o.metric, results.MetricColumns()))
 		}
 		base.Metric = o.metric

@@ -41,11 +41,11 @@ const Fio = "fio"
 const FioMatched = "fio_matched"
 
 var fio = Tool{Name: Fio, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
-	Roles: []string{"server"}, Map: fioMap, OnServerHost: true, ClockStep: time.Millisecond,
+	Roles: []string{"server"}, Map: fioMap, OnServerHost: true, ReadsFile: true, ClockStep: time.Millisecond,
 	build: func(p Params) Commands { return buildFio(p, 1) }, parse: parseFio}
 
 var fioMatched = Tool{Name: FioMatched, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
-	Roles: []string{"server"}, Map: fioMatchedMap(), OnServerHost: true, ClockStep: time.Millisecond,
+	Roles: []string{"server"}, Map: fioMatchedMap(), OnServerHost: true, ReadsFile: true, ClockStep: time.Millisecond,
 	build: func(p Params) Commands { return buildFio(p, results.PopulateReaders) }, parse: parseFio}
 
 // fioMatchedMap is fioMap, with each job's range holding a block.

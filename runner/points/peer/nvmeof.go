@@ -47,7 +47,7 @@ const NVMeOF = "nvmeof"
 
 var nvmeof = Tool{Name: NVMeOF, Binary: "fio", Debian: "fio", RHEL: "fio", Version: "3.33",
 	Roles: []string{"client"}, HasServer: true, Map: nvmeofMap, Modules: nvmeofModules, Auth: nvmeofAuth,
-	Clean: []string{NodeProgram, "nvmeof-clean"}, ClockStep: time.Millisecond,
+	Clean: []string{NodeProgram, "nvmeof-clean"}, ReadsFile: true, ClockStep: time.Millisecond,
 	build: buildNVMeOF, parse: parseNVMeOF}
 
 // nvmeofModules: the target's on the server, the initiator's on the

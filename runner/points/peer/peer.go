@@ -186,6 +186,10 @@ type Tool struct {
 	// OnServerHost: the peer measures on the server's host alone, after
 	// node prepare has made the server's file (fio reads that file).
 	OnServerHost bool
+	// ReadsFile: the tool reads the server's file (fio on its host, nvmeof
+	// through the target), so a one-pass read's rate is the file's way,
+	// as node's end_to_end_mb_s is.
+	ReadsFile bool
 	// ClockStep is the resolution of the time the tool reports (fio's
 	// runtime: whole milliseconds); 0 where it reports finer. A run
 	// shorter than MinSteps of it is quantized (TooShort).

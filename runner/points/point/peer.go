@@ -73,12 +73,23 @@ func (r *Runner) runPeer(ctx context.Context, pt plan.Point, rep int, start time
 		row.SetReady(ready)
 	}
 	setPeerResult(&row, res, roles, reports)
+	if tool.ReadsFile && onePass(pt.Values) {
+		row.EndToEndMBs = &res.BandwidthMBs
+	}
 	if res.Reported != nil && r.Counters != nil {
 		r.Counters(pt, rep, measuring.Target, &results.Counters{Reported: res.Reported})
 	}
 	row.Status = results.StatusOK
 	tm.Measured = time.Duration(res.Seconds * float64(time.Second))
 	return row, tm, nil
+}
+
+// onePass reports whether a point reads its file once from the start,
+// untimed and without warmup: then a peer that reads the file has read it
+// end to end in its measured time, and that rate is its end_to_end_mb_s.
+func onePass(v plan.Values) bool {
+	total := v.Int(param.Total)
+	return v.Duration(param.Warmup) == 0 && v.Duration(param.Duration) == 0 && (total == 0 || total == v.Int(param.FileSize))
 }
 
 // setPeerResult copies a peer's figures into the row; what it does not

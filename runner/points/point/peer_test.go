@@ -73,6 +73,9 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 		*fio.Bytes != 64<<20 || fio.CachedFraction == nil || *fio.CachedFraction != 1 {
 		t.Errorf("fio row: %+v", fio)
 	}
+	if fio.EndToEndMBs != nil || iperf.EndToEndMBs != nil {
+		t.Errorf("end_to_end_mb_s over 4 passes: fio %v, iperf3 %v; want none", fio.EndToEndMBs, iperf.EndToEndMBs)
+	}
 	if l := rec.leftover(); l != "" {
 		t.Errorf("nodes left: %s", l)
 	}
@@ -301,6 +304,35 @@ sweep: {matrix: {workload: [nvmeof]}}
 		close(abandon)
 		if got := pr.stdout.String(); got != tc.want {
 			t.Errorf("control %v: the tool read %q, want %q", tc.control, got, tc.want)
+		}
+	}
+}
+
+// TestPeerEndToEndOnOnePass: fio reading the file once, untimed and
+// without warmup, has read it end to end, so its end_to_end_mb_s is its
+// rate, beside node's; with a warmup it has none.
+func TestPeerEndToEndOnOnePass(t *testing.T) {
+	testenv.NeedTool(t, "fio", "fio")
+	r, pts, _ := localRunner(t, `name: t
+hosts: {server: {address: local}, client: {address: local}}
+server: {file: %s/f.dat, file_size: 16MiB, create: true, cache: warm, port: `+fmt.Sprint(freePort(t))+`}
+client: {queue_depth: 4, block_size: 256KiB}
+sweep: {matrix: {warmup: [0s, 100ms], workload: [node, fio]}}
+timeouts: {ready: 20s, accept: 20s, point: 60s}
+`)
+	for _, pt := range pts {
+		rows, _, err := r.Run(context.Background(), pt, 1)
+		if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK {
+			t.Fatalf("point %v: %v %+v", pt.Swept, err, rows)
+		}
+		row, warm := rows[0], pt.Values.Duration(param.Warmup) > 0
+		switch {
+		case row.Workload() == "fio" && !warm && (row.EndToEndMBs == nil || *row.EndToEndMBs != *row.BandwidthMBs):
+			t.Errorf("fio, one pass: end_to_end_mb_s %v, want its bandwidth %v", row.EndToEndMBs, *row.BandwidthMBs)
+		case row.Workload() == "node" && !warm && row.EndToEndMBs == nil:
+			t.Errorf("node, one pass: no end_to_end_mb_s")
+		case warm && row.Workload() == "fio" && row.EndToEndMBs != nil:
+			t.Errorf("%s after a warmup: end_to_end_mb_s %v, want none", row.Workload(), *row.EndToEndMBs)
 		}
 	}
 }

@@ -22,15 +22,19 @@ import (
 
 // Baseline names the parameter whose value the others are compared with,
 // and that value: workload=ib_read_bw; and the column compared (Metric,
-// a numeric column; "" is bandwidth_mb_s).
+// a numeric column; "" is end_to_end_mb_s where every row compared is
+// cold and has it, the file's way from the disk, else bandwidth_mb_s).
 type Baseline struct{ Param, Value, Metric string }
 
-// metric is the column b compares, and each row's figure of it (nil
-// where the row has none).
-func (b Baseline) metric() (string, func(results.Row) *float64) {
+// metric is the column b compares over ratios, and each row's figure of
+// it (nil where the row has none).
+func (b Baseline) metric(ratios []Ratio) (string, func(results.Row) *float64) {
 	col := b.Metric
 	if col == "" {
 		col = "bandwidth_mb_s"
+		if allColdEndToEnd(ratios) {
+			col = "end_to_end_mb_s"
+		}
 	}
 	return col, func(r results.Row) *float64 {
 		if v, ok := r.Metric(col); ok {
@@ -133,6 +137,26 @@ func Match(groups []Group, b Baseline) []Ratio {
 	return out
 }
 
+// allColdEndToEnd reports whether every ok row of every compared pair of
+// groups is cold and has end_to_end_mb_s.
+func allColdEndToEnd(ratios []Ratio) bool {
+	n := 0
+	for _, r := range ratios {
+		for _, g := range []*Group{r.Group, r.Base} {
+			if g == nil {
+				continue
+			}
+			for _, row := range g.OK {
+				if row.Param(param.Cache.String()) != "cold" || row.EndToEndMBs == nil {
+					return false
+				}
+				n++
+			}
+		}
+	}
+	return n > 0
+}
+
 // pairRatios are the ratios of fig on r's rows to its baseline's rows of
 // the same run and repetition: pairs that ran side by side, in run order.
 // A group whose rows have no such partner counts by its means.
@@ -225,7 +249,7 @@ func WriteRatios(w io.Writer, groups []Group, b Baseline) error {
 		head = append(head, strings.ToUpper(p.Name))
 	}
 	base := strings.ToUpper(b.Value)
-	col, fig := b.metric()
+	col, fig := b.metric(ratios)
 	name := "MB/S"
 	if col != "bandwidth_mb_s" {
 		name = strings.ToUpper(col)

@@ -289,3 +289,31 @@ func TestRatiosOfAMetric(t *testing.T) {
 		t.Errorf("--metric end_to_end_mb_s: the bandwidth ratio 2.00 shown:\n%s", out.String())
 	}
 }
+
+// TestRatiosDefaultToEndToEndWhenCold: without --metric, pairs of cold
+// rows that all have end_to_end_mb_s are compared on it (the file's way
+// from the disk, not node's READs from memory); one warm row among them
+// keeps bandwidth.
+func TestRatiosDefaultToEndToEndWhenCold(t *testing.T) {
+	rate := func(x float64) *float64 { return &x }
+	with := func(workload, cache string, bw, e2e float64) results.Row {
+		r := row("k-"+workload+cache, 1, 262144, bw, 10, "ok")
+		r.Params["workload"], r.Params["cache"], r.EndToEndMBs = workload, cache, rate(e2e)
+		return r
+	}
+	b := Baseline{Param: "workload", Value: "fio"}
+	var out bytes.Buffer
+	if err := WriteRatios(&out, Build([]results.Row{with("node", "cold", 900, 150), with("fio", "cold", 300, 300)}), b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "median ratio of end_to_end_mb_s 0.50") {
+		t.Errorf("cold pairs: not compared on end_to_end_mb_s:\n%s", out.String())
+	}
+	out.Reset()
+	if err := WriteRatios(&out, Build([]results.Row{with("node", "cold", 900, 150), with("fio", "cold", 300, 300), with("node", "warm", 900, 150), with("fio", "warm", 300, 300)}), b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "node / fio: median ratio 3.00") || strings.Contains(out.String(), "end_to_end") {
+		t.Errorf("cold and warm pairs: not compared on bandwidth:\n%s", out.String())
+	}
+}
