@@ -284,8 +284,9 @@ func (l *loader) checkRate(p *Plan, base map[string]baseValue, at func(source, i
 
 // checkPipeline refuses what a pipelined server cannot serve: odp (it
 // registers nothing ahead of the reads to pipeline), an open loop (its
-// reads would wait for the regions, not their due times), and several
-// clients (one session prepares the file).
+// reads would wait for the regions, not their due times), several
+// clients (one session prepares the file), and one region (mr_size 0:
+// nothing to overlap).
 func (l *loader) checkPipeline(p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
 	pipe := l.source(p, base, param.Pipeline)
 	for _, other := range []struct {
@@ -307,6 +308,12 @@ func (l *loader) checkPipeline(p *Plan, base map[string]baseValue, at func(sourc
 		{param.Clients, func(v value) string {
 			if v.n > 1 {
 				return "a pipelined server prepares the file in one client's session; set clients: 1"
+			}
+			return ""
+		}},
+		{param.MRSize, func(v value) string {
+			if v.n == 0 {
+				return "mr_size 0 makes the file one region, so nothing overlaps; set server.mr_size, e.g. 16MiB (a region is read, registered and announced while the client reads the one before)"
 			}
 			return ""
 		}},
