@@ -338,3 +338,42 @@ sweep:
 		}
 	}
 }
+
+// TestProgramsOnlyWhereTheyRun: each host must have only the tools its
+// role runs for the plan's peers, each with its packages: fio on the
+// server's host alone, ib_read_bw on both with ss beside its server, and
+// nothing for node's points.
+func TestProgramsOnlyWhereTheyRun(t *testing.T) {
+	p, err := plan.Parse("t.yaml", []byte(`name: t
+hosts: {server: {address: a}, client: {address: b}}
+transport: rdma
+server: {file: /tmp/t.dat, file_size: 1MiB, cache: warm}
+sweep: {matrix: {workload: [node, fio, ib_read_bw]}}
+`), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := plan.Expand(p, plan.ExpandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(role string) []string {
+		var out []string
+		for _, pr := range ProgramsFor(pts, role) {
+			if pr.Debian == "" || !strings.Contains(pr.Install(), pr.Debian) {
+				t.Errorf("%s: %s without its package in the hint %q", role, pr.Binary, pr.Install())
+			}
+			out = append(out, pr.Binary)
+		}
+		return out
+	}
+	if got := names("server"); !slices.Equal(got, []string{"fio", "ib_read_bw", "ss"}) {
+		t.Errorf("server host needs %v, want fio, ib_read_bw, ss", got)
+	}
+	if got := names("client"); !slices.Equal(got, []string{"ib_read_bw"}) {
+		t.Errorf("client host needs %v, want ib_read_bw alone (fio reads on the server's host)", got)
+	}
+	if got := ProgramsFor(pts[:1], "server"); len(got) != 0 {
+		t.Errorf("node's point needs %v, want nothing", got)
+	}
+}
