@@ -192,14 +192,3 @@ func reportSkipped(ui *voice, skipped int, csvPath string) {
 		ui.infof("skipping %s already ok in %s (--rerun runs them again)", words.Count(skipped, "run"), csvPath)
 	}
 }
-
-// reportCost tells the user, before anything runs, what running todo
-// (the jobs left of pts) will take: runs, rounds and links, and time.
-func reportCost(ui *voice, p *plan.Plan, pts []plan.Point, todo []resume.Job) error {
-	c, err := sweep.CostOf(p, pts, todo)
-	if err != nil {
-		return err
-	}
-	ui.infof("%s", c)
-	return nil
-}

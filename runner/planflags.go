@@ -12,11 +12,13 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/results"
 	"rdmasweep/results/param"
+	"rdmasweep/runner/files/resume"
 	"rdmasweep/runner/hosts/deploy"
 	"rdmasweep/runner/hosts/hostset"
 	"rdmasweep/runner/hosts/remote/slurm"
 	"rdmasweep/runner/points/peer"
 	"rdmasweep/runner/points/planload"
+	"rdmasweep/runner/points/sweep"
 )
 
 // The plan flags and the PLAN argument every command that reads a plan
@@ -195,4 +197,15 @@ func hostOptions(p *plan.Plan, ui *voice, hf hostFlags) hostset.Options {
 		o.Chosen = func(n deploy.Node) { warnNoRDMA(ui, n) }
 	}
 	return o
+}
+
+// reportCost tells the user, before anything runs, what running todo
+// (the jobs left of pts) will take: runs, rounds and links, and time.
+func reportCost(ui *voice, p *plan.Plan, pts []plan.Point, todo []resume.Job) error {
+	c, err := sweep.CostOf(p, pts, todo)
+	if err != nil {
+		return err
+	}
+	ui.infof("%s", c)
+	return nil
 }

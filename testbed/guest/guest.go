@@ -291,7 +291,11 @@ func qemuArgs(mach machine, o Options, im *Image, initrd string, sshPort int) []
 		if directIO(o.NVMe) {
 			// The guest's reads reach the host's storage, not the host's
 			// page cache, so a cold read in the guest is a disk's read.
-			drive += ",cache=none,aio=native"
+			// Threads, not aio=native: beside two busy loops, a deep queue
+			// of reads (the disk ceiling's) left native AIO requests that
+			// never completed; the guest's driver timed them out, reset
+			// the controller, and the drive completed nothing more.
+			drive += ",cache=none,aio=threads"
 		}
 		if o.NVMeReadBPS > 0 {
 			drive += fmt.Sprintf(",throttling.bps-read=%d", o.NVMeReadBPS)
