@@ -13,20 +13,13 @@ import (
 // rdma.connect set to connect.
 func points(t *testing.T, transport, connect string) []plan.Point {
 	t.Helper()
-	p, err := plan.Parse("t.yaml", []byte(`name: t
+	_, pts := expandPlan(t, `name: t
 hosts: {server: {address: local}, client: {address: local}}
 transport: `+transport+`
 rdma: {connect: `+connect+`}
 server: {file: /tmp/t.dat, file_size: 1MiB}
 sweep: {matrix: {block_size: [4KiB, 64KiB]}}
-`), plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	return pts
 }
 

@@ -15,19 +15,12 @@ import (
 // nvmeofPoints expands a plan of node and nvmeof points over transport.
 func nvmeofPoints(t *testing.T, transport string) []plan.Point {
 	t.Helper()
-	p, err := plan.Parse("t.yaml", []byte(`name: t
+	_, pts := expandPlan(t, `name: t
 hosts: {server: {address: local}, client: {address: local}}
 transport: `+transport+`
 server: {file: /tmp/t.dat, file_size: 1MiB}
 sweep: {matrix: {workload: [node, nvmeof]}}
-`), plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	return pts
 }
 

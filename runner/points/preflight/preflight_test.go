@@ -10,6 +10,21 @@ import (
 	"rdmasweep/runner/hosts/hostfacts"
 )
 
+// expandPlan loads and expands the plan text, failing the test on an
+// error of either.
+func expandPlan(t *testing.T, text string) (*plan.Plan, []plan.Point) {
+	t.Helper()
+	p, err := plan.Parse("t.yaml", []byte(text), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := plan.Expand(p, plan.ExpandOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, pts
+}
+
 // roce is a host with one active RoCE port holding a link-local GID and
 // the IPv4-mapped GID of 198.51.100.10, in both RoCE versions.
 func roce() Facts {
@@ -254,18 +269,11 @@ func TestColdWarning(t *testing.T) {
 // cold when some point reads it cold, and only then.
 func TestNeedsColdFromThePoints(t *testing.T) {
 	for _, cache := range []string{"cold", "warm"} {
-		p, err := plan.Parse("t.yaml", []byte(`name: t
+		p, pts := expandPlan(t, `name: t
 hosts: {server: {address: local}, client: {address: local}}
 transport: tcp
 server: {file: /tmp/t.dat, file_size: 1MiB, cache: `+cache+`}
-`), plan.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pts, err := plan.Expand(p, plan.ExpandOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+`)
 		for _, n := range Needs(p, pts, nil) {
 			if want := cache == "cold" && n.Role == "server"; n.Cold != want {
 				t.Errorf("cache %s, %s: Need.Cold %v, want %v", cache, n.Role, n.Cold, want)
@@ -317,20 +325,13 @@ func TestNeedsNVMeOFCold(t *testing.T) {
 		{"matrix: {workload: [nvmeof], cache: [warm]}", false},
 		{"matrix: {workload: [node], cache: [cold]}", false},
 	} {
-		p, err := plan.Parse("t.yaml", []byte(`name: t
+		p, pts := expandPlan(t, `name: t
 hosts: {server: {address: local}, client: {address: local}}
 transport: rdma
 server: {file: /tmp/t.dat, file_size: 1MiB}
 sweep:
   `+c.sweep+`
-`), plan.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pts, err := plan.Expand(p, plan.ExpandOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+`)
 		for _, n := range Needs(p, pts, nil) {
 			if want := c.want && n.Role == "server"; n.NVMeOFCold != want {
 				t.Errorf("%s, %s: NVMeOFCold %v, want %v", c.sweep, n.Role, n.NVMeOFCold, want)
@@ -344,19 +345,12 @@ sweep:
 // server's host alone, ib_read_bw on both with ss beside its server, and
 // nothing for node's points.
 func TestProgramsOnlyWhereTheyRun(t *testing.T) {
-	p, err := plan.Parse("t.yaml", []byte(`name: t
+	_, pts := expandPlan(t, `name: t
 hosts: {server: {address: a}, client: {address: b}}
 transport: rdma
 server: {file: /tmp/t.dat, file_size: 1MiB, cache: warm}
 sweep: {matrix: {workload: [node, fio, ib_read_bw]}}
-`), plan.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := plan.Expand(p, plan.ExpandOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	names := func(role string) []string {
 		var out []string
 		for _, pr := range ProgramsFor(pts, role) {
