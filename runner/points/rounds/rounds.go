@@ -41,15 +41,21 @@ type Runner struct {
 	Down map[int]error
 }
 
-// Run runs repetition rep of pool point pt, every round of its schedule,
-// and passes each pair's row to emit as soon as its round is done. The
-// error is the schedule's, emit's, or ctx's when interrupted.
-func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int, emit func(results.Row) error) error {
-	sched, err := fleet.Schedule(len(pt.Hosts.Pool), fleet.Options{
+// Schedule is pool point pt's rounds of pairs: its topology over its
+// hosts, at most pairwise_parallel and max_parallel pairs a round.
+func Schedule(pt plan.Point) ([]fleet.Round, error) {
+	return fleet.Schedule(len(pt.Hosts.Pool), fleet.Options{
 		Topology:         fleet.Topology(pt.Values.Str(param.Topology)),
 		PairwiseParallel: int(max(0, pt.Values.Int(param.PairwiseParallel))), // auto is -1: all
 		MaxParallel:      int(max(0, pt.Values.Int(param.MaxParallel))),
 	})
+}
+
+// Run runs repetition rep of pool point pt, every round of its schedule,
+// and passes each pair's row to emit as soon as its round is done. The
+// error is the schedule's, emit's, or ctx's when interrupted.
+func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int, emit func(results.Row) error) error {
+	sched, err := Schedule(pt)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"rdmasweep/plan"
 	"rdmasweep/results/param"
 	"rdmasweep/runner/files/resume"
-	"rdmasweep/runner/reading/fleet"
+	"rdmasweep/runner/points/rounds"
 )
 
 // The runner's own time, measured (docs/performance.md): a point's wall
@@ -108,12 +108,8 @@ func readTime(v plan.Values) (d time.Duration, timed bool) {
 }
 
 // schedule is a pool point's rounds and links per run.
-func schedule(pt plan.Point) (rounds, links int, err error) {
-	sched, err := fleet.Schedule(len(pt.Hosts.Pool), fleet.Options{
-		Topology:         fleet.Topology(pt.Values.Str(param.Topology)),
-		PairwiseParallel: int(max(0, pt.Values.Int(param.PairwiseParallel))),
-		MaxParallel:      int(max(0, pt.Values.Int(param.MaxParallel))),
-	})
+func schedule(pt plan.Point) (nRounds, links int, err error) {
+	sched, err := rounds.Schedule(pt)
 	if err != nil {
 		return 0, 0, fmt.Errorf("scheduling the pool's rounds: %w", err)
 	}
