@@ -12,6 +12,11 @@ package peer
 //	    its two margins, so the measured window is d and -D > 2*margin
 //	    always holds.
 //	total t (no duration) -> -n ceil(t / (block_size*qps)), per QP.
+//	device, ib_port, gid_index at auto -> -d, -i, -x of what node chose
+//	    on that side's host (Params.Chosen), so perftest does not take
+//	    GID 0. With rdma.connect cm (-R) rdma_cm resolves all three from
+//	    the address, as it does for node, and traffic_class is -T, the
+//	    cm_id's TOS: perftest takes --tclass only over its own exchange.
 //
 // --out_json writes a file, never stdout: each side writes its own with
 // --out_json_file. perftest 4.5's "JSON" is not JSON: its keys and some
@@ -57,13 +62,11 @@ var ibReadBWMap = []Mapping{
 	}},
 	{Param: param.MaxRdAtomic, Option: "-o"}, // auto: none, the device's maximum
 	{Param: param.CQModeration, Option: "-Q"},
-	{Param: param.Device, Option: "-d"},
-	{Param: param.IBPort, Option: "-i"},
-	{Param: param.GIDIndex, Option: "-x"},
-	{Param: param.Connect, Refuse: func(p Params) string {
-		return refuseIf(p.RDMAConnect == results.ConnectCM, "ib_read_bw over rdma_cm (-R) listens with no TCP socket, which is how the runner sees a peer ready; give its points rdma.connect: tcp, perftest's own exchange")
-	}},
-	{Param: param.TrafficClass, Option: "--tclass"}, // auto: none, as node's
+	{Param: param.Device, Option: "-d"},             // auto: node's device on that host (Params.Chosen)
+	{Param: param.IBPort, Option: "-i"},             // auto: node's port there
+	{Param: param.GIDIndex, Option: "-x"},           // auto: the GID index node resolved there
+	{Param: param.Connect, Option: "-R"},            // cm: rdma_cm, ready when its cm_id listens
+	{Param: param.TrafficClass, Option: "--tclass"}, // cm: -T, the TOS, as node sets it; auto: none, as node's
 	{Param: param.Port, Option: "-p"},               // 0: perftest's 18515
 	{Param: param.Duration, Option: "-D", Refuse: func(p Params) string {
 		_, whole := wholeSeconds(p.Duration)
@@ -114,25 +117,45 @@ func buildIBReadBW(p Params) Commands {
 	if p.QueueDepth > 0 {
 		add("-Q", strconv.Itoa(results.CQModeration(p.RDMACQMod, p.QueueDepth, p.qps(), false)))
 	}
-	if p.RDMADevice != "" {
-		add("-d", p.RDMADevice)
+	cm := p.RDMAConnect == results.ConnectCM
+	dev, port, gid := p.RDMADevice, p.RDMAIBPort, p.RDMAGIDIndex
+	if cm { // rdma_cm resolves device, port and GID from the address, for both
+		dev, port, gid = "", 0, -1
+	} else if c := p.Chosen; c != nil { // node's own choice where the plan says auto
+		if dev == "" {
+			dev = c.Device
+		}
+		if port <= 0 {
+			port = c.IBPort
+		}
+		if gid < 0 {
+			gid = c.GIDIndex
+		}
 	}
-	if p.RDMAIBPort > 0 {
-		add("-i", strconv.Itoa(p.RDMAIBPort))
+	if dev != "" {
+		add("-d", dev)
 	}
-	if p.RDMAGIDIndex >= 0 {
-		add("-x", strconv.Itoa(p.RDMAGIDIndex))
+	if port > 0 {
+		add("-i", strconv.Itoa(port))
 	}
-	// The GRH's traffic class over perftest's own exchange, as node sets
-	// it with connect tcp (rdma_cm, refused above, would take -R -T).
-	if p.RDMATClass != nil {
+	if gid >= 0 {
+		add("-x", strconv.Itoa(gid))
+	}
+	// The GRH's traffic class: over perftest's own exchange as the
+	// address vector's, over rdma_cm as the cm_id's TOS, as node sets it.
+	switch {
+	case cm && p.RDMATClass != nil:
+		add("-R", "-T", strconv.Itoa(*p.RDMATClass))
+	case cm:
+		add("-R")
+	case p.RDMATClass != nil:
 		add("--tclass", strconv.Itoa(*p.RDMATClass))
 	}
-	port := p.Port
-	if port == 0 {
-		port = 18515 // perftest's DEF_PORT
+	tcpPort := p.Port
+	if tcpPort == 0 {
+		tcpPort = 18515 // perftest's DEF_PORT
 	}
-	add("-p", strconv.Itoa(port))
+	add("-p", strconv.Itoa(tcpPort))
 	if p.Duration > 0 {
 		d, _ := wholeSeconds(p.Duration)
 		w, _ := wholeSeconds(p.Warmup)
@@ -152,7 +175,7 @@ func buildIBReadBW(p Params) Commands {
 	server = append(server, "--out_json", "--out_json_file="+srvReport)
 	client := append([]string{"ib_read_bw"}, args...)
 	client = append(client, "--out_json", "--out_json_file="+cliReport, p.ServerAddr)
-	return Commands{Server: server, Client: client, ClientHost: "client", ReadyPort: port, ClientReport: cliReport, ServerReport: srvReport}
+	return Commands{Server: server, Client: client, ClientHost: "client", ReadyPort: tcpPort, ReadyCM: cm, ClientReport: cliReport, ServerReport: srvReport}
 }
 
 // ibReport is what ib_read_bw's --out_json file holds under "results".

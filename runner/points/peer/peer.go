@@ -61,6 +61,13 @@ type Params struct {
 	RDMACQMod       int    // rdma.cq_moderation (0 = the peer's own default)
 	RDMAConnect     string // rdma.connect (tcp or cm)
 	RDMATClass      *int   // rdma.traffic_class (nil = none set)
+	// Chosen is the device, port and GID node itself uses on this side's
+	// host for the point's connection (node devices --route-to the
+	// server's data address), or nil when not known. A peer that takes
+	// them uses them where the plan leaves device, ib_port or gid_index
+	// to auto, so it runs where node runs, not on its own default (GID 0,
+	// often RoCE v1 or link-local).
+	Chosen *results.DeviceChoice
 
 	// OutDir is a directory on each host where a peer that writes its
 	// report to a file (ib_read_bw) puts it. "" is the working directory.
@@ -89,6 +96,9 @@ type Commands struct {
 	ClientHost string
 	// ReadyPort is the port Server listens on; 0 when there is no server.
 	ReadyPort int
+	// ReadyCM says Server listens through rdma_cm, not on a TCP socket:
+	// it is ready when an rdma_cm id listens on ReadyPort (CMListening).
+	ReadyCM bool
 	// ClientReport is the path of the client's JSON report on its host;
 	// "" means the report is the client's stdout.
 	ClientReport string

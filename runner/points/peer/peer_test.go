@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rdmasweep/results/param"
 )
 
 func TestBuildArgv(t *testing.T) {
@@ -90,7 +92,6 @@ func TestCheckRefuses(t *testing.T) {
 		{IBReadBW, "warmup", func(p *Params) { p.Duration, p.Total, p.Warmup = 0, 1<<30, time.Second }},
 		{IBReadBW, "total", func(p *Params) { p.Duration, p.Total = 0, 1<<20 }}, // 1 read: perftest wants >= 5
 		{IBReadBW, "queue_depth", func(p *Params) { p.QueueDepth = 20000 }},
-		{IBReadBW, "connect", func(p *Params) { p.RDMAConnect = "cm" }},
 		{Iperf3, "verify", func(p *Params) { p.Verify = true }},
 		{Iperf3, "pattern", func(p *Params) { p.Pattern = "random" }},
 		{Iperf3, "duration", func(p *Params) { p.Duration = 2500 * time.Millisecond }},
@@ -371,6 +372,44 @@ LISTEN 0      4096   [::ffff:10.0.2.15]:7000             *:*
 	}
 	if _, err := Listening(out, 0); err == nil {
 		t.Error("port 0 accepted")
+	}
+}
+
+// TestCMListening reads `rdma resource show cm_id` as a soft-RoCE guest
+// prints it while ib_read_bw -R waits for its client: the wildcard
+// listener and its child on the device, beside another program's
+// connected id.
+func TestCMListening(t *testing.T) {
+	out := []byte(`link rxe0/- cm-idn 2 state LISTEN ps TCP pid 812 comm ib_read_bw src-addr 0.0.0.0:18515 dst-addr 0.0.0.0:0
+link -/- cm-idn 1 state LISTEN ps TCP pid 812 comm ib_read_bw src-addr 0.0.0.0:18515 dst-addr 0.0.0.0:0
+link rxe0/1 cm-idn 7 lqpn 17 qp-type RC state CONNECT ps TCP pid 900 comm node src-addr 10.9.0.2:7000 dst-addr 10.9.0.1:51000
+link rxe0/- cm-idn 9 state LISTEN ps UDP pid 901 comm other src-addr 0.0.0.0:4791 dst-addr 0.0.0.0:0
+`)
+	for port, want := range map[int]bool{18515: true, 7000: false, 4791: false, 1851: false, 8515: false} {
+		got, err := CMListening(out, port)
+		if err != nil || got != want {
+			t.Errorf("port %d: %v %v, want %v", port, got, err, want)
+		}
+	}
+	if got, err := CMListening(nil, 18515); got || err != nil {
+		t.Errorf("no cm_id at all: %v %v, want not yet", got, err)
+	}
+	for _, bad := range []string{"sh: 1: rdma: not found\n", "Object \"resource\" is unknown, try \"rdma help\".\n"} {
+		if _, err := CMListening([]byte(bad), 18515); err == nil {
+			t.Errorf("%q taken for rdma's output", bad)
+		}
+	}
+	for _, cm := range []bool{false, true} {
+		v := rdmaValues
+		if cm {
+			v = v.With(param.Connect, "cm")
+		}
+		p := FromValues(v)
+		p.ServerAddr = "h"
+		c, err := Build(IBReadBW, p)
+		if err != nil || c.ReadyCM != cm {
+			t.Errorf("connect cm %v: ReadyCM %v (%v), want %v", cm, c.ReadyCM, err, cm)
+		}
 	}
 }
 

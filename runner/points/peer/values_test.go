@@ -96,6 +96,11 @@ var mappingCases = func() []mappingCase {
 		{IBReadBW, rdma, param.GIDIndex, "", " -x "}, // auto
 		{IBReadBW, rdma.With(param.TrafficClass, 106), param.TrafficClass, " --tclass 106 ", ""},
 		{IBReadBW, rdma, param.TrafficClass, "", " --tclass "}, // auto
+		// Over rdma_cm, -R, and the traffic class is the cm_id's TOS (-T):
+		// perftest takes --tclass only over its own exchange.
+		{IBReadBW, rdma.With(param.Connect, "cm"), param.Connect, " -R ", ""},
+		{IBReadBW, rdma, param.Connect, "", " -R "},
+		{IBReadBW, rdma.With(param.Connect, "cm").With(param.TrafficClass, 106), param.TrafficClass, " -R -T 106 ", "--tclass"},
 		{IBReadBW, rdma.With(param.Port, 19000), param.Port, " -p 19000 ", ""},
 		{IBReadBW, rdma.With(param.Warmup, 2*time.Second), param.Duration, " -D 14 ", ""},
 		{IBReadBW, rdma.With(param.Warmup, 2*time.Second), param.Warmup, " --margin 2 ", ""},
@@ -157,6 +162,49 @@ func TestBenchRDMADepthPerQP(t *testing.T) {
 		}
 		if want := fmt.Sprintf(" -Q %d ", mod); !strings.Contains(argv, want) {
 			t.Errorf("point %s: argv %s, want node's moderation %q", pt.Key, argv, want)
+		}
+	}
+}
+
+// TestIBReadBWRunsWhereNodeRuns: where the plan leaves device, ib_port
+// and gid_index to auto, each side of ib_read_bw gets node's own choice
+// on its host (node devices --route-to), so perftest does not fall back
+// to GID 0, often RoCE v1 or link-local; a value the plan names wins, and
+// without a choice the option stays perftest's.
+func TestIBReadBWRunsWhereNodeRuns(t *testing.T) {
+	chosen := &results.DeviceChoice{Device: "rxe0", IBPort: 1, GIDIndex: 3, GID: "::ffff:10.9.0.2", GIDType: "RoCE v2"}
+	cases := []struct {
+		v      plan.Values
+		chosen *results.DeviceChoice
+		want   []string // each in the argv
+		never  []string
+	}{
+		{rdmaValues, chosen, []string{" -d rxe0 ", " -i 1 ", " -x 3 "}, nil},
+		{rdmaValues.With(param.GIDIndex, 1), chosen, []string{" -x 1 "}, []string{" -x 3 "}},
+		{rdmaValues.With(param.Device, "mlx5_1").With(param.IBPort, 2), chosen, []string{" -d mlx5_1 ", " -i 2 ", " -x 3 "}, []string{"rxe0", " -i 1 "}},
+		{rdmaValues, nil, nil, []string{" -d ", " -i ", " -x "}},
+		// rdma_cm resolves them from the address, for node and perftest.
+		{rdmaValues.With(param.Connect, "cm"), chosen, []string{" -R "}, []string{" -d ", " -i ", " -x "}},
+	}
+	for i, tc := range cases {
+		p := FromValues(tc.v)
+		p.ServerAddr, p.Chosen = "h", tc.chosen
+		c, err := Build(IBReadBW, p)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		for _, side := range [][]string{c.Server, c.Client} {
+			argv := " " + strings.Join(side, " ") + " "
+			for _, w := range tc.want {
+				if !strings.Contains(argv, w) {
+					t.Errorf("case %d: argv %s lacks %q", i, argv, w)
+				}
+			}
+			for _, n := range tc.never {
+				if strings.Contains(argv, n) {
+					t.Errorf("case %d: argv %s has %q", i, argv, n)
+				}
+			}
 		}
 	}
 }

@@ -132,6 +132,9 @@ func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 	tag := hex.EncodeToString(rnd[:])
 	build := func(t role.Target) (peer.Commands, error) {
 		p := peer.FromValues(pt.For(t.Role))
+		if c, ok := r.Choices[t.Role]; ok && p.Transport == results.TransportRDMA {
+			p.Chosen = &c
+		}
 		p.ServerAddr = pt.Hosts.Server().DataAddress
 		p.OutDir, p.ReportTag = r.reportDir(t), tag
 		return peer.Build(name, p)
@@ -165,7 +168,7 @@ func (r *Runner) PeerRoles(pt plan.Point) ([]Role, error) {
 	if err != nil {
 		return nil, cliT.Wrap(role.Start, err)
 	}
-	server := Role{Target: srvT, Tool: name, Control: srv.Control, Argv: fixed(srvT, srvCPUs, srv.Server), Ready: OnListening, Port: srv.ReadyPort, Output: OutputExit}
+	server := Role{Target: srvT, Tool: name, Control: srv.Control, Argv: fixed(srvT, srvCPUs, srv.Server), Ready: OnListening, Port: srv.ReadyPort, CM: srv.ReadyCM, Output: OutputExit}
 	if srv.ServerReport != "" {
 		server.Output, server.Report = OutputFile, srv.ServerReport
 	}

@@ -336,3 +336,59 @@ timeouts: {ready: 20s, accept: 20s, point: 60s}
 		}
 	}
 }
+
+// TestPeerGetsEachSidesChoice: each side of ib_read_bw is built with the
+// device, port and GID node chose on that side's own host (the devices
+// gate's Choices), not one side's for both.
+func TestPeerGetsEachSidesChoice(t *testing.T) {
+	r, pts, _ := localRunner(t, `name: t
+hosts: {server: {address: local}, client: {address: local}}
+transport: rdma
+server: {file: %s/f.dat, file_size: 1MiB, create: true}
+client: {duration: 2s}
+sweep: {matrix: {workload: [ib_read_bw]}}
+`)
+	r.Choices = map[string]results.DeviceChoice{
+		"server": {Device: "rxe0", IBPort: 1, GIDIndex: 1},
+		"client": {Device: "rxe1", IBPort: 1, GIDIndex: 3},
+	}
+	roles, err := r.PeerRoles(pts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rl := range roles {
+		c := r.Choices[rl.Target.Role]
+		argv := " " + strings.Join(rl.Argv(nil), " ") + " "
+		if want := fmt.Sprintf(" -d %s -i 1 -x %d ", c.Device, c.GIDIndex); !strings.Contains(argv, want) {
+			t.Errorf("%s: argv %s, want %q", rl.Target.Role, argv, want)
+		}
+	}
+}
+
+// TestPeerOverCMListensThroughCM: ib_read_bw with rdma.connect cm runs
+// with -R, leaves device, port and GID to rdma_cm as node does, and its
+// server is ready when its cm_id listens, not a TCP socket.
+func TestPeerOverCMListensThroughCM(t *testing.T) {
+	r, pts, _ := localRunner(t, `name: t
+hosts: {server: {address: local}, client: {address: local}}
+transport: rdma
+rdma: {connect: cm}
+server: {file: %s/f.dat, file_size: 1MiB, create: true}
+client: {duration: 2s}
+sweep: {matrix: {workload: [ib_read_bw]}}
+`)
+	r.Choices = map[string]results.DeviceChoice{"server": {Device: "rxe0", IBPort: 1, GIDIndex: 1}}
+	roles, err := r.PeerRoles(pts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv := roles[0]; srv.Ready != OnListening || !srv.CM {
+		t.Errorf("server: Ready %v, CM %v; want OnListening through rdma_cm", srv.Ready, srv.CM)
+	}
+	for _, rl := range roles {
+		argv := " " + strings.Join(rl.Argv(nil), " ") + " "
+		if !strings.Contains(argv, " -R ") || strings.Contains(argv, " -x ") {
+			t.Errorf("%s: argv %s, want -R and no -x", rl.Target.Role, argv)
+		}
+	}
+}

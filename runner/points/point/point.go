@@ -58,6 +58,11 @@ type Runner struct {
 	// server's ready event and the client's result, for the manifest. It
 	// may be nil.
 	Path func(t role.Target, p *results.RDMAPath)
+	// Choices are the device, port and GID node chose on each role's host
+	// for the plan's rdma points (preflight.CheckDevices), by role name:
+	// a peer is run on them where the plan leaves them to the tool
+	// (peer.Params.Chosen). Nil when none were asked.
+	Choices map[string]results.DeviceChoice
 }
 
 func (r *Runner) target(name string) role.Target {

@@ -46,8 +46,10 @@ type Role struct {
 	// Commands.Control): it takes the control line, and stops when its
 	// stdin ends.
 	Control bool
-	// Port is what an OnListening role listens on.
+	// Port is what an OnListening role listens on; CM says it listens
+	// through rdma_cm, not on a TCP socket (peer Commands.ReadyCM).
 	Port int
+	CM   bool
 	// Report is the path, on the role's host, of the report file an
 	// OutputFile role writes.
 	Report string
@@ -86,7 +88,8 @@ const (
 	// once).
 	OnStart
 	// OnListening: when Role.Port listens on the role's host, as
-	// `ss -ltn` there shows (peer.Listening), polled within
+	// `ss -ltn` there shows (peer.Listening), or with Role.CM `rdma
+	// resource show cm_id` (peer.CMListening), polled within
 	// timeouts.ready. Nothing connects to find out: a tool's server may
 	// serve only its first connection. The port must be free before the
 	// role starts, or another program's socket would pass for it.
@@ -251,7 +254,7 @@ func (x *execution) startStage(stage []int) error {
 			defer wg.Done()
 			rl, t := x.roles[i], x.roles[i].Target
 			if rl.Ready == OnListening {
-				if err := portFree(x.ctx, t, rl.Port); err != nil {
+				if err := portFree(x.ctx, t, rl.Port, rl.CM); err != nil {
 					errs[n] = t.Wrap(role.Start, err)
 					return
 				}
@@ -279,7 +282,7 @@ func (x *execution) startStage(stage []int) error {
 		case OnStart:
 			x.ready[t.Role] = nil
 		case OnListening:
-			go pollListening(x.ctx, t, rl.Port, i, x.updates, x.abandon, pr.gone)
+			go pollListening(x.ctx, t, rl.Port, rl.CM, i, x.updates, x.abandon, pr.gone)
 		}
 	}
 	for _, err := range errs {

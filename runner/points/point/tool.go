@@ -1,7 +1,8 @@
 package point
 
-// What roles that are not node need: readiness from `ss -ltn` on their
-// host, and report files read back from it.
+// What roles that are not node need: readiness from `ss -ltn` (or, for
+// rdma_cm, `rdma resource show cm_id`) on their host, and report files
+// read back from it.
 
 import (
 	"context"
@@ -28,20 +29,25 @@ const (
 	listenPollMax   = 50 * time.Millisecond
 )
 
-// ssListens runs ss -ltn on t's host and reports whether port listens.
-func ssListens(ctx context.Context, t role.Target, port int) (bool, error) {
-	out, err := t.Host.Run(ctx, peer.ReadyCommand)
-	if err != nil {
-		return false, fmt.Errorf("%s (iproute2) on the host: %w", strings.Join(peer.ReadyCommand, " "), err)
+// listens runs ss -ltn on t's host and reports whether port listens; with
+// cm, rdma resource show cm_id, and whether an rdma_cm id listens on it.
+func listens(ctx context.Context, t role.Target, port int, cm bool) (bool, error) {
+	cmd, parse, pkg := peer.ReadyCommand, peer.Listening, "iproute2"
+	if cm {
+		cmd, parse, pkg = peer.CMReadyCommand, peer.CMListening, "iproute2's rdma"
 	}
-	return peer.Listening(out, port)
+	out, err := t.Host.Run(ctx, cmd)
+	if err != nil {
+		return false, fmt.Errorf("%s (%s) on the host: %w", strings.Join(cmd, " "), pkg, err)
+	}
+	return parse(out, port)
 }
 
 // portFree refuses to start a role whose port already listens: another
 // program's socket would pass for the role's readiness, and its client
 // would measure that program.
-func portFree(ctx context.Context, t role.Target, port int) error {
-	busy, err := ssListens(ctx, t, port)
+func portFree(ctx context.Context, t role.Target, port int, cm bool) error {
+	busy, err := listens(ctx, t, port, cm)
 	switch {
 	case err != nil:
 		return err
@@ -51,10 +57,11 @@ func portFree(ctx context.Context, t role.Target, port int) error {
 	return nil
 }
 
-// pollListening runs ss -ltn on t's host until port listens, then sends
+// pollListening runs ss -ltn (with cm, rdma resource show cm_id) on t's
+// host until port listens, then sends
 // listening for role idx; a failure to run ss is sent as an error event.
 // It stops when the role is gone, the point is abandoned or ctx ends.
-func pollListening(ctx context.Context, t role.Target, port, idx int, updates chan<- update, abandon, gone <-chan struct{}) {
+func pollListening(ctx context.Context, t role.Target, port int, cm bool, idx int, updates chan<- update, abandon, gone <-chan struct{}) {
 	send := func(ev any) {
 		select {
 		case updates <- update{role: idx, ev: ev}:
@@ -63,7 +70,7 @@ func pollListening(ctx context.Context, t role.Target, port, idx int, updates ch
 	}
 	wait := listenPollFirst
 	for {
-		ok, err := ssListens(ctx, t, port)
+		ok, err := listens(ctx, t, port, cm)
 		switch {
 		case ctx.Err() != nil:
 			return

@@ -52,7 +52,10 @@ func (e *UnfitError) Hint() string         { return e.Problem.Hint }
 // needs of a role's RDMA device what Unfit says it cannot do. It asks
 // node on each role's host which device that role's connection would use,
 // as check does; a role whose device cannot be told is left to the point.
-func CheckDevices(ctx context.Context, p *plan.Plan, pts []plan.Point, s *hostset.Set) error {
+// What node chose is returned by role name (a role without a choice has
+// none), so a peer can be run on the same device, port and GID as node
+// (peer.Params.Chosen).
+func CheckDevices(ctx context.Context, p *plan.Plan, pts []plan.Point, s *hostset.Set) (map[string]results.DeviceChoice, error) {
 	var rdma []plan.Point
 	for _, pt := range pts {
 		if pt.Values.Str(param.Transport) == results.TransportRDMA {
@@ -60,10 +63,11 @@ func CheckDevices(ctx context.Context, p *plan.Plan, pts []plan.Point, s *hostse
 		}
 	}
 	if len(rdma) == 0 {
-		return nil
+		return nil, nil
 	}
 	needs := Needs(p, rdma, nil)
-	return s.EachRole(func(i int, t role.Target) error {
+	chosen := make([]*results.DeviceChoice, len(s.Roles))
+	err := s.EachRole(func(i int, t role.Target) error {
 		f, err := hostfacts.Collect(ctx, t.Host, hostfacts.Query{NodePath: t.NodePath, Devices: DevicesArgs(p, needs[i])})
 		if err != nil {
 			return t.Wrap(role.Facts, err)
@@ -71,8 +75,19 @@ func CheckDevices(ctx context.Context, p *plan.Plan, pts []plan.Point, s *hostse
 		if err := Refusal(t.Label, f, needs[i], rdma); err != nil {
 			return err
 		}
+		chosen[i] = f.Choice
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	choices := map[string]results.DeviceChoice{}
+	for i, c := range chosen {
+		if c != nil {
+			choices[s.Roles[i].Role] = *c
+		}
+	}
+	return choices, nil
 }
 
 // Refusal is CheckDevices' judgement of one role, labelled label, from

@@ -370,4 +370,20 @@ sweep: {matrix: {workload: [node, fio, ib_read_bw]}}
 	if got := ProgramsFor(pts[:1], "server"); len(got) != 0 {
 		t.Errorf("node's point needs %v, want nothing", got)
 	}
+	// Over rdma_cm, ib_read_bw's server is ready when its cm_id listens,
+	// which rdma (iproute2) shows, not ss.
+	_, cm := expandPlan(t, `name: t
+hosts: {server: {address: a}, client: {address: b}}
+transport: rdma
+rdma: {connect: cm}
+server: {file: /tmp/t.dat, file_size: 1MiB}
+sweep: {matrix: {workload: [ib_read_bw]}}
+`)
+	if got := names("server"); !slices.Equal(got, []string{"fio", "ib_read_bw", "ss"}) {
+		t.Errorf("over perftest's exchange the server host needs %v, want no rdma", got)
+	}
+	pts = cm
+	if got := names("server"); !slices.Equal(got, []string{"ib_read_bw", "ss", "rdma"}) {
+		t.Errorf("over rdma_cm the server host needs %v, want ib_read_bw, ss, rdma", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rdmasweep/plan"
+	"rdmasweep/results"
 	"rdmasweep/results/param"
 	"rdmasweep/runner/hint"
 	"rdmasweep/runner/hosts/hostset"
@@ -28,7 +29,8 @@ func PeerWorkloads(pts []plan.Point) []string {
 // ProgramsFor lists what role's host must have on its PATH for the
 // points' peer workloads: each tool where it runs (fio on the server's
 // host only), and ss on the server's host of a tool with a server (its
-// readiness). node run, deployed with node, bounds a tool's life.
+// readiness), with rdma beside it where the server listens through
+// rdma_cm. node run, deployed with node, bounds a tool's life.
 func ProgramsFor(pts []plan.Point, roleName string) []Program {
 	var out []Program
 	add := func(p Program) {
@@ -44,9 +46,21 @@ func ProgramsFor(pts []plan.Point, roleName string) []Program {
 		add(Program{Workload: w, Binary: t.Binary, Debian: t.Debian, RHEL: t.RHEL, Version: true})
 		if t.HasServer && roleName == "server" {
 			add(Program{Workload: w, Binary: peer.ReadyCommand[0], Debian: "iproute2", RHEL: "iproute"})
+			if overCM(pts, w) {
+				add(Program{Workload: w, Binary: peer.CMReadyCommand[0], Debian: "iproute2", RHEL: "iproute"})
+			}
 		}
 	}
 	return out
+}
+
+// overCM reports whether a point of workload w connects through rdma_cm:
+// its server's readiness is then rdma's (peer.CMReadyCommand), not ss's.
+func overCM(pts []plan.Point, w string) bool {
+	return slices.ContainsFunc(pts, func(pt plan.Point) bool {
+		v := pt.Values
+		return v.Str(param.Workload) == w && v.Str(param.Transport) == results.TransportRDMA && v.Str(param.Connect) == results.ConnectCM
+	})
 }
 
 // CheckPrograms refuses an exec, before any point, whose hosts lack a

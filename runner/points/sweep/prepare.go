@@ -41,6 +41,9 @@ type Exec struct {
 	Hosts  *hostset.Set
 	Rec    *manifest.Record
 	LogDir string
+	// Choices are node's device, port and GID on each role's host, by
+	// role name, from the devices gate (point.Runner.Choices).
+	Choices map[string]results.DeviceChoice
 }
 
 // Prepare does everything before the first point of todo: the log
@@ -101,9 +104,11 @@ func (e *Exec) gate(ctx context.Context, todo []resume.Job) error {
 	if err := preflight.CheckPrograms(ctx, e.Hosts, e.Points); err != nil {
 		return err
 	}
-	if err := preflight.CheckDevices(ctx, p, resume.Points(todo), e.Hosts); err != nil {
+	choices, err := preflight.CheckDevices(ctx, p, resume.Points(todo), e.Hosts)
+	if err != nil {
 		return err
 	}
+	e.Choices = choices
 	rec, err := manifest.Gather(ctx, p, e.Hosts, manifest.Exec{RunID: e.RunID, CSVPath: e.CSVPath, RunnerVersion: e.RunnerVersion, Set: e.Set})
 	if err != nil {
 		return err
@@ -140,7 +145,8 @@ func (e *Exec) PointRunner(left *leftover.Record, ts *series.File, cs *manifest.
 		Counters: func(pt plan.Point, rep int, t role.Target, c *results.Counters) {
 			cs.Add(manifest.CounterLine{PointKey: pt.Key, Repetition: rep, Role: t.Role, Host: t.Host.Name(), Counters: c})
 		},
-		Path: func(t role.Target, rp *results.RDMAPath) { e.Rec.AddPath(t, rp, e.Warn) },
+		Path:    func(t role.Target, rp *results.RDMAPath) { e.Rec.AddPath(t, rp, e.Warn) },
+		Choices: e.Choices,
 	}
 	return r
 }
