@@ -59,6 +59,12 @@ func goBuild(ctx context.Context, goarch string, args ...string) error {
 	if err != nil {
 		return err
 	}
+	return goBuildIn(ctx, root, goarch, args...)
+}
+
+// goBuildIn runs go with args in the module at root, statically for
+// goarch.
+func goBuildIn(ctx context.Context, root, goarch string, args ...string) error {
 	env, err := staticEnv(ctx, goarch)
 	if err != nil {
 		return err
@@ -89,6 +95,12 @@ func BuildNode(ctx context.Context, out string) error {
 // machine's) into out, as make node-rdma and make node-rdma-ARCH do.
 func BuildNodeFor(ctx context.Context, out, goarch string) error {
 	return goBuild(ctx, goarch, "build", "-tags", "rdma netgo osusergo", "-ldflags", "-X main.version=vmtest "+staticLDFlags, "-o", out, "./node")
+}
+
+// BuildNodeIn builds the static rdma node of the module at root (a
+// scratch copy a test changed) into out, for this machine.
+func BuildNodeIn(ctx context.Context, root, out string) error {
+	return goBuildIn(ctx, root, "", "build", "-tags", "rdma netgo osusergo", "-ldflags", "-X main.version=scratch "+staticLDFlags, "-o", out, "./node")
 }
 
 // BuildGuestTests builds the static test binary of the guest tests (package

@@ -41,6 +41,10 @@ type Manifest struct {
 	// per host, measured just before its first cold point
 	// (docs/ssd.md#the-disks-ceiling).
 	DiskCeilings []DiskCeiling `json:"disk_ceilings,omitempty"`
+	// Calibrations are the latest runner check --calibrate of each of the
+	// exec's server and client pairs, as found beside the CSV
+	// (CalibrationPathFor); none when the hosts were not calibrated.
+	Calibrations []Calibration `json:"calibrations,omitempty"`
 }
 
 // DiskCeiling is the best of a server file's ceiling runs

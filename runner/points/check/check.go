@@ -44,6 +44,9 @@ type Row struct {
 	Problems        []preflight.Problem
 	Programs        map[string]string // a cell per peer workload
 	kernel          string            // uname -r, for the ODP probe's hint
+	// choice is the device, port and GID node would use for the role's
+	// connection, for ib_read_bw beside it (Calibrate).
+	choice *results.DeviceChoice
 }
 
 func (row *Row) has(check string) bool {
@@ -58,6 +61,7 @@ type Table struct {
 	p         *plan.Plan
 	pts       []plan.Point
 	set       *hostset.Set
+	sums      []string // each role's node's SHA-256
 }
 
 // Refused is why runner check cannot judge p, or nil: its probes pair
@@ -141,7 +145,7 @@ func (c *Table) Judge(ctx context.Context) error {
 			return fmt.Errorf("node binary: %w", err)
 		}
 	}
-	c.Workloads = preflight.PeerWorkloads(c.pts)
+	c.Workloads, c.sums = preflight.PeerWorkloads(c.pts), sums
 	needs := preflight.Needs(c.p, c.pts, sums)
 	_ = c.set.EachRole(func(i int, t role.Target) error {
 		if clock, ok := c.Rows[i].readClock(ctx, t); ok {
@@ -210,7 +214,7 @@ func (c *Table) judgeRole(ctx context.Context, row *Row, t role.Target, need pre
 	row.State = state
 	row.Verdict.Warnings = append(row.Verdict.Warnings, warnings...)
 	row.Problems = append(row.Problems, row.Verdict.Problems...)
-	row.kernel = facts.Kernel
+	row.kernel, row.choice = facts.Kernel, facts.Choice
 	cells, problems := preflight.ProgramCells(ctx, t, c.pts)
 	row.Programs = cells
 	row.Problems = append(row.Problems, problems...)

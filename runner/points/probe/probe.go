@@ -31,6 +31,9 @@ type Env struct {
 	LogDir string       // node's logs of each probe
 	// Warn gets what a probe warns of; the runner says each once.
 	Warn func(msg string)
+	// Choices are the device, port and GID node chose on each role's
+	// host, by the plan's role name, for a peer to run on (Calibrate).
+	Choices map[string]results.DeviceChoice
 }
 
 // readValues are what a probe reads: 4 KiB of a 64 KiB file, verified,
@@ -49,6 +52,21 @@ var readValues = map[param.ID]any{
 // with the point's other values (the RDMA device, fabric fields) as they
 // are, unless set overrides them. ok is false when ctx ended.
 func (e Env) Read(ctx context.Context, pt plan.Point, pair preflight.Pair, transport string, set map[param.ID]any) (row results.Row, ok bool) {
+	values := map[param.ID]any{}
+	for name, v := range readValues {
+		values[name] = v
+	}
+	for name, v := range set {
+		values[name] = v
+	}
+	return e.run(ctx, pt, pair, "check-"+transport, transport, values)
+}
+
+// run runs pt once between pair alone, its roles renamed server and
+// client, with transport and values over the point's own, on a temporary
+// file removed afterwards, under the plan's timeouts capped at a minute.
+// ok is false when ctx ended.
+func (e Env) run(ctx context.Context, pt plan.Point, pair preflight.Pair, key, transport string, values map[param.ID]any) (row results.Row, ok bool) {
 	srv, cli := e.Set.Get(pair.Server.Name), e.Set.Get(pair.Client.Name)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -67,17 +85,20 @@ func (e Env) Read(ctx context.Context, pt plan.Point, pair preflight.Pair, trans
 	// One server and one client: the probe's point has the pair alone.
 	pt.Hosts = plan.Hosts{Servers: []plan.Host{pt.Hosts.Servers[pair.SI]}, Clients: []plan.Host{pt.Hosts.Clients[pair.CI]}}
 	srv.Role, cli.Role = "server", "client"
-	pt.Index, pt.Key = 0, "check-"+transport
+	pt.Index, pt.Key = 0, key
 	pt.Values = pt.Values.With(param.Transport, transport).With(param.File, file)
-	for name, v := range readValues {
-		if _, over := set[name]; !over {
-			pt.Values = pt.Values.With(name, v)
-		}
-	}
-	for name, v := range set {
+	for name, v := range values {
 		pt.Values = pt.Values.With(name, v)
 	}
 	sr := &point.Runner{Plan: &q, RunID: "check", Targets: []role.Target{srv, cli}, LogDir: e.LogDir, Warn: e.Warn}
+	if transport == results.TransportRDMA {
+		sr.Choices = map[string]results.DeviceChoice{}
+		for name, as := range map[string]string{pair.Server.Name: "server", pair.Client.Name: "client"} {
+			if c, ok := e.Choices[name]; ok {
+				sr.Choices[as] = c
+			}
+		}
+	}
 	rows, _, err := sr.Run(ctx, pt, 1)
 	if err != nil {
 		return results.Row{}, false

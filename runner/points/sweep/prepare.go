@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"rdmasweep/plan"
 	"rdmasweep/results"
@@ -119,6 +120,7 @@ func (e *Exec) gate(ctx context.Context, todo []resume.Job) error {
 			rec.M.Hosts[i] = manifest.Host{Role: t.Role, Name: e.Plan.Hosts.Roles()[i].Host.Address}
 		}
 	}
+	e.recordCalibrations(rec)
 	for _, far := range preflight.FarClocks(rec.M.Hosts) {
 		e.Warn(fmt.Sprintf("%s: %s", e.Hosts.Roles[far.Role].Label, preflight.ClockWarning(far.Clock)))
 	}
@@ -128,6 +130,47 @@ func (e *Exec) gate(ctx context.Context, todo []resume.Job) error {
 		return err
 	}
 	return rec.Write()
+}
+
+// recordCalibrations puts in the manifest the latest runner check
+// --calibrate of each of an rdma plan's server and client pairs, kept
+// beside the exec's CSV or the plan's own, and warns of each that
+// disagreed: node's figures on those hosts are not matched by perftest's.
+func (e *Exec) recordCalibrations(rec *manifest.Record) {
+	if e.Plan.Transport() != results.TransportRDMA {
+		return
+	}
+	var cs []manifest.Calibration
+	for i, csv := range []string{e.CSVPath, e.Plan.Output.CSV} {
+		if i == 1 && filepath.Clean(csv) == filepath.Clean(e.CSVPath) {
+			break
+		}
+		found, err := manifest.ReadCalibrations(manifest.CalibrationPathFor(csv))
+		if err != nil {
+			e.Warn(err.Error())
+		}
+		cs = append(cs, found...)
+	}
+	for _, pair := range preflight.Pairs(e.Plan) {
+		srv, cli := e.Hosts.Get(pair.Server.Name), e.Hosts.Get(pair.Client.Name)
+		if srv.Host == nil || cli.Host == nil {
+			continue
+		}
+		c := manifest.LatestCalibration(cs, srv.Host.Name(), cli.Host.Name())
+		if c == nil {
+			continue
+		}
+		rec.M.Calibrations = append(rec.M.Calibrations, *c)
+		if !c.Agree {
+			var off []string
+			for _, s := range c.Sizes {
+				if !s.Agree {
+					off = append(off, results.FormatSize(s.BlockSize)+" "+probe.CalibrationVerdict(s))
+				}
+			}
+			e.Warn(fmt.Sprintf("%s → %s: runner check --calibrate at %s found node and ib_read_bw disagree on these hosts (%s): node's figures here are not matched by perftest's", srv.Label, cli.Label, c.At, strings.Join(off, ", ")))
+		}
+	}
 }
 
 // PointRunner is the runner of this exec's points: its hosts, logs, the
