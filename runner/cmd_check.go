@@ -93,6 +93,10 @@ func runCheck(ctx context.Context, o checkOptions, g globals, args []string) err
 // calibrate runs check --calibrate once the table has no problem, and
 // keeps what it found beside the plan's CSV, where exec finds it.
 func calibrate(ctx context.Context, o checkOptions, g globals, p *plan.Plan, table *check.Table) ([]manifest.Calibration, error) {
+	if table.Problems() > 0 {
+		g.ui.warnf("--calibrate not run: it needs a check with no problem")
+		return nil, nil
+	}
 	cals, logs, err := table.Calibrate(ctx, o.pairs, func(what string) { g.ui.infof("calibrate %s", what) })
 	if err != nil || len(cals) == 0 { // none: a host lacks perftest, and the table says which
 		return nil, err
