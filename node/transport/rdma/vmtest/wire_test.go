@@ -140,7 +140,7 @@ func TestGuestWire(t *testing.T) {
 	for _, sub := range []struct {
 		name string
 		f    func(*testing.T)
-	}{{"ToS", lab.tos}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted},
+	}{{"ToS", lab.tos}, {"PeerLikeNode", lab.peerLikeNode}, {"Calibrate", lab.calibrate}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted},
 		{"NVMeoFRows", lab.nvmeofRows}, {"NVMeoFCorrupt", lab.nvmeofCorrupt}, {"NVMeoFKill", lab.nvmeofKill}, {"NVMeoFNoModule", lab.nvmeofNoModule}} {
 		t.Run(sub.name, func(t *testing.T) {
 			s := time.Now()
@@ -478,6 +478,8 @@ func (e *wireEnd) capture(t *testing.T) func() string {
 type rocePackets struct {
 	tos, mad map[int]int
 	dirs     map[string]int
+	// shapes counts data packets by "src>dst tos 0xNN length N".
+	shapes map[string]int
 }
 
 func (p rocePackets) String() string {
@@ -508,7 +510,7 @@ var (
 const madPayload = "280"
 
 func parseRoCECapture(out string) rocePackets {
-	p := rocePackets{tos: map[int]int{}, mad: map[int]int{}, dirs: map[string]int{}}
+	p := rocePackets{tos: map[int]int{}, mad: map[int]int{}, dirs: map[string]int{}, shapes: map[string]int{}}
 	tos := -1
 	for _, l := range strings.Split(out, "\n") {
 		if m := tosRE.FindStringSubmatch(l); m != nil {
@@ -520,6 +522,7 @@ func parseRoCECapture(out string) rocePackets {
 			} else {
 				p.dirs[m[1]+">"+m[2]]++
 				p.tos[tos]++
+				p.shapes[fmt.Sprintf("%s>%s tos 0x%x length %s", m[1], m[2], tos, m[3])]++
 			}
 			tos = -1
 		}
