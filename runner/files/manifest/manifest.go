@@ -47,8 +47,8 @@ type Manifest struct {
 	Calibrations []Calibration `json:"calibrations,omitempty"`
 }
 
-// DiskCeiling is the best of a server file's ceiling runs
-// (peer.CeilingRuns), with every run beside it.
+// DiskCeiling is the best of a server file's ceiling grid
+// (peer.CeilingRuns), with every run beside it, the probe first.
 type DiskCeiling struct {
 	Host string       `json:"host"` // as the CSV's server_host names it
 	File string       `json:"file"`
@@ -56,10 +56,13 @@ type DiskCeiling struct {
 	Runs []CeilingRun `json:"runs"`
 }
 
-// CeilingRun is one fio run of the ceiling: its argv and MB/s.
+// CeilingRun is one fio run of the ceiling: its argv and MB/s. Probe
+// marks the short time-based run that sizes the grid, which is the
+// ceiling only when no grid run fitted.
 type CeilingRun struct {
-	Argv []string `json:"argv"`
-	MBs  float64  `json:"mb_s"`
+	Argv  []string `json:"argv"`
+	MBs   float64  `json:"mb_s"`
+	Probe bool     `json:"probe,omitempty"`
 }
 
 // Ceilings are the manifest's disk ceilings by host, for

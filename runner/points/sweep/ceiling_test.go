@@ -83,7 +83,8 @@ output: {csv: out.csv, logs: logs}
 // first cold point has its file made cold by node prepare, then the probe,
 // then the grid's runs that keep at most a second of the probe's rate in
 // flight; a second cold point measures nothing again. The cold rows get
-// the best run, in the manifest too; warm rows stay empty.
+// the grid's best run (the probe's only when no grid run fits), in the
+// manifest too; warm rows stay empty.
 func TestCeilingBeforeFirstColdPoint(t *testing.T) {
 	for _, c := range []struct {
 		name              string
@@ -92,7 +93,8 @@ func TestCeilingBeforeFirstColdPoint(t *testing.T) {
 	}{
 		{"fast", 2000, 2500, 9},     // every grid run: 512 MiB in flight at most
 		{"throttled", 8, 9, 2},      // 8 MB in flight: 128 KiB × 32, one job
-		{"probe best", 500, 300, 8}, // not 1 MiB × 128 × 4 jobs (537 MB)
+		{"probe best", 500, 300, 8}, // not 1 MiB × 128 × 4 jobs (537 MB); the probe is not the ceiling
+		{"no grid", 0.1, 9, 1},      // 100 kB in flight: no grid run fits, so the probe is
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := &scriptedHost{probeMBs: c.probeMBs, gridMBs: c.gridMBs, fs: "ext2/ext3"}
@@ -121,7 +123,10 @@ func TestCeilingBeforeFirstColdPoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			best := max(c.probeMBs, c.gridMBs)
+			best := c.gridMBs
+			if c.runs == 1 {
+				best = c.probeMBs
+			}
 			if len(m.DiskCeilings) != 1 || m.DiskCeilings[0].MBs != best || len(m.DiskCeilings[0].Runs) != c.runs {
 				t.Fatalf("manifest disk_ceilings %+v, want one of %v MB/s over %d runs", m.DiskCeilings, best, c.runs)
 			}
