@@ -13,14 +13,15 @@ import (
 // io_uring, at every block, depth and job count of the grid, each job
 // over its own range of the file in whole blocks; a grid point whose
 // ranges hold no block is left out, and so is one that would keep more
-// bytes in flight than the probe read in a second.
+// bytes in flight than the probe read in a second, or more than
+// CeilingMaxRequests requests.
 func TestCeilingRunsSpanTheGrid(t *testing.T) {
 	for _, c := range []struct {
 		size, inFlight int64
 		want           int
 	}{
-		{1 << 30, 1 << 40, 8},
-		{1536 << 10, 1 << 40, 6}, // 1 MiB blocks fit one job's range, not four's
+		{1 << 30, 1 << 40, 6},    // not 128 deep × 4 jobs: 512 requests in flight
+		{1536 << 10, 1 << 40, 5}, // 1 MiB blocks fit one job's range, not four's
 		{64 << 10, 1 << 40, 0},
 		{1 << 30, 32 << 20, 4}, // 1 MiB × 32; 128 KiB × 32 (1 and 4 jobs) and × 128
 		{1 << 30, 8 << 20, 1},  // a drive at 8 MB/s: 128 KiB × 32
@@ -45,6 +46,9 @@ func TestCeilingRunsSpanTheGrid(t *testing.T) {
 			size, inc := num(t, argv, "--size="), num(t, argv, "--offset_increment=")
 			if inc != size || size < bs || size%bs != 0 || size*jobs > c.size {
 				t.Errorf("jobs' ranges overlap, or hold no whole block, or pass the file's end: %s", a)
+			}
+			if depth*jobs > CeilingMaxRequests {
+				t.Errorf("%d requests in flight, over %d: %s", depth*jobs, CeilingMaxRequests, a)
 			}
 			if bs*depth*jobs > c.inFlight {
 				t.Errorf("%d bytes in flight, over %d: %s", bs*depth*jobs, c.inFlight, a)

@@ -91,9 +91,9 @@ func TestCeilingBeforeFirstColdPoint(t *testing.T) {
 		probeMBs, gridMBs float64
 		runs              int
 	}{
-		{"fast", 2000, 2500, 9},     // every grid run: 512 MiB in flight at most
+		{"fast", 2000, 2500, 7},     // every grid run of at most 128 requests in flight
 		{"throttled", 8, 9, 2},      // 8 MB in flight: 128 KiB × 32, one job
-		{"probe best", 500, 300, 8}, // not 1 MiB × 128 × 4 jobs (537 MB); the probe is not the ceiling
+		{"probe best", 500, 300, 7}, // the probe is not the ceiling
 		{"no grid", 0.1, 9, 1},      // 100 kB in flight: no grid run fits, so the probe is
 	} {
 		t.Run(c.name, func(t *testing.T) {
