@@ -76,10 +76,20 @@ func TestDiskCeilingAcrossSSHHosts(t *testing.T) {
 	if dc.Host != host || dc.File != file || !(dc.MBs > 0) || len(dc.Runs) < 2 || len(dc.Runs) > 9 {
 		t.Errorf("manifest disk_ceilings[0] %s %s %v MB/s, %d runs; want %s %s, > 0, 2 to 9 runs", dc.Host, dc.File, dc.MBs, len(dc.Runs), host, file)
 	}
-	for _, run := range dc.Runs {
-		if run.MBs > dc.MBs || !strings.Contains(strings.Join(run.Argv, " "), "--direct=1") {
-			t.Errorf("run %v: %v MB/s above the ceiling %v, or not O_DIRECT", run.Argv, run.MBs, dc.MBs)
+	// The probe only sizes the grid: it reads its range round again, and
+	// may read faster than the disk gives once; the ceiling is the grid's
+	// best, every grid run at or under it.
+	best := 0.0
+	for i, run := range dc.Runs {
+		if run.Probe != (i == 0) || !strings.Contains(strings.Join(run.Argv, " "), "--direct=1") {
+			t.Errorf("run %d %v: probe %v, want the probe first and alone, all O_DIRECT", i, run.Argv, run.Probe)
 		}
+		if !run.Probe {
+			best = max(best, run.MBs)
+		}
+	}
+	if best != dc.MBs {
+		t.Errorf("ceiling %v MB/s, want the grid's best, %v", dc.MBs, best)
 	}
 	for _, row := range rows {
 		cache := row.Param("cache")
