@@ -10,16 +10,20 @@ import (
 )
 
 // lineRate is the rate of the link the server's data crosses: the rdma
-// port it serves on, or the netdev that has the address it listens on.
-func lineRate(info transport.ReadyInfo) (mbs *float64, unknown string) {
+// port it serves on, or the netdev that has the address it listens on;
+// mtu is that netdev's MTU over tcp (an rdma client reports its path's).
+func lineRate(info transport.ReadyInfo) (mbs *float64, unknown string, mtu int) {
 	if info.Path != nil {
-		return portLineRate(info.Path.Device, info.Path.IBPort)
+		mbs, unknown = portLineRate(info.Path.Device, info.Path.IBPort)
+		return mbs, unknown, 0
 	}
 	ifaces, err := linerate.Ifaces()
 	if err != nil {
-		return nil, err.Error()
+		return nil, err.Error(), 0
 	}
-	return known(linerate.TCP("/", ifaces, net.ParseIP(info.Address)))
+	r := linerate.TCP("/", ifaces, net.ParseIP(info.Address))
+	mbs, unknown = known(r)
+	return mbs, unknown, r.MTU
 }
 
 // portLineRate is the line rate of an RDMA port, as node serve records it

@@ -157,7 +157,7 @@ func read(ctx context.Context, out *session.Printer, tr transport.Transport, o *
 		StartUnixNs: start.UnixNano(), Histogram: m.Histogram,
 		LatSumUs: m.Latency.SumUs, LatSamples: m.Latency.N, RDMAPath: m.Path, WarmupS: warmedUp,
 		Counters: cnt, BlockSize: w.BlockSize, QueueDepth: w.QueueDepth, QPs: m.QPs,
-		FirstReadS: m.FirstReadS, LastReadS: m.LastReadS,
+		FirstReadS: m.FirstReadS, LastReadS: m.LastReadS, IdleS: m.IdleS,
 	}
 	r.BwMinIntervalMBs, r.BwCoV = steadiness(m.Intervals, o.interval, m.Seconds, int(o.blockSize))
 	if ol := m.OpenLoop; ol != nil {

@@ -125,6 +125,7 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 	diskCtx, stopDisk := context.WithCancel(ctx)
 	defer stopDisk()
 	sample.Disk(diskCtx, f.Path) // the cache state is set: every read from here is the point's
+	prepDisk, prepCPU := sample.DiskMark(), transport.StartCPU()
 	var populateS *float64
 	var populateRegion func(context.Context, []byte) error
 	if o.pipeline {
@@ -154,11 +155,13 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 		return err
 	}
 	defer srv.Close()
+	prep := preparation(prepDisk, prepCPU())
 	info := srv.Ready()
 	beginServer(sample, info) // before ready: a client may start at once
-	rate, rateUnknown := lineRate(info)
+	rate, rateUnknown, mtu := lineRate(info)
 	out.Event(results.Ready{
-		LineRateMBs: rate, LineRateUnknown: rateUnknown,
+		Prep:        prep,
+		LineRateMBs: rate, LineRateUnknown: rateUnknown, LineMTU: mtu,
 		Type: results.TypeReady, Transport: tr.Name(), Address: info.Address, Port: info.Port,
 		RegistrationS: info.RegistrationS, RegistrationMBs: info.RegistrationMBs,
 		CachedFraction: cached, Mapping: info.Mapping, Regions: info.Regions, GIDIndex: info.GIDIndex, FileCreated: f.Created,
@@ -186,6 +189,26 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 	})
 	out.Line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()
+}
+
+// preparation is what the server's preparation before ready (populate,
+// then the registration) used: its time, its disk's rate against the
+// mark taken at its start, and its busiest thread. nil when nothing was
+// timed; the disk's rate is absent without a disk.
+func preparation(mark counters.DiskMark, cpu transport.CPUTime) *results.Prep {
+	if cpu.WallS <= 0 {
+		return nil
+	}
+	p := &results.Prep{Seconds: cpu.WallS}
+	if n, ok := mark.Since(); ok {
+		mbs := float64(n) / cpu.WallS / 1e6
+		p.DiskReadMBs = &mbs
+	}
+	if cpu.ThreadS > 0 {
+		th := cpu.ThreadS / cpu.WallS
+		p.CPUThread = &th
+	}
+	return p
 }
 
 // populate brings f into the page cache before it is registered or

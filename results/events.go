@@ -79,6 +79,9 @@ type Ready struct {
 	// into the page cache, before the registration; nil with fault.
 	PopulateS   *float64 `json:"populate_s,omitempty"`
 	PopulateMBs *float64 `json:"populate_mb_s,omitempty"`
+	// Prep is what the preparation before ready used (node serve);
+	// bound_by_prep judges it.
+	Prep *Prep `json:"prep,omitempty"`
 	// RDMAPath is the rdma transport's side of the path; nil for tcp.
 	*RDMAPath
 	// LineRateMBs is the rate of the link the data crosses (the rdma
@@ -86,6 +89,19 @@ type Ready struct {
 	// known, and LineRateUnknown says why.
 	LineRateMBs     *float64 `json:"line_rate_mb_s,omitempty"`
 	LineRateUnknown string   `json:"line_rate_unknown,omitempty"`
+	// LineMTU is that netdev's MTU over tcp, in bytes; 0 for rdma (the
+	// client's result has the path MTU) and where unknown.
+	LineMTU int `json:"line_mtu,omitempty"`
+}
+
+// Prep is the server's preparation before ready, populate and
+// registration together: Seconds of it, its disk's read rate over them
+// (nil without a disk under the file), and its busiest thread's CPU
+// seconds per second.
+type Prep struct {
+	Seconds     float64  `json:"seconds"`
+	DiskReadMBs *float64 `json:"disk_read_mb_s,omitempty"`
+	CPUThread   *float64 `json:"cpu_thread,omitempty"`
 }
 
 // Result is node read's measurement. MB is 10^6 bytes. Latency is per read,
@@ -116,6 +132,9 @@ type Result struct {
 	// CPUThreadS is the busiest thread's CPU seconds over the same wall
 	// (0: not read).
 	CPUThreadS float64 `json:"cpu_thread_s,omitempty"`
+	// IdleS is the measured phase's time an rdma client's busy-polling
+	// loop had nothing to do (Seconds less it is work); absent for tcp.
+	IdleS *float64 `json:"idle_s,omitempty"`
 	// StartUnixNs is when the first measured read was issued, wall clock
 	// (CLOCK_REALTIME) in nanoseconds since the epoch, and Histogram every
 	// measured read's latency: what the runner needs to line up several

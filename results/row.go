@@ -136,6 +136,23 @@ type Row struct {
 	// one thread at one core is the bound, however many others idle.
 	CPUServerThread *float64 `csv:"cpu_server_thread"`
 	CPUClientThread *float64 `csv:"cpu_client_thread"`
+	// PathMTU is the data's MTU (rdma: the client's path MTU; tcp: the
+	// server's netdev's), LinkCapacityMBs the most payload the link
+	// carries and LinkCapacityFrom how it is known (SetLinkCapacity): the
+	// link's bound_by share is of it.
+	PathMTU          *int     `csv:"path_mtu"`
+	LinkCapacityMBs  *float64 `csv:"link_capacity_mb_s"`
+	LinkCapacityFrom string   `csv:"link_capacity_from"`
+	// CPUClientBusy is an rdma client's busy-polling loop's share of its
+	// measured phase spent working rather than polling an empty queue:
+	// its CPU's bound_by share, where cpu_client_thread is always near 1.
+	CPUClientBusy *float64 `csv:"cpu_client_busy"`
+	// BoundByPrep and BoundByPrepDetail judge a serial cold rdma row's
+	// preparation (Prep, from its ready event) as bound_by judges its
+	// READs (SetBoundBy).
+	BoundByPrep       string `csv:"bound_by_prep"`
+	BoundByPrepDetail string `csv:"bound_by_prep_detail"`
+	Prep              *Prep  `csv:"-"`
 }
 
 // Scope values.
@@ -174,6 +191,9 @@ func (r *Row) SetResult(res *Result) {
 	r.Verified = ref(res.Verified)
 	r.CPUClient = cpuPerSecond(res.CPUUserS, res.CPUSysS, res.CPUWallS)
 	r.CPUClientThread = threadPerSecond(res.CPUThreadS, res.CPUWallS)
+	if res.IdleS != nil && res.Seconds > 0 {
+		r.CPUClientBusy = ref(max(0, 1-*res.IdleS/res.Seconds))
+	}
 	r.BwMinIntervalMBs, r.BwCoV, r.WarmupUsedS = res.BwMinIntervalMBs, res.BwCoV, res.WarmupS
 	if o := res.OpenLoop; o != nil {
 		r.RespP50Us, r.RespP99Us, r.RespP999Us, r.RespMaxUs = &o.RespP50Us, &o.RespP99Us, &o.RespP999Us, &o.RespMaxUs
@@ -185,6 +205,9 @@ func (r *Row) SetResult(res *Result) {
 			r.Params["cq_moderation"] = strconv.Itoa(p.CQModeration)
 		}
 		r.LinkLayer = p.LinkLayer
+		if p.PathMTU > 0 {
+			r.PathMTU = ref(p.PathMTU)
+		}
 		if p.LinkLayer == "InfiniBand" {
 			lid := p.LID
 			r.LID = &lid
@@ -276,4 +299,8 @@ func (r *Row) SetReady(rd *Ready) {
 		r.Regions = &n
 	}
 	r.LineRateMBs, r.LineRateUnknown = rd.LineRateMBs, rd.LineRateUnknown
+	r.Prep = rd.Prep
+	if rd.LineMTU > 0 {
+		r.PathMTU = ref(rd.LineMTU)
+	}
 }

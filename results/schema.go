@@ -334,6 +334,12 @@ var schema = []Field{
 	{Column: "disk_read_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "node's server: its block device's read rate while the clients read; ÷ disk_ceiling_mb_s, the disk's bound_by share ([telemetry.md](telemetry.md#what-bound-a-row))"},
 	{Column: "cpu_server_thread", Doc: "node serve's busiest thread: its CPU seconds per second, 1.0 at one core; a CPU's bound_by share"},
 	{Column: "cpu_client_thread", Doc: "the same for node read"},
+	{Column: "path_mtu", Unit: "bytes", Doc: "rdma: the path MTU; tcp: the server's netdev's MTU"},
+	{Column: "link_capacity_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the most payload the link carries, of which the link's bound_by share is ([telemetry.md](telemetry.md#what-bound-a-row))"},
+	{Column: "link_capacity_from", Doc: "`line_rate` (at path_mtu) or `measured` (no line rate)"},
+	{Column: "cpu_client_busy", Unit: "ratio", Doc: "node read over rdma: its busy-polling loop's working share of the measured phase (the client CPU's bound_by share)"},
+	{Column: "bound_by_prep", Doc: "a serial cold rdma row: bound_by of the server's preparation before its READs"},
+	{Column: "bound_by_prep_detail", Doc: "its shares, as bound_by_detail"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

@@ -243,6 +243,10 @@ type Measurement struct {
 	// closed loop that read the region once from its start without
 	// warmup (rdma and tcp); nil otherwise.
 	FirstReadS, LastReadS *float64
+	// IdleS is the measured phase's time a busy-polling client had
+	// nothing to do (rdma); nil where the thread blocks instead (tcp),
+	// and its CPU time says the same.
+	IdleS *float64
 }
 
 // OpenLoop is what an open-loop client measures beside service latency

@@ -21,10 +21,17 @@ import (
 	"unsafe"
 )
 
+// Loopback is why a rate over loopback is unknown: no link carries the
+// data, so there is none to measure either.
+const Loopback = "loopback has no line rate"
+
 // Rate is a link's rate, or why it cannot be known.
 type Rate struct {
 	MBs     float64 // 0 when unknown
 	Unknown string  // why, when MBs is 0
+	// MTU is a network device's MTU in bytes, where its rate was read
+	// from one (Netdev); 0 otherwise.
+	MTU int
 }
 
 // Known reports whether the rate was read.
@@ -190,7 +197,11 @@ func Netdev(root, dev string) Rate {
 	if err != nil {
 		return Rate{Unknown: fmt.Sprintf("%s: %v", dev, err)}
 	}
-	return Rate{MBs: mbs}
+	r := Rate{MBs: mbs}
+	if b, err := os.ReadFile(filepath.Join(root, "sys/class/net", dev, "mtu")); err == nil {
+		r.MTU, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	return r
 }
 
 // Iface is a network device, its kind and its addresses (Ifaces).
@@ -214,14 +225,14 @@ func TCP(root string, ifaces []Iface, addr net.IP) Rate {
 	case addr.IsUnspecified():
 		return Rate{Unknown: "listening on all addresses, so no one link carries the data"}
 	case addr.IsLoopback():
-		return Rate{Unknown: "loopback has no line rate"}
+		return Rate{Unknown: Loopback}
 	}
 	i, ok := Holding(ifaces, addr)
 	switch {
 	case !ok:
 		return Rate{Unknown: fmt.Sprintf("no network device has the address %s", addr)}
 	case i.Loopback:
-		return Rate{Unknown: "loopback has no line rate"}
+		return Rate{Unknown: Loopback}
 	}
 	return Netdev(root, i.Name)
 }

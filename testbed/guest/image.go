@@ -115,13 +115,14 @@ var (
 
 // Packages are installed into the guest root, with their dependencies.
 // perftest (ib_read_bw) and fio are the peer workloads run in the guest;
+// iperf3 measures a wire whose NIC reports no speed;
 // tcpdump reads the RoCE packets' ToS off a wire, ethtool sets a wire
 // NIC's speed, and capsh (libcap2-bin) starts an sshd without
 // capabilities, as a container's would be.
 var Packages = []string{
 	"rdma-core", "ibverbs-providers", "ibverbs-utils", "perftest", "iproute2", "kmod",
 	"openssh-server", "openssh-sftp-server", "busybox", "fio", "tcpdump", "libcap2-bin",
-	"ethtool",
+	"ethtool", "iperf3",
 }
 
 // modules are loaded in the guest (with their dependencies): every kernel

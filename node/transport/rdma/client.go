@@ -563,6 +563,8 @@ func (c *client) measurement(o *C.rs_run_out, w transport.Workload, h *results.H
 		CPU:       used,
 		QPs:       len(c.q.qps),
 	}
+	idle := float64(o.idle_ns) / 1e9
+	m.IdleS = &idle
 	if o.intervals != nil {
 		m.Intervals = append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(o.intervals)), int(o.nintervals))...)
 	}

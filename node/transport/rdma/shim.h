@@ -194,6 +194,11 @@ typedef struct {
 	// The first and the last completion of the run, warmup included
 	// (CLOCK_MONOTONIC ns, when polled).
 	uint64_t first_done_ns, last_done_ns;
+	// idle_ns is the measured phase's time the loop had nothing to do:
+	// from the first empty poll after a completion (or a wait for a
+	// pipelined server's next region) to the next completion. The rest
+	// of seconds_ns is work: verifying, posting, reaping.
+	uint64_t idle_ns;
 } rs_run_out;
 
 // rs_sched mirrors node/workload.Schedule: the due times, from a phase's

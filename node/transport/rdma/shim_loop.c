@@ -431,6 +431,7 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 
 	uint64_t t = now_ns();
 	uint64_t start = t, last_done = t;
+	uint64_t idle_from = 0; // when the loop last found nothing to do
 	unsigned idle = 0;
 	if (begin(l, start, measure))
 		return -1;
@@ -451,6 +452,8 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 				// Waiting for the server's next region with nothing in
 				// flight: nothing can stall, and the gate is Go's to
 				// open (or the cancel flag, when the server failed).
+				if (measure && !idle_from)
+					idle_from = now_ns();
 				struct timespec ts = {0, 20000};
 				nanosleep(&ts, NULL);
 				if (*a->cancel && o->status == RS_OK) {
@@ -474,6 +477,8 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 		if (n == 0) {
 			if (l->ntouched && post_chains(l)) // fences queued by a cancel
 				return -1;
+			if (measure && !idle_from) // once a wait: not on every empty poll
+				idle_from = now_ns();
 			// The clock only now and then: an empty poll is the most
 			// frequent path.
 			if (++idle % 1024 == 0 && now_ns() - last_done > a->stall_ns) {
@@ -484,6 +489,10 @@ static int phase(loop *l, int64_t count, uint64_t until_ns, int measure) {
 		}
 		t = now_ns();
 		last_done = t;
+		if (idle_from) {
+			o->idle_ns += t - idle_from;
+			idle_from = 0;
+		}
 		if (count <= 0 && t >= until_ns)
 			stop_issuing(l);
 		interval_at(l, t);
@@ -518,6 +527,7 @@ static int open_phase(loop *l, rs_sched *sched, int measure) {
 	uint64_t due = start + rs_sched_next(sched); // valid while issued < n
 	int64_t issued = 0;
 	uint64_t opened = 0; // when the window last opened after it was full
+	uint64_t idle_from = 0; // when the loop last found nothing to do
 	int waiting = 0;     // a due read found the window full
 	if (sched->n == 0)
 		l->stopped = 1;
@@ -549,6 +559,8 @@ static int open_phase(loop *l, rs_sched *sched, int measure) {
 		if (n < 0)
 			return -1;
 		if (n == 0) {
+			if (measure && !idle_from)
+				idle_from = t;
 			uint64_t since = last_done > last_post ? last_done : last_post;
 			if (l->inflight > 0 && t - since > a->stall_ns) {
 				o->status = RS_STALLED;
@@ -558,6 +570,10 @@ static int open_phase(loop *l, rs_sched *sched, int measure) {
 		}
 		t = now_ns();
 		last_done = t;
+		if (idle_from) {
+			o->idle_ns += t - idle_from;
+			idle_from = 0;
+		}
 		interval_at(l, t);
 		if (reap(l, wc, n, t, measure, INT64_MAX))
 			return -1;

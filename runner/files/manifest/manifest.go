@@ -45,6 +45,23 @@ type Manifest struct {
 	// exec's server and client pairs, as found beside the CSV
 	// (CalibrationPathFor); none when the hosts were not calibrated.
 	Calibrations []Calibration `json:"calibrations,omitempty"`
+	// LinkCapacities are the links measured because their NIC reports no
+	// line rate, one per server and client host pair and transport
+	// (docs/telemetry.md#what-bound-a-row).
+	LinkCapacities []LinkCapacity `json:"link_capacities,omitempty"`
+}
+
+// LinkCapacity is what the peer (iperf3 over tcp, ib_read_bw over rdma)
+// read at 1 MiB between two hosts whose link has no line rate: the
+// capacity the rows between them weigh the link's share against. MBs is 0
+// and Error says why when the run failed.
+type LinkCapacity struct {
+	Server    string  `json:"server"` // as the CSV's server_host names it
+	Client    string  `json:"client"`
+	Transport string  `json:"transport"`
+	Workload  string  `json:"workload"`
+	MBs       float64 `json:"mb_s"`
+	Error     string  `json:"error,omitempty"`
 }
 
 // DiskCeiling is the best of a server file's ceiling grid

@@ -135,6 +135,29 @@ func (rec *Record) AddCeiling(dc DiskCeiling) error {
 	return rec.Write()
 }
 
+// AddLinkCapacity records a link's measured capacity and rewrites the
+// manifest.
+func (rec *Record) AddLinkCapacity(lc LinkCapacity) error {
+	rec.mu.Lock()
+	rec.M.LinkCapacities = append(rec.M.LinkCapacities, lc)
+	rec.mu.Unlock()
+	return rec.Write()
+}
+
+// LinkCapacities are the link capacities measured so far, by
+// results.LinkKey.
+func (rec *Record) LinkCapacities() map[string]float64 {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	out := map[string]float64{}
+	for _, lc := range rec.M.LinkCapacities {
+		if lc.MBs > 0 {
+			out[results.LinkKey(lc.Server, lc.Client, lc.Transport)] = lc.MBs
+		}
+	}
+	return out
+}
+
 // Ceilings are the disk ceilings recorded so far, by host.
 func (rec *Record) Ceilings() map[string]float64 {
 	rec.mu.Lock()

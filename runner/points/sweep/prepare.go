@@ -132,6 +132,14 @@ func (e *Exec) gate(ctx context.Context, todo []resume.Job) error {
 	return rec.Write()
 }
 
+// hostOf is the name of role's host as its rows carry it, "" when down.
+func (e *Exec) hostOf(role string) string {
+	if t := e.Hosts.Get(role); t.Host != nil {
+		return t.Host.Name()
+	}
+	return ""
+}
+
 // recordCalibrations puts in the manifest the latest runner check
 // --calibrate of each of an rdma plan's server and client pairs, kept
 // beside the exec's CSV or the plan's own, and warns of each that
@@ -223,7 +231,9 @@ func (e *Exec) run(ctx context.Context, csv Appender, w Watch, sweep func(*Sweep
 	cs := manifest.NewCounters(manifest.CountersPathFor(e.CSVPath, e.RunID))
 	defer cs.Close()
 	c := &Ceilings{Targets: e.Hosts.Roles, Rec: e.Rec, Info: e.Info, Warn: e.WarnOnce}
-	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts, cs), CSV: csv, Down: e.Hosts.Down, Warn: e.Warn, Ceilings: c, Watch: w})
+	env := probe.Env{Plan: e.Plan, Set: e.Hosts, LogDir: e.LogDir, Warn: e.WarnOnce, Choices: e.Choices}
+	l := &Links{Plan: e.Plan, HostOf: e.hostOf, Measure: env.LinkCapacity, Rec: e.Rec, Info: e.Info, Warn: e.WarnOnce}
+	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts, cs), CSV: csv, Down: e.Hosts.Down, Warn: e.Warn, Ceilings: c, Links: l, Watch: w})
 	if err == nil {
 		out.SeriesErr, out.CountersErr = ts.Close(), cs.Close()
 	}

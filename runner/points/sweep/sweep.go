@@ -36,6 +36,9 @@ type Sweep struct {
 	// Ceilings, when set, measures the disk's ceiling under a cold
 	// point's file before the point, and sets it on the cold rows.
 	Ceilings *Ceilings
+	// Links, when set, measures a link that reports no line rate; unset,
+	// rows weigh their link against the line rate alone.
+	Links *Links
 	Watch
 }
 
@@ -120,7 +123,8 @@ func (s *Sweep) measure(ctx context.Context, j resume.Job) ([]results.Row, point
 		}
 		return nil, tm, err
 	}
-	s.Ceilings.Set(rows) // bound_by weighs the disk against its ceiling
+	s.Ceilings.Set(rows)            // bound_by weighs the disk against its ceiling,
+	s.Links.Set(ctx, j.Point, rows) // and the link against its capacity
 	for i := range rows {
 		rows[i].SetBoundBy()
 		rows[i].SetColdReadFraction()

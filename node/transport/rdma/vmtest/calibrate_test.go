@@ -107,6 +107,15 @@ func (l *wireLab) checkCalibrate(t *testing.T, plan, pairs string) []calSize {
 // node made slower than ib_read_bw on purpose. It returns "" after
 // failing t; it may run in a goroutine of its own.
 func slowedNode(t *testing.T, ctx context.Context) string {
+	return patchedNode(t, ctx, "node-slowed", "\t\treturn -1;\n\t}\n\treturn n;\n}\n",
+		"\t\treturn -1;\n\t}\n\tif (n > 0)\n\t\tusleep(50000);\n\treturn n;\n}\n")
+}
+
+// patchedNode builds node from a scratch copy of the module whose
+// shim_loop.c has its one occurrence of old replaced by new (and
+// unistd.h included), as name. It returns "" after failing t; it may run
+// in a goroutine of its own.
+func patchedNode(t *testing.T, ctx context.Context, name, old, new string) string {
 	root, err := guest.ModuleRoot(ctx)
 	if err != nil {
 		t.Error(err)
@@ -144,20 +153,19 @@ func slowedNode(t *testing.T, ctx context.Context) string {
 		return ""
 	}
 	src := string(b)
-	poll := "\t\treturn -1;\n\t}\n\treturn n;\n}\n"
-	if strings.Count(src, poll) != 1 || !strings.Contains(src, "#include \"shim_impl.h\"\n") {
-		t.Errorf("shim_loop.c's poll_cq has changed: the slowdown has nowhere to go")
+	if strings.Count(src, old) != 1 || !strings.Contains(src, "#include \"shim_impl.h\"\n") {
+		t.Errorf("shim_loop.c has changed: %q is not there once, so %s has nowhere to go", old, name)
 		return ""
 	}
-	src = strings.Replace(src, poll, "\t\treturn -1;\n\t}\n\tif (n > 0)\n\t\tusleep(50000);\n\treturn n;\n}\n", 1)
+	src = strings.Replace(src, old, new, 1)
 	src = strings.Replace(src, "#include \"shim_impl.h\"\n", "#include \"shim_impl.h\"\n#include <unistd.h>\n", 1)
 	if err := os.WriteFile(loop, []byte(src), 0o644); err != nil {
 		t.Error(err)
 		return ""
 	}
-	out := filepath.Join(t.TempDir(), "node-slowed")
+	out := filepath.Join(t.TempDir(), name)
 	if err := guest.BuildNodeIn(ctx, dst, out); err != nil {
-		t.Errorf("build the slowed node: %v", err)
+		t.Errorf("build %s: %v", name, err)
 		return ""
 	}
 	return out

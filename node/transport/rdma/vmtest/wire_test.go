@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	"rdmasweep/results"
 	"rdmasweep/runner/files/csvfile"
 	"rdmasweep/runner/files/manifest"
+	"rdmasweep/runner/points/peer"
 	"rdmasweep/testbed/guest"
 	"rdmasweep/testbed/testenv"
 )
@@ -140,7 +142,7 @@ func TestGuestWire(t *testing.T) {
 	for _, sub := range []struct {
 		name string
 		f    func(*testing.T)
-	}{{"ToS", lab.tos}, {"PeerLikeNode", lab.peerLikeNode}, {"Calibrate", lab.calibrate}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted},
+	}{{"ToS", lab.tos}, {"PeerLikeNode", lab.peerLikeNode}, {"Calibrate", lab.calibrate}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"BoundByMeasuredLink", lab.boundByMeasuredLink}, {"BoundByClientCPU", lab.boundByClientCPU}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted},
 		{"NVMeoFRows", lab.nvmeofRows}, {"NVMeoFCorrupt", lab.nvmeofCorrupt}, {"NVMeoFKill", lab.nvmeofKill}, {"NVMeoFNoModule", lab.nvmeofNoModule}} {
 		t.Run(sub.name, func(t *testing.T) {
 			s := time.Now()
@@ -188,6 +190,22 @@ func startWireLab(t *testing.T, ctx context.Context, k guest.Kernel) *wireLab {
 	return lab
 }
 
+// wireCPUs is how many vCPUs each wire guest has: 1, as the tests hold
+// their figures to, or $RDMASWEEP_WIRE_CPUS for a benchmark by hand
+// (TestBenchSSDWire: what one vCPU shared by rxe's kernel work and node's
+// loop costs).
+func wireCPUs(t *testing.T) int {
+	v := os.Getenv("RDMASWEEP_WIRE_CPUS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || testenv.InCI() {
+		t.Fatalf("RDMASWEEP_WIRE_CPUS=%q: want a count of vCPUs, and only by hand (not under CI=true)", v)
+	}
+	return n
+}
+
 // bootWire boots the server guest (the wire's listening end, with the
 // NVMe drive) and, once its qemu listens, the client guest, which
 // connects; the two boot side by side, on kernel k. It returns both with
@@ -201,7 +219,7 @@ func bootWire(t *testing.T, ctx context.Context, k guest.Kernel, disk string) (s
 	boot := func(w guest.Wire, nvme string) (*wireEnd, error) {
 		e := &wireEnd{console: &consoleLog{}}
 		var err error
-		o := guest.Options{Kernel: k, OneNIC: true, CPUs: 1, MemoryMB: 1024, Wire: &w, NVMe: nvme, Console: e.console, Log: testLog{t}}
+		o := guest.Options{Kernel: k, OneNIC: true, CPUs: wireCPUs(t), MemoryMB: 1024, Wire: &w, NVMe: nvme, Console: e.console, Log: testLog{t}}
 		if nvme != "" {
 			o.NVMeReadBPS = wireDiskBPS
 		}
@@ -842,10 +860,96 @@ func (l *wireLab) boundByLink(t *testing.T) {
 	if r.LineRateMBs == nil || *r.LineRateMBs != 12.5 {
 		t.Fatalf("line_rate_mb_s %s, want 12.5 (the NIC's speed 100)", fmtPtr(r.LineRateMBs))
 	}
-	share := fmt.Sprintf("link %.2f", deref(r.BandwidthMBs) / *r.LineRateMBs)
+	// tcp's payload at MTU 1500: 1448 bytes of 1538 on the wire.
+	want := 12.5 * results.PayloadShare(results.TransportTCP, "", 1500)
+	if r.PathMTU == nil || *r.PathMTU != 1500 || r.LinkCapacityFrom != results.LinkFromLineRate || r.LinkCapacityMBs == nil || math.Abs(*r.LinkCapacityMBs-want) > 0.01 {
+		t.Fatalf("path_mtu %s, link_capacity_mb_s %s from %q; want 1500, %.2f from %s", mtuText(r.PathMTU), fmtPtr(r.LinkCapacityMBs), r.LinkCapacityFrom, want, results.LinkFromLineRate)
+	}
+	share := fmt.Sprintf("link %.2f", deref(r.BandwidthMBs) / *r.LinkCapacityMBs)
 	if r.BoundBy == "" || !strings.Contains(r.BoundByDetail, share) {
 		t.Errorf("bound_by %q (%s); want a verdict whose detail has the link's share, %s", r.BoundBy, r.BoundByDetail, share)
 	}
+}
+
+func mtuText(p *int) string {
+	if p == nil {
+		return "none"
+	}
+	return strconv.Itoa(*p)
+}
+
+// boundByMeasuredLink: the server's wire NIC without the speed qemu
+// gives it (guest.NICSpeed), as virtio's is by default, and carrying
+// 100 Mb/s (netem's rate). The row has no line rate, so the runner
+// measures the link with iperf3 at 1 MiB between the guests, records it
+// in the manifest, and weighs the warm tcp point's link share against
+// it. Whether the link is then named is a share of two rates the loaded
+// machine moves, checked on an idle machine by TestBenchBoundByLink.
+func (l *wireLab) boundByMeasuredLink(t *testing.T) {
+	r := l.measuredLinkRow(t)
+	share := fmt.Sprintf("link %.2f", deref(r.BandwidthMBs) / *r.LinkCapacityMBs)
+	if r.BoundBy == "" || !strings.Contains(r.BoundByDetail, share) {
+		t.Errorf("bound_by %q (%s); want a verdict whose detail has the link's share of the measured capacity, %s", r.BoundBy, r.BoundByDetail, share)
+	}
+}
+
+// boundByClientCPU: node built from a scratch copy whose client checks
+// each block 20 times over before the check that counts: a client slowed
+// by verification on its one vCPU. A warm, verified rdma point of 1 MiB
+// reads is named bound by the client's CPU, from its busy-polling loop's
+// working share (cpu_client_busy), though its thread's CPU time, a core
+// whatever it does, says nothing.
+func (l *wireLab) boundByClientCPU(t *testing.T) {
+	node := patchedNode(t, l.ctx, "node-slow-verify", "\t\tint64_t bad;\n\t\tif (!rs_check(",
+		"\t\tint64_t bad;\n\t\tfor (int k = 0; k < 20; k++)\n\t\t\t(void)rs_check(a->buf + (size_t)slot * a->bs, a->bs, (uint64_t)block * a->bs, a->seed, &bad);\n\t\tif (!rs_check(")
+	if node == "" {
+		t.FailNow()
+	}
+	plan := l.plan(t, "wire-cpu", `server: {file: /tmp/rdmasweep-cpu.dat, file_size: 16MiB, create: true, cache: warm}
+client: {block_size: 1MiB, queue_depth: 4, duration: 3s, warmup: 1s, verify: true}
+`)
+	rows := l.exec(t, plan, "wire-cpu", "--set", "node.binary="+node)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	r := rows[0]
+	t.Logf("%s %s, %.1f MB/s, cpu_client_busy %s, cpu_client_thread %s, bound_by %s (%s); %s", r.Status, r.Error, deref(r.BandwidthMBs), fmtPtr(r.CPUClientBusy), fmtPtr(r.CPUClientThread), r.BoundBy, r.BoundByDetail, testenv.Load())
+	if r.Status != results.StatusOK || r.Verified == nil || !*r.Verified {
+		t.Fatalf("status %q %q, verified %v; want ok and verified", r.Status, r.Error, r.Verified)
+	}
+	if !strings.Contains(r.BoundBy, results.BoundCPUClient) {
+		t.Errorf("bound_by %q (%s); want cpu_client", r.BoundBy, r.BoundByDetail)
+	}
+}
+
+// measuredLinkRow runs the bound_by plan warm over tcp with the server's
+// wire NIC of unknown speed carrying 100 Mb/s, and holds its row to a
+// capacity measured by iperf3, in the manifest too.
+func (l *wireLab) measuredLinkRow(t *testing.T) results.Row {
+	nic := l.server.nic
+	// SPEED_UNKNOWN, (u32)-1, is a speed virtio takes; sysfs then reads -1.
+	speed := strings.TrimSpace(l.server.sh(t, "modprobe sch_netem; ethtool -s "+nic+" speed 4294967295 2>&1; tc qdisc replace dev "+nic+" root netem rate 100mbit; cat /sys/class/net/"+nic+"/speed"))
+	t.Cleanup(func() { l.server.sh(t, "ethtool -s "+nic+" speed 10000 duplex full; tc qdisc del dev "+nic+" root") })
+	if speed != "-1" {
+		t.Fatalf("the wire NIC's speed reads %q; want it unknown, as virtio's is", speed)
+	}
+	rows := l.exec(t, l.boundPlan(t, "warm"), "wire-measured", "--set", "transport="+results.TransportTCP, "--out", "out/wire-measured.csv")
+	if len(rows) != 1 || rows[0].Status != results.StatusOK {
+		t.Fatalf("%d rows (%+v); want one, ok", len(rows), rows)
+	}
+	r := rows[0]
+	t.Logf("%.1f MB/s, link_capacity_mb_s %s from %q, bound_by %s (%s); %s", deref(r.BandwidthMBs), fmtPtr(r.LinkCapacityMBs), r.LinkCapacityFrom, r.BoundBy, r.BoundByDetail, testenv.Load())
+	if r.LineRateMBs != nil || r.LinkCapacityFrom != results.LinkFromMeasured || r.LinkCapacityMBs == nil || *r.LinkCapacityMBs > 12.5 {
+		t.Fatalf("line_rate_mb_s %s, link_capacity_mb_s %s from %q; want no line rate and a measured capacity of at most the 12.5 MB/s netem passes", fmtPtr(r.LineRateMBs), fmtPtr(r.LinkCapacityMBs), r.LinkCapacityFrom)
+	}
+	m, err := manifest.Read(manifest.PathFor(filepath.Join(l.dir, "out", "wire-measured.csv"), r.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.LinkCapacities); n != 1 || m.LinkCapacities[0].Workload != peer.Iperf3 || m.LinkCapacities[0].MBs != *r.LinkCapacityMBs {
+		t.Fatalf("manifest link_capacities %+v; want iperf3's %.2f MB/s alone", m.LinkCapacities, *r.LinkCapacityMBs)
+	}
+	return r
 }
 
 // linkBoundRow runs the bound_by plan warm over tcp with the server's
@@ -901,6 +1005,13 @@ sweep:
 	}
 	if serial.EndToEndMBs == nil || pipe.EndToEndMBs == nil || pipe.FirstReadMs == nil {
 		t.Fatalf("end_to_end_mb_s serial %s, pipelined %s, first_read_ms %s; want all three", fmtPtr(serial.EndToEndMBs), fmtPtr(pipe.EndToEndMBs), fmtPtr(pipe.FirstReadMs))
+	}
+	// The serial row's preparation read the file off the drive before its
+	// READs: it is judged apart, with the disk's share in it; the
+	// pipelined row's preparation is its READs' time, judged by bound_by.
+	t.Logf("serial: bound_by_prep %s (%s)", serial.BoundByPrep, serial.BoundByPrepDetail)
+	if serial.BoundByPrep == "" || !strings.Contains(serial.BoundByPrepDetail, results.BoundDisk+" ") || pipe.BoundByPrep != "" {
+		t.Errorf("bound_by_prep serial %q (%s), pipelined %q; want the serial preparation judged with the disk's share, the pipelined not", serial.BoundByPrep, serial.BoundByPrepDetail, pipe.BoundByPrep)
 	}
 	disk, wire := deref(fio.BandwidthMBs), deref(warm.BandwidthMBs)
 	if e := *pipe.EndToEndMBs; e < 0.9*min(disk, wire) {

@@ -1,0 +1,33 @@
+//go:build rdmaguest
+
+package guest
+
+import (
+	"testing"
+)
+
+// TestIdleShare: an rdma client busy-polls, so its thread's CPU is a core
+// whatever it does; idle_s is the share of its measured phase in which it
+// found nothing to do. An open loop offering 1 MB/s of 64 KiB reads (16 a
+// second) waits almost all the time: idle at least 0.8 of its seconds,
+// its cpu_client_busy at most 0.2. A closed loop that verifies 1 MiB
+// blocks has both parts, each in (0, seconds).
+func TestIdleShare(t *testing.T) {
+	_, open, _ := point(t, "", serveArgs(t, "16MiB"), []string{"--block-size", "64KiB", "--queue-depth", "16", "--total", "0", "--duration", "2s", "--rate", "1MB/s"})
+	if open.IdleS == nil || *open.IdleS < 0.8*open.Seconds || *open.IdleS > open.Seconds {
+		t.Errorf("open loop at 1 MB/s: idle_s %v of %.3f s; want at least 0.8 of it", open.IdleS, open.Seconds)
+	}
+	_, closed, _ := point(t, "", serveArgs(t, "16MiB"), []string{"--block-size", "1MiB", "--queue-depth", "4", "--total", "0", "--duration", "2s", "--verify"})
+	if closed.IdleS == nil || *closed.IdleS <= 0 || *closed.IdleS >= closed.Seconds {
+		t.Errorf("closed loop, verified: idle_s %v of %.3f s; want some, less than all", closed.IdleS, closed.Seconds)
+	}
+	for _, r := range []struct {
+		what string
+		s    float64
+		idle *float64
+	}{{"open", open.Seconds, open.IdleS}, {"closed", closed.Seconds, closed.IdleS}} {
+		if r.idle != nil {
+			t.Logf("%s loop: idle %.3f of %.3f s, working share %.2f", r.what, *r.idle, r.s, 1-*r.idle/r.s)
+		}
+	}
+}
