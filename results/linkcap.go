@@ -55,11 +55,13 @@ func LinkKey(server, client, transport string) string {
 	return server + " → " + client + " " + transport
 }
 
-// NeedsLinkCapacity reports whether an ok row's link has no line rate
-// from its NIC and crosses a link that a measurement would find: not
-// loopback.
+// NeedsLinkCapacity reports whether an ok row's server said its link has
+// no line rate (node serve does; a peer's row, with no node serving, says
+// nothing, and measuring its link with the peer itself would name the
+// peer's rate the link's) and the link is one a measurement would find:
+// not loopback.
 func (r Row) NeedsLinkCapacity() bool {
-	return r.Status == StatusOK && r.LineRateMBs == nil && r.LineRateUnknown != linerate.Loopback &&
+	return r.Status == StatusOK && r.LineRateMBs == nil && r.LineRateUnknown != "" && r.LineRateUnknown != linerate.Loopback &&
 		r.ServerHost != "" && r.ClientHost != ""
 }
 

@@ -34,8 +34,8 @@ func TestPayloadShare(t *testing.T) {
 
 // A row's link capacity is its line rate at the protocol's payload share
 // where the NIC reports a rate; where it reports none, the capacity
-// measured between its two hosts over its transport; over loopback,
-// none. The link's bound_by share is of the capacity: RoCE at 1024 bytes
+// measured between its two hosts over its transport; over loopback, or
+// for a peer's row (no node served it to say), none. The link's bound_by share is of the capacity: RoCE at 1024 bytes
 // reading 0.88 of the line rate is bound by the link (0.95 of what the
 // link carries), though 0.88 of the line rate alone is not.
 func TestSetLinkCapacity(t *testing.T) {
@@ -43,11 +43,18 @@ func TestSetLinkCapacity(t *testing.T) {
 	mtu := func(n int) *int { return &n }
 	measured := map[string]float64{LinkKey("a", "b", TransportTCP): 40, LinkKey("a", "b", TransportRDMA): 12}
 	row := func(transport string, bw, line *float64, pmtu *int) Row {
-		return Row{Status: StatusOK, Params: map[string]string{"transport": transport}, ServerHost: "a", ClientHost: "b",
+		r := Row{Status: StatusOK, Params: map[string]string{"transport": transport}, ServerHost: "a", ClientHost: "b",
 			BandwidthMBs: bw, LineRateMBs: line, PathMTU: pmtu, LinkLayer: map[string]string{TransportRDMA: "Ethernet"}[transport]}
+		if line == nil {
+			r.LineRateUnknown = "read eth1's speed: invalid argument"
+		}
+		return r
 	}
 	loop := row(TransportTCP, f(38), nil, nil)
 	loop.LineRateUnknown = linerate.Loopback
+	peer := row(TransportRDMA, f(12), nil, nil)
+	peer.LineRateUnknown = ""
+	peer.Params["workload"] = "ib_read_bw"
 	other := row(TransportTCP, f(38), nil, nil)
 	other.ClientHost = "c"
 	failed := row(TransportTCP, nil, f(1250), mtu(1500))
@@ -66,6 +73,7 @@ func TestSetLinkCapacity(t *testing.T) {
 		{"virtio, tcp", row(TransportTCP, f(38), nil, mtu(1500)), "40.0", LinkFromMeasured, BoundLink, "link 0.95"},
 		{"virtio, rdma", row(TransportRDMA, f(6), nil, mtu(1024)), "12.0", LinkFromMeasured, BoundUnknown, "nearest: link 0.50"},
 		{"loopback", loop, "", "", "", ""},
+		{"a peer's row, no node serving", peer, "", "", "", ""},
 		{"a pair not measured", other, "", "", "", ""},
 		{"failed", failed, "", "", "", ""},
 	} {
