@@ -11,15 +11,17 @@ import (
 // found nothing to do. An open loop offering 1 MB/s of 64 KiB reads (16 a
 // second) waits almost all the time: idle at least 0.8 of its seconds,
 // its cpu_client_busy at most 0.2. A closed loop that verifies 1 MiB
-// blocks has both parts, each in (0, seconds).
+// blocks, both roles in this one guest, works at least half the time:
+// rxe runs the whole READ inside the client's own calls (here its polls
+// are never empty: idle 0).
 func TestIdleShare(t *testing.T) {
 	_, open, _ := point(t, "", serveArgs(t, "16MiB"), []string{"--block-size", "64KiB", "--queue-depth", "16", "--total", "0", "--duration", "2s", "--rate", "1MB/s"})
 	if open.IdleS == nil || *open.IdleS < 0.8*open.Seconds || *open.IdleS > open.Seconds {
 		t.Errorf("open loop at 1 MB/s: idle_s %v of %.3f s; want at least 0.8 of it", open.IdleS, open.Seconds)
 	}
 	_, closed, _ := point(t, "", serveArgs(t, "16MiB"), []string{"--block-size", "1MiB", "--queue-depth", "4", "--total", "0", "--duration", "2s", "--verify"})
-	if closed.IdleS == nil || *closed.IdleS <= 0 || *closed.IdleS >= closed.Seconds {
-		t.Errorf("closed loop, verified: idle_s %v of %.3f s; want some, less than all", closed.IdleS, closed.Seconds)
+	if closed.IdleS == nil || *closed.IdleS < 0 || *closed.IdleS > closed.Seconds/2 {
+		t.Errorf("closed loop, verified: idle_s %v of %.3f s; want at most half", closed.IdleS, closed.Seconds)
 	}
 	for _, r := range []struct {
 		what string
