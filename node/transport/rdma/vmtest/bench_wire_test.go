@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -112,9 +111,7 @@ sweep:
 //     the link, its bandwidth 0.9 to 1.05 × the link's capacity (12.5
 //     MB/s × 1448/1538, tcp's payload at MTU 1500);
 //   - measured: the NIC saying nothing, as virtio's does, the same against
-//     the capacity iperf3 measured between the guests;
-//   - disk and link: the NIC saying 100 Mb/s and the drive held to 12 MB/s,
-//     a cold tcp point keeps both busy, and is named by both (disk+link).
+//     the capacity iperf3 measured between the guests.
 //
 // It prints the load beside the figures; above half the CPUs, its
 // verdicts say little.
@@ -133,18 +130,4 @@ func TestBenchBoundByLink(t *testing.T) {
 	}
 	t.Run("LineRate", func(t *testing.T) { linkBound(t, lab.linkBoundRow(t)) })
 	t.Run("Measured", func(t *testing.T) { linkBound(t, lab.measuredLinkRow(t)) })
-	t.Run("DiskAndLink", func(t *testing.T) {
-		nic := lab.server.nic
-		lab.server.sh(t, "modprobe sch_netem; ethtool -s "+nic+" speed 100 duplex full && tc qdisc replace dev "+nic+" root netem rate 100mbit; echo 1024 > /sys/block/nvme0n1/queue/read_ahead_kb")
-		t.Cleanup(func() { lab.server.sh(t, "ethtool -s "+nic+" speed 10000 duplex full; tc qdisc del dev "+nic+" root") })
-		if err := lab.server.g.SetNVMeReadBPS(ctx, 12_000_000); err != nil {
-			t.Fatal(err)
-		}
-		r := lab.boundRow(t, "cold")
-		t.Logf("BENCH bound_by %s (%s): %.1f MB/s, disk %s of a ceiling of %s MB/s, link capacity %s MB/s; %s", r.BoundBy, r.BoundByDetail, deref(r.BandwidthMBs),
-			fmtPtr(r.DiskReadMBs), fmtPtr(r.DiskCeilingMBs), fmtPtr(r.LinkCapacityMBs), testenv.Load())
-		if !strings.Contains(r.BoundBy, results.BoundDisk) || !strings.Contains(r.BoundBy, results.BoundLink) {
-			t.Errorf("bound_by %q (%s); want disk and link together", r.BoundBy, r.BoundByDetail)
-		}
-	})
 }
