@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -17,11 +18,11 @@ import (
 func TestIdleShare(t *testing.T) {
 	_, open, _ := point(t, "", serveArgs(t, "16MiB"), []string{"--block-size", "64KiB", "--queue-depth", "16", "--total", "0", "--duration", "2s", "--rate", "1MB/s"})
 	if open.IdleS == nil || *open.IdleS < 0.8*open.Seconds || *open.IdleS > open.Seconds {
-		t.Errorf("open loop at 1 MB/s: idle_s %v of %.3f s; want at least 0.8 of it", open.IdleS, open.Seconds)
+		t.Errorf("open loop at 1 MB/s: idle_s %s of %.3f s; want at least 0.8 of it", seconds(open.IdleS), open.Seconds)
 	}
 	_, closed, _ := point(t, "", serveArgs(t, "16MiB"), []string{"--block-size", "1MiB", "--queue-depth", "4", "--total", "0", "--duration", "2s", "--verify"})
 	if closed.IdleS == nil || *closed.IdleS < 0 || *closed.IdleS > closed.Seconds/2 {
-		t.Errorf("closed loop, verified: idle_s %v of %.3f s; want at most half", closed.IdleS, closed.Seconds)
+		t.Errorf("closed loop, verified: idle_s %s of %.3f s; want at most half", seconds(closed.IdleS), closed.Seconds)
 	}
 	for _, r := range []struct {
 		what string
@@ -32,4 +33,12 @@ func TestIdleShare(t *testing.T) {
 			t.Logf("%s loop: idle %.3f of %.3f s, working share %.2f", r.what, *r.idle, r.s, 1-*r.idle/r.s)
 		}
 	}
+}
+
+// seconds is *s in seconds, or "none".
+func seconds(s *float64) string {
+	if s == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.3f s", *s)
 }
