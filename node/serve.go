@@ -127,13 +127,13 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 	sample.Disk(diskCtx, f.Path) // the cache state is set: every read from here is the point's
 	prepDisk, prepCPU := sample.DiskMark(), transport.StartCPU()
 	var populateS *float64
-	var populateRegion func(context.Context, []byte) error
+	var populateRegion func(context.Context, []int64, func(int, region.RegionTimes)) (region.Stream, error)
 	if o.pipeline {
-		// Each memory region is populated and registered after the
-		// client connects, inside its read.
+		// The file is populated and registered region by region after
+		// the client connects, inside its read.
 		if o.populate == results.PopulateParallel {
-			populateRegion = func(ctx context.Context, b []byte) error {
-				return region.PopulateMapping(ctx, b, region.PopulateReaders)
+			populateRegion = func(ctx context.Context, sizes []int64, ready func(int, region.RegionTimes)) (region.Stream, error) {
+				return f.PopulateStream(ctx, sizes, region.PopulateReaders, ready)
 			}
 		}
 	} else if populateS, err = populate(ctx, f, o.populate); err != nil {

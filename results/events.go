@@ -23,6 +23,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -336,6 +338,50 @@ type Pipeline struct {
 	PopulateMBs     *float64 `json:"populate_mb_s,omitempty"`
 	RegistrationS   *float64 `json:"registration_s"`
 	RegistrationMBs *float64 `json:"registration_mb_s,omitempty"`
+	// DiskIdlePct is the share of the span from the populate readers'
+	// first read to their last with none of them reading (populate
+	// parallel); nil without populate.
+	DiskIdlePct *float64 `json:"disk_idle_pct,omitempty"`
+	// Timeline is each memory region's stages, in order.
+	Timeline []RegionStages `json:"timeline,omitempty"`
+}
+
+// RegionStages is when a pipelined server's stages of one memory region
+// ran, in ms from the pipeline's start (the client's connection): its
+// population's first read and last (populate parallel; nil without),
+// its registration, and the announcement that let the client READ it.
+// In JSON it is an array of the five in that order, to 0.01 ms, null for
+// no populate: up to MaxRegions of them fit in one event line.
+type RegionStages struct {
+	PopulateStartMs, PopulateEndMs *float64
+	RegisterStartMs, RegisterEndMs float64
+	AnnouncedMs                    float64
+}
+
+// MarshalJSON writes the stages as [populate_start, populate_end,
+// register_start, register_end, announced].
+func (r RegionStages) MarshalJSON() ([]byte, error) {
+	ms := func(v float64) string { return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64) }
+	opt := func(p *float64) string {
+		if p == nil {
+			return "null"
+		}
+		return ms(*p)
+	}
+	return []byte("[" + opt(r.PopulateStartMs) + "," + opt(r.PopulateEndMs) + "," + ms(r.RegisterStartMs) + "," + ms(r.RegisterEndMs) + "," + ms(r.AnnouncedMs) + "]"), nil
+}
+
+// UnmarshalJSON reads MarshalJSON's array.
+func (r *RegionStages) UnmarshalJSON(b []byte) error {
+	var a []*float64
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	if len(a) != 5 || a[2] == nil || a[3] == nil || a[4] == nil {
+		return fmt.Errorf("region stages %s: want [populate_start, populate_end, register_start, register_end, announced]", b)
+	}
+	*r = RegionStages{PopulateStartMs: a[0], PopulateEndMs: a[1], RegisterStartMs: *a[2], RegisterEndMs: *a[3], AnnouncedMs: *a[4]}
+	return nil
 }
 
 // Connection is one client's session as the server saw it.

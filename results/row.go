@@ -153,6 +153,9 @@ type Row struct {
 	BoundByPrep       string `csv:"bound_by_prep"`
 	BoundByPrepDetail string `csv:"bound_by_prep_detail"`
 	Prep              *Prep  `csv:"-"`
+	// DiskIdlePct is a pipelined server's populate readers' idle share
+	// (Pipeline.DiskIdlePct).
+	DiskIdlePct *float64 `csv:"disk_idle_pct"`
 }
 
 // Scope values.
@@ -224,7 +227,7 @@ func (r *Row) SetDone(d *Done) {
 		p := d.Pipeline
 		r.PopulateS, r.PopulateMBs = p.PopulateS, p.PopulateMBs
 		r.RegistrationS, r.RegistrationMBs = p.RegistrationS, p.RegistrationMBs
-		r.Mapping = p.Mapping
+		r.Mapping, r.DiskIdlePct = p.Mapping, p.DiskIdlePct
 		if p.Regions > 0 {
 			r.Regions = ref(p.Regions)
 		}

@@ -340,6 +340,8 @@ var schema = []Field{
 	{Column: "cpu_client_busy", Unit: "ratio", Doc: "node read over rdma: its busy-polling loop's working share of the measured phase (the client CPU's bound_by share)"},
 	{Column: "bound_by_prep", Doc: "a serial cold rdma row: bound_by of the server's preparation before its READs"},
 	{Column: "bound_by_prep_detail", Doc: "its shares, as bound_by_detail"},
+	// Version 9: the SSD streamed (issue 41, docs/ssd.md).
+	{Column: "disk_idle_pct", Unit: "%", Doc: "a pipelined row with populate `parallel`: the share of the span from the server's first read of the file to its last with no read in flight ([ssd.md](ssd.md#the-timeline))"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

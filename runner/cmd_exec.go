@@ -159,6 +159,9 @@ func (x *execRun) sweep(ctx context.Context, todo []resume.Job) error {
 	if out.SeriesErr != nil {
 		ui.warnf("the time series is incomplete: %v", out.SeriesErr)
 	}
+	if out.TimelineErr != nil {
+		ui.warnf("the timeline sidecar is incomplete: %v", out.TimelineErr)
+	}
 	if out.CountersErr != nil {
 		ui.warnf("the counters sidecar is incomplete: %v", out.CountersErr)
 	}

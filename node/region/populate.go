@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,4 +113,172 @@ func touch(b []byte) {
 		s += b[i]
 	}
 	sink.Add(uint32(s))
+}
+
+// Stream is what a streaming populate did: when its first read began,
+// when its last ended, and for how much of that span at least one read
+// was in flight.
+type Stream struct {
+	Start, End time.Time
+	Busy       time.Duration
+}
+
+// IdlePct is the share of the span from the first read's start to the
+// last's end with no read in flight, in percent; 0 for no span.
+func (s Stream) IdlePct() float64 {
+	span := s.End.Sub(s.Start)
+	if span <= 0 {
+		return 0
+	}
+	return 100 * max(0, float64(span-s.Busy)) / float64(span)
+}
+
+// RegionTimes is when a streaming populate's first read of a region
+// began and its last ended.
+type RegionTimes struct{ First, Last time.Time }
+
+// readChunk faults one chunk in; a test slows it to see the readers'
+// order.
+var readChunk = populateRange
+
+// PopulateStream brings the file's first Size bytes into the page cache
+// as consecutive regions of the lengths in sizes, in order, through a
+// mapping of its own (the server's mapping of the file may be replaced
+// while it runs: the first registration may remap it). Its readers take
+// the next chunk in file order as each finishes its last, across region
+// boundaries, so the device's queue is as full at a region's end as
+// within it: no reader waits for the others at a boundary. ready is
+// called in region order, once each region's bytes are all in, by the
+// reader that finished the last of them; it must not block. It returns
+// when every region is in, at the first failure, or when ctx ends.
+func (r *File) PopulateStream(ctx context.Context, sizes []int64, readers int, ready func(i int, t RegionTimes)) (Stream, error) {
+	m, err := unix.Mmap(int(r.File.Fd()), 0, int(r.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return Stream{}, fmt.Errorf("populate %s: mmap: %w", r.Path, err)
+	}
+	defer unix.Munmap(m)
+	_ = unix.Madvise(m, unix.MADV_SEQUENTIAL)
+	st, err := populateStream(ctx, m, sizes, readers, ready)
+	if err != nil {
+		return st, fmt.Errorf("populate %s: %w", r.Path, err)
+	}
+	return st, nil
+}
+
+// piece is a streaming populate's unit: bytes [lo, hi) of region i.
+type piece struct{ i, lo, hi int }
+
+// streamChunks splits the regions of the lengths in sizes, laid end to
+// end, into chunks of a whole number of pages (the last of a region
+// excepted), about a reader's share of a region each and at most
+// populateChunk.
+func streamChunks(sizes []int64, readers, page int) []piece {
+	readers = max(readers, 1)
+	var out []piece
+	off := 0
+	for i, sz := range sizes {
+		n := int(sz)
+		each := min(populateChunk, max(page, ((n+readers-1)/readers+page-1)/page*page))
+		for lo := 0; lo < n; lo += each {
+			out = append(out, piece{i, off + lo, off + min(lo+each, n)})
+		}
+		off += n
+	}
+	return out
+}
+
+func populateStream(ctx context.Context, m []byte, sizes []int64, readers int, ready func(int, RegionTimes)) (Stream, error) {
+	chunks := streamChunks(sizes, readers, os.Getpagesize())
+	left := make([]int, len(sizes))
+	for _, c := range chunks {
+		left[c.i]++
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		times = make([]RegionTimes, len(sizes))
+		spans []span // each read's [start, end) in ns from t0
+		next  int    // the next region to report
+		errs  []error
+	)
+	t0 := time.Now()
+	// A region of no bytes (none is made, but a caller may ask) is in.
+	report := func() {
+		for next < len(sizes) && left[next] == 0 {
+			ready(next, times[next])
+			next++
+		}
+	}
+	mu.Lock()
+	report()
+	mu.Unlock()
+	var cursor atomic.Int64
+	var wg sync.WaitGroup
+	for range max(readers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(cursor.Add(1) - 1)
+				if k >= len(chunks) || ctx.Err() != nil {
+					return
+				}
+				c := chunks[k]
+				start := time.Now()
+				err := readChunk(ctx, m[c.lo:c.hi])
+				end := time.Now()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("bytes %d to %d: %w", c.lo, c.hi, err))
+					mu.Unlock()
+					cancel()
+					return
+				}
+				spans = append(spans, span{int(start.Sub(t0)), int(end.Sub(t0))})
+				rt := &times[c.i]
+				if rt.First.IsZero() || start.Before(rt.First) {
+					rt.First = start
+				}
+				if end.After(rt.Last) {
+					rt.Last = end
+				}
+				left[c.i]--
+				report()
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	st := streamOf(t0, spans)
+	if len(errs) > 0 {
+		return st, errors.Join(errs...)
+	}
+	if next < len(sizes) {
+		return st, ctx.Err() // cancelled before the last region was in
+	}
+	return st, nil
+}
+
+// streamOf is the Stream of reads at spans (ns from t0): the first start,
+// the last end, and the length of their union.
+func streamOf(t0 time.Time, spans []span) Stream {
+	if len(spans) == 0 {
+		return Stream{}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.lo - b.lo })
+	var busy time.Duration
+	lo, hi := spans[0].lo, spans[0].hi
+	end := hi
+	for _, s := range spans[1:] {
+		if s.lo > hi {
+			busy += time.Duration(hi - lo)
+			lo, hi = s.lo, s.hi
+		} else {
+			hi = max(hi, s.hi)
+		}
+		end = max(end, s.hi)
+	}
+	busy += time.Duration(hi - lo)
+	return Stream{Start: t0.Add(time.Duration(spans[0].lo)), End: t0.Add(time.Duration(end)), Busy: busy}
 }

@@ -3,8 +3,13 @@ package region
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"rdmasweep/node/pattern"
 )
@@ -79,5 +84,127 @@ func TestPopulateCancelled(t *testing.T) {
 	cancel()
 	if _, err := f.Populate(cctx, 2); !errors.Is(err, context.Canceled) {
 		t.Fatalf("populate with a cancelled context: %v", err)
+	}
+}
+
+// A streaming populate takes a cold file to wholly resident and reports
+// its regions once each, in order, each after its own reads.
+func TestPopulateStreamReportsRegionsInOrder(t *testing.T) {
+	sizes := []int64{1 << 20, 3<<20 + 4096, 1 << 20, 100} // the last not a page
+	var size int64
+	for _, s := range sizes {
+		size += s
+	}
+	f, err := Open(ctx, filepath.Join(t.TempDir(), "d"), Options{Size: size, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.DropCache(); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	st, err := f.PopulateStream(ctx, sizes, PopulateReaders, func(i int, rt RegionTimes) {
+		if rt.First.IsZero() || rt.Last.Before(rt.First) {
+			t.Errorf("region %d: read from %v to %v", i, rt.First, rt.Last)
+		}
+		got = append(got, i)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []int{0, 1, 2, 3}) {
+		t.Fatalf("regions reported %v, want 0 1 2 3", got)
+	}
+	if after, err := f.Residency(); err != nil || after < 1 {
+		t.Fatalf("residency %.3f after the stream: %v; want every page", after, err)
+	}
+	if st.End.Before(st.Start) || st.Busy <= 0 || st.Busy > st.End.Sub(st.Start) {
+		t.Fatalf("stream %+v: want busy within the span", st)
+	}
+}
+
+// No reader waits at a region's end: while the last read of region 0 is
+// slow, the others go on into regions 1 and 2, which are still reported
+// only after region 0. A barrier per region fails this.
+func TestPopulateStreamCrossesRegions(t *testing.T) {
+	const page = 4096
+	sizes := []int64{4 * page, 4 * page, 4 * page}
+	m := make([]byte, 12*page)
+	slow := make(chan struct{})
+	var read atomic.Int32
+	defer func(f func(context.Context, []byte) error) { readChunk = f }(readChunk)
+	readChunk = func(ctx context.Context, b []byte) error {
+		if &b[0] == &m[3*page] { // region 0's last chunk: a page a reader
+			<-slow
+		}
+		read.Add(1)
+		return nil
+	}
+	var got []int
+	var times []RegionTimes
+	done := make(chan error, 1)
+	go func() {
+		_, err := populateStream(ctx, m, sizes, 4, func(i int, rt RegionTimes) {
+			got, times = append(got, i), append(times, rt)
+		})
+		done <- err
+	}()
+	// With region 0's last read held, the other three readers read
+	// regions 1 and 2 whole, or the test times out here.
+	deadline := time.After(10 * time.Second)
+	for read.Load() < 11 {
+		select {
+		case <-deadline:
+			close(slow)
+			t.Fatal("the readers stopped at region 0's end while its last read was held")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(slow)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("regions reported %v, want 0 1 2", got)
+	}
+	if !times[2].Last.Before(times[0].Last) {
+		t.Errorf("region 2 read by %v, region 0 by %v: want region 2 in before region 0's last read ended", times[2].Last, times[0].Last)
+	}
+}
+
+// A stream's busy time is the union of its reads, not their sum: two
+// overlapping reads and a gap.
+func TestStreamOf(t *testing.T) {
+	t0 := time.Now()
+	ms := int(time.Millisecond)
+	st := streamOf(t0, []span{{30 * ms, 40 * ms}, {0, 10 * ms}, {5 * ms, 20 * ms}})
+	if st.Busy != 30*time.Millisecond || st.End.Sub(st.Start) != 40*time.Millisecond {
+		t.Fatalf("busy %v over %v, want 30ms over 40ms", st.Busy, st.End.Sub(st.Start))
+	}
+	if p := st.IdlePct(); p != 25 {
+		t.Fatalf("idle %.1f %%, want 25", p)
+	}
+}
+
+// A read that fails stops the stream, names the bytes, and reports no
+// region it left out.
+func TestPopulateStreamFails(t *testing.T) {
+	const page = 4096
+	m := make([]byte, 8*page)
+	defer func(f func(context.Context, []byte) error) { readChunk = f }(readChunk)
+	readChunk = func(ctx context.Context, b []byte) error {
+		if &b[0] == &m[6*page] {
+			return errors.New("bad sector")
+		}
+		return nil
+	}
+	var got []int
+	_, err := populateStream(ctx, m, []int64{4 * page, 4 * page}, 2, func(i int, _ RegionTimes) { got = append(got, i) })
+	if err == nil || !strings.Contains(err.Error(), "bad sector") || !strings.Contains(err.Error(), fmt.Sprintf("bytes %d to %d", 6*page, 8*page)) {
+		t.Fatalf("err %v; want the bad sector and its bytes", err)
+	}
+	if !slices.Equal(got, []int{0}) {
+		t.Fatalf("regions reported %v, want region 0 alone", got)
 	}
 }

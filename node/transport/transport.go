@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"rdmasweep/node/counters"
+	"rdmasweep/node/region"
 	"rdmasweep/results"
 )
 
@@ -106,10 +107,12 @@ type ServerConfig struct {
 	// Pipeline (rdma) registers the region one memory region at a time
 	// after the client connects, and announces each to it as it is
 	// ready; Listen then registers nothing. Populate, when set, brings
-	// each memory region's pages in before it is registered (populate
-	// parallel); nil leaves that to the registration.
+	// the file into the page cache as memory regions of the lengths in
+	// sizes, calling ready in order as each is in, while the regions
+	// before it are registered (populate parallel: region.PopulateStream);
+	// nil leaves that to the registration.
 	Pipeline bool
-	Populate func(ctx context.Context, b []byte) error
+	Populate func(ctx context.Context, sizes []int64, ready func(i int, t region.RegionTimes)) (region.Stream, error)
 }
 
 // ReadyInfo is what a Server reports once it can accept its client.

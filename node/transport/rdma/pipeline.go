@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rdmasweep/node/region"
 	"rdmasweep/node/transport"
 	"rdmasweep/results"
 )
@@ -71,51 +72,87 @@ func (s *server) startPipeline(ctx context.Context, c net.Conn) func() (*results
 	}
 }
 
-// pipeline populates (with cfg.Populate) and registers each memory region
-// in order, and sends its ready-region on c as soon as it is registered.
-// On a failure it sends c an abort with the reason, so the client's read
-// fails saying why, and returns the error.
+// pipeline prepares the memory regions in order, its stages overlapped:
+// cfg.Populate's readers bring the file in ahead (with no pause at a
+// region's end), while this goroutine registers each region as soon as
+// it is in and sends its ready-region on c at once. On a failure it sends
+// c an abort with the reason, so the client's read fails saying why, and
+// returns the error; it returns only once the readers have stopped.
 func (s *server) pipeline(ctx context.Context, c net.Conn) (*results.Pipeline, error) {
-	var popS, regS float64
-	for i, sp := range s.spans {
-		if err := ctx.Err(); err != nil {
-			return nil, err // the session ended: register no more
+	t0 := time.Now()
+	ms := func(t time.Time) float64 { return float64(t.Sub(t0)) / 1e6 }
+	tl := make([]results.RegionStages, len(s.spans))
+	in := make(chan int, len(s.spans)) // regions in the page cache, in order
+	var stream region.Stream
+	var popErr error
+	popCtx, stopPop := context.WithCancel(ctx)
+	popDone := make(chan struct{})
+	if s.cfg.Populate != nil {
+		sizes := make([]int64, len(s.spans))
+		for i, sp := range s.spans {
+			sizes[i] = int64(sp.len)
 		}
-		if s.cfg.Populate != nil {
-			start := time.Now()
-			if err := s.cfg.Populate(ctx, s.mem[sp.off:sp.off+sp.len]); err != nil {
-				return nil, s.pipelineFailed(ctx, c, fmt.Errorf("populate memory region %d of %d: %w", i+1, len(s.spans), err))
+		go func() {
+			defer close(popDone)
+			defer close(in)
+			stream, popErr = s.cfg.Populate(popCtx, sizes, func(i int, rt region.RegionTimes) {
+				tl[i].PopulateStartMs, tl[i].PopulateEndMs = ref(ms(rt.First)), ref(ms(rt.Last))
+				in <- i // never blocks: the channel holds every region
+			})
+		}()
+	} else {
+		for i := range s.spans {
+			in <- i // the registration faults each in
+		}
+		close(in)
+		close(popDone)
+	}
+	defer func() { stopPop(); <-popDone }()
+	var regS float64
+	for i := range s.spans {
+		if _, ok := <-in; !ok {
+			<-popDone
+			if ctx.Err() != nil {
+				return nil, ctx.Err() // the session ended: register no more
 			}
-			popS += time.Since(start).Seconds()
+			return nil, s.pipelineFailed(ctx, c, fmt.Errorf("populate memory region %d of %d: %w", i+1, len(s.spans), popErr))
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		start := time.Now()
 		mr, err := s.registerSpan(i)
 		if err != nil {
 			return nil, s.pipelineFailed(ctx, c, err)
 		}
-		regS += time.Since(start).Seconds()
+		end := time.Now()
+		regS += end.Sub(start).Seconds()
 		s.mrMu.Lock()
 		s.mrs = append(s.mrs, mr)
 		s.mrMu.Unlock()
 		if err := writeMsg(c, kindRegion, regionBody(i, uint32(mr.rkey), uint64(uintptr(unsafe.Pointer(&s.mem[0]))))); err != nil {
 			return nil, fmt.Errorf("announce memory region %d of %d: %w", i+1, len(s.spans), err)
 		}
+		tl[i].RegisterStartMs, tl[i].RegisterEndMs, tl[i].AnnouncedMs = ms(start), ms(end), ms(time.Now())
 	}
+	<-popDone
 	size := float64(s.cfg.Region.Size) / 1e6
-	p := &results.Pipeline{Regions: len(s.spans), Mapping: s.ready.Mapping, RegistrationS: &regS}
+	p := &results.Pipeline{Regions: len(s.spans), Mapping: s.ready.Mapping, RegistrationS: &regS, Timeline: tl}
 	if regS > 0 {
-		mbs := size / regS
-		p.RegistrationMBs = &mbs
+		p.RegistrationMBs = ref(size / regS)
 	}
 	if s.cfg.Populate != nil {
-		p.PopulateS = &popS
+		popS := stream.End.Sub(stream.Start).Seconds()
+		p.PopulateS, p.DiskIdlePct = &popS, ref(stream.IdlePct())
 		if popS > 0 {
-			mbs := size / popS
-			p.PopulateMBs = &mbs
+			p.PopulateMBs = ref(size / popS)
 		}
 	}
 	return p, nil
 }
+
+// ref is a pointer to a copy of v.
+func ref[T any](v T) *T { return &v }
 
 // prepError is a pipelined preparation's own failure: populating or
 // registering a memory region.

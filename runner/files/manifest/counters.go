@@ -40,22 +40,33 @@ type CounterLine struct {
 }
 
 // Counters is a run's counters sidecar; it is safe for concurrent use.
-type Counters struct {
+type Counters struct{ jsonl }
+
+// NewCounters returns the sidecar at path, not yet created.
+func NewCounters(path string) *Counters { return &Counters{jsonl{path: path}} }
+
+// Add appends one role's counters; the first failure to write is kept
+// for Close.
+func (c *Counters) Add(l CounterLine) {
+	if l.Counters != nil {
+		c.add(l)
+	}
+}
+
+// jsonl is a sidecar of JSON lines, created on its first line; it is
+// safe for concurrent use.
+type jsonl struct {
 	path string
 	mu   sync.Mutex
 	f    *os.File
 	err  error
 }
 
-// NewCounters returns the sidecar at path, not yet created.
-func NewCounters(path string) *Counters { return &Counters{path: path} }
-
-// Add appends one role's counters; the first failure to write is kept
-// for Close.
-func (c *Counters) Add(l CounterLine) {
+// add appends v's line; the first failure to write is kept for Close.
+func (c *jsonl) add(v any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil || l.Counters == nil {
+	if c.err != nil {
 		return
 	}
 	if c.f == nil {
@@ -63,13 +74,13 @@ func (c *Counters) Add(l CounterLine) {
 			return
 		}
 	}
-	b, _ := json.Marshal(l)
+	b, _ := json.Marshal(v)
 	_, c.err = c.f.Write(append(b, '\n'))
 }
 
 // Close closes the file and says what went wrong, if anything; it may be
 // called again.
-func (c *Counters) Close() error {
+func (c *jsonl) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.f != nil {

@@ -54,6 +54,9 @@ type Runner struct {
 	// and the server's done event), for the run's counters sidecar. It
 	// may be nil.
 	Counters func(pt plan.Point, rep int, t role.Target, c *results.Counters)
+	// Timeline receives a pipelined server's preparation, whose Timeline
+	// holds each memory region's stages; nil drops them.
+	Timeline func(pt plan.Point, rep int, t role.Target, p *results.Pipeline)
 	// Path receives the RDMA path a role reports it used, from the
 	// server's ready event and the client's result, for the manifest. It
 	// may be nil.
@@ -117,8 +120,14 @@ func (r *Runner) Run(ctx context.Context, pt plan.Point, rep int) ([]results.Row
 	return rows, tm, nil
 }
 
-// sendCounters hands each role's counters to the Counters callback.
+// sendCounters hands each role's counters to the Counters callback, and
+// a pipelined server's timeline to the Timeline callback.
 func (r *Runner) sendCounters(pt plan.Point, rep int, reports []*Report) {
+	for _, rp := range reports {
+		if r.Timeline != nil && rp != nil && rp.Done != nil && rp.Done.Pipeline != nil && len(rp.Done.Pipeline.Timeline) > 0 {
+			r.Timeline(pt, rep, rp.Target, rp.Done.Pipeline)
+		}
+	}
 	if r.Counters == nil {
 		return
 	}

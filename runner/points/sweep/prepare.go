@@ -183,7 +183,7 @@ func (e *Exec) recordCalibrations(rec *manifest.Record) {
 
 // PointRunner is the runner of this exec's points: its hosts, logs, the
 // leftover record, the time series, the counters sidecar and the manifest.
-func (e *Exec) PointRunner(left *leftover.Record, ts *series.File, cs *manifest.Counters) *point.Runner {
+func (e *Exec) PointRunner(left *leftover.Record, ts *series.File, cs *manifest.Counters, tls *manifest.Timelines) *point.Runner {
 	r := &point.Runner{
 		Plan:    e.Plan,
 		RunID:   e.RunID,
@@ -195,6 +195,9 @@ func (e *Exec) PointRunner(left *leftover.Record, ts *series.File, cs *manifest.
 		Series:  ts.Add,
 		Counters: func(pt plan.Point, rep int, t role.Target, c *results.Counters) {
 			cs.Add(manifest.CounterLine{PointKey: pt.Key, Repetition: rep, Role: t.Role, Host: t.Host.Name(), Counters: c})
+		},
+		Timeline: func(pt plan.Point, rep int, t role.Target, p *results.Pipeline) {
+			tls.Add(manifest.TimelineLine{PointKey: pt.Key, Repetition: rep, Role: t.Role, Host: t.Host.Name(), DiskIdlePct: p.DiskIdlePct, Regions: p.Timeline})
 		},
 		Path:    func(t role.Target, rp *results.RDMAPath) { e.Rec.AddPath(t, rp, e.Warn) },
 		Choices: e.Choices,
@@ -230,12 +233,14 @@ func (e *Exec) run(ctx context.Context, csv Appender, w Watch, sweep func(*Sweep
 	defer ts.Close()
 	cs := manifest.NewCounters(manifest.CountersPathFor(e.CSVPath, e.RunID))
 	defer cs.Close()
+	tls := manifest.NewTimelines(manifest.TimelinePathFor(e.CSVPath, e.RunID))
+	defer tls.Close()
 	c := &Ceilings{Targets: e.Hosts.Roles, Rec: e.Rec, Info: e.Info, Warn: e.WarnOnce}
 	env := probe.Env{Plan: e.Plan, Set: e.Hosts, LogDir: e.LogDir, Warn: e.WarnOnce, Choices: e.Choices}
 	l := &Links{Plan: e.Plan, HostOf: e.hostOf, Measure: env.LinkCapacity, Rec: e.Rec, Info: e.Info, Warn: e.WarnOnce}
-	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts, cs), CSV: csv, Down: e.Hosts.Down, Warn: e.Warn, Ceilings: c, Links: l, Watch: w})
+	out, err := sweep(&Sweep{Plan: e.Plan, Runner: e.PointRunner(left, ts, cs, tls), CSV: csv, Down: e.Hosts.Down, Warn: e.Warn, Ceilings: c, Links: l, Watch: w})
 	if err == nil {
-		out.SeriesErr, out.CountersErr = ts.Close(), cs.Close()
+		out.SeriesErr, out.CountersErr, out.TimelineErr = ts.Close(), cs.Close(), tls.Close()
 	}
 	return out, err
 }

@@ -60,8 +60,9 @@ type Outcome struct {
 	// SeriesErr is why the time series beside the CSV is incomplete, or
 	// nil; the rows are whole all the same.
 	SeriesErr error
-	// CountersErr is why the counters sidecar is incomplete, or nil.
-	CountersErr error
+	// CountersErr is why the counters sidecar is incomplete, or nil;
+	// TimelineErr the same for the timeline sidecar.
+	CountersErr, TimelineErr error
 }
 
 // Run runs todo in order. Each job's rows are judged against the plan's

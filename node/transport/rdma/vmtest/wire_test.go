@@ -142,7 +142,7 @@ func TestGuestWire(t *testing.T) {
 	for _, sub := range []struct {
 		name string
 		f    func(*testing.T)
-	}{{"ToS", lab.tos}, {"PeerLikeNode", lab.peerLikeNode}, {"Calibrate", lab.calibrate}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"BoundByMeasuredLink", lab.boundByMeasuredLink}, {"BoundByClientCPU", lab.boundByClientCPU}, {"Pipeline", lab.pipeline}, {"PipelineInterrupted", lab.pipelineInterrupted},
+	}{{"ToS", lab.tos}, {"PeerLikeNode", lab.peerLikeNode}, {"Calibrate", lab.calibrate}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"BoundByMeasuredLink", lab.boundByMeasuredLink}, {"BoundByClientCPU", lab.boundByClientCPU}, {"Pipeline", lab.pipeline}, {"PipelineOverlap", lab.pipelineOverlap}, {"PipelineInterrupted", lab.pipelineInterrupted},
 		{"NVMeoFRows", lab.nvmeofRows}, {"NVMeoFCorrupt", lab.nvmeofCorrupt}, {"NVMeoFKill", lab.nvmeofKill}, {"NVMeoFNoModule", lab.nvmeofNoModule}} {
 		t.Run(sub.name, func(t *testing.T) {
 			s := time.Now()
@@ -1038,6 +1038,65 @@ sweep:
 		t.Errorf("serial end-to-end %.2f s, the disk's %.2f s + the wire's %.2f s = %.2f s; want 0.85 to 1.5 × the sum", took, mb/disk, mb/wire, sum)
 	}
 	t.Logf("pipelined %.2f MB/s end to end = %.2f × min(disk %.2f, wire %.2f); serial %.2f s = %.2f × (disk + wire)", *pipe.EndToEndMBs, *pipe.EndToEndMBs/min(disk, wire), disk, wire, took, took/sum)
+}
+
+// pipelineOverlap: the drive unthrottled (cache=none), a cold pipelined
+// point with populate parallel overlaps its stages, as its timeline
+// sidecar shows: some region's registration runs while the next region
+// is being read, every region is registered only after it was read and
+// announced after that, and the populate readers leave the drive idle
+// at most 5 % of their span (disk_idle_pct). A server that populates a
+// region only after registering the one before fails it.
+func (l *wireLab) pipelineOverlap(t *testing.T) {
+	if err := l.server.g.SetNVMeReadBPS(l.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.server.g.SetNVMeReadBPS(l.ctx, wireDiskBPS); err != nil {
+			t.Error(err)
+		}
+	})
+	plan := l.plan(t, "wire-overlap", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: cold, registration: pinned, mr_size: 1MiB, pipeline: true, populate: parallel}
+client: {block_size: 256KiB, queue_depth: 4, verify: true}
+`, wirePipeFile, wirePipeSize>>20))
+	rows := l.exec(t, plan, "wire-overlap")
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	r := rows[0]
+	okRow(t, "pipelined, populate parallel", r, wirePipeSize)
+	tls, err := manifest.ReadTimelines(manifest.TimelinePathFor(filepath.Join(l.dir, "out", "wire-overlap.csv"), r.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tls) != 1 || len(tls[0].Regions) != wirePipeSize>>20 {
+		t.Fatalf("%d timeline lines (%+v); want one of %d regions", len(tls), tls, wirePipeSize>>20)
+	}
+	tl := tls[0]
+	overlaps := 0
+	for k, g := range tl.Regions {
+		if g.PopulateStartMs == nil || g.PopulateEndMs == nil {
+			t.Fatalf("region %d: no populate times", k)
+		}
+		if g.RegisterStartMs < *g.PopulateEndMs || g.RegisterEndMs < g.RegisterStartMs || g.AnnouncedMs < g.RegisterEndMs {
+			t.Errorf("region %d: read %.2f-%.2f ms, registered %.2f-%.2f, announced %.2f; want each stage after the one before", k, *g.PopulateStartMs, *g.PopulateEndMs, g.RegisterStartMs, g.RegisterEndMs, g.AnnouncedMs)
+		}
+		if k+1 < len(tl.Regions) {
+			n := tl.Regions[k+1]
+			if n.PopulateStartMs != nil && g.RegisterStartMs < *n.PopulateEndMs && g.RegisterEndMs > *n.PopulateStartMs {
+				overlaps++
+			}
+		}
+	}
+	first, last := tl.Regions[0], tl.Regions[len(tl.Regions)-1]
+	t.Logf("%d regions: read %.1f-%.1f ms, registered %.1f-%.1f ms; %d registrations overlap the next region's reads; disk_idle_pct %s (row %s); end_to_end %s MB/s; %s",
+		len(tl.Regions), *first.PopulateStartMs, *last.PopulateEndMs, first.RegisterStartMs, last.RegisterEndMs, overlaps, fmtPtr(tl.DiskIdlePct), fmtPtr(r.DiskIdlePct), fmtPtr(r.EndToEndMBs), testenv.Load())
+	if overlaps == 0 {
+		t.Errorf("no region's registration overlaps the next region's reads: the stages ran one after another")
+	}
+	if r.DiskIdlePct == nil || *r.DiskIdlePct > 5 {
+		t.Errorf("disk_idle_pct %s; want at most 5", fmtPtr(r.DiskIdlePct))
+	}
 }
 
 // pipelineInterrupted: SIGINT to the runner while a pipelined point's
