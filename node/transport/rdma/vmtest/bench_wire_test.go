@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,7 +112,11 @@ sweep:
 //     the link, its bandwidth 0.9 to 1.05 × the link's capacity (12.5
 //     MB/s × 1448/1538, tcp's payload at MTU 1500);
 //   - measured: the NIC saying nothing, as virtio's does, the same against
-//     the capacity iperf3 measured between the guests.
+//     the capacity iperf3 measured between the guests;
+//   - disk and link: the NIC saying 100 Mb/s and the drive held to 11 MB/s
+//     ($RDMASWEEP_DISK_LINK_BPS), about the link's capacity over RoCE, a
+//     cold pipelined rdma point with populate parallel keeps both full,
+//     and is named by both (disk+link).
 //
 // It prints the load beside the figures; above half the CPUs, its
 // verdicts say little.
@@ -130,4 +135,14 @@ func TestBenchBoundByLink(t *testing.T) {
 	}
 	t.Run("LineRate", func(t *testing.T) { linkBound(t, lab.linkBoundRow(t)) })
 	t.Run("Measured", func(t *testing.T) { linkBound(t, lab.measuredLinkRow(t)) })
+	t.Run("DiskAndLink", func(t *testing.T) {
+		bps := int64(11_000_000)
+		if v := os.Getenv("RDMASWEEP_DISK_LINK_BPS"); v != "" {
+			fmt.Sscan(v, &bps)
+		}
+		r := lab.diskAndLinkRow(t, bps)
+		if !strings.Contains(r.BoundBy, results.BoundDisk) || !strings.Contains(r.BoundBy, results.BoundLink) {
+			t.Errorf("bound_by %q (%s); want disk and link together", r.BoundBy, r.BoundByDetail)
+		}
+	})
 }

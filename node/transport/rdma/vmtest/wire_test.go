@@ -64,6 +64,11 @@ const (
 	// size: 32 memory regions of 1 MiB.
 	wirePipeFile = "/mnt/nvme/rdmasweep-pipe.dat"
 	wirePipeSize = 32 << 20
+	// wireDiskLinkFile is the disk+link check's file, and wireDiskLinkSize
+	// its size: 9 s at the link's rate, so the first region's read and the
+	// last's READs, when only one of the two is busy, are 2 % of it.
+	wireDiskLinkFile = "/mnt/nvme/rdmasweep-disklink.dat"
+	wireDiskLinkSize = 96 << 20
 )
 
 // wireEnd is one guest on the wire, with an SSH connection to it.
@@ -971,6 +976,37 @@ func (l *wireLab) linkBoundRow(t *testing.T) results.Row {
 	l.server.sh(t, "modprobe sch_netem; ethtool -s "+nic+" speed 100 duplex full && tc qdisc replace dev "+nic+" root netem rate 100mbit")
 	t.Cleanup(func() { l.server.sh(t, "ethtool -s "+nic+" speed 10000 duplex full; tc qdisc del dev "+nic+" root") })
 	return l.boundRow(t, "warm")
+}
+
+// diskAndLinkRow runs a cold pipelined rdma point (populate parallel,
+// 1 MiB regions) with the server's wire NIC at 100 Mb/s (its speed and
+// netem's rate) and the drive held to bps, and returns its row: the
+// populate readers keep the drive at its ceiling while the client READs
+// the regions before, so where bps is about the link's capacity both are
+// full together.
+func (l *wireLab) diskAndLinkRow(t *testing.T, bps int64) results.Row {
+	nic := l.server.nic
+	l.server.sh(t, "modprobe sch_netem; ethtool -s "+nic+" speed 100 duplex full && tc qdisc replace dev "+nic+" root netem rate 100mbit")
+	t.Cleanup(func() { l.server.sh(t, "ethtool -s "+nic+" speed 10000 duplex full; tc qdisc del dev "+nic+" root") })
+	if err := l.server.g.SetNVMeReadBPS(l.ctx, bps); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.server.g.SetNVMeReadBPS(l.ctx, wireDiskBPS); err != nil {
+			t.Error(err)
+		}
+	})
+	plan := l.plan(t, "wire-disk-link", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: cold, registration: pinned, mr_size: 1MiB, pipeline: true, populate: parallel}
+client: {block_size: 1MiB, queue_depth: 4}
+`, wireDiskLinkFile, wireDiskLinkSize>>20))
+	rows := l.exec(t, plan, "wire-disk-link")
+	r := rows[len(rows)-1]
+	t.Logf("%s %s: %.1f MB/s, link capacity %s MB/s (%s, path MTU %s), disk %s MB/s of a ceiling of %s, disk_idle_pct %s, bound_by %s (%s); %s", r.Status, r.Error, deref(r.BandwidthMBs),
+		fmtPtr(r.LinkCapacityMBs), r.LinkCapacityFrom, mtuText(r.PathMTU), fmtPtr(r.DiskReadMBs), fmtPtr(r.DiskCeilingMBs), fmtPtr(r.DiskIdlePct), r.BoundBy, r.BoundByDetail, testenv.Load())
+	if r.Status != results.StatusOK {
+		t.Fatalf("status %q %q; want ok", r.Status, r.Error)
+	}
+	return r
 }
 
 // pipeline: across the wire, the server's file on the throttled drive,
