@@ -279,6 +279,7 @@ func (x *expansion) point(n, index int, pos []int) (pt Point, collapsed, ok bool
 			}
 		}
 	}
+	pipelinePopulate(&pt, p, x.axes, pos)
 	for _, sp := range p.sweep.order {
 		pt.Swept = append(pt.Swept, Param{sp.Name, format(sp, pt.Values.get(sp.Name))})
 	}
@@ -305,6 +306,21 @@ func (x *expansion) point(n, index int, pos []int) (pt Point, collapsed, ok bool
 	}
 	pt.Key = pointKey(p.Name, pt)
 	return pt, collapsed, true
+}
+
+// pipelinePopulate gives a pipelined point whose plan leaves populate
+// unwritten (in the file, the sweep or --set) populate parallel: its
+// readers stream the file in while the regions before are registered,
+// where fault would leave each region's reading to its registration and
+// overlap nothing. The point is keyed with it, so a key of an older
+// pipelined point, populate fault, keeps its meaning.
+func pipelinePopulate(pt *Point, p *Plan, axes [][]int, pos []int) {
+	if !pt.Values.Bool(param.Pipeline) || pt.Values.Str(param.Populate) != results.PopulateFault {
+		return
+	}
+	if at, _ := p.writtenAt(param.Populate.String(), axes, pos); at == nil {
+		pt.Values.set(param.Populate.String(), value{s: results.PopulateParallel})
+	}
 }
 
 // pointProblems are the per-point rules v breaks; none in a partial

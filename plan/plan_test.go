@@ -784,3 +784,38 @@ sweep: {matrix: {queue_depth: [1, 2]}}
 		t.Errorf("point keys depend on node.remote_path: %v and %v", a, b)
 	}
 }
+
+// A pipelined point whose plan leaves populate unwritten populates in
+// parallel (fault would overlap nothing) and is keyed so; populate
+// written anywhere (the file, the sweep, --set), or a point that does not
+// pipeline, keeps what it says, and an older pipelined point's key
+// (populate fault) keeps its meaning.
+func TestPipelinedPointsPopulateInParallel(t *testing.T) {
+	const rdma = "transport: rdma\nserver: {file: /tmp/t.dat, file_size: 64MiB, mr_size: 16MiB}\n"
+	point := func(body string, set ...string) Point {
+		t.Helper()
+		pts := mustExpand(t, mustParse(t, strings.Replace(minimalYAML, "server: {file: /tmp/t.dat, file_size: 64MiB}\n", rdma, 1)+body, Options{Set: set}), ExpandOptions{})
+		return pts[len(pts)-1]
+	}
+	for _, c := range []struct {
+		name, body string
+		set        []string
+		want       string
+	}{
+		{"pipelined, populate unwritten", "sweep: {matrix: {pipeline: [true]}}\n", nil, results.PopulateParallel},
+		{"not pipelined", "sweep: {matrix: {pipeline: [false]}}\n", nil, results.PopulateFault},
+		{"populate fault written", "sweep: {matrix: {pipeline: [true], populate: [fault]}}\n", nil, results.PopulateFault},
+		{"populate fault by --set", "sweep: {matrix: {pipeline: [true]}}\n", []string{"populate=fault"}, results.PopulateFault},
+	} {
+		if got := point(c.body, c.set...).Values.Str(param.Populate); got != c.want {
+			t.Errorf("%s: populate %s, want %s", c.name, got, c.want)
+		}
+	}
+	unwritten := point("sweep: {matrix: {pipeline: [true]}}\n").Key
+	if parallel := point("sweep: {matrix: {pipeline: [true], populate: [parallel]}}\n").Key; unwritten != parallel {
+		t.Errorf("key %s with populate unwritten, %s with parallel written; want the same", unwritten, parallel)
+	}
+	if fault := point("sweep: {matrix: {pipeline: [true], populate: [fault]}}\n").Key; fault == unwritten {
+		t.Errorf("a pipelined point with populate fault keys as %s, as one that populates in parallel", fault)
+	}
+}

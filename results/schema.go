@@ -315,7 +315,7 @@ var schema = []Field{
 	{Column: "populate", Doc: "how node's server brought the file into memory", Param: &Param{
 		Name: "populate", Section: "server", Kind: KindEnum, Enum: []string{PopulateFault, PopulateParallel}, Default: PopulateFault,
 		Sweep: true, Flag: "populate", Role: "serve", Since: 7,
-		Doc: "`fault`: what touches the cold file first faults it in; `parallel`: readers bring it in before ready ([rdma.md](rdma.md#populate))"}},
+		Doc: "`fault`: what touches the cold file first faults it in; `parallel`: readers bring it in before ready; pipelined, unwritten: `parallel` ([rdma.md](rdma.md#populate))"}},
 	{Column: "populate_s", Unit: "seconds", Doc: "populate `parallel`: how long it took, before registration_s"},
 	{Column: "populate_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ populate_s"},
 	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the span it read in (from the 100 ms tick before its first read to the one after its last)"},
