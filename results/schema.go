@@ -315,7 +315,7 @@ var schema = []Field{
 	{Column: "populate", Doc: "how node's server brought the file into memory", Param: &Param{
 		Name: "populate", Section: "server", Kind: KindEnum, Enum: []string{PopulateFault, PopulateParallel}, Default: PopulateFault,
 		Sweep: true, Flag: "populate", Role: "serve", Since: 7,
-		Doc: "`fault`: what touches the cold file first faults it in; `parallel`: readers bring it in before ready; pipelined, unwritten: `parallel` ([rdma.md](rdma.md#populate))"}},
+		Doc: "`fault`: what first touches the cold file faults it in; `parallel`: readers bring it in first; pipelined, unwritten: `parallel` ([rdma.md](rdma.md#populate))"}},
 	{Column: "populate_s", Unit: "seconds", Doc: "populate `parallel`: how long it took, before registration_s"},
 	{Column: "populate_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ populate_s"},
 	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the span it read in (from the 100 ms tick before its first read to the one after its last)"},
@@ -325,12 +325,12 @@ var schema = []Field{
 	{Column: "pipeline", Doc: "rdma: the server populated and registered the file region by region while the client read", Param: &Param{
 		Name: "pipeline", Section: "server", Kind: KindBool, Default: "false",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "pipeline", Role: "serve", Since: 7,
-		Doc: "populate and register the file one `mr_size` region at a time after the client connects, announcing each when ready for the client to read ([rdma.md](rdma.md#pipeline))"}},
+		Doc: "prepare the file region by region (`mr_size`) once the client connects, announcing each as it is ready ([rdma.md](rdma.md#pipeline))"}},
 	{Column: "first_read_ms", Unit: "ms", Doc: "a point that reads the file once from its start without warmup: from the start of the server's preparation to the first read's completion, less the wait for the client"},
-	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: the bytes read ÷ the time from the start of the server's preparation to the last read's completion; a peer that reads the file (fio, fio_matched, nvmeof), its rate"},
+	{Column: "end_to_end_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "the same points: bytes read ÷ the time from the start of the server's preparation to the last read's completion; a peer that reads the file (fio, fio_matched, nvmeof): its rate"},
 	// Version 8: the SSD measured honestly (issue 40, docs/ssd.md).
-	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point had to bring in (file_size, or fewer if it read fewer); under 0.95, or cached_fraction over 0.02, is not proven cold: verdict `cold` ([verdicts.md](verdicts.md#cold))"},
-	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file (fio O_DIRECT, once per run and host, before its first cold point: [ssd.md](ssd.md#the-disks-ceiling)); empty without fio or on tmpfs"},
+	{Column: "cold_read_fraction", Unit: "ratio", Doc: "node's cold rows: disk_read_bytes ÷ the bytes the point brought in (file_size, or fewer); under 0.95, or cached_fraction over 0.02: not proven cold, verdict `cold` ([verdicts.md](verdicts.md#cold))"},
+	{Column: "disk_ceiling_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "cold rows: the disk's ceiling under the server's file (fio O_DIRECT, once per run and host: [ssd.md](ssd.md#the-disks-ceiling)); empty without fio or on tmpfs"},
 	{Column: "disk_read_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "node's server: its block device's read rate while the clients read; ÷ disk_ceiling_mb_s, the disk's bound_by share ([telemetry.md](telemetry.md#what-bound-a-row))"},
 	{Column: "cpu_server_thread", Doc: "node serve's busiest thread: its CPU seconds per second, 1.0 at one core; a CPU's bound_by share"},
 	{Column: "cpu_client_thread", Doc: "the same for node read"},
@@ -341,7 +341,7 @@ var schema = []Field{
 	{Column: "bound_by_prep", Doc: "a serial cold rdma row: bound_by of the server's preparation before its READs"},
 	{Column: "bound_by_prep_detail", Doc: "its shares, as bound_by_detail"},
 	// Version 9: the SSD streamed (issue 41, docs/ssd.md).
-	{Column: "disk_idle_pct", Unit: "%", Doc: "a pipelined row with populate `parallel`: the share of the span from the server's first read of the file to its last with no read in flight ([ssd.md](ssd.md#the-timeline))"},
+	{Column: "disk_idle_pct", Unit: "%", Doc: "pipelined, populate `parallel`: the share of the server's span of reads of the file with none in flight ([ssd.md](ssd.md#the-timeline))"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

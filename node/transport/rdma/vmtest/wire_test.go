@@ -1112,7 +1112,11 @@ client: {block_size: 256KiB, queue_depth: 4, verify: true}
 		t.Fatalf("%d timeline lines (%+v); want one of %d regions", len(tls), tls, wirePipeSize>>20)
 	}
 	tl := tls[0]
-	overlaps := 0
+	// A registration overlaps the population of the next region, or,
+	// where the readers are far ahead of the registrations (TCG's slow
+	// pinning), of a later one: that the readers go on reading while a
+	// region is registered is the overlap; serial stages give neither.
+	next, later := 0, 0
 	for k, g := range tl.Regions {
 		if g.PopulateStartMs == nil || g.PopulateEndMs == nil {
 			t.Fatalf("region %d: no populate times", k)
@@ -1120,18 +1124,22 @@ client: {block_size: 256KiB, queue_depth: 4, verify: true}
 		if g.RegisterStartMs < *g.PopulateEndMs || g.RegisterEndMs < g.RegisterStartMs || g.AnnouncedMs < g.RegisterEndMs {
 			t.Errorf("region %d: read %.2f-%.2f ms, registered %.2f-%.2f, announced %.2f; want each stage after the one before", k, *g.PopulateStartMs, *g.PopulateEndMs, g.RegisterStartMs, g.RegisterEndMs, g.AnnouncedMs)
 		}
-		if k+1 < len(tl.Regions) {
-			n := tl.Regions[k+1]
+		for j := k + 1; j < len(tl.Regions); j++ {
+			n := tl.Regions[j]
 			if n.PopulateStartMs != nil && g.RegisterStartMs < *n.PopulateEndMs && g.RegisterEndMs > *n.PopulateStartMs {
-				overlaps++
+				if j == k+1 {
+					next++
+				}
+				later++
+				break
 			}
 		}
 	}
 	first, last := tl.Regions[0], tl.Regions[len(tl.Regions)-1]
-	t.Logf("%d regions: read %.1f-%.1f ms, registered %.1f-%.1f ms; %d registrations overlap the next region's reads; disk_idle_pct %s (row %s); end_to_end %s MB/s; %s",
-		len(tl.Regions), *first.PopulateStartMs, *last.PopulateEndMs, first.RegisterStartMs, last.RegisterEndMs, overlaps, fmtPtr(tl.DiskIdlePct), fmtPtr(r.DiskIdlePct), fmtPtr(r.EndToEndMBs), testenv.Load())
-	if overlaps == 0 {
-		t.Errorf("no region's registration overlaps the next region's reads: the stages ran one after another")
+	t.Logf("%d regions: read %.1f-%.1f ms, registered %.1f-%.1f ms; registrations over the next region's reads %d, over a later one's %d; disk_idle_pct %s (row %s); end_to_end %s MB/s; %s",
+		len(tl.Regions), *first.PopulateStartMs, *last.PopulateEndMs, first.RegisterStartMs, last.RegisterEndMs, next, later, fmtPtr(tl.DiskIdlePct), fmtPtr(r.DiskIdlePct), fmtPtr(r.EndToEndMBs), testenv.Load())
+	if later == 0 {
+		t.Errorf("no region's registration overlaps a later region's reads: the stages ran one after another")
 	}
 	if r.DiskIdlePct == nil || *r.DiskIdlePct > 5 {
 		t.Errorf("disk_idle_pct %s; want at most 5", fmtPtr(r.DiskIdlePct))
