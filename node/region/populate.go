@@ -230,7 +230,11 @@ func populateStream(ctx context.Context, m []byte, sizes []int64, readers int, r
 				end := time.Now()
 				mu.Lock()
 				if err != nil {
-					errs = append(errs, fmt.Errorf("bytes %d to %d: %w", c.lo, c.hi, err))
+					// A read cut short by the cancel (another's failure, or
+					// ctx's end) is not a failure of its own.
+					if ctx.Err() == nil {
+						errs = append(errs, fmt.Errorf("bytes %d to %d: %w", c.lo, c.hi, err))
+					}
 					mu.Unlock()
 					cancel()
 					return

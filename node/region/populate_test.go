@@ -187,22 +187,29 @@ func TestStreamOf(t *testing.T) {
 	}
 }
 
-// A read that fails stops the stream, names the bytes, and reports no
-// region it left out.
+// A read that fails stops the stream, names the bytes alone (not the
+// reads its failure cut short), and reports no region it left out.
 func TestPopulateStreamFails(t *testing.T) {
 	const page = 4096
-	m := make([]byte, 8*page)
+	m := make([]byte, 12*page)
 	defer func(f func(context.Context, []byte) error) { readChunk = f }(readChunk)
 	readChunk = func(ctx context.Context, b []byte) error {
-		if &b[0] == &m[6*page] {
+		switch &b[0] {
+		case &m[6*page]:
 			return errors.New("bad sector")
+		case &m[8*page]: // in flight when the bad sector stops the stream
+			<-ctx.Done()
+			return ctx.Err()
 		}
 		return nil
 	}
 	var got []int
-	_, err := populateStream(ctx, m, []int64{4 * page, 4 * page}, 2, func(i int, _ RegionTimes) { got = append(got, i) })
+	_, err := populateStream(ctx, m, []int64{4 * page, 4 * page, 4 * page}, 2, func(i int, _ RegionTimes) { got = append(got, i) })
 	if err == nil || !strings.Contains(err.Error(), "bad sector") || !strings.Contains(err.Error(), fmt.Sprintf("bytes %d to %d", 6*page, 8*page)) {
 		t.Fatalf("err %v; want the bad sector and its bytes", err)
+	}
+	if strings.Contains(err.Error(), "canceled") {
+		t.Errorf("err %v; want the bad sector alone, not the read it cut short", err)
 	}
 	if !slices.Equal(got, []int{0}) {
 		t.Fatalf("regions reported %v, want region 0 alone", got)
