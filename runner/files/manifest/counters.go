@@ -99,21 +99,28 @@ func (c *jsonl) Close() error {
 // before counters, or one whose nodes reported none) gives no lines and
 // no error; a line that is not a counter line is an error naming it.
 func ReadCounters(path string) ([]CounterLine, error) {
+	return readJSONL(path, "counters", func(l CounterLine) bool { return l.Counters != nil })
+}
+
+// readJSONL reads the sidecar of JSON lines at path, what it holds
+// naming it in errors: no file gives no lines and no error; a line that
+// does not decode, or that ok refuses, is an error naming it.
+func readJSONL[T any](path, what string, ok func(T) bool) ([]T, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read counters: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer f.Close()
-	var out []CounterLine
+	var out []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, results.MaxEventLine)
 	for n := 1; sc.Scan(); n++ {
-		var l CounterLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Counters == nil {
-			return nil, fmt.Errorf("%s:%d: not a counters line: %v", path, n, err)
+		var l T
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || !ok(l) {
+			return nil, fmt.Errorf("%s:%d: not a %s line: %v", path, n, what, err)
 		}
 		out = append(out, l)
 	}

@@ -1,12 +1,6 @@
 package manifest
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"rdmasweep/results"
@@ -51,26 +45,5 @@ func (t *Timelines) Add(l TimelineLine) {
 // ReadTimelines reads a timeline sidecar; a run without one gives no
 // lines and no error.
 func ReadTimelines(path string) ([]TimelineLine, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read timelines: %w", err)
-	}
-	defer f.Close()
-	var out []TimelineLine
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, results.MaxEventLine)
-	for n := 1; sc.Scan(); n++ {
-		var l TimelineLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || len(l.Regions) == 0 {
-			return nil, fmt.Errorf("%s:%d: not a timeline line: %v", path, n, err)
-		}
-		out = append(out, l)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return out, nil
+	return readJSONL(path, "timeline", func(l TimelineLine) bool { return len(l.Regions) > 0 })
 }

@@ -72,25 +72,35 @@ func WriteMatrix(w io.Writer, format, title string, points []fleet.Point) error 
 	}
 	side := min(max(vg.Length(hosts)*1.4*vg.Centimeter+5*vg.Centimeter, 14*vg.Centimeter), 60*vg.Centimeter)
 	wd, ht := side*vg.Length(len(plots)), side
-	var c interface {
-		vg.CanvasSizer
-		io.WriterTo
-	}
-	switch format {
-	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(wd, ht), vgimg.UseDPI(120))}
-	case "svg":
-		c = vgsvg.New(wd, ht)
-	default:
-		return fmt.Errorf("%w %q", ErrFormat, format)
+	c, err := newCanvas(format, wd, ht)
+	if err != nil {
+		return err
 	}
 	dc := draw.New(c)
 	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Centimeter, PadTop: 3 * vg.Millimeter, PadBottom: 3 * vg.Millimeter, PadLeft: 3 * vg.Millimeter, PadRight: 3 * vg.Millimeter}
 	for i, pl := range plots {
 		pl.Draw(tiles.At(dc, i, 0))
 	}
-	_, err := c.WriteTo(w)
+	_, err = c.WriteTo(w)
 	return err
+}
+
+// canvas is an image to draw on and write out.
+type canvas interface {
+	vg.CanvasSizer
+	io.WriterTo
+}
+
+// newCanvas is a wd × ht canvas that writes format: "png" (at 120 dpi)
+// or "svg".
+func newCanvas(format string, wd, ht vg.Length) (canvas, error) {
+	switch format {
+	case "png":
+		return vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(wd, ht), vgimg.UseDPI(120))}, nil
+	case "svg":
+		return vgsvg.New(wd, ht), nil
+	}
+	return nil, fmt.Errorf("%w %q", ErrFormat, format)
 }
 
 // grid is a judgment's links as a GridXYZ: column c is client c, row r

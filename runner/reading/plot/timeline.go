@@ -11,8 +11,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"rdmasweep/internal/atomicfile"
 	"rdmasweep/results"
@@ -63,17 +61,9 @@ func WriteTimeline(w io.Writer, format string, tls []Timeline) error {
 	}
 	const panelH = 6 * vg.Centimeter
 	h := panelH * vg.Length(len(tls))
-	var c interface {
-		vg.CanvasSizer
-		io.WriterTo
-	}
-	switch format {
-	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, h), vgimg.UseDPI(120))}
-	case "svg":
-		c = vgsvg.New(width, h)
-	default:
-		return fmt.Errorf("%w %q", ErrFormat, format)
+	c, err := newCanvas(format, width, h)
+	if err != nil {
+		return err
 	}
 	tiles := draw.Tiles{Rows: len(tls), Cols: 1, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
 	dc := draw.New(c)
@@ -84,7 +74,7 @@ func WriteTimeline(w io.Writer, format string, tls []Timeline) error {
 		}
 		p.Draw(tiles.At(dc, 0, i))
 	}
-	_, err := c.WriteTo(w)
+	_, err = c.WriteTo(w)
 	return err
 }
 
