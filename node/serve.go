@@ -28,6 +28,7 @@ type serveOptions struct {
 	cache         string
 	populate      string
 	pipeline      bool
+	window        int
 	registration  string
 	mrSize        sizeValue
 	listen        string
@@ -44,6 +45,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.cache, "cache", "cold", "page cache before serving: cold or warm")
 	fs.StringVar(&o.populate, "populate", results.PopulateFault, "bring the file into memory before ready: fault (the registration or the reads fault it in) or parallel (readers over disjoint ranges, timed; node prepare ignores it)")
 	fs.BoolVar(&o.pipeline, "pipeline", false, "rdma: populate and register the file one --mr-size region at a time after the client connects, announcing each as it is ready")
+	fs.IntVar(&o.window, "window", 0, "rdma, with --pipeline: keep at most this many memory regions registered, each deregistered once the client has read it (0: all stay)")
 	fs.StringVar(&o.registration, "registration", "pinned", "RDMA memory registration: pinned or odp")
 	fs.Var(&o.mrSize, "mr-size", "register the file as RDMA memory regions of at most this size, e.g. 32MiB (default: one region)")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on (default: all addresses, with a warning)")
@@ -75,6 +77,8 @@ func (o *serveOptions) check() error {
 		return usagef("serve: --pipeline registers the file region by region; with --registration odp nothing is registered ahead of the reads: use pinned")
 	case o.pipeline && o.clients > 1:
 		return usagef("serve: --pipeline serves one client (--clients 1)")
+	case o.window > 0 && !o.pipeline:
+		return usagef("serve: --window bounds a pipelined server's memory regions: add --pipeline")
 	}
 	return checkFormat(o.format)
 }
@@ -127,13 +131,13 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 	sample.Disk(diskCtx, f.Path) // the cache state is set: every read from here is the point's
 	prepDisk, prepCPU := sample.DiskMark(), transport.StartCPU()
 	var populateS *float64
-	var populateRegion func(context.Context, []int64, func(int, region.RegionTimes)) (region.Stream, error)
+	var populateRegion func(context.Context, []int64, func(context.Context, int) error, func(int, region.RegionTimes)) (region.Stream, error)
 	if o.pipeline {
 		// The file is populated and registered region by region after
 		// the client connects, inside its read.
 		if o.populate == results.PopulateParallel {
-			populateRegion = func(ctx context.Context, sizes []int64, ready func(int, region.RegionTimes)) (region.Stream, error) {
-				return f.PopulateStream(ctx, sizes, region.PopulateReaders, ready)
+			populateRegion = func(ctx context.Context, sizes []int64, admit func(context.Context, int) error, ready func(int, region.RegionTimes)) (region.Stream, error) {
+				return f.PopulateStream(ctx, sizes, region.PopulateReaders, admit, ready)
 			}
 		}
 	} else if populateS, err = populate(ctx, f, o.populate); err != nil {
@@ -149,6 +153,7 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 		MRSize:        int64(o.mrSize),
 		RDMA:          o.rdma,
 		Pipeline:      o.pipeline,
+		Window:        o.window,
 		Populate:      populateRegion,
 	}, out.Warn)
 	if err != nil {
@@ -185,7 +190,7 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 		Type: results.TypeDone, BytesServed: st.BytesServed, Requests: st.Requests, Seconds: st.Seconds,
 		MinorFaults: after.minor - before.minor, MajorFaults: after.major - before.major,
 		CPUUserS: st.CPU.UserS, CPUSysS: st.CPU.SysS, CPUWallS: st.CPU.WallS, CPUThreadS: st.CPU.ThreadS, Connections: conns,
-		Counters: c, Pipeline: st.Pipeline,
+		Counters: c, Pipeline: st.Pipeline, PinnedPeakBytes: st.PinnedPeakBytes,
 	})
 	out.Line("served %d bytes in %d requests in %.3f s", st.BytesServed, st.Requests, st.Seconds)
 	return srv.Close()

@@ -99,6 +99,7 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 	l.checkTopology(root, p, base, at)
 	l.checkRate(p, base, at)
 	l.checkPipeline(p, base, at)
+	l.checkWindow(p, base, at)
 
 	// What a transport takes: the limits node enforces, per transport, for
 	// every value a point will have, reported where the value was written.
@@ -325,6 +326,63 @@ func (l *loader) checkPipeline(p *Plan, base map[string]baseValue, at func(sourc
 			}
 			if msg := other.refuse(src.values[j]); msg != "" {
 				l.errorf(at(pipe, i), pipe.path, "pipeline: %s (with %s %s)", msg, other.id, valueText(src.values[j]))
+				return false
+			}
+			return true
+		})
+	}
+}
+
+// checkWindow refuses a window where it cannot bound anything: without
+// the pipeline (a serial server registers the file whole before ready),
+// and for a client that does not read the file once from its start (a
+// region is deregistered once read, so a second pass, a warmup, a
+// duration or a random order would READ a region that is gone).
+func (l *loader) checkWindow(p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
+	win := l.source(p, base, param.Window)
+	onePass := "a window deregisters each memory region once the client has read it, so the client reads the file once from its start"
+	for _, other := range []struct {
+		id     param.ID
+		refuse func(value) string
+	}{
+		{param.Pipeline, func(v value) string {
+			if !v.b {
+				return "it bounds a pipelined server's registered regions; set server.pipeline: true"
+			}
+			return ""
+		}},
+		{param.Duration, func(v value) string {
+			if v.n != 0 {
+				return onePass + "; set duration: 0s (put window beside cache in a zip with the cold points)"
+			}
+			return ""
+		}},
+		{param.Warmup, func(v value) string {
+			if v.n != 0 {
+				return onePass + "; set warmup: 0s"
+			}
+			return ""
+		}},
+		{param.Total, func(v value) string {
+			if v.n != 0 {
+				return onePass + "; drop total"
+			}
+			return ""
+		}},
+		{param.Pattern, func(v value) string {
+			if v.s != "sequential" {
+				return onePass + "; set pattern: sequential"
+			}
+			return ""
+		}},
+	} {
+		src := l.source(p, base, other.id)
+		pairs(win, src, func(i, j int) bool {
+			if win.values[i].n == 0 {
+				return true
+			}
+			if msg := other.refuse(src.values[j]); msg != "" {
+				l.errorf(at(win, i), win.path, "window %d: %s (with %s %s)", win.values[i].n, msg, other.id, format(results.ParamOf(other.id), src.values[j]))
 				return false
 			}
 			return true

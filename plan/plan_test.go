@@ -474,7 +474,7 @@ func TestKeys(t *testing.T) {
 
 func TestSweepableParams(t *testing.T) {
 	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "clients", "workload",
-		"max_rd_atomic", "cq_moderation", "relaxed_ordering", "odp_prefetch", "mr_size", "rate", "arrivals", "populate", "pipeline"}
+		"max_rd_atomic", "cq_moderation", "relaxed_ordering", "odp_prefetch", "mr_size", "rate", "arrivals", "populate", "pipeline", "window"}
 	if got := results.SweepableParams(); !slices.Equal(got, want) {
 		t.Errorf("SweepableParams = %v, want the CSV order %v", got, want)
 	}

@@ -326,6 +326,10 @@ type Done struct {
 	// Pipeline is a pipelined server's (--pipeline) preparation, done
 	// region by region after its client connected; nil otherwise.
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
+	// PinnedPeakBytes is the most bytes an rdma server had registered
+	// pinned at once: the file's size serially, its window's pipelined
+	// with one (Pipeline.PinnedPeakBytes); nil for odp and tcp.
+	PinnedPeakBytes *int64 `json:"pinned_peak_bytes,omitempty"`
 }
 
 // Pipeline is what a pipelined server's preparation took, summed over
@@ -342,6 +346,9 @@ type Pipeline struct {
 	// first read to their last with none of them reading (populate
 	// parallel); nil without populate.
 	DiskIdlePct *float64 `json:"disk_idle_pct,omitempty"`
+	// Window is how many memory regions it kept registered at once
+	// (--window; 0: every region stays until the session ends).
+	Window int `json:"window,omitempty"`
 	// Timeline is each memory region's stages, in order.
 	Timeline []RegionStages `json:"timeline,omitempty"`
 }

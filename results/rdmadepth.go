@@ -5,6 +5,8 @@ package results
 // checks predict them, and a row takes node's report of them where node
 // ran and its cell would otherwise be a prediction.
 
+import "rdmasweep/results/param"
+
 // DepthPerQP is the READs node keeps posted on each QP: the queue depth
 // spread over the QPs, rounded up, at least 1.
 func DepthPerQP(queueDepth, qps int) int {
@@ -64,4 +66,19 @@ func MRCount(size, mrSize int64) int64 {
 		return 1
 	}
 	return (size + mrSize - 1) / mrSize
+}
+
+// PinnedBytes is the one rule for the most bytes node's pinned server
+// registers at once: the whole file, but for a pipelined server with a
+// window of fewer memory regions than the file has, window × mr_size.
+func PinnedBytes(size, mrSize int64, pipeline bool, window int) int64 {
+	if !pipeline || window <= 0 || int64(window) >= MRCount(size, mrSize) {
+		return size
+	}
+	return int64(window) * mrSize
+}
+
+// PinnedAtOnce is PinnedBytes for a point's values.
+func PinnedAtOnce(v Values) int64 {
+	return PinnedBytes(v.Int(param.FileSize), v.Int(param.MRSize), v.Bool(param.Pipeline), int(v.Int(param.Window)))
 }

@@ -50,3 +50,24 @@ func TestMRCount(t *testing.T) {
 		}
 	}
 }
+
+// A window bounds what a pipelined server pins at once; without the
+// pipeline, or with a window as large as the file, it pins the file.
+func TestPinnedBytes(t *testing.T) {
+	for _, c := range []struct {
+		size, mr int64
+		pipe     bool
+		window   int
+		want     int64
+	}{
+		{512 << 20, 16 << 20, true, 4, 64 << 20},
+		{512 << 20, 16 << 20, false, 4, 512 << 20},
+		{512 << 20, 16 << 20, true, 0, 512 << 20},
+		{512 << 20, 16 << 20, true, 32, 512 << 20},
+		{500 << 20, 16 << 20, true, 31, 496 << 20},
+	} {
+		if got := PinnedBytes(c.size, c.mr, c.pipe, c.window); got != c.want {
+			t.Errorf("PinnedBytes(%d, %d, %v, %d) = %d, want %d", c.size, c.mr, c.pipe, c.window, got, c.want)
+		}
+	}
+}

@@ -156,6 +156,9 @@ type Row struct {
 	// DiskIdlePct is a pipelined server's populate readers' idle share
 	// (Pipeline.DiskIdlePct).
 	DiskIdlePct *float64 `csv:"disk_idle_pct"`
+	// PinnedPeakBytes is the most node's server had registered at once
+	// (Done.PinnedPeakBytes).
+	PinnedPeakBytes *int64 `csv:"pinned_peak_bytes"`
 }
 
 // Scope values.
@@ -223,6 +226,7 @@ func (r *Row) SetResult(res *Result) {
 func (r *Row) SetDone(d *Done) {
 	r.CPUServer = cpuPerSecond(d.CPUUserS, d.CPUSysS, d.CPUWallS)
 	r.CPUServerThread = threadPerSecond(d.CPUThreadS, d.CPUWallS)
+	r.PinnedPeakBytes = d.PinnedPeakBytes
 	if d.Pipeline != nil {
 		p := d.Pipeline
 		r.PopulateS, r.PopulateMBs = p.PopulateS, p.PopulateMBs

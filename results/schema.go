@@ -342,6 +342,12 @@ var schema = []Field{
 	{Column: "bound_by_prep_detail", Doc: "its shares, as bound_by_detail"},
 	// Version 9: the SSD streamed (issue 41, docs/ssd.md).
 	{Column: "disk_idle_pct", Unit: "%", Doc: "pipelined, populate `parallel`: the share of the server's span of reads of the file with none in flight ([ssd.md](ssd.md#the-timeline))"},
+	{Column: "window", Doc: "pipelined: the regions kept registered", Param: &Param{
+		Name: "window", Section: "server", Kind: KindInt, Default: "0", Min: 0, Max: MaxRegions,
+		Transports: []string{TransportRDMA}, Sweep: true, Flag: "window", Role: "serve", Since: 9,
+		when: func(v Values) bool { return v.Bool(param.Pipeline) },
+		Doc: "pipelined, one pass: at most this many regions registered, each dropped once read ([ssd.md](ssd.md#memory)); 0: all"}},
+	{Column: "pinned_peak_bytes", Unit: "bytes", Doc: "rdma, pinned: the most bytes node's server had registered at once"},
 }
 
 // MaxRegions is the most memory regions node registers one file as

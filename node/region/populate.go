@@ -149,16 +149,19 @@ var readChunk = populateRange
 // boundaries, so the device's queue is as full at a region's end as
 // within it: no reader waits for the others at a boundary. ready is
 // called in region order, once each region's bytes are all in, by the
-// reader that finished the last of them; it must not block. It returns
-// when every region is in, at the first failure, or when ctx ends.
-func (r *File) PopulateStream(ctx context.Context, sizes []int64, readers int, ready func(i int, t RegionTimes)) (Stream, error) {
+// reader that finished the last of them; it must not block. admit, when
+// not nil, is asked before each read of region i and waits until that
+// region may be read (a window of registered regions holds the readers
+// back); its error stops them. It returns when every region is in, at
+// the first failure, or when ctx ends.
+func (r *File) PopulateStream(ctx context.Context, sizes []int64, readers int, admit func(ctx context.Context, i int) error, ready func(i int, t RegionTimes)) (Stream, error) {
 	m, err := unix.Mmap(int(r.File.Fd()), 0, int(r.Size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return Stream{}, fmt.Errorf("populate %s: mmap: %w", r.Path, err)
 	}
 	defer unix.Munmap(m)
 	_ = unix.Madvise(m, unix.MADV_SEQUENTIAL)
-	st, err := populateStream(ctx, m, sizes, readers, ready)
+	st, err := populateStream(ctx, m, sizes, readers, admit, ready)
 	if err != nil {
 		return st, fmt.Errorf("populate %s: %w", r.Path, err)
 	}
@@ -187,7 +190,14 @@ func streamChunks(sizes []int64, readers, page int) []piece {
 	return out
 }
 
-func populateStream(ctx context.Context, m []byte, sizes []int64, readers int, ready func(int, RegionTimes)) (Stream, error) {
+func populateStream(ctx context.Context, m []byte, sizes []int64, readers int, admit func(context.Context, int) error, ready func(int, RegionTimes)) (Stream, error) {
+	return stream(ctx, sizes, readers, admit, ready, func(ctx context.Context, c piece) error { return readChunk(ctx, m[c.lo:c.hi]) })
+}
+
+// stream runs readers over the regions of the lengths in sizes, laid end
+// to end, each taking the next chunk in order and reading it with read,
+// as PopulateStream describes.
+func stream(ctx context.Context, sizes []int64, readers int, admit func(context.Context, int) error, ready func(int, RegionTimes), read func(context.Context, piece) error) (Stream, error) {
 	chunks := streamChunks(sizes, readers, os.Getpagesize())
 	left := make([]int, len(sizes))
 	for _, c := range chunks {
@@ -225,8 +235,14 @@ func populateStream(ctx context.Context, m []byte, sizes []int64, readers int, r
 					return
 				}
 				c := chunks[k]
+				if admit != nil {
+					if err := admit(ctx, c.i); err != nil {
+						cancel() // the others' waits end with it
+						return
+					}
+				}
 				start := time.Now()
-				err := readChunk(ctx, m[c.lo:c.hi])
+				err := read(ctx, c)
 				end := time.Now()
 				mu.Lock()
 				if err != nil {

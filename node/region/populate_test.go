@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"rdmasweep/node/pattern"
 )
@@ -104,7 +106,7 @@ func TestPopulateStreamReportsRegionsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []int
-	st, err := f.PopulateStream(ctx, sizes, PopulateReaders, func(i int, rt RegionTimes) {
+	st, err := f.PopulateStream(ctx, sizes, PopulateReaders, nil, func(i int, rt RegionTimes) {
 		if rt.First.IsZero() || rt.Last.Before(rt.First) {
 			t.Errorf("region %d: read from %v to %v", i, rt.First, rt.Last)
 		}
@@ -145,7 +147,7 @@ func TestPopulateStreamCrossesRegions(t *testing.T) {
 	var times []RegionTimes
 	done := make(chan error, 1)
 	go func() {
-		_, err := populateStream(ctx, m, sizes, 4, func(i int, rt RegionTimes) {
+		_, err := populateStream(ctx, m, sizes, 4, nil, func(i int, rt RegionTimes) {
 			got, times = append(got, i), append(times, rt)
 		})
 		done <- err
@@ -204,7 +206,7 @@ func TestPopulateStreamFails(t *testing.T) {
 		return nil
 	}
 	var got []int
-	_, err := populateStream(ctx, m, []int64{4 * page, 4 * page, 4 * page}, 2, func(i int, _ RegionTimes) { got = append(got, i) })
+	_, err := populateStream(ctx, m, []int64{4 * page, 4 * page, 4 * page}, 2, nil, func(i int, _ RegionTimes) { got = append(got, i) })
 	if err == nil || !strings.Contains(err.Error(), "bad sector") || !strings.Contains(err.Error(), fmt.Sprintf("bytes %d to %d", 6*page, 8*page)) {
 		t.Fatalf("err %v; want the bad sector and its bytes", err)
 	}
@@ -213,5 +215,61 @@ func TestPopulateStreamFails(t *testing.T) {
 	}
 	if !slices.Equal(got, []int{0}) {
 		t.Fatalf("regions reported %v, want region 0 alone", got)
+	}
+}
+
+// admit holds the readers back: with regions 2 and 3 not admitted, no
+// chunk of them is read until they are, and then the stream finishes.
+// Dropping the admit call from the readers fails it.
+func TestPopulateStreamAdmits(t *testing.T) {
+	const page = 4096
+	m := make([]byte, 16*page)
+	defer func(f func(context.Context, []byte) error) { readChunk = f }(readChunk)
+	var mu sync.Mutex
+	var readRegions []int
+	readChunk = func(ctx context.Context, b []byte) error {
+		mu.Lock()
+		readRegions = append(readRegions, int(uintptr(unsafe.Pointer(&b[0]))-uintptr(unsafe.Pointer(&m[0])))/(4*page))
+		mu.Unlock()
+		return nil
+	}
+	open := make(chan struct{})
+	admit := func(ctx context.Context, i int) error {
+		if i < 2 {
+			return nil
+		}
+		select {
+		case <-open:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	in := make(chan int, 4)
+	done := make(chan error, 1)
+	go func() {
+		_, err := populateStream(ctx, m, []int64{4 * page, 4 * page, 4 * page, 4 * page}, 3, admit, func(i int, _ RegionTimes) { in <- i })
+		done <- err
+	}()
+	for want := range 2 {
+		if i := <-in; i != want {
+			t.Fatalf("region %d reported, want %d", i, want)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // time for a reader that ignores admit to read on
+	mu.Lock()
+	for _, r := range readRegions {
+		if r >= 2 {
+			t.Errorf("region %d read before it was admitted (reads: %v)", r, readRegions)
+			break
+		}
+	}
+	mu.Unlock()
+	close(open)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(in) != 2 {
+		t.Fatalf("%d more regions reported after the admit, want 2", len(in))
 	}
 }

@@ -110,9 +110,16 @@ type ServerConfig struct {
 	// the file into the page cache as memory regions of the lengths in
 	// sizes, calling ready in order as each is in, while the regions
 	// before it are registered (populate parallel: region.PopulateStream);
-	// nil leaves that to the registration.
+	// admit, when not nil, waits until region i may be read. nil leaves
+	// that to the registration.
 	Pipeline bool
-	Populate func(ctx context.Context, sizes []int64, ready func(i int, t region.RegionTimes)) (region.Stream, error)
+	Populate func(ctx context.Context, sizes []int64, admit func(ctx context.Context, i int) error, ready func(i int, t region.RegionTimes)) (region.Stream, error)
+	// Window (with Pipeline) keeps at most this many memory regions
+	// registered: each is deregistered, and its pages dropped, once the
+	// client has read it, before the one Window after it is registered;
+	// Populate's admit holds its readers within reach of them. 0: every
+	// region stays until the session ends.
+	Window int
 }
 
 // ReadyInfo is what a Server reports once it can accept its client.
@@ -144,6 +151,9 @@ type ServeStats struct {
 	TCP *counters.TCPPhase
 	// Pipeline is a pipelined session's preparation (ServerConfig.Pipeline).
 	Pipeline *results.Pipeline
+	// PinnedPeakBytes is the most bytes an rdma server had registered
+	// pinned at once; nil for odp and tcp.
+	PinnedPeakBytes *int64
 }
 
 // Server is a prepared, listening server. Listen returns only once the

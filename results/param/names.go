@@ -46,6 +46,7 @@ const (
 	Arrivals                   // client.arrivals
 	Populate                   // server.populate
 	Pipeline                   // server.pipeline
+	Window                     // server.window
 )
 
 // names are the parameters' names, by ID.
@@ -92,4 +93,5 @@ var names = [...]string{
 	Arrivals:         "arrivals",
 	Populate:         "populate",
 	Pipeline:         "pipeline",
+	Window:           "window",
 }

@@ -347,6 +347,11 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if err != nil {
 		return m, err
 	}
+	if c.region.Windowed {
+		if err := c.windowed(w, reads, blocks); err != nil {
+			return m, err
+		}
+	}
 	if w.Rate > 0 {
 		// The C loop computes the schedule (rs_sched); this refuses what
 		// workload.NewSchedule would, before any READ.
@@ -396,18 +401,28 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 		pinner.Pin(&resp.Counts[0])
 		a.resp_hist = (*C.uint64_t)(unsafe.Pointer(&resp.Counts[0]))
 	}
+	releasing := func() error { return nil }
+	if c.region.Windowed {
+		if releasing, err = c.releaseRegions(int64(w.BlockSize)); err != nil {
+			return m, err
+		}
+	}
 	var o C.rs_run_out
 	cpu := transport.StartCPU()
 	C.rs_run(a, &o)
 	used := cpu()
 	pinner.Unpin()
 	defer C.rs_run_free(&o)
+	relErr := releasing()
 
 	c.next = int64(o.next)
 	c.bytes += int64(o.bytes)
 	c.reads += int64(o.reads)
 	if err := c.runError(ctx, &o, w); err != nil {
 		return m, err
+	}
+	if relErr != nil {
+		return m, relErr
 	}
 	m = c.measurement(&o, w, &h, used)
 	if onePass(w, blocks, reads, int64(a.start)) {

@@ -19,6 +19,7 @@ package rdma
 //	 or refusal      utf-8 message
 //	S→C ready-region index u16 | rkey u32 | addr u64 (pipelined: one per region)
 //	 or abort        utf-8 message               (its preparation failed)
+//	C→S release      index u16                   (windowed: one per region, once read)
 //	C→S bye          bytes u64 | reads u64       (when the client closes)
 //	 or abort        utf-8 message               (when it gave up after welcome)
 //
@@ -32,7 +33,12 @@ package rdma
 //	           bit 2: pipelined: the rkeys are 0 until each memory
 //	           region's ready-region message brings its own, and addr
 //	           is the mapping's address in those messages (the server
-//	           may map the file again to register the first)
+//	           may map the file again to register the first);
+//	           bit 3: windowed: the client sends a release for each
+//	           memory region, in order, once its READs of it have all
+//	           completed, and reads the file once from its start; the
+//	           server deregisters the region then, and registers the
+//	           next beyond its window
 //
 // The region is registered as n memory regions over one mapping: region i
 // covers bytes [i × mr_size, min((i+1) × mr_size, length)) and is read with
@@ -82,8 +88,8 @@ const (
 	wireMagic = "RDSW"
 	// wireVersion 2: hello-cm and welcome-cm, and the region's flags byte;
 	// 3: the region as several memory regions, one rkey each; 4: the
-	// pipelined region and ready-region.
-	wireVersion = 4
+	// pipelined region and ready-region; 5: the window and release.
+	wireVersion = 5
 	headerLen   = 4 + 1 + 1 + 4
 	maxBody     = 64 << 10
 	// maxQPs bounds the QP list a peer may send; it also bounds client.qps.
@@ -106,6 +112,7 @@ const (
 	kindHelloCM   = 7
 	kindWelcomeCM = 8
 	kindRegion    = 9
+	kindRelease   = 10
 )
 
 func kindName(k byte) string {
@@ -128,6 +135,8 @@ func kindName(k byte) string {
 		return "welcome-cm"
 	case kindRegion:
 		return "ready-region"
+	case kindRelease:
+		return "release"
 	}
 	return fmt.Sprintf("kind %d", k)
 }
@@ -166,6 +175,7 @@ type regionRecord struct {
 	Patterned bool
 	ODP       bool // registered with on-demand paging
 	Pipelined bool // the rkeys come in ready-region messages
+	Windowed  bool // the client releases each memory region once read
 	// MRSize is the length of every memory region but the last, which
 	// ends at Length; RKeys has one rkey per memory region, in order.
 	MRSize uint64
@@ -270,6 +280,9 @@ func (r regionRecord) encode() []byte {
 	if r.Pipelined {
 		p |= 4
 	}
+	if r.Windowed {
+		p |= 8
+	}
 	b = append(b, p)
 	b = binary.BigEndian.AppendUint64(b, r.MRSize)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(r.RKeys)))
@@ -292,6 +305,7 @@ func decodeRegion(b []byte) (regionRecord, error) {
 		Patterned: b[24]&1 != 0,
 		ODP:       b[24]&2 != 0,
 		Pipelined: b[24]&4 != 0,
+		Windowed:  b[24]&8 != 0,
 		MRSize:    binary.BigEndian.Uint64(b[25:]),
 	}
 	n := int(binary.BigEndian.Uint16(b[33:]))
@@ -577,9 +591,24 @@ func sendAbort(c net.Conn, reason error) {
 // readEnd waits for the client's bye and returns its counts. A client that
 // aborts, disconnects or sends anything else instead fails with an error
 // wrapping errClientFailed (with its reason, when it sent one): without a
-// bye the server cannot know what was read.
-func readEnd(c net.Conn) (bytesRead, reads int64, err error) {
-	kind, body, err := readMsg(c, kindBye, kindAbort)
+// bye the server cannot know what was read. With release set (a window),
+// the client's releases before its bye are passed to it, index by index;
+// its error ends the wait.
+func readEnd(c net.Conn, release func(index int) error) (bytesRead, reads int64, err error) {
+	want := []byte{kindBye, kindAbort}
+	if release != nil {
+		want = append(want, kindRelease)
+	}
+	kind, body, err := readMsg(c, want...)
+	for err == nil && kind == kindRelease {
+		if len(body) != 2 {
+			return 0, 0, fmt.Errorf("%w: %w: release of %d bytes (want 2)", errClientFailed, errProtocol, len(body))
+		}
+		if err := release(int(binary.BigEndian.Uint16(body))); err != nil {
+			return 0, 0, fmt.Errorf("%w: %w", errClientFailed, err)
+		}
+		kind, body, err = readMsg(c, want...)
+	}
 	switch {
 	case err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
 		return 0, 0, fmt.Errorf("%w: it disconnected without a bye (it failed or was killed; its own error says why)", errClientFailed)
@@ -606,6 +635,10 @@ func printable(b []byte) string {
 		return r
 	}, strings.ToValidUTF8(string(b), "?"))
 }
+
+// releaseBody encodes a release message: the client's READs of memory
+// region index have all completed.
+func releaseBody(index int) []byte { return binary.BigEndian.AppendUint16(nil, uint16(index)) }
 
 // regionBody encodes a ready-region message: memory region index is
 // registered with rkey, in the mapping at addr.

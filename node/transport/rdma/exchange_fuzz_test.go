@@ -163,7 +163,7 @@ func TestServerHandshakeRefusesMalformed(t *testing.T) {
 		{"oversized", frame(wireMagic, wireVersion, kindHello, maxBody+1, hello), "over", true},
 		{"huge length", frame(wireMagic, wireVersion, kindHello, 1<<31, nil), "over", true},
 		{"wrong magic", frame("HTTP", wireVersion, kindHello, len(hello), hello), "bad magic", true},
-		{"wrong version", frame(wireMagic, wireVersion+1, kindHello, len(hello), hello), "this node 4", true},
+		{"wrong version", frame(wireMagic, wireVersion+1, kindHello, len(hello), hello), "this node 5", true},
 		{"wrong kind", frame(wireMagic, wireVersion, kindBye, 16, make([]byte, 16)), "got bye", true},
 		{"unknown kind", frame(wireMagic, wireVersion, 99, 0, nil), "got kind 99", true},
 		{"short endpoint", frame(wireMagic, wireVersion, kindHello, 10, hello[:10]), "shorter than 22", true},
@@ -238,7 +238,7 @@ func TestServerSeesClientEnd(t *testing.T) {
 					return
 				}
 				defer sess.close()
-				n, _, err := readEnd(srv)
+				n, _, err := readEnd(srv, nil)
 				got <- end{n, err}
 			}()
 			if _, _, err := clientHandshake(context.Background(), cli, secret, sampleEndpoint(1)); err != nil {

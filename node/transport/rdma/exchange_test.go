@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +231,46 @@ func TestReadyRegions(t *testing.T) {
 	writeMsg(&b, kindAbort, []byte("populate memory region 2 of 3: input/output error"))
 	if _, _, err := readRegion(&b, 1, 3); err == nil || !strings.Contains(err.Error(), "input/output error") || !strings.Contains(err.Error(), "memory region 2 of 3") {
 		t.Errorf("the server's abort: %v; want its reason", err)
+	}
+}
+
+// TestReleases: a windowed region record keeps its flag; the server's
+// readEnd hands each of the client's releases to its window, in the order
+// sent, until the bye; a release to a server without a window is a
+// protocol error, as is the window's refusal of one out of order.
+func TestReleases(t *testing.T) {
+	rec := regionRecord{Addr: 1 << 40, Length: 6 << 20, MRSize: 2 << 20, RKeys: make([]uint32, 3), Pipelined: true, Windowed: true}
+	if got, err := decodeRegion(rec.encode()); err != nil || !got.Windowed || !got.Pipelined {
+		t.Fatalf("windowed region record decoded to %+v, %v", got, err)
+	}
+	send := func(msgs ...[]byte) net.Conn {
+		cl, srv := net.Pipe()
+		go func() {
+			for _, m := range msgs {
+				if _, err := cl.Write(m); err != nil {
+					return
+				}
+			}
+			cl.Close()
+		}()
+		return srv
+	}
+	frame := func(kind byte, body []byte) []byte {
+		var b bytes.Buffer
+		writeMsg(&b, kind, body)
+		return b.Bytes()
+	}
+	var got []int
+	n, reads, err := readEnd(send(frame(kindRelease, releaseBody(0)), frame(kindRelease, releaseBody(1)), frame(kindBye, byeBody(6<<20, 6))),
+		func(i int) error { got = append(got, i); return nil })
+	if err != nil || n != 6<<20 || reads != 6 || !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("releases %v, bye %d bytes in %d reads, %v; want releases 0 1, then the bye", got, n, reads, err)
+	}
+	if _, _, err := readEnd(send(frame(kindRelease, releaseBody(0))), nil); !errors.Is(err, errProtocol) {
+		t.Errorf("a release without a window: %v; want a protocol error", err)
+	}
+	refuse := errors.New("release of memory region 2, want 1")
+	if _, _, err := readEnd(send(frame(kindRelease, releaseBody(1))), func(int) error { return refuse }); !errors.Is(err, refuse) || !errors.Is(err, errClientFailed) {
+		t.Errorf("a refused release: %v; want the window's refusal as the client's failure", err)
 	}
 }

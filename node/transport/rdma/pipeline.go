@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -49,20 +51,22 @@ func (s *server) mapForPipeline() error {
 // bye or failure, it stops what is left and returns the preparation's
 // figures or, when populating or registering failed, that failure (the
 // client's own error then only echoes it). Without a pipeline it returns
-// nil, nil.
-func (s *server) startPipeline(ctx context.Context, c net.Conn) func() (*results.Pipeline, error) {
+// nil, nil. With a window it also returns the function readEnd passes the
+// client's releases to; nil otherwise.
+func (s *server) startPipeline(ctx context.Context, c net.Conn) (wait func() (*results.Pipeline, error), release func(int) error) {
 	if !s.cfg.Pipeline {
-		return func() (*results.Pipeline, error) { return nil, nil }
+		return func() (*results.Pipeline, error) { return nil, nil }, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	w := newWindow(s.cfg.Window, len(s.spans))
 	var p *results.Pipeline
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p, err = s.pipeline(ctx, c)
+		p, err = s.pipeline(ctx, c, w)
 	}()
-	return func() (*results.Pipeline, error) {
+	wait = func() (*results.Pipeline, error) {
 		cancel()
 		<-done
 		if errors.As(err, new(*prepError)) {
@@ -70,15 +74,80 @@ func (s *server) startPipeline(ctx context.Context, c net.Conn) func() (*results
 		}
 		return p, nil
 	}
+	if w != nil {
+		release = w.release
+	}
+	return wait, release
+}
+
+// window is a windowed pipeline's account of the client's releases: the
+// pipeline takes each from released, in order, to deregister it; admit
+// holds the populate readers within reach of the registered regions.
+type window struct {
+	size     int
+	released chan int // the client's releases, as readEnd receives them
+	next     int      // the release readEnd expects next
+
+	mu      sync.Mutex
+	dropped int           // regions deregistered
+	moved   chan struct{} // closed and replaced when dropped grows
+}
+
+func newWindow(size, regions int) *window {
+	if size <= 0 || size >= regions {
+		return nil // nothing to bound: every region fits in it
+	}
+	return &window{size: size, released: make(chan int, regions), moved: make(chan struct{})}
+}
+
+// release takes the client's release of memory region i, which must be
+// the next in order; it never blocks.
+func (w *window) release(i int) error {
+	if i != w.next || i >= cap(w.released) {
+		return fmt.Errorf("%w: release of memory region %d, want %d (they come in order, once each)", errProtocol, i+1, w.next+1)
+	}
+	w.next++
+	w.released <- i
+	return nil
+}
+
+// droppedOne records a deregistered region, waking admit's waiters.
+func (w *window) droppedOne() {
+	w.mu.Lock()
+	w.dropped++
+	close(w.moved)
+	w.moved = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// admit waits until region i may be read into the page cache: no further
+// than one window beyond the registered ones, so the disk keeps reading
+// while the client READs without the file piling up in memory ahead.
+func (w *window) admit(ctx context.Context, i int) error {
+	for {
+		w.mu.Lock()
+		ok, moved := i < w.dropped+2*w.size, w.moved
+		w.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // pipeline prepares the memory regions in order, its stages overlapped:
 // cfg.Populate's readers bring the file in ahead (with no pause at a
 // region's end), while this goroutine registers each region as soon as
-// it is in and sends its ready-region on c at once. On a failure it sends
-// c an abort with the reason, so the client's read fails saying why, and
-// returns the error; it returns only once the readers have stopped.
-func (s *server) pipeline(ctx context.Context, c net.Conn) (*results.Pipeline, error) {
+// it is in and sends its ready-region on c at once. With a window w, it
+// registers region i only once the client has released region i − size,
+// which it deregisters first. On a failure it sends c an abort with the
+// reason, so the client's read fails saying why, and returns the error;
+// it returns only once the readers have stopped.
+func (s *server) pipeline(ctx context.Context, c net.Conn, w *window) (*results.Pipeline, error) {
 	t0 := time.Now()
 	ms := func(t time.Time) float64 { return float64(t.Sub(t0)) / 1e6 }
 	tl := make([]results.RegionStages, len(s.spans))
@@ -95,7 +164,11 @@ func (s *server) pipeline(ctx context.Context, c net.Conn) (*results.Pipeline, e
 		go func() {
 			defer close(popDone)
 			defer close(in)
-			stream, popErr = s.cfg.Populate(popCtx, sizes, func(i int, rt region.RegionTimes) {
+			var admit func(context.Context, int) error
+			if w != nil {
+				admit = w.admit
+			}
+			stream, popErr = s.cfg.Populate(popCtx, sizes, admit, func(i int, rt region.RegionTimes) {
 				tl[i].PopulateStartMs, tl[i].PopulateEndMs = ref(ms(rt.First)), ref(ms(rt.Last))
 				in <- i // never blocks: the channel holds every region
 			})
@@ -109,7 +182,31 @@ func (s *server) pipeline(ctx context.Context, c net.Conn) (*results.Pipeline, e
 	}
 	defer func() { stopPop(); <-popDone }()
 	var regS float64
+	var pinned, peak int64
+	dropped := 0
+	drop := func() error {
+		select {
+		case j := <-w.released:
+			if err := s.dropRegion(j); err != nil {
+				return err
+			}
+			pinned -= int64(s.spans[j].len)
+			dropped++
+			w.droppedOne()
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for i := range s.spans {
+		for w != nil && i-dropped >= w.size {
+			if err := drop(); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, s.pipelineFailed(ctx, c, err)
+			}
+		}
 		if _, ok := <-in; !ok {
 			<-popDone
 			if ctx.Err() != nil {
@@ -127,6 +224,8 @@ func (s *server) pipeline(ctx context.Context, c net.Conn) (*results.Pipeline, e
 		}
 		end := time.Now()
 		regS += end.Sub(start).Seconds()
+		pinned += int64(s.spans[i].len)
+		peak = max(peak, pinned)
 		s.mrMu.Lock()
 		s.mrs = append(s.mrs, mr)
 		s.mrMu.Unlock()
@@ -136,8 +235,15 @@ func (s *server) pipeline(ctx context.Context, c net.Conn) (*results.Pipeline, e
 		tl[i].RegisterStartMs, tl[i].RegisterEndMs, tl[i].AnnouncedMs = ms(start), ms(end), ms(time.Now())
 	}
 	<-popDone
+	// The rest are released as the client reads them, until its bye.
+	for w != nil && dropped < len(s.spans) && drop() == nil {
+	}
+	s.pinnedPeak.Store(peak)
 	size := float64(s.cfg.Region.Size) / 1e6
 	p := &results.Pipeline{Regions: len(s.spans), Mapping: s.ready.Mapping, RegistrationS: &regS, Timeline: tl}
+	if w != nil {
+		p.Window = w.size
+	}
 	if regS > 0 {
 		p.RegistrationMBs = ref(size / regS)
 	}
@@ -174,6 +280,23 @@ func (s *server) pipelineFailed(ctx context.Context, c net.Conn, err error) erro
 	return &prepError{err}
 }
 
+// dropRegion deregisters memory region i, which the client has read,
+// and drops its pages: from the mapping, and from the page cache, so
+// neither pinned memory nor the cache holds more than the window.
+func (s *server) dropRegion(i int) error {
+	s.mrMu.Lock()
+	mr := s.mrs[i]
+	s.mrs[i] = nil
+	s.mrMu.Unlock()
+	if rc := C.ibv_dereg_mr(mr); rc != 0 {
+		return fmt.Errorf("deregister memory region %d of %d: %w", i+1, len(s.spans), syscall.Errno(rc))
+	}
+	sp := s.spans[i]
+	_ = unix.Madvise(s.mem[sp.off:sp.off+sp.len], unix.MADV_DONTNEED)
+	_ = unix.Fadvise(int(s.cfg.Region.File.Fd()), int64(sp.off), int64(sp.len), unix.FADV_DONTNEED)
+	return nil
+}
+
 // registerSpan registers memory region i. The first tries the other
 // mappings, remapping the file, when the kernel refuses to pin it
 // through the one mapForPipeline chose, as register does.
@@ -192,7 +315,8 @@ func (s *server) registerSpan(i int) (*C.struct_ibv_mr, error) {
 	var mr *C.struct_ibv_mr
 	st := C.rs_reg_mr(s.dev.pd, unsafe.Pointer(&s.mem[sp.off]), C.size_t(sp.len), access, &mr)
 	if st.verb != nil {
-		return nil, fmt.Errorf("register memory region %d of %d (%d bytes at %d): %w", i+1, len(s.spans), sp.len, sp.off, verbErr(st, memlockHint(uint64(s.cfg.Region.Size))))
+		need, _ := pinnedNeed(s.cfg)
+		return nil, fmt.Errorf("register memory region %d of %d (%d bytes at %d): %w", i+1, len(s.spans), sp.len, sp.off, verbErr(st, memlockHint(uint64(need))))
 	}
 	return mr, nil
 }
@@ -280,9 +404,69 @@ func (g *gate) close() {
 		return
 	}
 	<-g.done
+	C.free(unsafe.Pointer(g.g.left))
 	C.free(unsafe.Pointer(g.g.rkeys))
 	C.free(unsafe.Pointer(g.g))
 	g.g = nil
+}
+
+// windowed refuses a workload a windowed server cannot serve: one that
+// does not read the file once from its start (the regions behind the
+// reads are deregistered), and a second Read.
+func (c *client) windowed(w transport.Workload, reads, blocks int64) error {
+	switch {
+	case c.gate.g.left != nil || c.next != 0:
+		return errors.New("the server's window deregisters each memory region once read: it serves one Read of the file; hint: one point per connection")
+	case w.Warmup > 0 || w.Duration > 0 || w.Pattern == "random" || reads != blocks:
+		return errors.New("the server's window deregisters each memory region once read, so the client must read the file once from its start; hint: with server.window, drop warmup, duration and total, and read sequentially")
+	}
+	return nil
+}
+
+// releaseRegions counts each memory region's READs for the loop
+// (rs_gate.left), then, while it runs, sends the server a release for
+// each region the loop has read, in order; it returns the function that
+// stops it once the loop has returned, sending what is left.
+func (c *client) releaseRegions(bs int64) (stop func() error, err error) {
+	g := c.gate
+	left := (*C.uint32_t)(C.calloc(C.size_t(g.n), 4))
+	if left == nil {
+		return nil, errors.New("allocate the window's counts: out of memory")
+	}
+	for i := range unsafe.Slice(left, g.n) {
+		unsafe.Slice(left, g.n)[i] = C.uint32_t((int64(g.spans[i].len) + bs - 1) / bs)
+	}
+	g.g.left, g.g.nregions, g.g.read = left, C.int64_t(g.n), 0
+	sent := 0
+	var sendErr error
+	send := func() {
+		for read := int(atomic.LoadInt64((*int64)(unsafe.Pointer(&g.g.read)))); sent < read && sendErr == nil; sent++ {
+			sendErr = writeMsg(c.conn, kindRelease, releaseBody(sent))
+		}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				send()
+			}
+		}
+	}()
+	return func() error {
+		close(quit)
+		<-done
+		send()
+		if sendErr != nil {
+			return fmt.Errorf("release memory region %d of %d: %w", sent+1, g.n, sendErr)
+		}
+		return nil
+	}, nil
 }
 
 // onePass reports whether a run read the region once from its start:

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -78,6 +79,8 @@ type server struct {
 	// one in its session (pipeline.go); mrMu guards mrs against Close.
 	spans []prefetchSegment
 	mrMu  sync.Mutex
+	// pinnedPeak is a pipelined session's most bytes registered at once.
+	pinnedPeak atomic.Int64
 
 	closeOnce sync.Once
 }
@@ -135,14 +138,28 @@ func newServer(cfg transport.ServerConfig, warn func(string)) (*server, error) {
 		return nil, fmt.Errorf("region of %d bytes does not fit in memory", cfg.Region.Size)
 	}
 	if reg == "pinned" {
-		if err := checkPinnable(cfg.Region.Size, "registering the region"); err != nil {
+		need, what := pinnedNeed(cfg)
+		if err := checkPinnable(need, what); err != nil {
 			return nil, err
 		}
-		if err := raiseMemlock(uint64(cfg.Region.Size), "registering the region"); err != nil {
+		if err := raiseMemlock(uint64(need), what); err != nil {
+			if !cfg.Pipeline || cfg.Window == 0 {
+				err = fmt.Errorf("%w; or stream the file through a window: server.window (node serve --pipeline --window N), N × mr_size within the limit", err)
+			}
 			return nil, err
 		}
 	}
 	return &server{cfg: cfg, fabric: fabricOf(cfg.RDMA), cm: cm, warn: warn, odp: reg == "odp"}, nil
+}
+
+// pinnedNeed is the most bytes cfg's server registers at once, and what
+// for: the file, or a pipelined window's regions.
+func pinnedNeed(cfg transport.ServerConfig) (int64, string) {
+	need := results.PinnedBytes(cfg.Region.Size, cfg.MRSize, cfg.Pipeline, cfg.Window)
+	if need < cfg.Region.Size {
+		return need, fmt.Sprintf("a window of %d memory regions of %d bytes", cfg.Window, cfg.MRSize)
+	}
+	return need, "registering the region"
 }
 
 // listen opens the TCP listener, the device its address picks, and
@@ -516,13 +533,20 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	}
 	start := time.Now()
 	cpu := transport.StartCPU()
-	pipe := s.startPipeline(ctx, c)
-	n, reads, err := readEnd(c)
+	pipe, released := s.startPipeline(ctx, c)
+	n, reads, err := readEnd(c, released)
 	st = transport.ServeStats{BytesServed: n, Requests: reads, Seconds: time.Since(start).Seconds(), CPU: cpu()}
 	if p, perr := pipe(); perr != nil {
 		err = perr // the client's abort only echoes it
 	} else {
 		st.Pipeline = p
+	}
+	switch {
+	case s.odp:
+	case s.cfg.Pipeline:
+		st.PinnedPeakBytes = ref(s.pinnedPeak.Load())
+	default:
+		st.PinnedPeakBytes = ref(s.cfg.Region.Size) // registered whole before ready
 	}
 	if err != nil && ctx.Err() == nil {
 		s.watch.ev.await(eventGrace, s.eventSeen) // the client's READs failed: name the event
@@ -595,6 +619,7 @@ func (s *server) handshake(ctx context.Context, c *net.TCPConn) (serverSession, 
 	}
 	if s.cfg.Pipeline {
 		region.Pipelined, region.RKeys = true, make([]uint32, len(s.spans))
+		region.Windowed = newWindow(s.cfg.Window, len(s.spans)) != nil
 	}
 	return serverHandshakeMode(ctx, c, s.cfg.Secret, region, s.cm, s.prepare)
 }
@@ -608,7 +633,9 @@ func (s *server) Close() error {
 		s.watch.ev.Stop() // before the device closes
 		s.mrMu.Lock()
 		for _, mr := range s.mrs {
-			C.ibv_dereg_mr(mr)
+			if mr != nil { // a window's released ones are gone
+				C.ibv_dereg_mr(mr)
+			}
 		}
 		s.mrs = nil
 		s.mrMu.Unlock()

@@ -118,10 +118,20 @@ enum {
 // ready, the bytes from the region's start that are registered. Go writes
 // raddr and the rkey of a region before it stores ready past it (an
 // atomic store); the loop loads ready with acquire before it reads them.
+//
+// With a window (the server deregisters each memory region once read),
+// left holds each region's READs not yet completed, set by Go before the
+// run, and the loop stores read, the regions from the first whose READs
+// have all completed (release), for Go to release to the server. Fences
+// then READ the region of their QP's last READ, which is not released
+// before the fence completes, never region 0.
 typedef struct {
 	uint64_t ready;
 	uint64_t raddr;
 	uint32_t *rkeys;
+	uint32_t *left; // NULL without a window
+	int64_t nregions;
+	int64_t read;
 } rs_gate;
 
 typedef struct {

@@ -107,6 +107,7 @@ typedef struct {
 	int mod;         // signal every mod-th READ: cq_mod, or cap when fewer
 	int since_sig;   // READs posted since the last signalled one
 	int fence;       // a fence is in flight
+	uint64_t last_off; // the file offset of its last READ queued
 	struct ibv_send_wr *chain, *tail; // queued since the last post
 } qpstate;
 
@@ -158,6 +159,7 @@ static void queue_read(loop *l, int slot, int64_t k) {
 	w->num_sge = 1;
 	w->opcode = IBV_WR_RDMA_READ;
 	uint64_t off = (uint64_t)block * a->bs;
+	q->last_off = off;
 	if (a->gate) { // gated() loaded ready with acquire: these are set
 		w->wr.rdma.remote_addr = a->gate->raddr + off;
 		w->wr.rdma.rkey = a->gate->rkeys[off / a->mr_size];
@@ -185,8 +187,11 @@ static void queue_fence(loop *l, int qi) {
 	w->opcode = IBV_WR_RDMA_READ;
 	w->send_flags = IBV_SEND_SIGNALED;
 	// Only READs that were issued need a fence: the first region is ready.
-	w->wr.rdma.remote_addr = l->a->gate ? l->a->gate->raddr : l->a->raddr;
-	w->wr.rdma.rkey = l->a->gate ? l->a->gate->rkeys[0] : l->a->rkeys[0];
+	// Gated, it reads its QP's last READ's region: under a window region 0
+	// may be gone, and that one stays until the fence has completed.
+	const rs_gate *g = l->a->gate;
+	w->wr.rdma.remote_addr = g ? g->raddr + q->last_off : l->a->raddr;
+	w->wr.rdma.rkey = g ? g->rkeys[q->last_off / l->a->mr_size] : l->a->rkeys[0];
 	touch(l, qi);
 	if (q->tail)
 		q->tail->next = w;
@@ -314,6 +319,17 @@ static void complete(loop *l, int slot, int signalled, uint64_t t, int measure, 
 			o->status = RS_MISMATCH;
 			o->bad_offset = bad; // the first: later ones are not checked
 			stop_issuing(l);
+		}
+	}
+	if (a->gate && a->gate->left) {
+		int64_t p = l->read_of[slot] % a->nblocks;
+		int64_t block = a->perm ? a->perm[p] : p;
+		rs_gate *g = a->gate;
+		if (--g->left[(uint64_t)block * a->bs / a->mr_size] == 0) {
+			int64_t r = g->read;
+			while (r < g->nregions && g->left[r] == 0)
+				r++;
+			__atomic_store_n(&g->read, r, __ATOMIC_RELEASE);
 		}
 	}
 	if (measure) {

@@ -67,8 +67,11 @@ type Need struct {
 	FileSize int64 // the largest file_size of any point
 	Create   bool
 	Pinned   bool // some point registers with registration: pinned
-	ODP      bool // some point registers with registration: odp
-	Cold     bool // some point reads the file with cache: cold
+	// PinnedMax is the most bytes any pinned point registers at once: its
+	// file_size, or a pipelined window's regions (results.PinnedAtOnce).
+	PinnedMax int64
+	ODP       bool // some point registers with registration: odp
+	Cold      bool // some point reads the file with cache: cold
 	// NVMeOFCold: some nvmeof point reads the file cold, through nvmet's
 	// file backend with buffered_io 0, which opens it with O_DIRECT.
 	NVMeOFCold bool
@@ -399,19 +402,23 @@ func judgeFile(ff *hostfacts.File, n Need, add func(check, hint, format string, 
 func judgeMemory(f Facts, n Need, add func(check, hint, format string, args ...any)) string {
 	cell := "memlock unknown"
 	pinned := n.Transport == results.TransportRDMA && n.Role == "server" && n.Pinned
+	need := n.PinnedMax
+	if need == 0 {
+		need = n.FileSize
+	}
 	if m, ok := memlockOf(f); ok {
 		cell = "memlock " + memlockText(m.Soft) + capsText(m)
-		if pinned && !m.Pinnable(n.FileSize) {
-			add("memory", results.MemlockHint(n.FileSize)+"; or use registration: odp",
-				"the memlock limit %s (hard %s) is below file_size %s, and the login holds neither CAP_IPC_LOCK nor CAP_SYS_RESOURCE, so pinned registration fails", memlockText(m.Soft), memlockText(m.Hard), results.SizeText(n.FileSize))
+		if pinned && !m.Pinnable(need) {
+			add("memory", results.MemlockHint(need)+"; or use registration: odp, or stream the file through server.window (pipelined), window × mr_size within the limit",
+				"the memlock limit %s (hard %s) is below the %s a point pins at once, and the login holds neither CAP_IPC_LOCK nor CAP_SYS_RESOURCE, so pinned registration fails", memlockText(m.Soft), memlockText(m.Hard), results.SizeText(need))
 		}
 	} else if f.Memlock != "" {
 		cell = "memlock " + f.Memlock
 	}
 	if h := f.Host; h != nil && h.MemAvailableBytes > 0 {
 		cell += ", " + results.SizeText(h.MemAvailableBytes) + " available"
-		if pinned && n.FileSize > h.MemAvailableBytes {
-			add("memory", "lower file_size, free memory on the host, or use registration: odp", "pinning file_size %s needs more than the host's %s MemAvailable (of %s); node refuses rather than bring in the OOM killer", results.SizeText(n.FileSize), results.SizeText(h.MemAvailableBytes), results.SizeText(h.MemTotalBytes))
+		if pinned && need > h.MemAvailableBytes {
+			add("memory", "lower file_size, free memory on the host, use server.window (pipelined), or use registration: odp", "pinning %s at once needs more than the host's %s MemAvailable (of %s); node refuses rather than bring in the OOM killer", results.SizeText(need), results.SizeText(h.MemAvailableBytes), results.SizeText(h.MemTotalBytes))
 		}
 	}
 	return cell

@@ -81,7 +81,10 @@ func (n *Need) addPoint(pt plan.Point, server string) {
 	}
 	n.Create = v.Bool(param.Create)
 	n.FileSize = max(n.FileSize, v.Int(param.FileSize))
-	n.Pinned = n.Pinned || v.Str(param.Registration) == "pinned"
+	if v.Str(param.Registration) == "pinned" {
+		n.Pinned = true
+		n.PinnedMax = max(n.PinnedMax, results.PinnedAtOnce(v))
+	}
 	n.ODP = n.ODP || v.Str(param.Registration) == "odp"
 	n.Cold = n.Cold || v.Str(param.Cache) == "cold"
 	n.NVMeOFCold = n.NVMeOFCold || v.Str(param.Cache) == "cold" && v.Str(param.Workload) == peer.NVMeOF

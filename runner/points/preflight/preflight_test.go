@@ -83,6 +83,16 @@ func TestJudge(t *testing.T) {
 		}, nil, "memory", func(v Verdict) string { return v.Problems[0].Msg + " " + v.Problems[0].Hint }, "neither CAP_IPC_LOCK nor CAP_SYS_RESOURCE, so pinned registration fails give the process CAP_IPC_LOCK"},
 		{"the hint names the container case", func(f *Facts) { f.Host = &results.Host{MemlockBytes: 64 << 20} }, nil, "memory",
 			func(v Verdict) string { return v.Problems[0].Hint }, "--cap-add IPC_LOCK"},
+		{"the hint names the window", func(f *Facts) { f.Host = &results.Host{MemlockBytes: 64 << 20} }, nil, "memory",
+			func(v Verdict) string { return v.Problems[0].Hint }, "server.window"},
+		// A window of 4 regions of 16 MiB pins 64 MiB at once, whatever
+		// the file's size: within the limit.
+		{"a window within memlock", func(f *Facts) {
+			f.UID = 0
+			f.Host = &results.Host{MemlockBytes: 64 << 20, MemlockHardBytes: ptr(int64(64 << 20))}
+		},
+			func(n *Need) { n.PinnedMax = results.PinnedBytes(n.FileSize, 16<<20, true, 4) }, "",
+			func(v Verdict) string { return v.Memory }, "memlock 64MiB"},
 		{"CAP_IPC_LOCK lifts memlock", func(f *Facts) { f.UID = 1000; f.Host = &results.Host{MemlockBytes: 64 << 20, CapIPCLock: true} }, nil, "",
 			func(v Verdict) string { return v.Memory }, "memlock 64MiB (CAP_IPC_LOCK)"},
 		{"CAP_SYS_RESOURCE raises memlock", func(f *Facts) {

@@ -1010,10 +1010,12 @@ client: {block_size: 1MiB, queue_depth: 4}
 }
 
 // pipeline: across the wire, the server's file on the throttled drive,
-// one plan reads it four ways: fio on the server's own file, cold (the
+// one plan reads it five ways: fio on the server's own file, cold (the
 // disk alone); node warm (the wire alone); node cold, serial (the disk,
-// then the wire); and node cold, pipelined. The pipeline's
-// end_to_end_mb_s reaches 0.9 × min(fio, warm), and the serial path's
+// then the wire); node cold, pipelined; and pipelined through a window
+// of 4 regions. Both pipelines' end_to_end_mb_s reach 0.9 × min(fio,
+// warm), the window's with at most its 4 MiB pinned at once
+// (pinned_peak_bytes; serially, the file), and the serial path's
 // end-to-end time stays within 15 % of the disk's time plus the wire's,
 // so overlapping them is what the pipeline gains. Every node row is
 // verified.
@@ -1022,15 +1024,16 @@ func (l *wireLab) pipeline(t *testing.T) {
 client: {block_size: 256KiB, queue_depth: 4, verify: true}
 sweep:
   zip:
-    cache: [cold, warm, cold]
-    pipeline: [false, false, true]
+    cache: [cold, warm, cold, cold]
+    pipeline: [false, false, true, true]
+    window: [0, 0, 0, 4]
   matrix:
     workload: [node, fio]
 `, wirePipeFile, wirePipeSize>>20))
 	l.exec(t, plan, "wire-pipe", "--only", "workload=fio", "--only", "cache=cold", "--only", "pipeline=false", "--set", "verify=false")
 	rows := l.exec(t, plan, "wire-pipe", "--only", "workload=node")
-	if len(rows) != 4 {
-		t.Fatalf("%d rows, want 4", len(rows))
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want 5", len(rows))
 	}
 	by := map[string]results.Row{}
 	for _, r := range rows {
@@ -1043,10 +1046,19 @@ sweep:
 		if r.Workload() == "node" {
 			okRow(t, r.Param("cache")+" pipeline="+r.Param("pipeline"), r, wirePipeSize)
 		}
-		by[r.Workload()+" "+r.Param("cache")+" "+r.Param("pipeline")] = r
+		key := r.Workload() + " " + r.Param("cache") + " " + r.Param("pipeline")
+		if r.ParamInt("window") > 0 && r.Workload() == "node" {
+			key += " window " + r.Param("window")
+		}
+		by[key] = r
 	}
 	// fio does not pipeline: its point is expanded once, its pipeline cell empty.
-	fio, warm, serial, pipe := by["fio cold "], by["node warm false"], by["node cold false"], by["node cold true"]
+	fio, warm, serial, pipe, win := by["fio cold "], by["node warm false"], by["node cold false"], by["node cold true"], by["node cold true window 4"]
+	// Serially the whole file is pinned before ready; through a window
+	// of 4 regions, at most 4 MiB at once, end to end as fast.
+	if serial.PinnedPeakBytes == nil || *serial.PinnedPeakBytes != wirePipeSize || win.PinnedPeakBytes == nil || *win.PinnedPeakBytes <= 0 || *win.PinnedPeakBytes > 4<<20 {
+		t.Errorf("pinned_peak_bytes serial %v, window 4 %v; want the file's %d, and at most 4 MiB", serial.PinnedPeakBytes, win.PinnedPeakBytes, wirePipeSize)
+	}
 	if fio.BandwidthMBs == nil {
 		t.Fatalf("no fio cold row with a bandwidth")
 	}
@@ -1074,6 +1086,11 @@ sweep:
 		t.Errorf("serial end-to-end %.2f s, the disk's %.2f s + the wire's %.2f s = %.2f s; want 0.85 to 1.5 × the sum", took, mb/disk, mb/wire, sum)
 	}
 	t.Logf("pipelined %.2f MB/s end to end = %.2f × min(disk %.2f, wire %.2f); serial %.2f s = %.2f × (disk + wire)", *pipe.EndToEndMBs, *pipe.EndToEndMBs/min(disk, wire), disk, wire, took, took/sum)
+	if win.EndToEndMBs == nil || *win.EndToEndMBs < 0.9*min(disk, wire) {
+		t.Errorf("window 4: end_to_end %s MB/s; want ≥ 0.9 × min(fio cold %.2f, node warm %.2f)", fmtPtr(win.EndToEndMBs), disk, wire)
+	} else {
+		t.Logf("window 4: %.2f MB/s end to end = %.2f × min(disk, wire), pinned peak %d KiB", *win.EndToEndMBs, *win.EndToEndMBs/min(disk, wire), *win.PinnedPeakBytes>>10)
+	}
 }
 
 // pipelineOverlap: the drive at depth1DiskBPS (cache=none), above what

@@ -4,6 +4,7 @@ package guest
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -22,7 +23,13 @@ import (
 // child and is never unlocked, so the rest of the test keeps its own.
 func underMemlock64(t *testing.T, dropCaps bool, args ...string) *proc {
 	t.Helper()
-	shArgs := append([]string{"-c", `ulimit -l 64 && exec "$0" "$@"`, nodeBin(t)}, args...)
+	return underMemlock(t, 64, dropCaps, args...)
+}
+
+// underMemlock is underMemlock64 with `ulimit -l kib`.
+func underMemlock(t *testing.T, kib int, dropCaps bool, args ...string) *proc {
+	t.Helper()
+	shArgs := append([]string{"-c", fmt.Sprintf(`ulimit -l %d && exec "$0" "$@"`, kib), nodeBin(t)}, args...)
 	if !dropCaps {
 		return launch(t, "", nil, "/bin/sh", shArgs...)
 	}

@@ -78,3 +78,51 @@ func TestPipeline(t *testing.T) {
 		}
 	})
 }
+
+// TestWindow: with the memlock limit at 64 MiB and neither CAP_IPC_LOCK
+// nor CAP_SYS_RESOURCE, so that the kernel holds every registration to
+// the limit, a 512 MiB file streams through a window of 4 regions of
+// 16 MiB: read whole and verified, the server never holding more than
+// 64 MiB registered (a region kept past its release would fail the
+// fifth registration). Without the window the same server is refused
+// before ready, naming the limit and the window; and a client that would
+// read the file more than once is refused by a windowed server.
+func TestWindow(t *testing.T) {
+	const kib = 64 << 10 // 64 MiB
+	args := serveArgs(t, "512MiB", "--cache", "cold", "--pipeline", "--populate", "parallel", "--mr-size", "16MiB")
+	// Moderation 3 leaves the last 2 of the 512 READs unsignalled, so the
+	// run ends with a fence, which must READ a region still registered.
+	read := []string{"--block-size", "1MiB", "--queue-depth", "8", "--cq-moderation", "3", "--verify"}
+	t.Run("window", func(t *testing.T) {
+		srv := underMemlock(t, kib, true, append(args, "--window", "4")...)
+		ready := until[results.Ready](t, srv, "ready")
+		cl := start(t, "", readArgs(ready.Address, ready.Port, read...)...)
+		res := until[results.Result](t, cl, "result")
+		finish(t, cl)
+		done := until[results.Done](t, srv, "done")
+		finish(t, srv)
+		if !res.Verified || res.Bytes != 512<<20 {
+			t.Fatalf("%d bytes, verified %v; want the 512 MiB file read whole, verified", res.Bytes, res.Verified)
+		}
+		p := done.Pipeline
+		if p == nil || p.Window != 4 || p.Regions != 32 || done.PinnedPeakBytes == nil || *done.PinnedPeakBytes <= 0 || *done.PinnedPeakBytes > 64<<20 {
+			t.Fatalf("done: pipeline %+v, pinned_peak_bytes %v; want window 4 over 32 regions, at most 64 MiB pinned", p, done.PinnedPeakBytes)
+		}
+		t.Logf("window 4 × 16 MiB: 512 MiB verified at %.1f MB/s, pinned peak %d MiB, registration %.3f s", res.BandwidthMBs, *done.PinnedPeakBytes>>20, *p.RegistrationS)
+	})
+	t.Run("no window", func(t *testing.T) {
+		msg := failure(t, underMemlock(t, kib, true, args...))
+		if !strings.Contains(msg, "RLIMIT_MEMLOCK allows 67108864") || !strings.Contains(msg, "server.window") {
+			t.Errorf("serve: %q; want a refusal naming the 64 MiB limit and server.window", msg)
+		}
+	})
+	t.Run("twice", func(t *testing.T) {
+		srv := start(t, "", append(args, "--window", "4")...)
+		ready := until[results.Ready](t, srv, "ready")
+		msg := failure(t, start(t, "", readArgs(ready.Address, ready.Port, append(read, "--warmup", "100ms")...)...))
+		finish(t, srv) // the client refused before any READ, and said goodbye
+		if !strings.Contains(msg, "window") || !strings.Contains(msg, "once") {
+			t.Errorf("read with warmup: %q; want a refusal saying the window serves one read of the file", msg)
+		}
+	})
+}
