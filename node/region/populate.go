@@ -302,3 +302,57 @@ func streamOf(t0 time.Time, spans []span) Stream {
 	busy += time.Duration(hi - lo)
 	return Stream{Start: t0.Add(time.Duration(spans[0].lo)), End: t0.Add(time.Duration(end)), Busy: busy}
 }
+
+// OpenDirect opens the file at path for reading with O_DIRECT, off the
+// page cache, saying so when its filesystem does not take direct I/O.
+func OpenDirect(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EINVAL) {
+		return -1, fmt.Errorf("open %s with O_DIRECT: %w: its filesystem (tmpfs?) takes no direct I/O; hint: put the file on a disk, or use io: mmap", path, err)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("open %s with O_DIRECT: %w", path, err)
+	}
+	return fd, nil
+}
+
+// directAlign is what O_DIRECT holds offsets, lengths and buffers to:
+// the page, a multiple of every device's logical block.
+const directAlign = 4096
+
+// StreamDirect reads the file open with O_DIRECT at fd, as regions of the
+// lengths in sizes laid end to end, into the buffers dst gives (region
+// i's at the start of dst(i), which holds its length rounded up to
+// directAlign and starts aligned), the way PopulateStream reads them into
+// the page cache: readers take the next chunk in file order as each
+// finishes, admit waits until region i's buffer may be filled, and ready
+// reports each region, in order, once its bytes are all in. Nothing goes
+// through the page cache.
+func StreamDirect(ctx context.Context, fd int, sizes []int64, readers int, dst func(i int) []byte, admit func(context.Context, int) error, ready func(int, RegionTimes)) (Stream, error) {
+	starts := make([]int, len(sizes))
+	for i := 1; i < len(sizes); i++ {
+		starts[i] = starts[i-1] + int(sizes[i-1])
+	}
+	return stream(ctx, sizes, readers, admit, ready, func(ctx context.Context, c piece) error {
+		buf := dst(c.i)[c.lo-starts[c.i]:]
+		want := c.hi - c.lo
+		n := (want + directAlign - 1) / directAlign * directAlign
+		if n > len(buf) {
+			return fmt.Errorf("region %d's buffer of %d bytes cannot take bytes %d to %d rounded to %d", c.i, len(dst(c.i)), c.lo, c.hi, directAlign)
+		}
+		for got := 0; got < want; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k, err := unix.Pread(fd, buf[got:n], int64(c.lo+got))
+			if err != nil {
+				return fmt.Errorf("pread with O_DIRECT at %d: %w", c.lo+got, err)
+			}
+			if k == 0 {
+				return fmt.Errorf("pread with O_DIRECT at %d: the file ends at %d", c.lo+got, c.lo+got)
+			}
+			got += k
+		}
+		return nil
+	})
+}
