@@ -29,6 +29,7 @@ type serveOptions struct {
 	populate      string
 	pipeline      bool
 	window        int
+	io            string
 	registration  string
 	mrSize        sizeValue
 	listen        string
@@ -46,6 +47,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.populate, "populate", results.PopulateFault, "bring the file into memory before ready: fault (the registration or the reads fault it in) or parallel (readers over disjoint ranges, timed; node prepare ignores it)")
 	fs.BoolVar(&o.pipeline, "pipeline", false, "rdma: populate and register the file one --mr-size region at a time after the client connects, announcing each as it is ready")
 	fs.IntVar(&o.window, "window", 0, "rdma, with --pipeline: keep at most this many memory regions registered, each deregistered once the client has read it (0: all stay)")
+	fs.StringVar(&o.io, "io", results.IOMmap, "how the file is read: mmap (through the page cache) or direct (one pass with O_DIRECT into a ring of --window (4 when 0) buffers: rdma's of --mr-size, registered once; tcp's of 16 MiB)")
 	fs.StringVar(&o.registration, "registration", "pinned", "RDMA memory registration: pinned or odp")
 	fs.Var(&o.mrSize, "mr-size", "register the file as RDMA memory regions of at most this size, e.g. 32MiB (default: one region)")
 	fs.StringVar(&o.listen, "listen", "", "address to listen on (default: all addresses, with a warning)")
@@ -77,8 +79,16 @@ func (o *serveOptions) check() error {
 		return usagef("serve: --pipeline registers the file region by region; with --registration odp nothing is registered ahead of the reads: use pinned")
 	case o.pipeline && o.clients > 1:
 		return usagef("serve: --pipeline serves one client (--clients 1)")
-	case o.window > 0 && !o.pipeline:
-		return usagef("serve: --window bounds a pipelined server's memory regions: add --pipeline")
+	case o.window > 0 && !o.pipeline && o.io != results.IODirect:
+		return usagef("serve: --window bounds a pipelined server's memory regions, or --io direct's ring: add --pipeline or --io direct")
+	case o.io == results.IODirect && o.pipeline:
+		return usagef("serve: --io direct streams the file through its own ring: drop --pipeline")
+	case o.io == results.IODirect && o.registration == "odp":
+		return usagef("serve: --io direct registers its ring once, pinned: use --registration pinned")
+	case o.io == results.IODirect && o.transport == results.TransportRDMA && (o.mrSize == 0 || o.mrSize%4096 != 0):
+		return usagef("serve: --io direct reads the file into buffers of --mr-size, a whole number of 4KiB pages (got %d)", int64(o.mrSize))
+	case o.io == results.IODirect && o.clients > 1:
+		return usagef("serve: --io direct serves one client (--clients 1)")
 	}
 	return checkFormat(o.format)
 }
@@ -140,6 +150,9 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 				return f.PopulateStream(ctx, sizes, region.PopulateReaders, admit, ready)
 			}
 		}
+	} else if o.io == results.IODirect {
+		// The server reads the file itself, off the page cache, as the
+		// client reads it.
 	} else if populateS, err = populate(ctx, f, o.populate); err != nil {
 		return err
 	}
@@ -154,6 +167,7 @@ func serve(ctx context.Context, out *session.Printer, tr transport.Transport, o 
 		RDMA:          o.rdma,
 		Pipeline:      o.pipeline,
 		Window:        o.window,
+		IO:            o.io,
 		Populate:      populateRegion,
 	}, out.Warn)
 	if err != nil {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
@@ -100,6 +101,7 @@ func (l *loader) checkCombos(root *yaml.Node, p *Plan, base map[string]baseValue
 	l.checkRate(p, base, at)
 	l.checkPipeline(p, base, at)
 	l.checkWindow(p, base, at)
+	l.checkIO(p, base, at)
 
 	// What a transport takes: the limits node enforces, per transport, for
 	// every value a point will have, reported where the value was written.
@@ -341,51 +343,139 @@ func (l *loader) checkPipeline(p *Plan, base map[string]baseValue, at func(sourc
 func (l *loader) checkWindow(p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
 	win := l.source(p, base, param.Window)
 	onePass := "a window deregisters each memory region once the client has read it, so the client reads the file once from its start"
-	for _, other := range []struct {
-		id     param.ID
-		refuse func(value) string
-	}{
-		{param.Pipeline, func(v value) string {
-			if !v.b {
-				return "it bounds a pipelined server's registered regions; set server.pipeline: true"
+	// Without the pipeline, a window is io direct's ring: where some
+	// point reads direct, each point's own values decide (windowProblem).
+	direct := slices.ContainsFunc(l.source(p, base, param.IO).values, func(v value) bool { return v.s == results.IODirect })
+	l.refuseWith(win, func(v value) bool { return v.n != 0 }, "window %d", p, base, at, append(onePassRules(onePass), rule{param.Pipeline, func(v value) string {
+		if !v.b && !direct {
+			return "it bounds a pipelined server's registered regions; set server.pipeline: true"
+		}
+		return ""
+	}}))
+}
+
+// checkIO refuses what io direct cannot serve: the pipeline (it streams
+// through its own ring), odp, an open loop, several clients, and a
+// client that does not read the file once from its start (directProblem
+// holds each point's buffers to its transport).
+func (l *loader) checkIO(p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node) {
+	io := l.source(p, base, param.IO)
+	rules := append(onePassRules("each region is read into a ring buffer that is refilled once the client has read it, so the client reads the file once from its start"),
+		rule{param.Pipeline, func(v value) string {
+			if v.b {
+				return "it streams the file through its own ring; set pipeline: false"
 			}
 			return ""
 		}},
+		rule{param.Registration, func(v value) string {
+			if v.s == "odp" {
+				return "its ring is registered once, pinned; use registration: pinned"
+			}
+			return ""
+		}},
+		rule{param.Rate, func(v value) string {
+			if v.s != "" {
+				return "an open loop's reads would wait for the buffers, not their due times; drop client.rate"
+			}
+			return ""
+		}},
+		rule{param.Clients, func(v value) string {
+			if v.n > 1 {
+				return "it streams the file to one client; set clients: 1"
+			}
+			return ""
+		}})
+	l.refuseWith(io, func(v value) bool { return v.s == results.IODirect }, "io %s", p, base, at, rules)
+}
+
+// rule refuses a value of id, saying why, or "".
+type rule struct {
+	id     param.ID
+	refuse func(value) string
+}
+
+// onePassRules refuse what keeps a client from reading the file once
+// from its start, why being the reason it must.
+func onePassRules(why string) []rule {
+	return []rule{
 		{param.Duration, func(v value) string {
 			if v.n != 0 {
-				return onePass + "; set duration: 0s (put window beside cache in a zip with the cold points)"
+				return why + "; set duration: 0s (a zip with cache gives it the cold points alone)"
 			}
 			return ""
 		}},
 		{param.Warmup, func(v value) string {
 			if v.n != 0 {
-				return onePass + "; set warmup: 0s"
+				return why + "; set warmup: 0s"
 			}
 			return ""
 		}},
 		{param.Total, func(v value) string {
 			if v.n != 0 {
-				return onePass + "; drop total"
+				return why + "; drop total"
 			}
 			return ""
 		}},
 		{param.Pattern, func(v value) string {
 			if v.s != "sequential" {
-				return onePass + "; set pattern: sequential"
+				return why + "; set pattern: sequential"
 			}
 			return ""
 		}},
-	} {
-		src := l.source(p, base, other.id)
-		pairs(win, src, func(i, j int) bool {
-			if win.values[i].n == 0 {
+	}
+}
+
+// refuseWith reports, at trig's value, each rule's refusal of a value a
+// point has beside one of trig's values that on holds for. what formats
+// trig's value (%d for a number, %s for a word).
+func (l *loader) refuseWith(trig source, on func(value) bool, what string, p *Plan, base map[string]baseValue, at func(source, int) *yaml.Node, rules []rule) {
+	for _, r := range rules {
+		src := l.source(p, base, r.id)
+		pairs(trig, src, func(i, j int) bool {
+			v := trig.values[i]
+			if !on(v) {
 				return true
 			}
-			if msg := other.refuse(src.values[j]); msg != "" {
-				l.errorf(at(win, i), win.path, "window %d: %s (with %s %s)", win.values[i].n, msg, other.id, format(results.ParamOf(other.id), src.values[j]))
+			if msg := r.refuse(src.values[j]); msg != "" {
+				name := fmt.Sprintf(what, v.n)
+				if v.s != "" {
+					name = fmt.Sprintf(what, v.s)
+				}
+				l.errorf(at(trig, i), trig.path, "%s: %s (with %s %s)", name, msg, r.id, format(results.ParamOf(r.id), src.values[j]))
 				return false
 			}
 			return true
 		})
 	}
+}
+
+// windowProblem states what is wrong with a point's window: one that
+// bounds nothing, neither pipelined nor io direct (checkWindow says so
+// where the plan wrote it, unless some point reads direct).
+func windowProblem(v Values) string {
+	if v.Int(param.Window) > 0 && !v.Bool(param.Pipeline) && v.Str(param.IO) != results.IODirect {
+		return fmt.Sprintf("window %d bounds a pipelined server's registered regions, or io direct's ring; set pipeline: true or io: direct", v.Int(param.Window))
+	}
+	return ""
+}
+
+// directProblem states what is wrong with an io direct point's buffers:
+// over rdma, no mr_size (their size) or one not a whole number of pages
+// (O_DIRECT's alignment); over tcp, a block_size that does not divide
+// its 16 MiB buffers.
+func directProblem(v Values) string {
+	if v.Str(param.IO) != results.IODirect {
+		return ""
+	}
+	mr, bs := v.Int(param.MRSize), v.Int(param.BlockSize)
+	switch {
+	case v.Str(param.Transport) == results.TransportTCP && (bs > results.DirectTCPBuffer || results.DirectTCPBuffer%bs != 0):
+		return "io direct over tcp reads the file into 16MiB buffers: choose a block_size that divides 16MiB"
+	case v.Str(param.Transport) != results.TransportRDMA:
+	case mr == 0:
+		return "io direct reads the file into buffers of mr_size: set server.mr_size, e.g. 16MiB"
+	case mr%4096 != 0:
+		return "O_DIRECT reads whole pages: set an mr_size that is a multiple of 4KiB"
+	}
+	return ""
 }

@@ -280,6 +280,7 @@ func (x *expansion) point(n, index int, pos []int) (pt Point, collapsed, ok bool
 		}
 	}
 	pipelinePopulate(&pt, p, x.axes, pos)
+	directWindow(&pt, p, x.axes, pos)
 	for _, sp := range p.sweep.order {
 		pt.Swept = append(pt.Swept, Param{sp.Name, format(sp, pt.Values.get(sp.Name))})
 	}
@@ -323,6 +324,24 @@ func pipelinePopulate(pt *Point, p *Plan, axes [][]int, pos []int) {
 	}
 }
 
+// directWindow gives an io direct point whose plan leaves window
+// unwritten the ring results.DirectRing sizes for its client: twice the
+// bytes it keeps in flight, so the READs never wait for a buffer the
+// disk could have filled.
+func directWindow(pt *Point, p *Plan, axes [][]int, pos []int) {
+	v := pt.Values
+	if v.Str(param.IO) != results.IODirect || v.Int(param.Window) != 0 {
+		return
+	}
+	if at, _ := p.writtenAt(param.Window.String(), axes, pos); at == nil {
+		buf := v.Int(param.MRSize)
+		if v.Str(param.Transport) == results.TransportTCP {
+			buf = results.DirectTCPBuffer
+		}
+		pt.Values.set(param.Window.String(), value{n: int64(results.DirectRing(v.Int(param.QueueDepth)*v.Int(param.BlockSize), buf))})
+	}
+}
+
 // pointProblems are the per-point rules v breaks; none in a partial
 // expansion.
 func (x *expansion) pointProblems(v Values) []string {
@@ -335,6 +354,8 @@ func (x *expansion) pointProblems(v Values) []string {
 		totalDurationProblem(v.Int(param.Total), v.Int(param.Duration)),
 		mrBlockProblem(v.Int(param.BlockSize), v.Int(param.MRSize)),
 		mrFileProblem(v.Int(param.FileSize), v.Int(param.MRSize)),
+		windowProblem(v),
+		directProblem(v),
 	} {
 		if msg != "" {
 			out = append(out, msg)

@@ -474,7 +474,7 @@ func TestKeys(t *testing.T) {
 
 func TestSweepableParams(t *testing.T) {
 	want := []string{"file_size", "block_size", "queue_depth", "qps", "pattern", "cache", "registration", "total", "duration", "warmup", "clients", "workload",
-		"max_rd_atomic", "cq_moderation", "relaxed_ordering", "odp_prefetch", "mr_size", "rate", "arrivals", "populate", "pipeline", "window"}
+		"max_rd_atomic", "cq_moderation", "relaxed_ordering", "odp_prefetch", "mr_size", "rate", "arrivals", "populate", "pipeline", "window", "io"}
 	if got := results.SweepableParams(); !slices.Equal(got, want) {
 		t.Errorf("SweepableParams = %v, want the CSV order %v", got, want)
 	}
@@ -817,5 +817,31 @@ func TestPipelinedPointsPopulateInParallel(t *testing.T) {
 	}
 	if fault := point("sweep: {matrix: {pipeline: [true], populate: [fault]}}\n").Key; fault == unwritten {
 		t.Errorf("a pipelined point with populate fault keys as %s, as one that populates in parallel", fault)
+	}
+}
+
+// An io direct point whose plan leaves window unwritten gets a ring of
+// twice its client's bytes in flight, in buffers of mr_size (rdma) or
+// 16 MiB (tcp), at least 4; a window written anywhere stays.
+func TestDirectPointsRingForTheirClient(t *testing.T) {
+	point := func(server, body string, set ...string) Point {
+		t.Helper()
+		pts := mustExpand(t, mustParse(t, strings.Replace(minimalYAML, "server: {file: /tmp/t.dat, file_size: 64MiB}\n", server, 1)+body, Options{Set: set}), ExpandOptions{})
+		return pts[len(pts)-1]
+	}
+	const rdma = "transport: rdma\nserver: {file: /tmp/t.dat, file_size: 64MiB, mr_size: 1MiB, io: direct}\n"
+	for _, c := range []struct {
+		name, server, body string
+		set                []string
+		want               int64
+	}{
+		{"rdma, 16 × 1 MiB in flight", rdma, "client: {block_size: 1MiB, queue_depth: 16}\n", nil, 32},
+		{"rdma, 16 × 64 KiB in flight", rdma, "client: {block_size: 64KiB, queue_depth: 16}\n", nil, 4},
+		{"tcp, 32 × 1 MiB in flight", "transport: tcp\nserver: {file: /tmp/t.dat, file_size: 64MiB, io: direct}\n", "client: {block_size: 1MiB, queue_depth: 32}\n", nil, 4},
+		{"window written", rdma, "client: {block_size: 1MiB, queue_depth: 16}\n", []string{"window=8"}, 8},
+	} {
+		if got := point(c.server, c.body, c.set...).Values.Int(param.Window); got != c.want {
+			t.Errorf("%s: window %d, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -95,11 +95,11 @@ func (r *Row) SetBoundBy() {
 
 // prepShares are a serial cold rdma row's preparation's shares: the
 // disk's read rate in it against the ceiling, and node serve's busiest
-// thread. A pipelined row prepares while its client reads, which
-// bound_by judges; a warm or tcp row prepares nothing of the disk.
+// thread. A streamed row (pipelined, io direct) prepares while its
+// client reads, which bound_by judges; a warm or tcp row prepares nothing of the disk.
 func (r Row) prepShares() []share {
 	p := r.Prep
-	if p == nil || r.Transport() != TransportRDMA || r.Param("cache") != "cold" || r.Param("pipeline") == "true" {
+	if p == nil || r.Transport() != TransportRDMA || r.Param("cache") != "cold" || r.Streamed() {
 		return nil
 	}
 	var out []share

@@ -15,13 +15,16 @@ func TestSetEndToEnd(t *testing.T) {
 	res := &Result{Bytes: 8_000_000, FirstReadS: f(0.1), LastReadS: f(1.0)}
 	for _, c := range []struct {
 		name            string
-		pipeline        string
+		pipeline, io    string
 		first, mbPerSec float64
 	}{
-		{"serial", "false", (0.5 + 0.25 + 0.1) * 1e3, 8 / (0.5 + 0.25 + 1.0)},
-		{"pipelined", "true", 0.1 * 1e3, 8 / 1.0},
+		{"serial", "false", "mmap", (0.5 + 0.25 + 0.1) * 1e3, 8 / (0.5 + 0.25 + 1.0)},
+		{"pipelined", "true", "mmap", 0.1 * 1e3, 8 / 1.0},
+		// io direct: the ring's registration before ready counts; its
+		// reads (populate_s) ran beside the READs.
+		{"direct", "false", "direct", (0.25 + 0.1) * 1e3, 8 / (0.25 + 1.0)},
 	} {
-		r := Row{Params: map[string]string{"pipeline": c.pipeline}, PopulateS: f(0.5), RegistrationS: f(0.25)}
+		r := Row{Params: map[string]string{"pipeline": c.pipeline, "io": c.io}, PopulateS: f(0.5), RegistrationS: f(0.25)}
 		r.SetEndToEnd(res)
 		if r.FirstReadMs == nil || r.EndToEndMBs == nil || math.Abs(*r.FirstReadMs-c.first) > 1e-9 || math.Abs(*r.EndToEndMBs-c.mbPerSec) > 1e-9 {
 			t.Errorf("%s: first_read_ms %v, end_to_end_mb_s %v; want %v, %v", c.name, r.FirstReadMs, r.EndToEndMBs, c.first, c.mbPerSec)

@@ -27,3 +27,13 @@ const (
 	PopulateFault    = "fault"    // registration or the reads fault the file in
 	PopulateParallel = "parallel" // readers bring it in before ready
 )
+
+// The server's io values (param io).
+const (
+	IOMmap   = "mmap"   // the file mapped and registered, through the page cache
+	IODirect = "direct" // O_DIRECT into a ring of buffers registered once
+)
+
+// DirectTCPBuffer is the size of the buffers io direct reads the file
+// into over tcp (over rdma: mr_size).
+const DirectTCPBuffer = 16 << 20

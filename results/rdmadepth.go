@@ -70,15 +70,38 @@ func MRCount(size, mrSize int64) int64 {
 
 // PinnedBytes is the one rule for the most bytes node's pinned server
 // registers at once: the whole file, but for a pipelined server with a
-// window of fewer memory regions than the file has, window × mr_size.
-func PinnedBytes(size, mrSize int64, pipeline bool, window int) int64 {
+// window of fewer memory regions than the file has, window × mr_size,
+// and with io direct its ring (DirectSlots buffers of mr_size).
+func PinnedBytes(size, mrSize int64, pipeline bool, window int, io string) int64 {
+	if io == IODirect {
+		return min(size, int64(DirectSlots(window, MRCount(size, mrSize)))*mrSize)
+	}
 	if !pipeline || window <= 0 || int64(window) >= MRCount(size, mrSize) {
 		return size
 	}
 	return int64(window) * mrSize
 }
 
+// DirectSlots is how many buffers io direct's ring has: window, 4 when
+// 0, and never more than the file's regions.
+func DirectSlots(window int, regions int64) int {
+	if window <= 0 {
+		window = 4
+	}
+	return int(min(int64(window), regions))
+}
+
+// DirectRing is how many buffers of buf bytes an io direct ring needs
+// for a client keeping inflight bytes of READs posted: twice that, so the
+// disk fills the next while the client reads the last; at least 4.
+func DirectRing(inflight, buf int64) int {
+	if buf <= 0 {
+		return 4
+	}
+	return int(min(MaxRegions, max(4, (2*inflight+buf-1)/buf)))
+}
+
 // PinnedAtOnce is PinnedBytes for a point's values.
 func PinnedAtOnce(v Values) int64 {
-	return PinnedBytes(v.Int(param.FileSize), v.Int(param.MRSize), v.Bool(param.Pipeline), int(v.Int(param.Window)))
+	return PinnedBytes(v.Int(param.FileSize), v.Int(param.MRSize), v.Bool(param.Pipeline), int(v.Int(param.Window)), v.Str(param.IO))
 }

@@ -59,15 +59,19 @@ func TestPinnedBytes(t *testing.T) {
 		pipe     bool
 		window   int
 		want     int64
+		io       string
 	}{
-		{512 << 20, 16 << 20, true, 4, 64 << 20},
-		{512 << 20, 16 << 20, false, 4, 512 << 20},
-		{512 << 20, 16 << 20, true, 0, 512 << 20},
-		{512 << 20, 16 << 20, true, 32, 512 << 20},
-		{500 << 20, 16 << 20, true, 31, 496 << 20},
+		{512 << 20, 16 << 20, true, 4, 64 << 20, ""},
+		{512 << 20, 16 << 20, false, 0, 64 << 20, IODirect},
+		{512 << 20, 16 << 20, false, 8, 128 << 20, IODirect},
+		{32 << 20, 16 << 20, false, 0, 32 << 20, IODirect},
+		{512 << 20, 16 << 20, false, 4, 512 << 20, ""},
+		{512 << 20, 16 << 20, true, 0, 512 << 20, ""},
+		{512 << 20, 16 << 20, true, 32, 512 << 20, ""},
+		{500 << 20, 16 << 20, true, 31, 496 << 20, ""},
 	} {
-		if got := PinnedBytes(c.size, c.mr, c.pipe, c.window); got != c.want {
-			t.Errorf("PinnedBytes(%d, %d, %v, %d) = %d, want %d", c.size, c.mr, c.pipe, c.window, got, c.want)
+		if got := PinnedBytes(c.size, c.mr, c.pipe, c.window, c.io); got != c.want {
+			t.Errorf("PinnedBytes(%d, %d, %v, %d, %q) = %d, want %d", c.size, c.mr, c.pipe, c.window, c.io, got, c.want)
 		}
 	}
 }

@@ -177,6 +177,12 @@ func (r Row) ParamInt(name string) int64 {
 	return n
 }
 
+// Streamed reports whether node's server read the file while its client
+// READ it: pipelined, or io direct.
+func (r Row) Streamed() bool {
+	return r.Params[param.Pipeline.String()] == "true" || r.Params[param.IO.String()] == IODirect
+}
+
 // Transport is the row's transport column.
 func (r Row) Transport() string { return r.Params[param.Transport.String()] }
 
@@ -251,7 +257,14 @@ func (r *Row) SetEndToEnd(res *Result) {
 		return
 	}
 	var prep float64
-	if r.Params[param.Pipeline.String()] != "true" {
+	switch {
+	case r.Params[param.IO.String()] == IODirect:
+		// Its ring's registration came before ready; its reads of the
+		// file ran beside the READs, as a pipeline's.
+		if r.RegistrationS != nil {
+			prep = *r.RegistrationS
+		}
+	case r.Params[param.Pipeline.String()] != "true":
 		for _, s := range []*float64{r.PopulateS, r.RegistrationS, r.PrefetchS} {
 			if s != nil {
 				prep += *s

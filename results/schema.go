@@ -205,7 +205,7 @@ var schema = []Field{
 			n := CQModeration(int(v.Int(param.CQModeration)), int(v.Int(param.QueueDepth)), int(v.Int(param.QPs)), v.Str(param.Rate) != "")
 			return formatInt(int64(n))
 		},
-		Doc: "signal every Nth READ, as perftest's `--cq-mod`; auto is max(1, queue_depth per QP ÷ 4), so a QP signals while most of its READs are in flight; latency is the signalled READs'"}},
+		Doc: "signal every Nth READ per QP (perftest's `--cq-mod`); auto: max(1, depth per QP ÷ 4); latency is the signalled READs'"}},
 	{Column: "relaxed_ordering", Doc: "rdma: the client's buffer was registered with `IBV_ACCESS_RELAXED_ORDERING`", Param: &Param{
 		Name: "relaxed_ordering", Section: SectionRDMA, Kind: KindBool, Default: "true",
 		Transports: []string{TransportRDMA}, Sweep: true, Flag: "relaxed-ordering", Role: "read", Since: 4,
@@ -304,7 +304,7 @@ var schema = []Field{
 			}
 			return strconv.FormatFloat(math.Round(r.MBs(v.Int(param.BlockSize))*1e6)/1e6, 'f', -1, 64)
 		},
-		Doc: "open loop: the load each client offers, in MB/s (`200MB/s`) or reads/s (`50000iops`), each read posted when due if fewer than queue_depth are in flight; unset: closed loop (docs/load.md)"}},
+		Doc: "open loop: each client's load, `200MB/s` or `50000iops`, a read posted when due if fewer than queue_depth are in flight; unset: closed loop (docs/load.md)"}},
 	{Column: "arrivals", Doc: "open loop: `fixed` or `poisson`; empty for a closed loop", Param: &Param{
 		Name: "arrivals", Section: "client", Kind: KindEnum, Enum: []string{"fixed", "poisson"}, Default: "fixed",
 		Sweep: true, Flag: "arrivals", Role: "read", Since: 6,
@@ -315,7 +315,8 @@ var schema = []Field{
 	{Column: "populate", Doc: "how node's server brought the file into memory", Param: &Param{
 		Name: "populate", Section: "server", Kind: KindEnum, Enum: []string{PopulateFault, PopulateParallel}, Default: PopulateFault,
 		Sweep: true, Flag: "populate", Role: "serve", Since: 7,
-		Doc: "`fault`: what first touches the cold file faults it in; `parallel`: readers bring it in first; pipelined, unwritten: `parallel` ([rdma.md](rdma.md#populate))"}},
+		when: func(v Values) bool { return v.Str(param.IO) != IODirect }, // it reads the file itself
+		Doc:  "`fault`: what first touches the cold file faults it in; `parallel`: readers bring it in first; pipelined, unwritten: `parallel` ([rdma.md](rdma.md#populate))"}},
 	{Column: "populate_s", Unit: "seconds", Doc: "populate `parallel`: how long it took, before registration_s"},
 	{Column: "populate_mb_s", Unit: "MB/s (10^6 bytes/s)", Doc: "file_size ÷ populate_s"},
 	{Column: "disk_busy_pct", Unit: "%", Doc: "the server's block device: `io_ticks` over the span it read in (from the 100 ms tick before its first read to the one after its last)"},
@@ -344,10 +345,14 @@ var schema = []Field{
 	{Column: "disk_idle_pct", Unit: "%", Doc: "pipelined, populate `parallel`: the share of the server's span of reads of the file with none in flight ([ssd.md](ssd.md#the-timeline))"},
 	{Column: "window", Doc: "pipelined: the regions kept registered", Param: &Param{
 		Name: "window", Section: "server", Kind: KindInt, Default: "0", Min: 0, Max: MaxRegions,
-		Transports: []string{TransportRDMA}, Sweep: true, Flag: "window", Role: "serve", Since: 9,
-		when: func(v Values) bool { return v.Bool(param.Pipeline) },
-		Doc: "pipelined, one pass: at most this many regions registered, each dropped once read ([ssd.md](ssd.md#memory)); 0: all"}},
+		Sweep: true, Flag: "window", Role: "serve", Since: 9,
+		when: func(v Values) bool { return v.Bool(param.Pipeline) || v.Str(param.IO) == IODirect },
+		Doc:  "pipelined, one pass: at most this many regions registered, each dropped once read ([ssd.md](ssd.md#memory)); 0: all. io direct: its ring's buffers"}},
 	{Column: "pinned_peak_bytes", Unit: "bytes", Doc: "rdma, pinned: the most bytes node's server had registered at once"},
+	{Column: "io", Doc: "how node's server read the file", Param: &Param{
+		Name: "io", Section: "server", Kind: KindEnum, Enum: []string{IOMmap, IODirect}, Default: IOMmap,
+		Sweep: true, Flag: "io", Role: "serve", Since: 9,
+		Doc: "`mmap`: through the page cache; `direct`: one pass, O_DIRECT into a ring of `window` buffers ([ssd.md](ssd.md#direct-io))"}},
 }
 
 // MaxRegions is the most memory regions node registers one file as

@@ -109,12 +109,12 @@ func plotMatrix(g globals, path, out string, rows []results.Row) error {
 }
 
 // plotTimeline draws the timeline sidecar of a run (--run, else the
-// last run of rows with a pipelined point that has one): one panel per
-// pipelined server run, or --point's alone.
+// last run of rows with a streamed point, pipelined or io direct): one
+// panel per such server run, or --point's alone.
 func plotTimeline(g globals, path string, o plotOptions, rows []results.Row) error {
-	var runs []string // those with a pipelined row, in order
+	var runs []string // those with a streamed row, in order
 	for _, r := range rows {
-		if r.Param("pipeline") == "true" && (len(runs) == 0 || runs[len(runs)-1] != r.RunID) {
+		if r.Streamed() && (len(runs) == 0 || runs[len(runs)-1] != r.RunID) {
 			runs = append(runs, r.RunID)
 		}
 	}

@@ -120,6 +120,11 @@ type ServerConfig struct {
 	// Populate's admit holds its readers within reach of them. 0: every
 	// region stays until the session ends.
 	Window int
+	// IO (rdma) is how the file is read: results.IOMmap, or IODirect: one
+	// pass with O_DIRECT into a ring of results.DirectSlots(Window)
+	// buffers of MRSize, registered once before ready, each announced
+	// when full and refilled once the client has released it.
+	IO string
 }
 
 // ReadyInfo is what a Server reports once it can accept its client.

@@ -47,6 +47,7 @@ const (
 	Populate                   // server.populate
 	Pipeline                   // server.pipeline
 	Window                     // server.window
+	IO                         // server.io
 )
 
 // names are the parameters' names, by ID.
@@ -94,4 +95,5 @@ var names = [...]string{
 	Populate:         "populate",
 	Pipeline:         "pipeline",
 	Window:           "window",
+	IO:               "io",
 }

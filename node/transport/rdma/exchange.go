@@ -31,9 +31,10 @@ package rdma
 //	flags    = bit 0: the file holds the pattern (verifiable);
 //	           bit 1: the region is registered with on-demand paging;
 //	           bit 2: pipelined: the rkeys are 0 until each memory
-//	           region's ready-region message brings its own, and addr
-//	           is the mapping's address in those messages (the server
-//	           may map the file again to register the first);
+//	           region's ready-region message brings its own, and the
+//	           region's byte off is at that message's addr + off (the
+//	           mapping's address, which registering the first may move;
+//	           io direct: where the region's ring buffer places it);
 //	           bit 3: windowed: the client sends a release for each
 //	           memory region, in order, once its READs of it have all
 //	           completed, and reads the file once from its start; the

@@ -54,17 +54,21 @@ func (s *server) mapForPipeline() error {
 // nil, nil. With a window it also returns the function readEnd passes the
 // client's releases to; nil otherwise.
 func (s *server) startPipeline(ctx context.Context, c net.Conn) (wait func() (*results.Pipeline, error), release func(int) error) {
-	if !s.cfg.Pipeline {
+	if !s.cfg.Pipeline && s.ring == nil {
 		return func() (*results.Pipeline, error) { return nil, nil }, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := newWindow(s.cfg.Window, len(s.spans))
+	w := s.newWindow()
 	var p *results.Pipeline
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p, err = s.pipeline(ctx, c, w)
+		if s.ring != nil {
+			p, err = s.pipelineDirect(ctx, c, w)
+		} else {
+			p, err = s.pipeline(ctx, c, w)
+		}
 	}()
 	wait = func() (*results.Pipeline, error) {
 		cancel()
@@ -81,10 +85,11 @@ func (s *server) startPipeline(ctx context.Context, c net.Conn) (wait func() (*r
 }
 
 // window is a windowed pipeline's account of the client's releases: the
-// pipeline takes each from released, in order, to deregister it; admit
-// holds the populate readers within reach of the registered regions.
+// pipeline takes each from released, in order, to deregister it (io
+// direct: to free its buffer); admit holds the readers within reach.
 type window struct {
 	size     int
+	ahead    int      // admit's reach: regions past the last one dropped
 	released chan int // the client's releases, as readEnd receives them
 	next     int      // the release readEnd expects next
 
@@ -93,11 +98,25 @@ type window struct {
 	moved   chan struct{} // closed and replaced when dropped grows
 }
 
-func newWindow(size, regions int) *window {
+func newWindow(size, regions, ahead int) *window {
 	if size <= 0 || size >= regions {
 		return nil // nothing to bound: every region fits in it
 	}
-	return &window{size: size, released: make(chan int, regions), moved: make(chan struct{})}
+	return &window{size: size, ahead: ahead, released: make(chan int, regions), moved: make(chan struct{})}
+}
+
+// newWindow is s's window, nil when it has none: a pipelined server's
+// window, whose readers may read one window beyond the registered
+// regions into the page cache, or io direct's ring, whose readers fill
+// a buffer only once its last region was released.
+func (s *server) newWindow() *window {
+	if s.ring != nil {
+		return newWindow(s.ring.slots, len(s.spans), s.ring.slots)
+	}
+	if !s.cfg.Pipeline {
+		return nil
+	}
+	return newWindow(s.cfg.Window, len(s.spans), 2*s.cfg.Window)
 }
 
 // release takes the client's release of memory region i, which must be
@@ -120,13 +139,13 @@ func (w *window) droppedOne() {
 	w.mu.Unlock()
 }
 
-// admit waits until region i may be read into the page cache: no further
-// than one window beyond the registered ones, so the disk keeps reading
-// while the client READs without the file piling up in memory ahead.
+// admit waits until region i may be read: no further than ahead regions
+// past the last one dropped, so the disk keeps reading while the client
+// READs without the file piling up in memory ahead.
 func (w *window) admit(ctx context.Context, i int) error {
 	for {
 		w.mu.Lock()
-		ok, moved := i < w.dropped+2*w.size, w.moved
+		ok, moved := i < w.dropped+w.ahead, w.moved
 		w.mu.Unlock()
 		if ok {
 			return nil
@@ -343,7 +362,10 @@ func (c *client) openGate() error {
 		return errors.New("allocate the pipeline's gate: out of memory")
 	}
 	g.g.rkeys = (*C.uint32_t)(C.calloc(C.size_t(n), 4))
-	if g.g.rkeys == nil {
+	g.g.raddrs = (*C.uint64_t)(C.calloc(C.size_t(n), 8))
+	if g.g.rkeys == nil || g.g.raddrs == nil {
+		C.free(unsafe.Pointer(g.g.rkeys))
+		C.free(unsafe.Pointer(g.g.raddrs))
 		C.free(unsafe.Pointer(g.g))
 		return errors.New("allocate the pipeline's rkeys: out of memory")
 	}
@@ -353,12 +375,12 @@ func (c *client) openGate() error {
 }
 
 // readAnnouncements opens the gate one memory region at a time as the
-// server announces them: the rkey (and, with the first, the mapping's
-// address) before ready moves past it.
+// server announces them: its rkey and address before ready moves past
+// it.
 func (c *client) readAnnouncements() {
 	g := c.gate
 	defer close(g.done)
-	rkeys := unsafe.Slice(g.g.rkeys, g.n)
+	rkeys, raddrs := unsafe.Slice(g.g.rkeys, g.n), unsafe.Slice(g.g.raddrs, g.n)
 	for i := range g.n {
 		rkey, addr, err := readRegion(c.conn, i, g.n)
 		if err != nil {
@@ -368,10 +390,7 @@ func (c *client) readAnnouncements() {
 			}
 			return
 		}
-		rkeys[i] = C.uint32_t(rkey)
-		if i == 0 {
-			g.g.raddr = C.uint64_t(addr)
-		}
+		rkeys[i], raddrs[i] = C.uint32_t(rkey), C.uint64_t(addr)
 		atomic.StoreUint64((*uint64)(unsafe.Pointer(&g.g.ready)), g.spans[i].off+g.spans[i].len)
 	}
 }
@@ -405,6 +424,7 @@ func (g *gate) close() {
 	}
 	<-g.done
 	C.free(unsafe.Pointer(g.g.left))
+	C.free(unsafe.Pointer(g.g.raddrs))
 	C.free(unsafe.Pointer(g.g.rkeys))
 	C.free(unsafe.Pointer(g.g))
 	g.g = nil

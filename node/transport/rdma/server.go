@@ -81,6 +81,8 @@ type server struct {
 	mrMu  sync.Mutex
 	// pinnedPeak is a pipelined session's most bytes registered at once.
 	pinnedPeak atomic.Int64
+	// ring is io direct's (direct.go); nil otherwise.
+	ring *ring
 
 	closeOnce sync.Once
 }
@@ -143,7 +145,7 @@ func newServer(cfg transport.ServerConfig, warn func(string)) (*server, error) {
 			return nil, err
 		}
 		if err := raiseMemlock(uint64(need), what); err != nil {
-			if !cfg.Pipeline || cfg.Window == 0 {
+			if cfg.IO != results.IODirect && (!cfg.Pipeline || cfg.Window == 0) {
 				err = fmt.Errorf("%w; or stream the file through a window: server.window (node serve --pipeline --window N), N × mr_size within the limit", err)
 			}
 			return nil, err
@@ -155,8 +157,11 @@ func newServer(cfg transport.ServerConfig, warn func(string)) (*server, error) {
 // pinnedNeed is the most bytes cfg's server registers at once, and what
 // for: the file, or a pipelined window's regions.
 func pinnedNeed(cfg transport.ServerConfig) (int64, string) {
-	need := results.PinnedBytes(cfg.Region.Size, cfg.MRSize, cfg.Pipeline, cfg.Window)
-	if need < cfg.Region.Size {
+	need := results.PinnedBytes(cfg.Region.Size, cfg.MRSize, cfg.Pipeline, cfg.Window, cfg.IO)
+	switch {
+	case cfg.IO == results.IODirect && cfg.MRSize > 0:
+		return need, fmt.Sprintf("io direct's ring of %d buffers of %d bytes", need/cfg.MRSize, cfg.MRSize)
+	case need < cfg.Region.Size:
 		return need, fmt.Sprintf("a window of %d memory regions of %d bytes", cfg.Window, cfg.MRSize)
 	}
 	return need, "registering the region"
@@ -176,7 +181,10 @@ func (s *server) listen(ctx context.Context) error {
 	}
 	s.startWatch()
 	register := s.register
-	if s.cfg.Pipeline {
+	switch {
+	case s.cfg.IO == results.IODirect:
+		register = s.setupRing
+	case s.cfg.Pipeline:
 		register = s.mapForPipeline
 	}
 	if err := register(); err != nil {
@@ -543,7 +551,7 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	}
 	switch {
 	case s.odp:
-	case s.cfg.Pipeline:
+	case s.cfg.Pipeline || s.ring != nil:
 		st.PinnedPeakBytes = ref(s.pinnedPeak.Load())
 	default:
 		st.PinnedPeakBytes = ref(s.cfg.Region.Size) // registered whole before ready
@@ -617,9 +625,9 @@ func (s *server) handshake(ctx context.Context, c *net.TCPConn) (serverSession, 
 		MRSize: s.mrSize, RKeys: s.rkeys(),
 		Seed: s.cfg.Region.Seed, Patterned: s.cfg.Region.Patterned, ODP: s.odp,
 	}
-	if s.cfg.Pipeline {
+	if s.cfg.Pipeline || s.ring != nil {
 		region.Pipelined, region.RKeys = true, make([]uint32, len(s.spans))
-		region.Windowed = newWindow(s.cfg.Window, len(s.spans)) != nil
+		region.Windowed = s.newWindow() != nil
 	}
 	return serverHandshakeMode(ctx, c, s.cfg.Secret, region, s.cm, s.prepare)
 }
@@ -643,6 +651,7 @@ func (s *server) Close() error {
 			unix.Munmap(s.mem)
 			s.mem = nil
 		}
+		s.closeRing()
 		if s.dev != nil {
 			s.dev.close()
 		}

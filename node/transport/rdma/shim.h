@@ -114,10 +114,12 @@ enum {
 };
 
 // rs_gate is a pipelined server's announcements as the client's Go side
-// receives them: the mapping's address, each memory region's rkey, and
-// ready, the bytes from the region's start that are registered. Go writes
-// raddr and the rkey of a region before it stores ready past it (an
-// atomic store); the loop loads ready with acquire before it reads them.
+// receives them: each memory region's rkey and address (byte off of
+// region i is at raddrs[i] + off: the mapping's address, or under io
+// direct where its buffer places the file), and ready, the bytes from
+// the region's start that are announced. Go writes a region's rkey and
+// address before it stores ready past it (an atomic store); the loop
+// loads ready with acquire before it reads them.
 //
 // With a window (the server deregisters each memory region once read),
 // left holds each region's READs not yet completed, set by Go before the
@@ -127,7 +129,7 @@ enum {
 // before the fence completes, never region 0.
 typedef struct {
 	uint64_t ready;
-	uint64_t raddr;
+	uint64_t *raddrs;
 	uint32_t *rkeys;
 	uint32_t *left; // NULL without a window
 	int64_t nregions;

@@ -161,7 +161,7 @@ static void queue_read(loop *l, int slot, int64_t k) {
 	uint64_t off = (uint64_t)block * a->bs;
 	q->last_off = off;
 	if (a->gate) { // gated() loaded ready with acquire: these are set
-		w->wr.rdma.remote_addr = a->gate->raddr + off;
+		w->wr.rdma.remote_addr = a->gate->raddrs[off / a->mr_size] + off;
 		w->wr.rdma.rkey = a->gate->rkeys[off / a->mr_size];
 	} else {
 		w->wr.rdma.remote_addr = a->raddr + off;
@@ -190,7 +190,7 @@ static void queue_fence(loop *l, int qi) {
 	// Gated, it reads its QP's last READ's region: under a window region 0
 	// may be gone, and that one stays until the fence has completed.
 	const rs_gate *g = l->a->gate;
-	w->wr.rdma.remote_addr = g ? g->raddr + q->last_off : l->a->raddr;
+	w->wr.rdma.remote_addr = g ? g->raddrs[q->last_off / l->a->mr_size] + q->last_off : l->a->raddr;
 	w->wr.rdma.rkey = g ? g->rkeys[q->last_off / l->a->mr_size] : l->a->rkeys[0];
 	touch(l, qi);
 	if (q->tail)

@@ -14,10 +14,10 @@ import (
 // deregistered: region 2·size waits for the first drop. A window as large
 // as the file bounds nothing and is none.
 func TestWindow(t *testing.T) {
-	if newWindow(4, 4) != nil || newWindow(0, 32) != nil {
+	if newWindow(4, 4, 8) != nil || newWindow(0, 32, 0) != nil {
 		t.Fatal("a window of 0, or of every region, is not nil")
 	}
-	w := newWindow(2, 8)
+	w := newWindow(2, 8, 4)
 	if err := w.release(1); !errors.Is(err, errProtocol) {
 		t.Errorf("release of region 2 first: %v; want a protocol error", err)
 	}

@@ -38,7 +38,8 @@ func FuzzServeRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out bytes.Buffer
 		s := &server{mem: mem, fd: -1, warn: func(string) {}}
-		s.serveConn(memConn{Reader: bytes.NewReader(in), out: &out}, new(transport.ServeStats))
+		c := memConn{Reader: bytes.NewReader(in), out: &out}
+		s.serveConn(c, new(transport.ServeStats), s.writer(c))
 		check(t, in, out.Bytes(), mem)
 	})
 }

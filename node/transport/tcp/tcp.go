@@ -182,6 +182,14 @@ func (t *Transport) Listen(ctx context.Context, cfg transport.ServerConfig, warn
 		return nil, fmt.Errorf("tcp listen: %w", err)
 	}
 	s := &server{t: t, cfg: cfg, warn: warn, mem: m, fd: fd}
+	if cfg.IO == results.IODirect {
+		if s.direct, err = openDirect(regionConfig{path: cfg.Region.Path, size: cfg.Region.Size, window: cfg.Window}); err != nil {
+			ln.Close()
+			region.Unmap(m)
+			unix.Close(fd)
+			return nil, fmt.Errorf("tcp listen: %w", err)
+		}
+	}
 	s.l = transport.NewListener(ln.(*net.TCPListener), transport.Admission[struct{}]{
 		Handshake: func(_ context.Context, c *net.TCPConn) (struct{}, error) { return struct{}{}, s.handshake(c) },
 		Timeout:   t.handshakeTimeout(),
@@ -220,6 +228,9 @@ type server struct {
 	mem   []byte
 	fd    int // the region's file, for sendfile; -1 when there is none
 	ready transport.ReadyInfo
+	// direct is io direct's ring (direct.go); nil otherwise. The mapping
+	// then only sizes the region.
+	direct *directRing
 
 	closeOnce sync.Once
 	closeErr  error
@@ -239,7 +250,16 @@ func (s *server) Serve(ctx context.Context) (transport.ServeStats, error) {
 	start := time.Now()
 	cpu := transport.StartCPU()
 	tcp := tcpPhase(c)
-	err = s.serveConn(c, &st)
+	send := s.writer(c)
+	var sess *directSession
+	if s.direct != nil {
+		sess = s.direct.start(ctx, s.cfg.Region.Size)
+		send = s.writevDirect(ctx, c, sess)
+	}
+	err = s.serveConn(c, &st, send)
+	if sess != nil {
+		st.Pipeline = sess.finish(s.cfg.Region.Size)
+	}
 	st.Seconds, st.CPU = time.Since(start).Seconds(), cpu()
 	st.TCP = tcp()
 	if ctx.Err() != nil {
@@ -303,12 +323,11 @@ func (s *server) handshake(c net.Conn) error {
 // magic or version, a truncated request) gets an error reply where
 // possible and ends the session with an error. Several connections may be
 // served at once: the region is read-only and each has its own buffers.
-func (s *server) serveConn(c net.Conn, st *transport.ServeStats) error {
+func (s *server) serveConn(c net.Conn, st *transport.ServeStats, send func([]reply) error) error {
 	r := bufio.NewReaderSize(c, 64<<10)
 	var req [requestSize]byte
 	var hdrs [maxBatch][replySize]byte
 	batch := make([]reply, 0, maxBatch)
-	send := s.writer(c)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -563,6 +582,10 @@ func (s *server) Close() error {
 		if s.fd >= 0 {
 			unix.Close(s.fd)
 			s.fd = -1
+		}
+		if s.direct != nil {
+			s.direct.close()
+			s.direct = nil
 		}
 	})
 	return s.closeErr

@@ -12,7 +12,7 @@ import (
 // initialisms are the words of parameter names that Go spells in capitals
 // (or, for qps, as the code already spells them).
 var initialisms = map[string]string{
-	"qps": "QPs", "ib": "IB", "gid": "GID", "cq": "CQ", "odp": "ODP", "mr": "MR", "rnr": "RNR", "pkey": "PKey",
+	"qps": "QPs", "ib": "IB", "gid": "GID", "cq": "CQ", "odp": "ODP", "mr": "MR", "rnr": "RNR", "pkey": "PKey", "io": "IO",
 }
 
 // ident is a parameter's Go name: cq_moderation is CQModeration.

@@ -276,10 +276,10 @@ func Lookup(name string) (Tool, error) {
 }
 
 // nodeOnly are the parameters only node uses: how node makes the file
-// servable and serves it (populate, pipeline, window, mr_size,
+// servable and serves it (populate, pipeline, window, io, mr_size,
 // odp_prefetch) and its QP's PCIe ordering (relaxed_ordering). No peer's
 // table names them.
-var nodeOnly = []param.ID{param.Populate, param.Pipeline, param.Window, param.MRSize, param.ODPPrefetch, param.RelaxedOrdering}
+var nodeOnly = []param.ID{param.Populate, param.Pipeline, param.Window, param.IO, param.MRSize, param.ODPPrefetch, param.RelaxedOrdering}
 
 // Unused names the parameters the peer does not use, by plan name:
 // node's own (nodeOnly). A plan expands a peer's point once over a sweep

@@ -91,7 +91,7 @@ func TestJudge(t *testing.T) {
 			f.UID = 0
 			f.Host = &results.Host{MemlockBytes: 64 << 20, MemlockHardBytes: ptr(int64(64 << 20))}
 		},
-			func(n *Need) { n.PinnedMax = results.PinnedBytes(n.FileSize, 16<<20, true, 4) }, "",
+			func(n *Need) { n.PinnedMax = results.PinnedBytes(n.FileSize, 16<<20, true, 4, results.IOMmap) }, "",
 			func(v Verdict) string { return v.Memory }, "memlock 64MiB"},
 		{"CAP_IPC_LOCK lifts memlock", func(f *Facts) { f.UID = 1000; f.Host = &results.Host{MemlockBytes: 64 << 20, CapIPCLock: true} }, nil, "",
 			func(v Verdict) string { return v.Memory }, "memlock 64MiB (CAP_IPC_LOCK)"},

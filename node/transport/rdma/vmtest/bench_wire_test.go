@@ -105,6 +105,70 @@ sweep:
 	}
 }
 
+// TestBenchDirectWire is io direct against the kernel's target and the
+// mmap pipeline, cold, on the wire: the drive cache=none at
+// depth1DiskBPS, one exec, taking turns, 5 times, at 64 KiB and 1 MiB:
+// node io direct (O_DIRECT into its ring), node pipelined (mmap, populate
+// parallel) and nvmeof (nvmet-rdma, buffered_io 0: O_DIRECT too), each
+// reading the 96 MiB file once (io direct through its ring of twice the
+// client's bytes in flight: 32 MiB at 1 MiB), with node warm beside them. It logs each
+// size's medians: end_to_end_mb_s, direct/nvmeof, and each stream
+// against 0.9 × min(the disk's ceiling, node's warm READs).
+//
+//	go test -tags bench -run TestBenchDirectWire -v ./node/transport/rdma/vmtest
+func TestBenchDirectWire(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	lab := startWireLab(t, ctx, guest.Bookworm)
+	if err := lab.server.g.SetNVMeReadBPS(ctx, depth1DiskBPS); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("start: %s", testenv.Load())
+	plan := lab.plan(t, "direct-wire", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, registration: pinned, mr_size: 1MiB}
+client: {queue_depth: 16, pattern: sequential, verify: false}
+repeat: 5
+sweep:
+  zip:
+    cache: [cold, cold, warm]
+    duration: [0s, 0s, 4s]
+    warmup: [0s, 0s, 1s]
+    pipeline: [true, false, false]
+    io: [mmap, direct, mmap]
+  matrix:
+    block_size: [64KiB, 1MiB]
+    workload: [node, nvmeof]
+`, wireDiskLinkFile, wireDiskLinkSize>>20))
+	rows := lab.exec(t, plan, "direct-wire")
+	t.Logf("end: %s", testenv.Load())
+	med := func(bs, workload, cache, io string, pipe bool, col func(results.Row) *float64) (float64, int) {
+		var v []float64
+		for _, r := range rows {
+			if r.Status == results.StatusOK && r.Param("block_size") == bs && r.Workload() == workload && r.Param("cache") == cache &&
+				(workload != "node" || r.Param("io") == io && (r.Param("pipeline") == "true") == pipe) && col(r) != nil {
+				v = append(v, *col(r))
+			}
+		}
+		return stat.Median(v), len(v)
+	}
+	e2e := func(r results.Row) *float64 { return r.EndToEndMBs }
+	bw := func(r results.Row) *float64 { return r.BandwidthMBs }
+	ceil := func(r results.Row) *float64 { return r.DiskCeilingMBs }
+	for _, bs := range []string{"65536", "1048576"} {
+		d, dn := med(bs, "node", "cold", results.IODirect, false, e2e)
+		p, pn := med(bs, "node", "cold", results.IOMmap, true, e2e)
+		v, vn := med(bs, "nvmeof", "cold", "", false, e2e)
+		w, wn := med(bs, "node", "warm", results.IOMmap, false, bw)
+		c, _ := med(bs, "node", "cold", results.IODirect, false, ceil)
+		t.Logf("BENCH cold %7s end to end: node direct %.1f (%d), pipelined %.1f (%d), nvmeof %.1f (%d); direct/nvmeof %.2f, pipelined/nvmeof %.2f; warm %.1f (%d), ceiling %.0f: direct %.2f, pipelined %.2f of min(ceiling, warm)",
+			bs, d, dn, p, pn, v, vn, d/v, p/v, w, wn, c, d/min(c, w), p/min(c, w))
+	}
+	stdout, stderr, err := runRunner(ctx, lab.runner, lab.dir, lab.env, "summary", "--baseline", "workload=nvmeof", filepath.Join(lab.dir, "out", "direct-wire.csv"))
+	if err != nil {
+		t.Fatalf("runner summary: %v\n%s", err, stderr)
+	}
+	t.Logf("runner summary:\n%s%s", stdout, stderr)
+}
+
 // TestBenchBoundByLink is the link's side of bound_by on the wire, which
 // TestGuestWire/BoundByLink and BoundByMeasuredLink leave to an idle
 // machine. With the server's wire NIC carrying 100 Mb/s (netem's rate):

@@ -60,6 +60,10 @@ const (
 	// two busy loops: the guest's reads timed out, the driver reset the
 	// controller, and the drive completed nothing more.
 	depth1DiskBPS = 200_000_000
+	// wireDirectFile is io direct's memory check's file, and
+	// wireDirectSize its size: 8 times the memlock limit it is read under.
+	wireDirectFile = "/mnt/nvme/rdmasweep-direct.dat"
+	wireDirectSize = 512 << 20
 	// wirePipeFile is the pipeline check's file, and wirePipeSize its
 	// size: 32 memory regions of 1 MiB.
 	wirePipeFile = "/mnt/nvme/rdmasweep-pipe.dat"
@@ -147,7 +151,7 @@ func TestGuestWire(t *testing.T) {
 	for _, sub := range []struct {
 		name string
 		f    func(*testing.T)
-	}{{"ToS", lab.tos}, {"PeerLikeNode", lab.peerLikeNode}, {"Calibrate", lab.calibrate}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"BoundByMeasuredLink", lab.boundByMeasuredLink}, {"BoundByClientCPU", lab.boundByClientCPU}, {"Pipeline", lab.pipeline}, {"PipelineOverlap", lab.pipelineOverlap}, {"PipelineInterrupted", lab.pipelineInterrupted},
+	}{{"ToS", lab.tos}, {"PeerLikeNode", lab.peerLikeNode}, {"Calibrate", lab.calibrate}, {"Loss", lab.loss}, {"NVMe", lab.nvme}, {"BoundByDisk", lab.boundByDisk}, {"BoundByDepth1", lab.boundByDepth1}, {"BoundByLink", lab.boundByLink}, {"BoundByMeasuredLink", lab.boundByMeasuredLink}, {"BoundByClientCPU", lab.boundByClientCPU}, {"Pipeline", lab.pipeline}, {"PipelineOverlap", lab.pipelineOverlap}, {"PipelineInterrupted", lab.pipelineInterrupted}, {"DirectUnderMemlock", lab.directUnderMemlock},
 		{"NVMeoFRows", lab.nvmeofRows}, {"NVMeoFCorrupt", lab.nvmeofCorrupt}, {"NVMeoFKill", lab.nvmeofKill}, {"NVMeoFNoModule", lab.nvmeofNoModule}} {
 		t.Run(sub.name, func(t *testing.T) {
 			s := time.Now()
@@ -170,7 +174,7 @@ func startWireLab(t *testing.T, ctx context.Context, k guest.Kernel) *wireLab {
 	steps := []func() error{
 		func() error { _, err := guest.EnsureImage(ctx, k, testLog{t}); return err },
 		func() error { return buildRunner(ctx, lab.runner) },
-		func() error { return guest.NewExt4Image(ctx, disk, 640<<20) },
+		func() error { return guest.NewExt4Image(ctx, disk, 1280<<20) }, // wireDirectSize's file too
 	}
 	if lab.node == "" {
 		lab.node = filepath.Join(t.TempDir(), "node")
@@ -1010,12 +1014,13 @@ client: {block_size: 1MiB, queue_depth: 4}
 }
 
 // pipeline: across the wire, the server's file on the throttled drive,
-// one plan reads it five ways: fio on the server's own file, cold (the
+// one plan reads it six ways: fio on the server's own file, cold (the
 // disk alone); node warm (the wire alone); node cold, serial (the disk,
-// then the wire); node cold, pipelined; and pipelined through a window
-// of 4 regions. Both pipelines' end_to_end_mb_s reach 0.9 × min(fio,
-// warm), the window's with at most its 4 MiB pinned at once
-// (pinned_peak_bytes; serially, the file), and the serial path's
+// then the wire); node cold, pipelined; pipelined through a window of 4
+// regions; and io direct, through its ring of 4. Each stream's
+// end_to_end_mb_s reaches 0.9 × min(fio, warm), the window's and the
+// ring's with at most 4 MiB pinned at once (pinned_peak_bytes;
+// serially, the file), io direct's read off the disk, and the serial path's
 // end-to-end time stays within 15 % of the disk's time plus the wire's,
 // so overlapping them is what the pipeline gains. Every node row is
 // verified.
@@ -1024,16 +1029,17 @@ func (l *wireLab) pipeline(t *testing.T) {
 client: {block_size: 256KiB, queue_depth: 4, verify: true}
 sweep:
   zip:
-    cache: [cold, warm, cold, cold]
-    pipeline: [false, false, true, true]
-    window: [0, 0, 0, 4]
+    cache: [cold, warm, cold, cold, cold]
+    pipeline: [false, false, true, true, false]
+    window: [0, 0, 0, 4, 0]
+    io: [mmap, mmap, mmap, mmap, direct]
   matrix:
     workload: [node, fio]
 `, wirePipeFile, wirePipeSize>>20))
 	l.exec(t, plan, "wire-pipe", "--only", "workload=fio", "--only", "cache=cold", "--only", "pipeline=false", "--set", "verify=false")
 	rows := l.exec(t, plan, "wire-pipe", "--only", "workload=node")
-	if len(rows) != 5 {
-		t.Fatalf("%d rows, want 5", len(rows))
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6", len(rows))
 	}
 	by := map[string]results.Row{}
 	for _, r := range rows {
@@ -1050,10 +1056,13 @@ sweep:
 		if r.ParamInt("window") > 0 && r.Workload() == "node" {
 			key += " window " + r.Param("window")
 		}
+		if r.Param("io") == results.IODirect {
+			key += " direct"
+		}
 		by[key] = r
 	}
 	// fio does not pipeline: its point is expanded once, its pipeline cell empty.
-	fio, warm, serial, pipe, win := by["fio cold "], by["node warm false"], by["node cold false"], by["node cold true"], by["node cold true window 4"]
+	fio, warm, serial, pipe, win, direct := by["fio cold "], by["node warm false"], by["node cold false"], by["node cold true"], by["node cold true window 4"], by["node cold false direct"]
 	// Serially the whole file is pinned before ready; through a window
 	// of 4 regions, at most 4 MiB at once, end to end as fast.
 	if serial.PinnedPeakBytes == nil || *serial.PinnedPeakBytes != wirePipeSize || win.PinnedPeakBytes == nil || *win.PinnedPeakBytes <= 0 || *win.PinnedPeakBytes > 4<<20 {
@@ -1086,6 +1095,16 @@ sweep:
 		t.Errorf("serial end-to-end %.2f s, the disk's %.2f s + the wire's %.2f s = %.2f s; want 0.85 to 1.5 × the sum", took, mb/disk, mb/wire, sum)
 	}
 	t.Logf("pipelined %.2f MB/s end to end = %.2f × min(disk %.2f, wire %.2f); serial %.2f s = %.2f × (disk + wire)", *pipe.EndToEndMBs, *pipe.EndToEndMBs/min(disk, wire), disk, wire, took, took/sum)
+	// io direct: its ring of 4 buffers of 1 MiB, read off the disk (cold
+	// proven) as the client READs.
+	if direct.PinnedPeakBytes == nil || *direct.PinnedPeakBytes != 4<<20 || direct.ColdReadFraction == nil || *direct.ColdReadFraction < 0.95 {
+		t.Errorf("io direct: pinned_peak_bytes %v, cold_read_fraction %s; want its 4 MiB ring, and the file read off the disk", direct.PinnedPeakBytes, fmtPtr(direct.ColdReadFraction))
+	}
+	if direct.EndToEndMBs == nil || *direct.EndToEndMBs < 0.9*min(disk, wire) {
+		t.Errorf("io direct: end_to_end %s MB/s; want ≥ 0.9 × min(fio cold %.2f, node warm %.2f)", fmtPtr(direct.EndToEndMBs), disk, wire)
+	} else {
+		t.Logf("io direct: %.2f MB/s end to end = %.2f × min(disk, wire), read at %s MB/s, disk idle %s %%", *direct.EndToEndMBs, *direct.EndToEndMBs/min(disk, wire), fmtPtr(direct.PopulateMBs), fmtPtr(direct.DiskIdlePct))
+	}
 	if win.EndToEndMBs == nil || *win.EndToEndMBs < 0.9*min(disk, wire) {
 		t.Errorf("window 4: end_to_end %s MB/s; want ≥ 0.9 × min(fio cold %.2f, node warm %.2f)", fmtPtr(win.EndToEndMBs), disk, wire)
 	} else {
@@ -1181,15 +1200,23 @@ client: {block_size: 256KiB, queue_depth: 4, verify: true}
 	}
 }
 
-// pipelineInterrupted: SIGINT to the runner while a pipelined point's
-// server is registering the file region by region (some registered, the
-// rest to come) leaves neither guest a node process or a memory region
-// of node's (`rdma resource show mr`), and the next exec runs the point
-// again, whole and verified.
+// pipelineInterrupted: SIGINT to the runner mid-stream leaves neither
+// guest a node process or a memory region of node's (`rdma resource
+// show mr`), and the next exec runs the point again, whole and verified:
+// pipelined, while the server registers the file region by region (some
+// registered, the rest to come); io direct, while the client READs the
+// ring (a second after both sides registered).
 func (l *wireLab) pipelineInterrupted(t *testing.T) {
-	plan := l.plan(t, "wire-pipe-int", fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: cold, registration: pinned, mr_size: 1MiB, pipeline: true}
+	for _, c := range []struct{ name, server string }{{"pipeline", "pipeline: true"}, {"direct", "io: direct"}} {
+		t.Run(c.name, func(t *testing.T) { l.interrupted(t, c.name, c.server) })
+	}
+}
+
+func (l *wireLab) interrupted(t *testing.T, name, server string) {
+	csv := "wire-int-" + name
+	plan := l.plan(t, csv, fmt.Sprintf(`server: {file: %s, file_size: %dMiB, create: true, cache: cold, registration: pinned, mr_size: 1MiB, %s}
 client: {block_size: 256KiB, queue_depth: 4, verify: true}
-`, wirePipeFile, wirePipeSize>>20))
+`, wirePipeFile, wirePipeSize>>20, server))
 	cmd := exec.CommandContext(l.ctx, l.runner, "exec", plan)
 	var stderr strings.Builder
 	cmd.Dir, cmd.Env, cmd.Stderr = l.dir, l.env, &stderr
@@ -1198,17 +1225,32 @@ client: {block_size: 256KiB, queue_depth: 4, verify: true}
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	// Pipelined: 2 regions registered and more to come; direct: the ring
+	// and the client's buffer registered.
+	under := func() (bool, int) {
+		n := nodeMRs(t, l.server)
+		if name == "direct" {
+			return n == 1 && nodeMRs(t, l.client) > 0, n
+		}
+		return n >= 2 && n < wirePipeSize>>20, n
+	}
 	regions := 0
-	for deadline := time.Now().Add(time.Minute); regions < 2 || regions >= wirePipeSize>>20; {
+	for deadline := time.Now().Add(time.Minute); ; {
 		select {
 		case err := <-exited:
-			t.Fatalf("runner exec ended (%v) before the server had registered 2 of %d regions (last seen %d):\n%s", err, wirePipeSize>>20, regions, stderr.String())
+			t.Fatalf("runner exec ended (%v) before the point was under way (%d memory regions of the server's seen):\n%s", err, regions, stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the server registered %d memory regions in a minute, want 2 to %d", regions, wirePipeSize>>20-1)
+			t.Fatalf("the point was not under way within a minute (%d memory regions of the server's)", regions)
 		}
-		regions = nodeMRs(t, l.server)
+		var ok bool
+		if ok, regions = under(); ok {
+			break
+		}
+	}
+	if name == "direct" {
+		time.Sleep(time.Second) // the ring's buffers being read and refilled
 	}
 	if n := nodeProcs(t, l.server); n == 0 {
 		t.Fatalf("the server's guest shows no node process with %d memory regions registered: the count below could not see one either", regions)
@@ -1219,7 +1261,7 @@ client: {block_size: 256KiB, queue_depth: 4, verify: true}
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 		t.Fatalf("runner after SIGINT: %v, want exit status 130\n%s", err, stderr.String())
 	}
-	t.Logf("interrupted with %d of %d memory regions registered", regions, wirePipeSize>>20)
+	t.Logf("%s: interrupted with %d memory regions of the server's registered", name, regions)
 	for _, e := range []*wireEnd{l.server, l.client} {
 		if n := nodeMRs(t, e); n != 0 {
 			t.Errorf("guest on port %d: %d memory regions of node's left after the runner ended", e.g.SSHPort, n)
@@ -1228,11 +1270,11 @@ client: {block_size: 256KiB, queue_depth: 4, verify: true}
 			t.Errorf("guest on port %d: %d node processes left after the runner ended", e.g.SSHPort, n)
 		}
 	}
-	rows := l.exec(t, plan, "wire-pipe-int")
+	rows := l.exec(t, plan, csv)
 	if len(rows) != 1 {
 		t.Fatalf("%d rows after the interrupted exec and the next, want the one point's", len(rows))
 	}
-	okRow(t, "resumed pipeline", rows[0], wirePipeSize)
+	okRow(t, "resumed "+name, rows[0], wirePipeSize)
 }
 
 // nodeMRs counts the memory regions node's processes hold in e's guest.
@@ -1255,4 +1297,73 @@ func nodeProcs(t *testing.T, e *wireEnd) int {
 		t.Fatalf("count node processes: %v", err)
 	}
 	return n
+}
+
+// directUnderMemlock: io direct's ring bounds what it pins, whatever the
+// file. The server's node runs with the memlock limit at 64 MiB and
+// without CAP_IPC_LOCK or CAP_SYS_RESOURCE (capsh drops them from the
+// bounding set before node is exec'd), so the kernel holds its
+// registrations to 64 MiB: a 512 MiB file on the drive (cache=none, at
+// depth1DiskBPS) streams to the client through a ring of 4 × 16 MiB,
+// read whole and verified, pinned_peak_bytes 64 MiB; a ring of 8 is
+// refused before ready, naming the limit.
+func (l *wireLab) directUnderMemlock(t *testing.T) {
+	if err := l.server.g.SetNVMeReadBPS(l.ctx, depth1DiskBPS); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := l.server.g.SetNVMeReadBPS(l.ctx, wireDiskBPS); err != nil {
+			t.Error(err)
+		}
+	}()
+	// node where the runner deploys it, and the file made.
+	l.exec(t, l.plan(t, "wire-direct-deploy", fmt.Sprintf("server: {file: %s, file_size: %dMiB, create: true, cache: warm, registration: pinned}\nclient: {block_size: 1MiB, total: 1MiB}\n", wireDirectFile, wireDirectSize>>20)), "wire-direct-deploy")
+	serve := func(window int) string {
+		return fmt.Sprintf(`capsh --drop=cap_ipc_lock,cap_sys_resource --shell=/bin/sh -- -c 'ulimit -l 65536 && exec %s serve --transport rdma --rdma-connect cm --file %s --file-size %dMiB --cache cold --io direct --mr-size 16MiB --window %d --listen %s --accept-timeout 2m'`,
+			remoteNode, wireDirectFile, wireDirectSize>>20, window, wireServerIP)
+	}
+	out := l.server.sh(t, serve(8)+" 2>&1 || true")
+	if !strings.Contains(out, "RLIMIT_MEMLOCK allows 67108864") || strings.Contains(out, `"type":"ready"`) {
+		t.Errorf("a ring of 8 × 16 MiB under memlock 64 MiB: %s; want a refusal before ready naming the limit", lastLines(out, 3))
+	}
+	l.server.sh(t, serve(4)+" > /tmp/direct-serve.out 2>/tmp/direct-serve.err &")
+	var ready results.Ready
+	for deadline := time.Now().Add(time.Minute); ready.Port == 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready from the server: %s", l.server.sh(t, "cat /tmp/direct-serve.out /tmp/direct-serve.err"))
+		}
+		for _, line := range strings.Split(l.server.sh(t, "cat /tmp/direct-serve.out"), "\n") {
+			if strings.Contains(line, `"type":"ready"`) {
+				if err := json.Unmarshal([]byte(line), &ready); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	read := l.client.sh(t, fmt.Sprintf("%s read --transport rdma --rdma-connect cm --server %s:%d --block-size 1MiB --queue-depth 8 --verify 2>&1 || true", remoteNode, wireServerIP, ready.Port))
+	var res results.Result
+	var done results.Done
+	for _, line := range strings.Split(read, "\n") {
+		if strings.Contains(line, `"type":"result"`) {
+			json.Unmarshal([]byte(line), &res)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); done.Type == ""; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no done from the server: %s", l.server.sh(t, "cat /tmp/direct-serve.out /tmp/direct-serve.err"))
+		}
+		for _, line := range strings.Split(l.server.sh(t, "cat /tmp/direct-serve.out"), "\n") {
+			if strings.Contains(line, `"type":"done"`) {
+				json.Unmarshal([]byte(line), &done)
+			}
+		}
+	}
+	if !res.Verified || res.Bytes != wireDirectSize {
+		t.Fatalf("client: %d bytes, verified %v; want the 512 MiB file verified\n%s", res.Bytes, res.Verified, lastLines(read, 5))
+	}
+	if done.PinnedPeakBytes == nil || *done.PinnedPeakBytes != 64<<20 || done.Pipeline == nil || done.Pipeline.Window != 4 || done.Pipeline.Regions != 32 {
+		t.Fatalf("server's done: pinned_peak_bytes %v, pipeline %+v; want its 64 MiB ring of 4 over 32 regions", done.PinnedPeakBytes, done.Pipeline)
+	}
+	t.Logf("io direct under memlock 64 MiB: 512 MiB verified at %.1f MB/s, read off the disk at %s MB/s, pinned peak %d MiB (%s)",
+		res.BandwidthMBs, fmtPtr(done.Pipeline.PopulateMBs), *done.PinnedPeakBytes>>20, done.Pipeline.Mapping)
 }
