@@ -347,11 +347,6 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if err != nil {
 		return m, err
 	}
-	if c.region.Windowed {
-		if err := c.windowed(w, reads, blocks); err != nil {
-			return m, err
-		}
-	}
 	if w.Rate > 0 {
 		// The C loop computes the schedule (rs_sched); this refuses what
 		// workload.NewSchedule would, before any READ.
@@ -381,6 +376,10 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	a := (*C.rs_run_args)(C.calloc(1, C.size_t(unsafe.Sizeof(C.rs_run_args{}))))
 	defer C.free(unsafe.Pointer(a))
 	c.fillArgs(a, w, blocks, reads, cancel)
+	releasing, err := c.startReleases(w, reads, blocks) // nothing returns between here and rs_run
+	if err != nil {
+		return m, err
+	}
 
 	var h, resp results.Histogram
 	// perm, h.Counts and the rkeys are Go memory without pointers, pinned
@@ -400,12 +399,6 @@ func (c *client) Read(ctx context.Context, w transport.Workload) (transport.Meas
 	if a.open != 0 {
 		pinner.Pin(&resp.Counts[0])
 		a.resp_hist = (*C.uint64_t)(unsafe.Pointer(&resp.Counts[0]))
-	}
-	releasing := func() error { return nil }
-	if c.region.Windowed {
-		if releasing, err = c.releaseRegions(int64(w.BlockSize)); err != nil {
-			return m, err
-		}
 	}
 	var o C.rs_run_out
 	cpu := transport.StartCPU()

@@ -203,28 +203,16 @@ func (s *server) pipeline(ctx context.Context, c net.Conn, w *window) (*results.
 	var regS float64
 	var pinned, peak int64
 	dropped := 0
-	drop := func() error {
-		select {
-		case j := <-w.released:
-			if err := s.dropRegion(j); err != nil {
-				return err
-			}
-			pinned -= int64(s.spans[j].len)
-			dropped++
-			w.droppedOne()
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	for i := range s.spans {
 		for w != nil && i-dropped >= w.size {
-			if err := drop(); err != nil {
+			n, err := s.dropReleased(ctx, w)
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
 				return nil, s.pipelineFailed(ctx, c, err)
 			}
+			pinned, dropped = pinned-n, dropped+1
 		}
 		if _, ok := <-in; !ok {
 			<-popDone
@@ -255,9 +243,18 @@ func (s *server) pipeline(ctx context.Context, c net.Conn, w *window) (*results.
 	}
 	<-popDone
 	// The rest are released as the client reads them, until its bye.
-	for w != nil && dropped < len(s.spans) && drop() == nil {
+	for ; w != nil && dropped < len(s.spans); dropped++ {
+		if _, err := s.dropReleased(ctx, w); err != nil {
+			break
+		}
 	}
 	s.pinnedPeak.Store(peak)
+	return s.pipelineFigures(regS, stream, tl, w), nil
+}
+
+// pipelineFigures are a pipeline's figures: its regions, registration
+// time (regS) and populate's stream, with their rates over the file.
+func (s *server) pipelineFigures(regS float64, stream region.Stream, tl []results.RegionStages, w *window) *results.Pipeline {
 	size := float64(s.cfg.Region.Size) / 1e6
 	p := &results.Pipeline{Regions: len(s.spans), Mapping: s.ready.Mapping, RegistrationS: &regS, Timeline: tl}
 	if w != nil {
@@ -273,7 +270,22 @@ func (s *server) pipeline(ctx context.Context, c net.Conn, w *window) (*results.
 			p.PopulateMBs = ref(size / popS)
 		}
 	}
-	return p, nil
+	return p
+}
+
+// dropReleased waits for the client's next release and deregisters that
+// memory region (dropRegion), returning its length.
+func (s *server) dropReleased(ctx context.Context, w *window) (int64, error) {
+	select {
+	case j := <-w.released:
+		if err := s.dropRegion(j); err != nil {
+			return 0, err
+		}
+		w.droppedOne()
+		return int64(s.spans[j].len), nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 // ref is a pointer to a copy of v.
@@ -441,6 +453,19 @@ func (c *client) windowed(w transport.Workload, reads, blocks int64) error {
 		return errors.New("the server's window deregisters each memory region once read, so the client must read the file once from its start; hint: with server.window, drop warmup, duration and total, and read sequentially")
 	}
 	return nil
+}
+
+// startReleases refuses a workload a windowed server cannot serve, and
+// starts its releases (releaseRegions); without a window the function
+// it returns does nothing.
+func (c *client) startReleases(w transport.Workload, reads, blocks int64) (stop func() error, err error) {
+	if !c.region.Windowed {
+		return func() error { return nil }, nil
+	}
+	if err := c.windowed(w, reads, blocks); err != nil {
+		return nil, err
+	}
+	return c.releaseRegions(int64(w.BlockSize))
 }
 
 // releaseRegions counts each memory region's READs for the loop
