@@ -31,8 +31,9 @@ import (
 
 const (
 	// wireV is the exchange's version: 2 added hello-cm and welcome-cm,
-	// 3 the region as several memory regions, 4 the pipelined region.
-	wireV      = 4
+	// 3 the region as several memory regions, 4 the pipelined region, 5
+	// the window's release.
+	wireV      = 5
 	kChallenge = 1
 	kHello     = 2
 	kWelcome   = 3
